@@ -1,0 +1,149 @@
+// Package parallel owns the CPU worker pool that every CPU kernel shares.
+//
+// Kernels call For to split a loop over [0, n) into chunks that the calling
+// goroutine and the pool's workers claim dynamically. The pool is process-wide
+// so that in-process ranks running kernels at the same time share the cores
+// instead of oversubscribing them: a call recruits only the workers that are
+// idle and always makes progress on its own goroutine.
+package parallel
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+)
+
+var (
+	mu      sync.Mutex
+	threads int            // total threads a call may use, the caller included
+	queue   chan *job      // idle workers wait here
+	stop    chan struct{} // closes the current generation of workers
+)
+
+func init() { SetThreads(0) }
+
+// SetThreads sets the number of threads a parallel loop may use, the calling
+// goroutine included. n <= 0 means runtime.GOMAXPROCS(0). It replaces the
+// worker pool; calls already running finish on the old one.
+func SetThreads(n int) {
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if stop != nil {
+		close(stop)
+	}
+	threads = n
+	queue = make(chan *job, n)
+	stop = make(chan struct{})
+	for i := 0; i < n-1; i++ {
+		go worker(queue, stop)
+	}
+}
+
+// Threads reports the number of threads a parallel loop may use.
+func Threads() int {
+	mu.Lock()
+	defer mu.Unlock()
+	return threads
+}
+
+func worker(q chan *job, stop chan struct{}) {
+	for {
+		select {
+		case j := <-q:
+			j.work()
+		case <-stop:
+			return
+		}
+	}
+}
+
+type job struct {
+	fn     func(lo, hi int)
+	n      int
+	chunk  int
+	next   atomic.Int64
+	wg     sync.WaitGroup
+	panicV atomic.Value
+}
+
+func (j *job) work() {
+	for {
+		lo := int(j.next.Add(int64(j.chunk))) - j.chunk
+		if lo >= j.n {
+			return
+		}
+		hi := min(lo+j.chunk, j.n)
+		j.runChunk(lo, hi)
+	}
+}
+
+func (j *job) runChunk(lo, hi int) {
+	defer j.wg.Done()
+	defer func() {
+		// A panic in a worker would kill the process without the caller's
+		// recover ever seeing it; carry it back to the caller instead.
+		if r := recover(); r != nil {
+			j.panicV.CompareAndSwap(nil, panicBox{r})
+		}
+	}()
+	j.fn(lo, hi)
+}
+
+type panicBox struct{ v any }
+
+// For runs fn over [0, n) split into contiguous chunks of at least grain
+// elements, in parallel. It returns when every chunk has run. Small loops
+// (n <= grain) run inline on the caller. A panic in fn is re-raised on the
+// caller's goroutine.
+func For(n, grain int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	if grain < 1 {
+		grain = 1
+	}
+	mu.Lock()
+	t, q := threads, queue
+	mu.Unlock()
+	if t <= 1 || n <= grain {
+		fn(0, n)
+		return
+	}
+	// A few chunks per thread balance uneven work; no chunk is below grain.
+	chunks := min((n+grain-1)/grain, 4*t)
+	chunk := (n + chunks - 1) / chunks
+	chunks = (n + chunk - 1) / chunk
+	j := &job{fn: fn, n: n, chunk: chunk}
+	j.wg.Add(chunks)
+recruit:
+	for i := 0; i < min(chunks-1, t-1); i++ {
+		select {
+		case q <- j:
+		default: // every worker is busy: the caller does the rest itself
+			break recruit
+		}
+	}
+	j.work()
+	j.wg.Wait()
+	if p := j.panicV.Load(); p != nil {
+		panic(p.(panicBox).v)
+	}
+}
+
+// Blocks calls fn(lo, hi) for blocks of exactly size elements (the last may
+// be shorter), in parallel; useful when a kernel's block size is fixed by its
+// cache blocking rather than by load balance.
+func Blocks(n, size int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	nb := (n + size - 1) / size
+	For(nb, 1, func(b0, b1 int) {
+		for b := b0; b < b1; b++ {
+			fn(b*size, min((b+1)*size, n))
+		}
+	})
+}

@@ -1,0 +1,87 @@
+package parallel
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+func TestForCoversEveryIndexOnce(t *testing.T) {
+	for _, threads := range []int{1, 2, 5} {
+		SetThreads(threads)
+		for _, tc := range []struct{ n, grain int }{{0, 1}, {1, 1}, {7, 3}, {1000, 1}, {1000, 64}, {100003, 1000}} {
+			hits := make([]int32, tc.n)
+			For(tc.n, tc.grain, func(lo, hi int) {
+				if hi-lo < 1 {
+					t.Errorf("empty chunk [%d,%d)", lo, hi)
+				}
+				for i := lo; i < hi; i++ {
+					atomic.AddInt32(&hits[i], 1)
+				}
+			})
+			for i, h := range hits {
+				if h != 1 {
+					t.Fatalf("threads %d n %d grain %d: index %d ran %d times", threads, tc.n, tc.grain, i, h)
+				}
+			}
+		}
+	}
+	SetThreads(0)
+}
+
+// TestConcurrentCallers runs loops from several goroutines at once, as
+// in-process ranks do.
+func TestConcurrentCallers(t *testing.T) {
+	SetThreads(3)
+	defer SetThreads(0)
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < 50; r++ {
+				var sum atomic.Int64
+				For(10000, 100, func(lo, hi int) {
+					s := 0
+					for i := lo; i < hi; i++ {
+						s += i
+					}
+					sum.Add(int64(s))
+				})
+				if sum.Load() != 10000*9999/2 {
+					t.Errorf("sum %d", sum.Load())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestPanicReachesCaller(t *testing.T) {
+	SetThreads(4)
+	defer SetThreads(0)
+	defer func() {
+		if r := recover(); r != "boom" {
+			t.Fatalf("recovered %v", r)
+		}
+	}()
+	For(1000, 10, func(lo, hi int) {
+		if lo >= 500 {
+			panic("boom")
+		}
+	})
+	t.Fatal("no panic")
+}
+
+func TestBlocks(t *testing.T) {
+	var total atomic.Int64
+	Blocks(1000, 128, func(lo, hi int) {
+		if lo%128 != 0 || (hi-lo != 128 && hi != 1000) {
+			t.Errorf("block [%d,%d)", lo, hi)
+		}
+		total.Add(int64(hi - lo))
+	})
+	if total.Load() != 1000 {
+		t.Fatal(total.Load())
+	}
+}

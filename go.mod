@@ -1,0 +1,3 @@
+module github.com/zeroeng/zeroeng
+
+go 1.26
