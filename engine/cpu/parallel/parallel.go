@@ -15,8 +15,8 @@ import (
 
 var (
 	mu      sync.Mutex
-	threads int            // total threads a call may use, the caller included
-	queue   chan *job      // idle workers wait here
+	threads int           // total threads a call may use, the caller included
+	queue   chan *job     // idle workers wait here
 	stop    chan struct{} // closes the current generation of workers
 )
 
