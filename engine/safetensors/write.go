@@ -1,0 +1,272 @@
+package safetensors
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// alignRank orders dtypes as the reference implementation's Dtype enum does
+// (BOOL < U8 < F16 < BF16 < I32 < F32 < F64 < I64, "increasing alignment").
+var alignRank = map[dtype.DType]int{
+	dtype.Bool:     0,
+	dtype.Uint8:    1,
+	dtype.Float16:  2,
+	dtype.BFloat16: 3,
+	dtype.Int32:    4,
+	dtype.Float32:  5,
+	dtype.Float64:  6,
+	dtype.Int64:    7,
+}
+
+// Write writes tensors and metadata (which may be nil) in the safetensors
+// format.
+//
+// The layout is the one current versions of the Python library produce (its
+// Rust core serialises: prepare in safetensors/src/tensor.rs), byte for byte:
+// tensors sorted by descending dtype alignment, then by name, with the data
+// laid out in that order so that each tensor is aligned to its element size
+// (readers of any order are fine: the format only requires that the offsets
+// tile the data section); the header lists
+// "__metadata__" first (keys sorted here, where Rust's hash map order is
+// random), then the tensors in data order, as compact JSON with the same
+// string escapes as serde_json, padded with spaces to a multiple of 8 bytes.
+//
+// Data is written straight from the tensors, without an intermediate copy.
+func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
+	return write(w, tensors, metadata, "")
+}
+
+func write(w io.Writer, tensors []Tensor, metadata map[string]string, path string) error {
+	p := prefix(path)
+	hdr, order, err := encodeHeader(p, tensors, metadata)
+	if err != nil {
+		return err
+	}
+	var pre [8]byte
+	binary.LittleEndian.PutUint64(pre[:], uint64(len(hdr)))
+	if _, err := w.Write(pre[:]); err != nil {
+		return p.errorf("%w", err)
+	}
+	if _, err := w.Write(hdr); err != nil {
+		return p.errorf("%w", err)
+	}
+	for _, i := range order {
+		if _, err := w.Write(tensors[i].Data); err != nil {
+			return p.errorf("tensor %q: %w", tensors[i].Name, err)
+		}
+	}
+	return nil
+}
+
+// encodeHeader validates the tensors and returns the padded header and the
+// data order.
+func encodeHeader(p prefix, tensors []Tensor, metadata map[string]string) ([]byte, []int, error) {
+	seen := make(map[string]bool, len(tensors))
+	for i := range tensors {
+		t := &tensors[i]
+		switch {
+		case t.Name == "__metadata__":
+			return nil, nil, p.errorf("tensor %q: the name is reserved for the metadata", t.Name)
+		case !utf8.ValidString(t.Name):
+			return nil, nil, p.errorf("tensor %q: name is not valid UTF-8", t.Name)
+		case seen[t.Name]:
+			return nil, nil, p.errorf("duplicate tensor name %q", t.Name)
+		case !t.DType.Valid():
+			return nil, nil, p.errorf("tensor %q: invalid dtype %v", t.Name, t.DType)
+		}
+		seen[t.Name] = true
+		nbytes, ok := byteSize(t.Shape, t.DType.Size())
+		if !ok {
+			return nil, nil, p.errorf("tensor %q: shape %v has a negative dimension, or its element count or byte size overflows int64", t.Name, t.Shape)
+		}
+		if int64(len(t.Data)) != nbytes {
+			return nil, nil, p.errorf("tensor %q: shape %v of %v needs %d bytes, Data has %d",
+				t.Name, t.Shape, t.DType, nbytes, len(t.Data))
+		}
+	}
+	keys := make([]string, 0, len(metadata))
+	for k, v := range metadata {
+		if !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return nil, nil, p.errorf("metadata %q: %q: not valid UTF-8", k, v)
+		}
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+
+	order := make([]int, len(tensors))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ra, rb := alignRank[tensors[a].DType], alignRank[tensors[b].DType]
+		if ra != rb {
+			return rb - ra
+		}
+		if tensors[a].Name < tensors[b].Name {
+			return -1
+		}
+		if tensors[a].Name > tensors[b].Name {
+			return 1
+		}
+		return 0
+	})
+
+	b := []byte{'{'}
+	if len(keys) > 0 {
+		b = append(b, `"__metadata__":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendString(b, metadata[k])
+		}
+		b = append(b, '}')
+	}
+	var off int64
+	for n, i := range order {
+		t := &tensors[i]
+		if n > 0 || len(keys) > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, t.Name)
+		b = append(b, `:{"dtype":"`...)
+		b = append(b, t.DType.Safetensors()...)
+		b = append(b, `","shape":[`...)
+		for j, d := range t.Shape {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(d), 10)
+		}
+		b = append(b, `],"data_offsets":[`...)
+		b = strconv.AppendInt(b, off, 10)
+		b = append(b, ',')
+		off += int64(len(t.Data))
+		b = strconv.AppendInt(b, off, 10)
+		b = append(b, "]}"...)
+	}
+	b = append(b, '}')
+	for len(b)%8 != 0 {
+		b = append(b, ' ')
+	}
+	if len(b) > MaxHeaderSize {
+		return nil, nil, p.errorf("header is %d bytes, larger than the %d-byte limit of readers", len(b), MaxHeaderSize)
+	}
+	return b, order, nil
+}
+
+// appendString appends s as a JSON string escaped as serde_json does: only
+// the quote, the backslash and control characters, with lowercase hex; other
+// characters are written as UTF-8. (encoding/json would also escape <, >, &
+// and U+2028/U+2029, so its headers would differ from the Python library's.)
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c == '\b':
+			b = append(b, '\\', 'b')
+		case c == '\f':
+			b = append(b, '\\', 'f')
+		case c == '\n':
+			b = append(b, '\\', 'n')
+		case c == '\r':
+			b = append(b, '\\', 'r')
+		case c == '\t':
+			b = append(b, '\\', 't')
+		case c < 0x20:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
+// WriteFile writes the tensors to path atomically: to a temporary file in the
+// same directory, synced, then renamed over path, and the directory synced. On
+// any error path is left as it was and the temporary file is removed.
+func WriteFile(path string, tensors []Tensor, metadata map[string]string) error {
+	p := prefix(path)
+	// Validate before creating anything.
+	if _, _, err := encodeHeader(p, tensors, metadata); err != nil {
+		return err
+	}
+	return writeFileAtomic(path, func(f *os.File) error {
+		// Large tensors bypass the buffer; small ones are batched.
+		bw := bufio.NewWriterSize(f, 1<<20)
+		if err := write(bw, tensors, metadata, path); err != nil {
+			return err
+		}
+		if err := bw.Flush(); err != nil {
+			return p.errorf("%w", err)
+		}
+		return nil
+	})
+}
+
+// writeFileAtomic runs fill on a temporary file next to path and renames it
+// over path once it is complete and synced.
+func writeFileAtomic(path string, fill func(*os.File) error) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := fill(f); err != nil {
+		return err
+	}
+	// CreateTemp makes the file 0600; a checkpoint is as readable as any file
+	// the user creates.
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	syncDir(dir)
+	return nil
+}
+
+// syncDir makes the rename durable. It is best effort: the file itself is
+// complete and in place either way, and some systems (Windows) cannot sync a
+// directory.
+func syncDir(dir string) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return
+	}
+	d.Sync()
+	d.Close()
+}
