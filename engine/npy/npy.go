@@ -35,6 +35,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"io"
 	"os"
 
@@ -181,7 +182,7 @@ func read(r io.Reader, path string, size int64, whole bool) (*Array, error) {
 	if size >= 0 && int64(hlen) > size-int64(plen) {
 		return nil, p.errorf("header length %d is larger than the %d bytes that follow it", hlen, size-int64(plen))
 	}
-	hdr, err := readExact(r, int(hlen), false)
+	hdr, err := fileio.ReadExact(r, int(hlen), false)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, p.errorf("header length %d is larger than the %d bytes that follow it", hlen, len(hdr))
@@ -202,7 +203,7 @@ func read(r io.Reader, path string, size int64, whole bool) (*Array, error) {
 				have-h.nbytes, h.nbytes, h.shapeString(), h.descr.name)
 		}
 	}
-	data, err := readExact(r, int(h.nbytes), size >= 0)
+	data, err := fileio.ReadExact(r, int(h.nbytes), size >= 0)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, p.errorf("data is %d bytes, but shape %s of '%s' needs %d", len(data), h.shapeString(), h.descr.name, h.nbytes)
@@ -224,43 +225,6 @@ func (p prefix) shortRead(err error, m int) error {
 		return p.errorf("file is %d bytes, too short for the magic string and header length", m)
 	}
 	return p.errorf("%w", err)
-}
-
-// readChunk is the first allocation when reading data of unverified length;
-// the buffer doubles from there as data arrives.
-const readChunk = 64 << 10
-
-// readExact reads exactly n bytes from r. When trusted is false the buffer
-// grows as data arrives, so a short stream costs at most twice what it holds;
-// when n has been checked against the file size it is allocated at once.
-// A short read returns the bytes read and io.ErrUnexpectedEOF.
-func readExact(r io.Reader, n int, trusted bool) ([]byte, error) {
-	if trusted {
-		buf := make([]byte, n)
-		m, err := io.ReadFull(r, buf)
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return buf[:m], err
-	}
-	buf := make([]byte, 0, min(n, readChunk))
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			buf = append(make([]byte, 0, min(n, 2*cap(buf))), buf...)
-		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		if errors.Is(err, io.EOF) {
-			if len(buf) < n {
-				return buf, io.ErrUnexpectedEOF
-			}
-			break
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
 }
 
 // array converts the file's data (exactly h.nbytes) to a little-endian,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -350,7 +351,7 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Fatalf("%v %v", got, err)
 	}
 	old, _ := os.ReadFile(path)
-	err = writeFileAtomic(path, func(f *os.File) error {
+	err = fileio.WriteAtomic("test", path, func(f *os.File) error {
 		f.Write([]byte("partial"))
 		return errors.New("injected failure")
 	})

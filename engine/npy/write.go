@@ -3,10 +3,9 @@ package npy
 import (
 	"bufio"
 	"encoding/binary"
-	"fmt"
+	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
@@ -123,7 +122,7 @@ func WriteFile(path string, arr *Array) error {
 	if _, err := encodeHeader(p, arr); err != nil {
 		return err // before creating anything
 	}
-	return writeFileAtomic(path, func(f *os.File) error {
+	return fileio.WriteAtomic("npy", path, func(f *os.File) error {
 		bw := bufio.NewWriterSize(f, 1<<20)
 		if err := write(bw, arr, path); err != nil {
 			return err
@@ -133,55 +132,4 @@ func WriteFile(path string, arr *Array) error {
 		}
 		return nil
 	})
-}
-
-// writeFileAtomic runs fill on a temporary file next to path and renames it
-// over path once it is complete and synced.
-func writeFileAtomic(path string, fill func(*os.File) error) (err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp*")
-	if err != nil {
-		return fmt.Errorf("npy: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err := fill(f); err != nil {
-		return err
-	}
-	// CreateTemp makes the file 0600; an array file is as readable as any
-	// file the user creates.
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("npy: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("npy: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("npy: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("npy: %w", err)
-	}
-	syncDir(dir)
-	return nil
-}
-
-// syncDir makes the rename durable. It is best effort: the file itself is
-// complete and in place either way, and some systems (Windows) cannot sync a
-// directory.
-func syncDir(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	d.Sync()
-	d.Close()
 }

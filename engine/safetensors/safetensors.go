@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"io"
 	"os"
 	"slices"
@@ -174,7 +175,7 @@ func read(r io.Reader, path string, size int64) (*File, error) {
 	if err := checkHeaderLen(p, n, size); err != nil {
 		return nil, err
 	}
-	hdr, err := readExact(r, int(n), size >= 0)
+	hdr, err := fileio.ReadExact(r, int(n), size >= 0)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, p.errorf("header length %d is larger than the %d bytes that follow it in the file", n, len(hdr))
@@ -194,7 +195,7 @@ func read(r io.Reader, path string, size int64) (*File, error) {
 	if err := h.layout(p, dataLen); err != nil {
 		return nil, err
 	}
-	body, err := readExact(r, int(h.size), size >= 0)
+	body, err := fileio.ReadExact(r, int(h.size), size >= 0)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			last := h.entries[len(h.entries)-1]
@@ -209,43 +210,6 @@ func read(r io.Reader, path string, size int64) (*File, error) {
 		return nil, p.errorf("data section has trailing bytes after the last tensor (the tensors cover %d bytes)", h.size)
 	}
 	return h.file(body), nil
-}
-
-// readChunk is the first allocation when reading data of unknown or
-// unverified length; the buffer doubles from there as data arrives.
-const readChunk = 64 << 10
-
-// readExact reads exactly n bytes from r. When trusted is false the buffer
-// grows as data arrives, so a short stream costs at most twice what it holds;
-// when n has been checked against the file size it is allocated at once.
-// A short read returns the bytes read and io.ErrUnexpectedEOF.
-func readExact(r io.Reader, n int, trusted bool) ([]byte, error) {
-	if trusted {
-		buf := make([]byte, n)
-		m, err := io.ReadFull(r, buf)
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return buf[:m], err
-	}
-	buf := make([]byte, 0, min(n, readChunk))
-	for len(buf) < n {
-		if len(buf) == cap(buf) {
-			buf = append(make([]byte, 0, min(n, 2*cap(buf))), buf...)
-		}
-		m, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		if errors.Is(err, io.EOF) {
-			if len(buf) < n {
-				return buf, io.ErrUnexpectedEOF
-			}
-			break
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-	return buf, nil
 }
 
 // file builds the File from a validated header and its data section.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
+	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -509,7 +510,7 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Errorf("mode %v, %v", fi.Mode(), err)
 	}
 	// A failure half way leaves the target as it was and no temporary file.
-	err := writeFileAtomic(path, func(f *os.File) error {
+	err := fileio.WriteAtomic("test", path, func(f *os.File) error {
 		f.Write([]byte("partial"))
 		return errors.New("injected failure")
 	})
