@@ -1,0 +1,224 @@
+// Package blas owns the choice of matrix-multiplication implementation for
+// the CPU backend: every GEMM of the engine goes through Sgemm,
+// SgemmBatched or Dgemm here, which route it either to a CBLAS library
+// (engine/cpu/cblas: OpenBLAS, MKL, BLIS, loaded at run time) or to the
+// pure Go kernels (engine/cpu/gemm).
+//
+// The signatures and semantics are those of engine/cpu/gemm (row-major
+// cblas_sgemm). The mode is chosen with Use:
+//
+//	"auto"  (default) CBLAS when a library loads, the Go kernels otherwise
+//	"go"    always the Go kernels
+//	"cblas" always CBLAS; Use fails when no library loads
+//
+// The library is looked for lazily, on the first product or call to Info,
+// and once; the environment variable ZEROENG_BLAS=none keeps it from being
+// loaded at all (see engine/cpu/cblas for the other values). Info says what
+// is in use and why.
+//
+// Even with CBLAS, products too small to repay a call into the library
+// (under smallFlops) and batches of small products run on the Go kernels,
+// which are faster there; see docs/benchmarks-gemm.md.
+package blas
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/cblas"
+	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+)
+
+// Crossovers measured on the development machine (docs/benchmarks-gemm.md).
+const (
+	// A single product of fewer flops than a smallCube³ product runs on
+	// the Go kernels even in CBLAS mode: a call through purego into the
+	// library costs about a microsecond before any work, and the Go path
+	// is the faster one up to about 32³ (16³: 0.7 against 1.3 µs).
+	smallCube  = 40
+	smallFlops = 2 * smallCube * smallCube * smallCube
+
+	// A batch of products of at least batchedCube³'s flops each is run as
+	// one cblas_sgemm per product; below it the Go batched kernel, which
+	// runs whole products on each thread, is faster.
+	batchedCube       = 256
+	batchedCBLASFlops = 2 * batchedCube * batchedCube * batchedCube
+)
+
+// state is one resolved choice: lib is nil for the Go kernels.
+type state struct {
+	mode string
+	lib  *cblas.Lib
+	why  string
+}
+
+var (
+	mu  sync.Mutex            // serialises Use and the lazy resolution
+	cur atomic.Pointer[state] // nil until resolved
+
+	mode = "auto" // guarded by mu
+
+	loadOnce sync.Once
+	lib      *cblas.Lib
+	loadErr  error
+
+	// callMu serialises calls into the library, and guards libThreads.
+	//
+	// OpenBLAS's pthread build has locked its thread server since 0.3.7,
+	// and TestConcurrentCalls in engine/cpu/cblas finds concurrent calls
+	// correct with Debian's 0.3.21; but OpenBLAS has a long history of
+	// thread-safety regressions (OpenMathLib/OpenBLAS issues 1425, 1761, 2126), MKL and BLIS
+	// builds differ, and concurrent multi-threaded calls would only
+	// oversubscribe the cores: each call already uses parallel.Threads()
+	// threads. So calls from several goroutines (in-process ranks) take
+	// turns, which costs nothing in throughput.
+	callMu     sync.Mutex
+	libThreads int
+)
+
+// Use selects the implementation: "auto", "go" or "cblas". It returns an
+// error for an unknown mode, and for "cblas" when no library can be
+// loaded, leaving the previous mode in place. Products already running
+// finish on the implementation they started with.
+func Use(m string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	switch m {
+	case "auto", "go":
+	case "cblas":
+		if l, err := load(); l == nil {
+			return fmt.Errorf("blas: mode cblas: %w", err)
+		}
+	default:
+		return fmt.Errorf("blas: unknown mode %q (want auto, go or cblas)", m)
+	}
+	mode = m
+	cur.Store(nil) // resolved again on next use
+	return nil
+}
+
+// Info describes the implementation in use and why, for diagnostics
+// (zeroeng info). It loads the library if the mode needs it. Example:
+//
+//	blas: cblas (mode auto): libopenblas.so.0 (openblas): OpenBLAS 0.3.21 … core=SkylakeX;
+//	OpenBLAS did not recognise this CPU (chose Prescott); reloaded with
+//	OPENBLAS_CORETYPE=SkylakeX; …; 2 threads (kept at parallel.Threads()),
+//	calls serialised; products under 2·40³ flops and batches of products
+//	under 2·256³ flops use the Go kernels (sgemm avx512 12×32, dgemm avx512 12×16)
+func Info() string {
+	s := current()
+	kern := "Go kernels (" + gemm.Kernel() + ")"
+	if s.lib == nil {
+		return fmt.Sprintf("blas: go (mode %s): %s; CBLAS not used: %s", s.mode, kern, s.why)
+	}
+	callMu.Lock()
+	threads := s.lib.Threads()
+	callMu.Unlock()
+	t := "thread count unknown"
+	if threads > 0 {
+		t = fmt.Sprintf("%d threads (kept at parallel.Threads())", threads)
+	}
+	return fmt.Sprintf("blas: cblas (mode %s): %s; %s, calls serialised; "+
+		"products under 2·%d³ flops and batches of products under 2·%d³ flops use the %s",
+		s.mode, s.lib, t, smallCube, batchedCube, kern)
+}
+
+// current returns the resolved choice, resolving it on first use.
+func current() *state {
+	if s := cur.Load(); s != nil {
+		return s
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if s := cur.Load(); s != nil {
+		return s
+	}
+	s := &state{mode: mode}
+	switch mode {
+	case "go":
+		s.why = "mode go selected with Use"
+	default: // auto, cblas (Use checked that it loads)
+		if l, err := load(); l != nil {
+			s.lib = l
+		} else {
+			s.why = err.Error()
+		}
+	}
+	cur.Store(s)
+	return s
+}
+
+// load loads the library once.
+func load() (*cblas.Lib, error) {
+	loadOnce.Do(func() { lib, loadErr = cblas.Load() })
+	return lib, loadErr
+}
+
+// syncThreads makes the library use parallel.Threads() threads. callMu is
+// held.
+func syncThreads(l *cblas.Lib) {
+	if t := parallel.Threads(); t != libThreads {
+		l.SetThreads(t)
+		libThreads = t
+	}
+}
+
+// Sgemm computes C = alpha·op(A)·op(B) + beta·C; see gemm.Sgemm for the
+// arguments and semantics, which both implementations follow.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if l := current().lib; l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
+		callMu.Lock()
+		defer callMu.Unlock()
+		syncThreads(l)
+		l.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	gemm.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// Dgemm is Sgemm for float64; see gemm.Dgemm.
+func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	if l := current().lib; l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
+		callMu.Lock()
+		defer callMu.Unlock()
+		syncThreads(l)
+		l.Dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	gemm.Dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// SgemmBatched computes a strided batch of products; see
+// gemm.SgemmBatched. With CBLAS, batches of large products make one
+// library call per product; batches of small ones (attention heads) run on
+// the Go batched kernel, which spreads whole products over the threads.
+func SgemmBatched(batch int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
+	l := current().lib
+	if l == nil || batch <= 0 || !useLib(m, n, k, lda, ldb, ldc, alpha != 0, batchedCBLASFlops) {
+		gemm.SgemmBatched(batch, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC)
+		return
+	}
+	// Validate the whole batch before the first call, as the Go path
+	// does: a batch is not left half done by a bad argument.
+	gemm.CheckBatched(batch, transA, transB, m, n, k, len(a), lda, strideA, len(b), ldb, strideB, len(c), ldc, strideC)
+	callMu.Lock()
+	defer callMu.Unlock()
+	syncThreads(l)
+	for i := 0; i < batch; i++ {
+		l.Sgemm(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
+	}
+}
+
+// useLib reports whether a product goes to the library: enough work
+// (minFlops) and dimensions that fit its 32-bit integers. Products with
+// alpha == 0 stay in Go, which then does not read A and B at all (NaN in
+// them does not reach C), whatever the library would do.
+func useLib(m, n, k, lda, ldb, ldc int, alphaNonZero bool, minFlops int64) bool {
+	return alphaNonZero && flops(m, n, k) >= minFlops && cblas.Fits(m, n, k, lda, ldb, ldc)
+}
+
+// flops is the work of an m×n×k product, 2·m·n·k, in 64 bits so that it
+// does not overflow on 32-bit platforms.
+func flops(m, n, k int) int64 { return 2 * int64(m) * int64(n) * int64(k) }

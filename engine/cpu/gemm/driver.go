@@ -1,0 +1,313 @@
+package gemm
+
+import (
+	"sync"
+	"unsafe"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+)
+
+// scalar is the element type of the GEMM driver.
+type scalar interface{ ~float32 | ~float64 }
+
+// Cache blocking. The loop structure is that of BLIS and GotoBLAS, mirrored
+// for row-major C (C = A·B row-major is Cᵀ = Bᵀ·Aᵀ column-major):
+//
+//	for each K block of kc (≤ kcMax)          pack op(A) m×kc into MR-row panels,
+//	                                          pack op(B) kc×n into NR-column panels
+//	  for each macro tile (mt rows, nt cols)  in parallel
+//	    for each MR-row A panel               stays in L1 (MR·kc·4 B = 18 KiB)
+//	      for each NR-column B panel          streams from L2 (kc·nt·4 B ≤ 768 KiB)
+//	        micro-kernel: MR×NR tile of C += A panel · B panel
+//
+// The sizes are chosen for the development machine (48 KiB L1d and 2 MiB L2
+// per core, see docs/benchmarks-gemm.md for the measurements) and are
+// reasonable for any AVX2 or AVX-512 core: the L1-resident A panel takes
+// under half of a 32 KiB L1d with the AVX2 kernel (MR = 6), and the B
+// sub-block under half of a 1 MiB L2. On one thread at 1024³, K blocks of
+// 256 to 512 measured within 3% of each other, 768 4% slower and 1024 8–17%
+// slower.
+const (
+	kcMax = 384  // depth of a K block
+	mbMax = 4096 // rows of A packed at once (bounds the packing buffer)
+	nbMax = 4096 // columns of B packed at once
+	ntMax = 512  // columns of a macro tile: the B sub-block that stays in L2
+
+	// smallWork is the m·n·k up to which a product is computed directly,
+	// without packing. Packing and the micro-kernel cost about 0.15 µs
+	// up front and then win from 6×6×6 on (0.2 µs against 0.35 µs; at
+	// 16×16×16, 0.5 µs against 5.8 µs).
+	smallWork = 128
+
+	// minParallelFlops is the work below which a product runs on one
+	// thread: waking a pool worker takes 5 µs on an idle machine and up
+	// to 100 µs on a busy one, while a product of this size takes about
+	// 50 µs on one core.
+	minParallelFlops = 2 * 128 * 128 * 256
+)
+
+// gemm computes C = alpha·op(A)·op(B) + beta·C with kernel kern on up to
+// threads threads. The arguments have been checked.
+func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, threads int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if alpha == 0 || k == 0 {
+		// As in the reference BLAS, A and B are not read: NaN in them does
+		// not reach C.
+		scale(m, n, beta, c, ldc)
+		return
+	}
+	if int64(m)*int64(n)*int64(k) <= smallWork {
+		naive(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	if flops(m, n, k) < minParallelFlops {
+		threads = 1
+	}
+
+	ws := getWorkspace[T]()
+	defer putWorkspace(ws)
+	g := &ws.job
+	*g = job[T]{kern: kern, transA: transA, transB: transB, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, alpha: alpha}
+	mr, nr := kern.mr, kern.nr
+
+	// Equal K blocks: 1024 = 3×344 rather than 384+384+256, so that no
+	// block is too thin to amortise the C update. A multiple of 4 keeps
+	// every B panel (kc·NR elements) on a cache-line boundary.
+	nk := (k + kcMax - 1) / kcMax
+	kcStep := roundUp((k+nk-1)/nk, 4)
+
+	for i0 := 0; i0 < m; i0 += mbMax {
+		mb := min(mbMax, m-i0)
+		for j0 := 0; j0 < n; j0 += nbMax {
+			nb := min(nbMax, n-j0)
+			g.i0, g.mb, g.j0, g.nb = i0, mb, j0, nb
+			g.npa = (mb + mr - 1) / mr
+			g.npb = (nb + nr - 1) / nr
+			g.tiling(threads)
+			for p0 := 0; p0 < k; p0 += kcStep {
+				g.p0, g.kc = p0, min(kcStep, k-p0)
+				g.beta = beta
+				if p0 > 0 {
+					g.beta = 1 // later K blocks accumulate onto the first
+				}
+				ws.reserve(g.npa*mr*g.kc, g.npb*nr*g.kc, g.ntiles*mr*nr)
+				g.packA, g.packB, g.edge = ws.a, ws.b, ws.edge
+				if threads > 1 {
+					// Panels are a few KiB each: a handful per chunk.
+					parallel.For(g.npa+g.npb, 4, ws.packFn)
+					parallel.For(g.ntiles, 1, ws.tileFn)
+				} else {
+					g.pack(0, g.npa+g.npb)
+					g.tiles(0, g.ntiles)
+				}
+			}
+		}
+	}
+	*g = job[T]{} // drop the references to the caller's slices
+}
+
+// job holds one call's parameters, for the loops run by parallel.For.
+type job[T scalar] struct {
+	kern           *kernel[T]
+	transA, transB bool
+	a, b, c        []T
+	lda, ldb, ldc  int
+	alpha, beta    T
+
+	i0, mb, j0, nb, p0, kc int // the block being computed
+	npa, npb               int // number of A and B panels in it
+	mt, nt, nti, ntiles    int // macro tiles: mt×nt, nti along m
+
+	packA, packB, edge []T
+}
+
+// tiling splits the mb×nb block into macro tiles: columns in strips of at
+// most ntMax, then halved along the longer side until every thread has at
+// least two tiles, so that the pool can balance them.
+func (g *job[T]) tiling(threads int) {
+	mr, nr := g.kern.mr, g.kern.nr
+	g.mt = roundUp(g.mb, mr)
+	g.nt = min(ntMax, roundUp(g.nb, nr))
+	count := func() int { return ceilDiv(g.mb, g.mt) * ceilDiv(g.nb, g.nt) }
+	for threads > 1 && count() < 2*threads && (g.mt > mr || g.nt > nr) {
+		if g.mt/mr >= g.nt/nr {
+			g.mt = roundUp(ceilDiv(g.mt, 2), mr)
+		} else {
+			g.nt = roundUp(ceilDiv(g.nt, 2), nr)
+		}
+	}
+	g.nti = ceilDiv(g.mb, g.mt)
+	g.ntiles = g.nti * ceilDiv(g.nb, g.nt)
+}
+
+// pack packs panels [lo, hi) of the current block: A panels first, then B.
+func (g *job[T]) pack(lo, hi int) {
+	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
+	for p := lo; p < hi; p++ {
+		if p < g.npa {
+			i := p * mr
+			packA(g.packA[p*mr*kc:(p+1)*mr*kc], g.a, g.lda, g.transA, g.i0+i, min(mr, g.mb-i), g.p0, kc, mr)
+		} else {
+			q := p - g.npa
+			j := q * nr
+			packB(g.packB[q*nr*kc:(q+1)*nr*kc], g.b, g.ldb, g.transB, g.p0, kc, g.j0+j, min(nr, g.nb-j), nr)
+		}
+	}
+}
+
+// tiles computes macro tiles [lo, hi). Tiles are numbered column strip
+// first, so that consecutive tiles share their B sub-block in L2.
+func (g *job[T]) tiles(lo, hi int) {
+	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
+	fn := g.kern.fn
+	for t := lo; t < hi; t++ {
+		ti, tj := t%g.nti, t/g.nti
+		iLo, jLo := ti*g.mt, tj*g.nt
+		iHi, jHi := min(iLo+g.mt, g.mb), min(jLo+g.nt, g.nb)
+		edge := g.edge[t*mr*nr : (t+1)*mr*nr]
+		for i := iLo; i < iHi; i += mr {
+			ap := &g.packA[(i/mr)*mr*kc]
+			rows := min(mr, g.mb-i)
+			for j := jLo; j < jHi; j += nr {
+				bp := &g.packB[(j/nr)*nr*kc]
+				cols := min(nr, g.nb-j)
+				off := (g.i0+i)*g.ldc + g.j0 + j
+				if rows == mr && cols == nr {
+					fn(kc, ap, bp, &g.c[off], g.ldc, g.alpha, g.beta)
+					continue
+				}
+				// A partial tile: the kernel writes a whole tile into the
+				// scratch tile, of which the valid part is merged into C.
+				fn(kc, ap, bp, &edge[0], nr, g.alpha, 0)
+				for r := 0; r < rows; r++ {
+					dst := g.c[off+r*g.ldc:][:cols]
+					src := edge[r*nr:][:cols]
+					if g.beta == 0 {
+						copy(dst, src)
+						continue
+					}
+					for x, v := range src {
+						dst[x] = v + g.beta*dst[x]
+					}
+				}
+			}
+		}
+	}
+}
+
+// workspace is the per-call state, reused through a sync.Pool so that
+// steady-state calls do not allocate: the packing buffers, the scratch
+// tiles, the job and the closures handed to parallel.For.
+type workspace[T scalar] struct {
+	job     job[T]
+	a, b    []T // packed A and B, 64-byte aligned
+	edge    []T // one scratch tile per macro tile, for partial micro-tiles
+	packFn  func(lo, hi int)
+	tileFn  func(lo, hi int)
+	backing [3][]T
+}
+
+func newWorkspace[T scalar]() *workspace[T] {
+	ws := &workspace[T]{}
+	ws.packFn = func(lo, hi int) { ws.job.pack(lo, hi) }
+	ws.tileFn = func(lo, hi int) { ws.job.tiles(lo, hi) }
+	return ws
+}
+
+// reserve makes the buffers at least na, nb and ne elements long.
+func (ws *workspace[T]) reserve(na, nb, ne int) {
+	ws.a = grow(&ws.backing[0], na)
+	ws.b = grow(&ws.backing[1], nb)
+	ws.edge = grow(&ws.backing[2], ne)
+}
+
+// grow returns a 64-byte aligned slice of n elements from *backing,
+// reallocating it when it is too short.
+func grow[T scalar](backing *[]T, n int) []T {
+	const align = 64
+	var z T
+	size := int(unsafe.Sizeof(z))
+	pad := align / size
+	if cap(*backing) < n+pad {
+		// Grow by a quarter more than asked so that slowly growing shapes
+		// settle after a few calls.
+		*backing = make([]T, n+n/4+pad)
+	}
+	buf := (*backing)[:cap(*backing)]
+	skip := int((align - uintptr(unsafe.Pointer(&buf[0]))%align) % align / uintptr(size))
+	return buf[skip : skip+n : skip+n]
+}
+
+var (
+	pool32 = sync.Pool{New: func() any { return newWorkspace[float32]() }}
+	pool64 = sync.Pool{New: func() any { return newWorkspace[float64]() }}
+)
+
+func getWorkspace[T scalar]() *workspace[T] {
+	var z T
+	if _, ok := any(z).(float32); ok {
+		return pool32.Get().(*workspace[T])
+	}
+	return pool64.Get().(*workspace[T])
+}
+
+func putWorkspace[T scalar](ws *workspace[T]) {
+	var z T
+	if _, ok := any(z).(float32); ok {
+		pool32.Put(ws)
+		return
+	}
+	pool64.Put(ws)
+}
+
+// scale sets C = beta·C, or C = 0 when beta is zero (even over NaN).
+func scale[T scalar](m, n int, beta T, c []T, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := 0; i < m; i++ {
+		row := c[i*ldc:][:n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// naive computes a small product directly from the unpacked operands.
+func naive[T scalar](transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	// Element (i, p) of op(A) is a[i*ai + p*ap]; likewise for B.
+	ai, ap := lda, 1
+	if transA {
+		ai, ap = 1, lda
+	}
+	bp, bj := ldb, 1
+	if transB {
+		bp, bj = 1, ldb
+	}
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s T
+			for p := 0; p < k; p++ {
+				s += a[i*ai+p*ap] * b[p*bp+j*bj]
+			}
+			s *= alpha
+			if beta != 0 {
+				s += beta * c[i*ldc+j]
+			}
+			c[i*ldc+j] = s
+		}
+	}
+}
+
+// flops is the work of an m×n×k product, 2·m·n·k, in 64 bits so that it
+// does not overflow on 32-bit platforms.
+func flops(m, n, k int) int64 { return 2 * int64(m) * int64(n) * int64(k) }
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func roundUp(a, b int) int { return ceilDiv(a, b) * b }

@@ -1,0 +1,79 @@
+package gemm
+
+import "fmt"
+
+// A kernel computes one mr×nr tile of C from a packed A panel (mr rows,
+// k deep) and a packed B panel (k deep, nr columns):
+//
+//	C[r, x] = alpha·Σ_p A[p·mr + r]·B[p·nr + x] + beta·C[r, x]
+//
+// where row r of C starts at c + r·ldc. When beta is zero C is only
+// written, never read. k may be zero.
+type kernel[T scalar] struct {
+	name   string
+	mr, nr int
+	fn     func(k int, a, b, c *T, ldc int, alpha, beta T)
+}
+
+// kernelSet holds the kernels usable on this machine, best first, and the
+// one in use.
+type kernelSet[T scalar] struct {
+	cur *kernel[T]
+	all []*kernel[T]
+}
+
+var (
+	kernels32 kernelSet[float32]
+	kernels64 kernelSet[float64]
+)
+
+func init() {
+	// asmKernels (per architecture) lists the assembly kernels that this
+	// CPU supports, fastest first; the Go kernel is always last.
+	k32, k64 := asmKernels()
+	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32]})
+	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64]})
+	kernels32.cur = kernels32.all[0]
+	kernels64.cur = kernels64.all[0]
+}
+
+// Kernel describes the micro-kernels in use, for diagnostics
+// ("sgemm avx512 12×32, dgemm avx512 12×16").
+func Kernel() string {
+	s, d := kernels32.cur, kernels64.cur
+	return fmt.Sprintf("sgemm %s %d×%d, dgemm %s %d×%d", s.name, s.mr, s.nr, d.name, d.mr, d.nr)
+}
+
+// kernelNames lists the kernels usable on this machine, fastest first.
+func kernelNames() []string {
+	var names []string
+	for _, k := range kernels32.all {
+		names = append(names, k.name)
+	}
+	return names
+}
+
+// useKernel selects the kernels called name for both precisions and
+// returns a function that restores the previous ones. It is the switch
+// through which tests and benchmarks exercise every kernel on one machine;
+// it must not be called while a product is running.
+func useKernel(name string) (restore func(), err error) {
+	prev32, prev64 := kernels32.cur, kernels64.cur
+	var k32 *kernel[float32]
+	var k64 *kernel[float64]
+	for _, k := range kernels32.all {
+		if k.name == name {
+			k32 = k
+		}
+	}
+	for _, k := range kernels64.all {
+		if k.name == name {
+			k64 = k
+		}
+	}
+	if k32 == nil || k64 == nil {
+		return nil, fmt.Errorf("gemm: kernel %q is not available on this machine (have %v)", name, kernelNames())
+	}
+	kernels32.cur, kernels64.cur = k32, k64
+	return func() { kernels32.cur, kernels64.cur = prev32, prev64 }, nil
+}

@@ -1,0 +1,41 @@
+//go:build amd64
+
+package gemm
+
+//go:generate go run gen_kernels.go
+
+import "golang.org/x/sys/cpu"
+
+// The assembly micro-kernels (gemm_avx512_amd64.s, gemm_avx2_amd64.s). Each
+// computes a whole tile; see kernel for the contract.
+
+//go:noescape
+func sgemmAVX512(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func dgemmAVX512(k int, a, b, c *float64, ldc int, alpha, beta float64)
+
+//go:noescape
+func sgemmAVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func dgemmAVX2(k int, a, b, c *float64, ldc int, alpha, beta float64)
+
+// asmKernels lists the assembly kernels this CPU supports, fastest first.
+// cpu.X86 reports AVX2 and AVX-512 only when the OS also saves the YMM and
+// ZMM registers on context switches.
+func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
+	if cpu.X86.HasAVX512F {
+		// 12×32 float32: 24 accumulators in 2 ZMM per row, 2 for the B
+		// row, 6 for A broadcasts; 24 FMAs per 14 loads keeps both FMA
+		// ports busy.
+		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512})
+		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512})
+	}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		// 6×16 float32: 12 YMM accumulators, 2 for B, 2 for broadcasts.
+		k32 = append(k32, &kernel[float32]{"avx2", 6, 16, sgemmAVX2})
+		k64 = append(k64, &kernel[float64]{"avx2", 6, 8, dgemmAVX2})
+	}
+	return k32, k64
+}
