@@ -1,0 +1,23 @@
+//go:build amd64 && !purego
+
+package vmath
+
+//go:generate go run gen_asm.go
+
+import "golang.org/x/sys/cpu"
+
+// archVariants returns the assembly variants this CPU and OS support, best
+// first. AVX-512 needs F (the vector width and masks) and DQ (VPMOVD2M,
+// VEXTRACTF32X8, VXORPS on Z registers); both variants need AVX2 and FMA.
+// x/sys/cpu reports a feature only when the OS saves the registers it uses.
+func archVariants() []*kernels {
+	var v []*kernels
+	hasAVX2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	if hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ {
+		v = append(v, avx512Kernels.fill())
+	}
+	if hasAVX2 {
+		v = append(v, avx2Kernels.fill())
+	}
+	return v
+}

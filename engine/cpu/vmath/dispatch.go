@@ -1,0 +1,219 @@
+package vmath
+
+import "os"
+
+// kernels is one implementation of the primitive loops. The exported
+// functions check lengths and special cases and then call through the table
+// in use, so a variant only has to provide the loops, and composite kernels
+// (softmax, the optimizer steps) are written once.
+//
+// Entries that a variant leaves nil fall back to the pure-Go loop: fill
+// copies them in. Every entry must handle any length, including 0.
+type kernels struct {
+	name string
+
+	exp, log, tanh, sigmoid, erf func(dst, x []float32)
+	gelu, geluTanh, silu         func(dst, x []float32)
+
+	geluBackward, geluTanhBackward, siluBackward func(dx, dy, x []float32)
+	tanhBackward, sigmoidBackward                func(dx, dy, y []float32)
+	relu                                         func(dst, x []float32)
+	reluBackward                                 func(dx, dy, x []float32)
+
+	add, sub, mul, div   func(dst, a, b []float32)
+	addScalar, mulScalar func(dst, x []float32, s float32)
+	axpy                 func(dst []float32, alpha float32, x []float32)
+
+	sum, sumSquares func(x []float32) float64
+	dot             func(x, y []float32) float64
+	max             func(x []float32) float32
+
+	expSubSum     func(dst, x []float32, m float32) float64
+	sumExpSub     func(x []float32, m float32) float64
+	subSub        func(dst, x []float32, a, b float32)
+	softmaxBwd    func(dx, dy, y []float32, s float32)
+	logSoftmaxBwd func(dx, dy, y []float32, s float32)
+
+	// adam runs AdamW (c.adamW) or Adam, without AMSGrad (which always
+	// takes the Go loop: it is rare and its NaN-propagating maximum would
+	// cost a compare and blend per element); sgd runs the loop for mode.
+	adam func(p, g, m, v []float32, c adamConsts)
+	sgd  func(p, g, buf []float32, c sgdConsts, mode sgdMode)
+}
+
+var goKernels = kernels{
+	name:             "go",
+	exp:              expGo,
+	log:              logGo,
+	tanh:             tanhGo,
+	sigmoid:          sigmoidGo,
+	erf:              erfGo,
+	gelu:             geluGo,
+	geluTanh:         geluTanhGo,
+	silu:             siluGo,
+	geluBackward:     geluBackwardGo,
+	geluTanhBackward: geluTanhBackwardGo,
+	siluBackward:     siluBackwardGo,
+	tanhBackward:     tanhBackwardGo,
+	sigmoidBackward:  sigmoidBackwardGo,
+	relu:             reluGo,
+	reluBackward:     reluBackwardGo,
+	add:              addGo,
+	sub:              subGo,
+	mul:              mulGo,
+	div:              divGo,
+	addScalar:        addScalarGo,
+	mulScalar:        mulScalarGo,
+	axpy:             axpyGo,
+	sum:              sumGo,
+	sumSquares:       sumSquaresGo,
+	dot:              dotGo,
+	max:              maxGo,
+	expSubSum:        expSubSumGo,
+	sumExpSub:        sumExpSubGo,
+	subSub:           subSubGo,
+	softmaxBwd:       softmaxBwdGo,
+	logSoftmaxBwd:    logSoftmaxBwdGo,
+	adam:             adamGo,
+	sgd:              sgdGo,
+}
+
+// fill returns k with its nil entries taken from the Go kernels.
+func (k kernels) fill() *kernels {
+	g := goKernels
+	if k.exp == nil {
+		k.exp = g.exp
+	}
+	if k.log == nil {
+		k.log = g.log
+	}
+	if k.tanh == nil {
+		k.tanh = g.tanh
+	}
+	if k.sigmoid == nil {
+		k.sigmoid = g.sigmoid
+	}
+	if k.erf == nil {
+		k.erf = g.erf
+	}
+	if k.gelu == nil {
+		k.gelu = g.gelu
+	}
+	if k.geluTanh == nil {
+		k.geluTanh = g.geluTanh
+	}
+	if k.silu == nil {
+		k.silu = g.silu
+	}
+	if k.geluBackward == nil {
+		k.geluBackward = g.geluBackward
+	}
+	if k.geluTanhBackward == nil {
+		k.geluTanhBackward = g.geluTanhBackward
+	}
+	if k.siluBackward == nil {
+		k.siluBackward = g.siluBackward
+	}
+	if k.tanhBackward == nil {
+		k.tanhBackward = g.tanhBackward
+	}
+	if k.sigmoidBackward == nil {
+		k.sigmoidBackward = g.sigmoidBackward
+	}
+	if k.relu == nil {
+		k.relu = g.relu
+	}
+	if k.reluBackward == nil {
+		k.reluBackward = g.reluBackward
+	}
+	if k.add == nil {
+		k.add = g.add
+	}
+	if k.sub == nil {
+		k.sub = g.sub
+	}
+	if k.mul == nil {
+		k.mul = g.mul
+	}
+	if k.div == nil {
+		k.div = g.div
+	}
+	if k.addScalar == nil {
+		k.addScalar = g.addScalar
+	}
+	if k.mulScalar == nil {
+		k.mulScalar = g.mulScalar
+	}
+	if k.axpy == nil {
+		k.axpy = g.axpy
+	}
+	if k.sum == nil {
+		k.sum = g.sum
+	}
+	if k.sumSquares == nil {
+		k.sumSquares = g.sumSquares
+	}
+	if k.dot == nil {
+		k.dot = g.dot
+	}
+	if k.max == nil {
+		k.max = g.max
+	}
+	if k.expSubSum == nil {
+		k.expSubSum = g.expSubSum
+	}
+	if k.sumExpSub == nil {
+		k.sumExpSub = g.sumExpSub
+	}
+	if k.subSub == nil {
+		k.subSub = g.subSub
+	}
+	if k.softmaxBwd == nil {
+		k.softmaxBwd = g.softmaxBwd
+	}
+	if k.logSoftmaxBwd == nil {
+		k.logSoftmaxBwd = g.logSoftmaxBwd
+	}
+	if k.sgd == nil {
+		k.sgd = g.sgd
+	}
+	if k.adam == nil {
+		k.adam = g.adam
+	}
+	return &k
+}
+
+// variants lists the implementations this CPU can run, best first; the
+// pure-Go one is always last. impl is the one in use.
+var (
+	variants = []*kernels{&goKernels}
+	impl     = &goKernels
+)
+
+// The ZEROENG_VMATH environment variable, when it names a variant this CPU
+// supports ("avx512", "avx2" or "go"), overrides the choice: for comparing
+// the variants inside a whole training run, and for ruling a kernel variant
+// out when chasing a numerical difference.
+func init() {
+	variants = append(archVariants(), &goKernels)
+	impl = variants[0]
+	if name := os.Getenv("ZEROENG_VMATH"); name != "" {
+		for _, k := range variants {
+			if k.name == name {
+				impl = k
+			}
+		}
+	}
+}
+
+// Implementation names the kernel variant in use: "avx512", "avx2" or "go".
+func Implementation() string { return impl.name }
+
+// useVariant switches the implementation (tests and benchmarks only; it is
+// not safe while kernels run) and returns a function that restores the old
+// one.
+func useVariant(k *kernels) (restore func()) {
+	old := impl
+	impl = k
+	return func() { impl = old }
+}

@@ -1,0 +1,219 @@
+package vmath
+
+// Accuracy. The bounds quoted below were measured by the tests (see
+// docs/benchmarks-vmath.md): for the transcendentals, the distance in ulps
+// to the correctly rounded result over every float32 input
+// (-vmath.exhaustive); for the activations, over a dense sweep, the error in
+// ulps divided by 1+κ(x) with κ = |x·f'(x)/f(x)| the condition number (a
+// float32 evaluation from float32 intermediates cannot do better where f
+// amplifies the rounding of its input: the GELU tails). "go" is the pure-Go
+// loop, "asm" the AVX-512 and AVX2 kernels (the same algorithm).
+
+// Exp sets dst[i] = e^x[i]. Overflow gives +Inf, underflow 0 through the
+// subnormals. Within 1 ulp of the correctly rounded result (go: 0).
+func Exp(dst, x []float32) {
+	check2("Exp", dst, x)
+	split2(dst, x, impl.exp)
+}
+
+// Log sets dst[i] = ln x[i]; Log(0) = -Inf, Log(x<0) = NaN. Correctly
+// rounded over every float32 input (pure Go on every platform: it is on no
+// hot path).
+func Log(dst, x []float32) {
+	check2("Log", dst, x)
+	split2(dst, x, impl.log)
+}
+
+// Tanh sets dst[i] = tanh x[i]. Within 1 ulp of the correctly rounded result
+// (go: 0).
+func Tanh(dst, x []float32) {
+	check2("Tanh", dst, x)
+	split2(dst, x, impl.tanh)
+}
+
+// Sigmoid sets dst[i] = 1/(1+e^-x[i]), evaluated as e^x/(1+e^x) for x < 0
+// so that neither side overflows or cancels. Within 2 ulp of the correctly
+// rounded result (go: 0).
+func Sigmoid(dst, x []float32) {
+	check2("Sigmoid", dst, x)
+	split2(dst, x, impl.sigmoid)
+}
+
+// Erf sets dst[i] = erf x[i]. Within 2 ulp of the correctly rounded result
+// (go: 0).
+func Erf(dst, x []float32) {
+	check2("Erf", dst, x)
+	split2(dst, x, impl.erf)
+}
+
+// Gelu sets dst[i] = 0.5·x·(1+erf(x/√2)), PyTorch's gelu(approximate='none').
+// It is evaluated as 0.5·x·erfc(-x/√2) so that it stays accurate where the
+// result is tiny (x < -3), where PyTorch's own float32 evaluation of 1+erf
+// loses all its digits. Error: asm 3.73 ulp·(1+κ), at most 6.90 ulp for
+// |x| <= 3; go 0.5 ulp.
+func Gelu(dst, x []float32) {
+	check2("Gelu", dst, x)
+	split2(dst, x, impl.gelu)
+}
+
+// GeluTanh sets dst[i] = 0.5·x·(1+tanh(√(2/π)·(x+0.044715·x³))), PyTorch's
+// gelu(approximate='tanh'), evaluated as x·sigmoid(2u) (the same function,
+// accurate for negative x too). Error: asm 2.22 ulp·(1+κ), at most 13.51 ulp
+// for |x| <= 3; go 0.5 ulp.
+func GeluTanh(dst, x []float32) {
+	check2("GeluTanh", dst, x)
+	split2(dst, x, impl.geluTanh)
+}
+
+// GeluBackward sets dx = dy·(Φ(x) + x·φ(x)), the gradient of Gelu.
+//
+// The derivative kernels round like PyTorch's: the derivative, then the
+// product with dy. Their error is measured in ulps of |dy|·(the sum of the
+// magnitudes of the derivative's terms), since the derivatives of GELU
+// cross zero: asm at most 1.93 (GeluBackward), 2.85 (GeluTanhBackward) and
+// 3.48 (SiluBackward), times 1+κ; go 1.46.
+func GeluBackward(dx, dy, x []float32) {
+	check3("GeluBackward", dx, dy, x)
+	split3(dx, dy, x, impl.geluBackward)
+}
+
+// GeluTanhBackward sets dx to dy times the derivative of GeluTanh, PyTorch's
+// 0.5·(1+t) + 0.5·x·(1-t²)·√(2/π)·(1+3·0.044715·x²) with t the tanh above.
+func GeluTanhBackward(dx, dy, x []float32) {
+	check3("GeluTanhBackward", dx, dy, x)
+	split3(dx, dy, x, impl.geluTanhBackward)
+}
+
+// Silu sets dst[i] = x·sigmoid(x). Error: asm 1.78 ulp·(1+κ), at most 2.93 ulp
+// for |x| <= 3; go 0.5 ulp.
+func Silu(dst, x []float32) {
+	check2("Silu", dst, x)
+	split2(dst, x, impl.silu)
+}
+
+// SiluBackward sets dx = dy·s·(1+x·(1-s)) with s = sigmoid(x), PyTorch's
+// silu_backward.
+func SiluBackward(dx, dy, x []float32) {
+	check3("SiluBackward", dx, dy, x)
+	split3(dx, dy, x, impl.siluBackward)
+}
+
+// TanhBackward sets dx = dy·(1-y²) where y = tanh(x) is the forward output,
+// as PyTorch's tanh_backward, with its roundings (y², then 1-y², then ·dy).
+func TanhBackward(dx, dy, y []float32) {
+	check3("TanhBackward", dx, dy, y)
+	split3(dx, dy, y, impl.tanhBackward)
+}
+
+// SigmoidBackward sets dx = (dy·(1-y))·y where y = sigmoid(x) is the forward
+// output, in PyTorch's order of operations.
+func SigmoidBackward(dx, dy, y []float32) {
+	check3("SigmoidBackward", dx, dy, y)
+	split3(dx, dy, y, impl.sigmoidBackward)
+}
+
+// Relu sets dst[i] = max(x[i], 0) as PyTorch's relu (clamp_min(x, 0)): NaN
+// stays NaN and -0 stays -0.
+func Relu(dst, x []float32) {
+	check2("Relu", dst, x)
+	split2(dst, x, impl.relu)
+}
+
+// ReluBackward sets dx = 0 where x <= 0 and dy elsewhere (NaN included).
+//
+// PyTorch's relu backward is threshold_backward(grad, result, 0), which
+// computes result <= 0 ? 0 : grad on the forward output. Because
+// relu(x) <= 0 exactly when x <= 0 (for NaN both comparisons are false and
+// the gradient passes, for -0 both are true), the mask on the input is the
+// same mask: x may be the forward input or the forward output, whichever
+// the caller kept.
+func ReluBackward(dx, dy, x []float32) {
+	check3("ReluBackward", dx, dy, x)
+	split3(dx, dy, x, impl.reluBackward)
+}
+
+// Add sets dst = a + b.
+func Add(dst, a, b []float32) {
+	check3("Add", dst, a, b)
+	split3(dst, a, b, impl.add)
+}
+
+// Sub sets dst = a - b.
+func Sub(dst, a, b []float32) {
+	check3("Sub", dst, a, b)
+	split3(dst, a, b, impl.sub)
+}
+
+// Mul sets dst = a · b.
+func Mul(dst, a, b []float32) {
+	check3("Mul", dst, a, b)
+	split3(dst, a, b, impl.mul)
+}
+
+// Div sets dst = a / b.
+func Div(dst, a, b []float32) {
+	check3("Div", dst, a, b)
+	split3(dst, a, b, impl.div)
+}
+
+// AddScalar sets dst = x + s.
+func AddScalar(dst, x []float32, s float32) {
+	check2("AddScalar", dst, x)
+	splitScalar(dst, x, s, impl.addScalar)
+}
+
+// MulScalar sets dst = x · s.
+func MulScalar(dst, x []float32, s float32) {
+	check2("MulScalar", dst, x)
+	splitScalar(dst, x, s, impl.mulScalar)
+}
+
+// Axpy sets dst += alpha·x with one rounding (a fused multiply-add), like
+// PyTorch's dst.add_(x, alpha=alpha) on AVX2 and AVX-512 CPUs.
+func Axpy(dst []float32, alpha float32, x []float32) {
+	check2("Axpy", dst, x)
+	k := impl
+	for len(x) > chunk {
+		k.axpy(dst[:chunk], alpha, x[:chunk])
+		dst, x = dst[chunk:], x[chunk:]
+	}
+	k.axpy(dst, alpha, x)
+}
+
+// Sum returns the sum of x. It accumulates in float64 (every variant), so
+// the result is the exact sum rounded to float32 up to an error far below
+// one float32 ulp of Σ|x|, whatever the length: long sums do not drift.
+func Sum(x []float32) float32 { return float32(splitSum(x, impl.sum)) }
+
+// Dot returns Σ x[i]·y[i], accumulated in float64 from exact products.
+func Dot(x, y []float32) float32 {
+	check2("Dot", x, y)
+	k := impl
+	var s float64
+	for len(x) > chunk {
+		s += k.dot(x[:chunk], y[:chunk])
+		x, y = x[chunk:], y[chunk:]
+	}
+	return float32(s + k.dot(x, y))
+}
+
+// SumSquares returns Σ x[i]², in float64 for gradient-norm clipping, where
+// the squares of 25M gradients must not lose the small ones.
+func SumSquares(x []float32) float64 { return splitSum(x, impl.sumSquares) }
+
+// Max returns the largest element of x, or NaN if any element is NaN (as
+// torch.max). It panics on an empty slice, as torch.max does.
+func Max(x []float32) float32 {
+	if len(x) == 0 {
+		panic("vmath.Max: empty slice")
+	}
+	k := impl
+	m := k.max(x[:min(len(x), chunk)])
+	for x = x[min(len(x), chunk):]; len(x) > 0; x = x[min(len(x), chunk):] {
+		c := k.max(x[:min(len(x), chunk)])
+		if c > m || c != c {
+			m = c
+		}
+	}
+	return m
+}

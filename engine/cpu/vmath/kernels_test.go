@@ -1,0 +1,452 @@
+package vmath
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// tailLengths exercise the empty slice, partial vectors of both widths (8
+// and 16 lanes), whole vectors, the unrolled groups and a long slice.
+var tailLengths = []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 1000}
+
+// op is one table kernel seen uniformly: ins inputs, one output written (or
+// updated in place) and a scalar result, so that the tail, guard and
+// aliasing tests cover every kernel of every variant.
+type op struct {
+	name string
+	ins  int // number of input slices
+	// inplace: the output is also read (axpy, the optimizer slices).
+	inplace bool
+	run     func(k *kernels, out []float32, in [][]float32) float64
+	// tol is the allowed difference from the Go kernels: |a-b| <= tol·|b|
+	// + abs elementwise and for the scalar result.
+	tol, abs float64
+	// scale of the random inputs.
+	scale float64
+}
+
+var testConsts = newAdamConsts(1e-3, 0.9, 0.999, 1e-8, 0.01, 1-math.Pow(0.9, 3), 1-math.Pow(0.999, 3), false, true)
+
+var testSGDConsts = sgdConsts{gsign: -1, wd: 0.01, mom: 0.9, damp: 0.75, negLR: -0.1}
+
+func init() {
+	// Every SGD loop: out is p, the inputs are g and the momentum buffer.
+	for _, mode := range []sgdMode{0, sgdL2, sgdMomentum, sgdL2 | sgdMomentum, sgdMomentum | sgdFirst,
+		sgdL2 | sgdMomentum | sgdFirst, sgdMomentum | sgdNesterov, sgdL2 | sgdMomentum | sgdNesterov,
+		sgdMomentum | sgdNesterov | sgdFirst, sgdL2 | sgdMomentum | sgdNesterov | sgdFirst} {
+		ops = append(ops, op{name: "sgd" + itoa(int(mode)), ins: 2, inplace: true, run: func(k *kernels, o []float32, in [][]float32) float64 {
+			k.sgd(o, in[0], in[1], testSGDConsts, mode)
+			return 0
+		}, tol: 1.2e-7, abs: 1e-30, scale: 1})
+	}
+}
+
+var ops = []op{
+	{name: "exp", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.exp(o, in[0]); return 0 }, tol: 3e-7, scale: 10},
+	{name: "tanh", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.tanh(o, in[0]); return 0 }, tol: 3e-7, scale: 2},
+	{name: "sigmoid", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sigmoid(o, in[0]); return 0 }, tol: 3e-7, scale: 5},
+	{name: "erf", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.erf(o, in[0]); return 0 }, tol: 3e-7, scale: 1},
+	{name: "log", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.log(o, in[0]); return 0 }, tol: 1e-7, scale: 3},
+	{name: "gelu", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.gelu(o, in[0]); return 0 }, tol: 1e-5, abs: 1e-30, scale: 2},
+	{name: "geluTanh", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.geluTanh(o, in[0]); return 0 }, tol: 1e-5, abs: 1e-30, scale: 2},
+	{name: "silu", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.silu(o, in[0]); return 0 }, tol: 1e-5, abs: 1e-30, scale: 3},
+	{name: "geluBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.geluBackward(o, in[0], in[1]); return 0 }, tol: 1e-5, abs: 1e-7, scale: 2},
+	{name: "geluTanhBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 {
+		k.geluTanhBackward(o, in[0], in[1])
+		return 0
+	}, tol: 1e-5, abs: 1e-7, scale: 2},
+	{name: "siluBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.siluBackward(o, in[0], in[1]); return 0 }, tol: 1e-5, abs: 1e-7, scale: 3},
+	{name: "tanhBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.tanhBackward(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "sigmoidBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sigmoidBackward(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "relu", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.relu(o, in[0]); return 0 }, scale: 1},
+	{name: "reluBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.reluBackward(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "add", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.add(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "sub", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sub(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "mul", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mul(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "div", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.div(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "addScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.addScalar(o, in[0], 0.37); return 0 }, scale: 1},
+	{name: "mulScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mulScalar(o, in[0], -1.7); return 0 }, scale: 1},
+	{name: "axpy", ins: 1, inplace: true, run: func(k *kernels, o []float32, in [][]float32) float64 { k.axpy(o, 0.3, in[0]); return 0 }, tol: 6e-8, abs: 1e-37, scale: 1},
+	{name: "sum", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.sum(in[0]) }, tol: 1e-13, abs: 1e-13, scale: 1},
+	{name: "sumSquares", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.sumSquares(in[0]) }, tol: 1e-13, scale: 1},
+	{name: "dot", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.dot(in[0], in[1]) }, tol: 1e-13, abs: 1e-13, scale: 1},
+	{name: "max", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 {
+		if len(in[0]) == 0 {
+			return 0
+		}
+		return float64(k.max(in[0]))
+	}, scale: 1},
+	{name: "expSubSum", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.expSubSum(o, in[0], 0.5) }, tol: 3e-7, scale: 2},
+	{name: "sumExpSub", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.sumExpSub(in[0], 0.5) }, tol: 3e-7, scale: 2},
+	{name: "subSub", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.subSub(o, in[0], 0.25, 1.5); return 0 }, scale: 1},
+	{name: "softmaxBwd", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.softmaxBwd(o, in[0], in[1], 0.3); return 0 }, scale: 1},
+	{name: "logSoftmaxBwd", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.logSoftmaxBwd(o, in[0], in[1], 0.7); return 0 }, tol: 1e-6, abs: 1e-6, scale: 1},
+	// adam: out is p; the inputs are g, m and v (m and v are updated too).
+	{name: "adamw", ins: 3, inplace: true, run: func(k *kernels, o []float32, in [][]float32) float64 {
+		for i := range in[2] {
+			in[2][i] = float32(math.Abs(float64(in[2][i])))
+		}
+		k.adam(o, in[0], in[1], in[2], testConsts)
+		return 0
+	}, tol: 1e-6, abs: 1e-9, scale: 1},
+}
+
+const guardBits = 0x7fa5a5a5 // a NaN no kernel produces
+
+// guarded returns a slice of n elements inside a buffer with g guard
+// elements on each side, filled from r (or with guard bits if r is nil).
+func guarded(n, g int, r *rng, scale float64) (s, buf []float32) {
+	buf = make([]float32, n+2*g)
+	for i := range buf {
+		buf[i] = math.Float32frombits(guardBits)
+	}
+	s = buf[g : g+n : g+n]
+	if r != nil {
+		for i := range s {
+			s[i] = float32(r.norm() * scale)
+		}
+	}
+	return s, buf
+}
+
+func checkGuards(t *testing.T, what string, buf []float32, g int) {
+	t.Helper()
+	for i := range g {
+		for _, j := range []int{i, len(buf) - 1 - i} {
+			if math.Float32bits(buf[j]) != guardBits {
+				t.Fatalf("%s: wrote outside the slice (guard %d of %d changed to %g)", what, j, len(buf), buf[j])
+			}
+		}
+	}
+}
+
+func close32(a, b float32, tol, abs float64) bool {
+	if math.IsNaN(float64(a)) || math.IsNaN(float64(b)) {
+		return math.IsNaN(float64(a)) && math.IsNaN(float64(b))
+	}
+	return a == b || math.Abs(float64(a)-float64(b)) <= tol*math.Abs(float64(b))+abs
+}
+
+// runOp runs o on copies of ins (and of out0 for in-place kernels) with
+// guards, and returns the output and the scalar result.
+func runOp(t *testing.T, k *kernels, o op, ins [][]float32, out0 []float32) ([]float32, float64) {
+	t.Helper()
+	const g = 16
+	n := len(ins[0])
+	in := make([][]float32, len(ins))
+	inBufs := make([][]float32, len(ins))
+	for i := range ins {
+		in[i], inBufs[i] = guarded(n, g, nil, 0)
+		copy(in[i], ins[i])
+	}
+	out, outBuf := guarded(n, g, nil, 0)
+	if o.inplace {
+		copy(out, out0)
+	}
+	res := o.run(k, out, in)
+	what := k.name + " " + o.name + " n=" + itoa(n)
+	checkGuards(t, what, outBuf, g)
+	for i := range inBufs {
+		checkGuards(t, what+" input", inBufs[i], g)
+	}
+	return out, res
+}
+
+// TestTails compares every kernel of every variant with the Go kernels over
+// the tail lengths, with guard elements around every slice, and checks that
+// an element's result does not depend on where it sits (the masked tail
+// runs the same instructions as the main loop).
+func TestTails(t *testing.T) {
+	for _, o := range ops {
+		r := newRand(uint64(len(o.name)))
+		long := make([][]float32, o.ins)
+		for i := range long {
+			long[i] = r.slice(1000, o.scale)
+		}
+		outLong := r.slice(1000, 1)
+		for _, k := range variants {
+			fullOut, _ := runOp(t, k, o, long, outLong)
+			for _, n := range tailLengths {
+				ins := make([][]float32, o.ins)
+				for i := range ins {
+					ins[i] = long[i][:n]
+				}
+				got, gotRes := runOp(t, k, o, ins, outLong[:n])
+				want, wantRes := runOp(t, &goKernels, o, ins, outLong[:n])
+				for i := range got {
+					if !close32(got[i], want[i], o.tol, o.abs) {
+						t.Fatalf("%s %s n=%d: [%d] = %g, go %g (inputs %v)", k.name, o.name, n, i, got[i], want[i], col(ins, i))
+					}
+					if math.Float32bits(got[i]) != math.Float32bits(fullOut[i]) {
+						t.Fatalf("%s %s n=%d: [%d] = %g in the short slice, %g in the long one", k.name, o.name, n, i, got[i], fullOut[i])
+					}
+				}
+				if math.Abs(gotRes-wantRes) > o.tol*math.Abs(wantRes)+o.abs*float64(n) {
+					t.Fatalf("%s %s n=%d: result %g, go %g", k.name, o.name, n, gotRes, wantRes)
+				}
+			}
+		}
+	}
+}
+
+func col(ins [][]float32, i int) []float32 {
+	var c []float32
+	for _, s := range ins {
+		c = append(c, s[i])
+	}
+	return c
+}
+
+// TestAliasing runs each elementwise kernel with the output aliasing each
+// input in turn and expects the result of the unaliased call.
+func TestAliasing(t *testing.T) {
+	for _, o := range ops {
+		if o.inplace || strings.HasPrefix(o.name, "sum") || o.name == "dot" || o.name == "max" {
+			continue
+		}
+		r := newRand(3)
+		for _, k := range variants {
+			for _, n := range []int{33, 1000} {
+				ins := make([][]float32, o.ins)
+				for i := range ins {
+					ins[i] = r.slice(n, o.scale)
+				}
+				want := make([]float32, n)
+				o.run(k, want, ins)
+				for a := range ins {
+					cp := make([][]float32, len(ins))
+					for i := range ins {
+						cp[i] = append([]float32(nil), ins[i]...)
+					}
+					o.run(k, cp[a], cp)
+					for i := range want {
+						if math.Float32bits(cp[a][i]) != math.Float32bits(want[i]) {
+							t.Fatalf("%s %s: output aliasing input %d: [%d] = %g, want %g", k.name, o.name, a, i, cp[a][i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestLengthPanics(t *testing.T) {
+	a, b := make([]float32, 3), make([]float32, 4)
+	for name, f := range map[string]func(){
+		"Exp":        func() { Exp(a, b) },
+		"Add":        func() { Add(a, a, b) },
+		"Axpy":       func() { Axpy(a, 1, b) },
+		"Dot":        func() { Dot(a, b) },
+		"GeluBack":   func() { GeluBackward(a, b, a) },
+		"SoftmaxRow": func() { SoftmaxRow(a, b) },
+		"LayerNorm":  func() { LayerNormRow(a, a, b, nil, 1e-5) },
+		"AdamW":      func() { AdamWStep(a, a, a, b, nil, 1, 0.9, 0.999, 1e-8, 0, 1, 1, false) },
+		"AdamVmax":   func() { AdamStep(a, a, a, a, b, 1, 0.9, 0.999, 1e-8, 0, 1, 1, false) },
+		"SGD":        func() { SGDStep(a, a, b, 1, 0.9, 0, 0, false, false, false) },
+		"Max":        func() { Max(nil) },
+	} {
+		func() {
+			defer func() {
+				r := recover()
+				if s, ok := r.(string); !ok || !strings.HasPrefix(s, "vmath.") {
+					t.Errorf("%s: recovered %v, want a vmath panic", name, r)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+// TestSumDrift sums 16M copies of 0.1: a float32 accumulator is off by
+// several percent; float64 accumulation is exact to float32 rounding.
+func TestSumDrift(t *testing.T) {
+	n := 1 << 24
+	if testing.Short() {
+		n = 1 << 20
+	}
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = 0.1
+	}
+	want := float32(float64(n) * float64(float32(0.1)))
+	for _, k := range variants {
+		defer useVariant(k)()
+		if got := Sum(x); got != want {
+			t.Errorf("%s: Sum of %d×0.1 = %g, want %g", k.name, n, got, want)
+		}
+		if got := Dot(x, x); got != float32(float64(n)*float64(float32(0.1))*float64(float32(0.1))) {
+			t.Errorf("%s: Dot = %g", k.name, got)
+		}
+	}
+}
+
+// TestReductions checks Sum, Dot, SumSquares and Max against exact float64
+// results, including NaN and infinities for Max.
+func TestReductions(t *testing.T) {
+	r := newRand(11)
+	for _, k := range variants {
+		restore := useVariant(k)
+		for _, n := range tailLengths {
+			x, y := r.slice(n, 3), r.slice(n, 3)
+			var s, d, ss, abs float64
+			m := float32(math.Inf(-1))
+			for i := range x {
+				s += float64(x[i])
+				d += float64(x[i]) * float64(y[i])
+				ss += float64(x[i]) * float64(x[i])
+				abs += math.Abs(float64(x[i])) * (1 + math.Abs(float64(y[i])))
+				m = max(m, x[i])
+			}
+			if got := Sum(x); !close32(got, float32(s), 0, abs*1e-15+0x1p-149) {
+				t.Errorf("%s Sum n=%d = %g, want %g", k.name, n, got, s)
+			}
+			if got := Dot(x, y); !close32(got, float32(d), 0, abs*1e-15+0x1p-149) {
+				t.Errorf("%s Dot n=%d = %g, want %g", k.name, n, got, d)
+			}
+			if got := SumSquares(x); math.Abs(got-ss) > ss*1e-14 {
+				t.Errorf("%s SumSquares n=%d = %g, want %g", k.name, n, got, ss)
+			}
+			if n > 0 {
+				if got := Max(x); got != m {
+					t.Errorf("%s Max n=%d = %g, want %g", k.name, n, got, m)
+				}
+				for _, special := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+					for _, at := range []int{0, n / 2, n - 1} {
+						z := append([]float32(nil), x...)
+						z[at] = special
+						want := float32(math.Inf(-1))
+						for _, v := range z {
+							if v != v || want != want {
+								want = float32(math.NaN())
+							} else {
+								want = max(want, v)
+							}
+						}
+						if got := Max(z); !(got == want || got != got && want != want) {
+							t.Errorf("%s Max n=%d with %g at %d = %g, want %g", k.name, n, special, at, got, want)
+						}
+					}
+				}
+			}
+		}
+		restore()
+	}
+}
+
+// TestNoAlloc: the kernels must not allocate.
+func TestNoAlloc(t *testing.T) {
+	x, y, z := make([]float32, 100), make([]float32, 100), make([]float32, 100)
+	for i := range x {
+		x[i], y[i] = float32(i)*0.01, 1
+	}
+	for _, k := range variants {
+		restore := useVariant(k)
+		allocs := testing.AllocsPerRun(10, func() {
+			Exp(z, x)
+			Gelu(z, x)
+			GeluBackward(z, y, x)
+			Add(z, x, y)
+			Axpy(z, 2, x)
+			_ = Sum(x) + Dot(x, y) + Max(x)
+			SoftmaxRow(z, x)
+			LogSoftmaxRow(z, x)
+			SoftmaxBackwardRow(z, y, x)
+			LayerNormRow(z, x, y, y, 1e-5)
+			LayerNormBackwardRow(z, y, y, y, x, y, 0.5, 2)
+			AdamWStep(z, x, y, y, nil, 1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001, false)
+			SGDStep(z, x, y, 0.1, 0.9, 0, 0, true, false, false)
+		})
+		restore()
+		if allocs != 0 {
+			t.Errorf("%s: %v allocations per run", k.name, allocs)
+		}
+	}
+}
+
+// TestReluSpecial pins PyTorch's treatment of NaN and signed zeros.
+func TestReluSpecial(t *testing.T) {
+	nan := float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	x := []float32{nan, negZero, 0, -1, 2, float32(math.Inf(-1)), float32(math.Inf(1))}
+	dy := []float32{1, 2, 3, 4, 5, 6, 7}
+	wantY := []float32{nan, negZero, 0, 0, 2, 0, float32(math.Inf(1))}
+	wantDx := []float32{1, 0, 0, 0, 5, 0, 7}
+	for _, k := range variants {
+		y, dx := make([]float32, len(x)), make([]float32, len(x))
+		k.relu(y, x)
+		k.reluBackward(dx, dy, x)
+		for i := range x {
+			if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) && !(y[i] != y[i] && wantY[i] != wantY[i]) {
+				t.Errorf("%s: relu(%g) = %g, want %g", k.name, x[i], y[i], wantY[i])
+			}
+			if dx[i] != wantDx[i] {
+				t.Errorf("%s: relu backward at %g = %g, want %g", k.name, x[i], dx[i], wantDx[i])
+			}
+		}
+	}
+}
+
+// TestChunking: the exported functions split long slices into chunks (to
+// stay preemptible); the result must equal one kernel call over the whole
+// slice, element for element, and a NaN in a later chunk must reach Max.
+func TestChunking(t *testing.T) {
+	n := 3*chunk + 5
+	r := newRand(17)
+	x, y := r.slice(n, 2), r.slice(n, 1)
+	for _, k := range variants {
+		restore := useVariant(k)
+		same := func(name string, got, want []float32) {
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s %s: [%d] = %g chunked, %g in one call", k.name, name, i, got[i], want[i])
+				}
+			}
+		}
+		got, want := make([]float32, n), make([]float32, n)
+		Gelu(got, x)
+		k.gelu(want, x)
+		same("Gelu", got, want)
+		GeluBackward(got, y, x)
+		k.geluBackward(want, y, x)
+		same("GeluBackward", got, want)
+		MulScalar(got, x, 3)
+		k.mulScalar(want, x, 3)
+		same("MulScalar", got, want)
+		copy(got, y)
+		copy(want, y)
+		Axpy(got, 0.5, x)
+		k.axpy(want, 0.5, x)
+		same("Axpy", got, want)
+		p1, p2 := append([]float32(nil), x...), append([]float32(nil), x...)
+		m1, m2, v1, v2 := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+		AdamWStep(p1, y, m1, v1, nil, 1e-3, 0.9, 0.999, 1e-8, 0.1, 0.1, 0.001, false)
+		k.adam(p2, y, m2, v2, newAdamConsts(1e-3, 0.9, 0.999, 1e-8, 0.1, 0.1, 0.001, false, true))
+		same("AdamW p", p1, p2)
+		same("AdamW v", v1, v2)
+		b1, b2 := make([]float32, n), make([]float32, n)
+		SGDStep(p1, y, b1, 0.1, 0.9, 0, 0.01, true, false, true)
+		k.sgd(p2, y, b2, sgdConsts{gsign: 1, wd: 0.01, mom: 0.9, damp: 1, negLR: -0.1}, sgdL2|sgdMomentum|sgdFirst|sgdNesterov)
+		same("SGD p", p1, p2)
+		same("SGD buf", b1, b2)
+		if s, w := float64(Sum(x)), k.sum(x); math.Abs(s-w) > 1e-6*math.Abs(w)+1e-6 {
+			t.Errorf("%s Sum = %g chunked, %g in one call", k.name, s, w)
+		}
+		if s, w := SumSquares(x), k.sumSquares(x); math.Abs(s-w) > 1e-12*w {
+			t.Errorf("%s SumSquares = %g chunked, %g in one call", k.name, s, w)
+		}
+		if s, w := float64(Dot(x, y)), k.dot(x, y); math.Abs(s-w) > 1e-6*math.Abs(w)+1e-6 {
+			t.Errorf("%s Dot = %g chunked, %g in one call", k.name, s, w)
+		}
+		z := append([]float32(nil), x...)
+		z[n-2] = 100
+		if m := Max(z); m != 100 {
+			t.Errorf("%s Max = %g, want 100 (in the last chunk)", k.name, m)
+		}
+		z[2*chunk+1] = float32(math.NaN())
+		if m := Max(z); m == m {
+			t.Errorf("%s Max = %g, want NaN (NaN in the third chunk)", k.name, m)
+		}
+		restore()
+	}
+}
