@@ -1,0 +1,444 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+type float interface{ ~float32 | ~float64 }
+
+// Unary implements device.Device.
+func (d *Device) Unary(op device.UnaryOp, dst, src device.View, s float64) error {
+	if dst.Numel() == 0 {
+		return nil
+	}
+	if anyHalf(dst, src) {
+		return d.widened([]*device.View{&dst}, []*device.View{&src}, func() error { return d.Unary(op, dst, src, s) })
+	}
+	w := newWalk(dst.Shape, dst, src)
+	switch dst.DType {
+	case dtype.Float32:
+		unaryRun(w, op, elems[float32](dst.Buf), elems[float32](src.Buf), s, unaryFast32(op, float32(s)))
+	case dtype.Float64:
+		unaryRun(w, op, elems[float64](dst.Buf), elems[float64](src.Buf), s, nil)
+	case dtype.Int64:
+		return unaryInt(w, op, elems[int64](dst.Buf), elems[int64](src.Buf), s)
+	default:
+		return fmt.Errorf("cpu: %v is not defined for %v", op, dst.DType)
+	}
+	return nil
+}
+
+// unaryRun walks the operands; fast, when not nil, handles contiguous
+// segments.
+func unaryRun[T float](w *walk, op device.UnaryOp, dst, src []T, s float64, fast func(dst, src []T)) {
+	ds, ss := w.innerStride(0), w.innerStride(1)
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		o0, o1 := off[0]+lo*ds, off[1]+lo*ss
+		if fast != nil && ds == 1 && ss == 1 {
+			fast(dst[o0:o0+hi-lo], src[o1:o1+hi-lo])
+			return
+		}
+		unaryLoop(op, dst, o0, ds, src, o1, ss, hi-lo, s)
+	})
+}
+
+// unaryLoop is the portable reference of every unary op, with PyTorch's
+// formulas (aten/src/ATen/native/cpu/UnaryOpsKernel.cpp, Activation.cpp).
+func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss, n int, s float64) {
+	f := func(g func(x float64) float64) {
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = T(g(float64(src[o1+i*ss])))
+		}
+	}
+	ts := T(s)
+	switch op {
+	case device.Neg:
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = -src[o1+i*ss]
+		}
+	case device.AddScalar:
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = src[o1+i*ss] + ts
+		}
+	case device.MulScalar:
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = src[o1+i*ss] * ts
+		}
+	case device.RSubScalar:
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = ts - src[o1+i*ss]
+		}
+	case device.RDivScalar:
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = ts / src[o1+i*ss]
+		}
+	case device.Square:
+		for i := 0; i < n; i++ {
+			x := src[o1+i*ss]
+			dst[o0+i*ds] = x * x
+		}
+	case device.Reciprocal:
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = 1 / src[o1+i*ss]
+		}
+	case device.Relu:
+		for i := 0; i < n; i++ {
+			x := src[o1+i*ss]
+			if x < 0 { // NaN passes through, as in PyTorch's clamp_min
+				x = 0
+			}
+			dst[o0+i*ds] = x
+		}
+	case device.Abs:
+		f(math.Abs)
+	case device.Sign:
+		f(func(x float64) float64 {
+			switch {
+			case x > 0:
+				return 1
+			case x < 0:
+				return -1
+			}
+			return x // ±0 and NaN
+		})
+	case device.Exp:
+		f(math.Exp)
+	case device.Log:
+		f(math.Log)
+	case device.Sqrt:
+		f(math.Sqrt)
+	case device.Rsqrt:
+		f(func(x float64) float64 { return 1 / math.Sqrt(x) })
+	case device.Tanh:
+		f(math.Tanh)
+	case device.Sigmoid:
+		f(func(x float64) float64 { return 1 / (1 + math.Exp(-x)) })
+	case device.Silu:
+		f(func(x float64) float64 { return x / (1 + math.Exp(-x)) })
+	case device.Gelu:
+		f(func(x float64) float64 { return x * 0.5 * (1 + math.Erf(x*math.Sqrt2/2)) })
+	case device.GeluTanh:
+		f(geluTanh)
+	case device.PowScalar:
+		switch s {
+		case 2:
+			for i := 0; i < n; i++ {
+				x := src[o1+i*ss]
+				dst[o0+i*ds] = x * x
+			}
+		case 1:
+			for i := 0; i < n; i++ {
+				dst[o0+i*ds] = src[o1+i*ss]
+			}
+		default:
+			f(func(x float64) float64 { return math.Pow(x, s) })
+		}
+	default:
+		panic(fmt.Sprintf("cpu: unary op %v", op))
+	}
+}
+
+const sqrt2OverPi = 0.7978845608028654 // √(2/π)
+
+func geluTanh(x float64) float64 {
+	inner := sqrt2OverPi * (x + 0.044715*x*x*x)
+	return 0.5 * x * (1 + math.Tanh(inner))
+}
+
+func unaryInt(w *walk, op device.UnaryOp, dst, src []int64, s float64) error {
+	ds, ss := w.innerStride(0), w.innerStride(1)
+	is := int64(s)
+	if float64(is) != s && (op == device.AddScalar || op == device.MulScalar || op == device.RSubScalar) {
+		return fmt.Errorf("cpu: %v of an int64 tensor by the non-integer %v", op, s)
+	}
+	var g func(int64) int64
+	switch op {
+	case device.Neg:
+		g = func(x int64) int64 { return -x }
+	case device.Abs:
+		g = func(x int64) int64 { return max(x, -x) }
+	case device.Sign:
+		g = func(x int64) int64 { return int64(b2u(x > 0)) - int64(b2u(x < 0)) }
+	case device.AddScalar:
+		g = func(x int64) int64 { return x + is }
+	case device.MulScalar:
+		g = func(x int64) int64 { return x * is }
+	case device.RSubScalar:
+		g = func(x int64) int64 { return is - x }
+	case device.Square:
+		g = func(x int64) int64 { return x * x }
+	case device.Relu:
+		g = func(x int64) int64 { return max(x, 0) }
+	default:
+		return fmt.Errorf("cpu: %v is not defined for int64", op)
+	}
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[off[0]+i*ds] = g(src[off[1]+i*ss])
+		}
+	})
+	return nil
+}
+
+// ActivationBackward implements device.Device.
+func (d *Device) ActivationBackward(op device.ActivationOp, dx, dy, saved device.View) error {
+	if dx.Numel() == 0 {
+		return nil
+	}
+	if anyHalf(dx, dy, saved) {
+		return d.widened([]*device.View{&dx}, []*device.View{&dy, &saved}, func() error { return d.ActivationBackward(op, dx, dy, saved) })
+	}
+	w := newWalk(dx.Shape, dx, dy, saved)
+	switch dx.DType {
+	case dtype.Float32:
+		activationBackwardRun(w, op, elems[float32](dx.Buf), elems[float32](dy.Buf), elems[float32](saved.Buf), activationBackwardFast32(op))
+	case dtype.Float64:
+		activationBackwardRun(w, op, elems[float64](dx.Buf), elems[float64](dy.Buf), elems[float64](saved.Buf), nil)
+	default:
+		return fmt.Errorf("cpu: activation backward of %v", dx.DType)
+	}
+	return nil
+}
+
+func activationBackwardRun[T float](w *walk, op device.ActivationOp, dx, dy, sv []T, fast func(dx, dy, saved []T)) {
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		o0, o1, o2 := off[0]+lo*s0, off[1]+lo*s1, off[2]+lo*s2
+		n := hi - lo
+		if fast != nil && s0 == 1 && s1 == 1 && s2 == 1 {
+			fast(dx[o0:o0+n], dy[o1:o1+n], sv[o2:o2+n])
+			return
+		}
+		for i := 0; i < n; i++ {
+			g, x := float64(dy[o1+i*s1]), float64(sv[o2+i*s2])
+			dx[o0+i*s0] = T(activationGrad(op, g, x))
+		}
+	})
+}
+
+// activationGrad is the reference of each activation's backward, with
+// PyTorch's formulas.
+func activationGrad(op device.ActivationOp, g, x float64) float64 {
+	switch op {
+	case device.ReluBackward: // threshold_backward on the output
+		if x <= 0 {
+			return 0
+		}
+		return g
+	case device.GeluBackward:
+		cdf := 0.5 * (1 + math.Erf(x*math.Sqrt2/2))
+		pdf := math.Exp(-0.5*x*x) * (2 / math.SqrtPi) * (math.Sqrt2 / 2) * 0.5
+		return g * (cdf + x*pdf)
+	case device.GeluTanhBackward:
+		const kappa = 0.044715
+		xsq := x * x
+		inner := sqrt2OverPi * (x + kappa*xsq*x)
+		th := math.Tanh(inner)
+		left := 0.5 * x
+		right := 1 + th
+		leftDerivative := 0.5 * right
+		rightDerivative := left * (1 - th*th) * sqrt2OverPi * (1 + 3*kappa*xsq)
+		return g * (leftDerivative + rightDerivative)
+	case device.SiluBackward:
+		sig := 1 / (1 + math.Exp(-x))
+		return g * sig * (1 + x*(1-sig))
+	case device.TanhBackward:
+		return g * (1 - x*x)
+	case device.SigmoidBackward:
+		return g * (1 - x) * x
+	}
+	panic(fmt.Sprintf("cpu: activation backward op %d", op))
+}
+
+// Binary implements device.Device.
+func (d *Device) Binary(op device.BinaryOp, dst, a, b device.View) error {
+	if dst.Numel() == 0 {
+		return nil
+	}
+	if anyHalf(dst, a, b) {
+		return d.widened([]*device.View{&dst}, []*device.View{&a, &b}, func() error { return d.Binary(op, dst, a, b) })
+	}
+	w := newWalk(dst.Shape, dst, a, b)
+	if op.IsComparison() {
+		if dst.DType != dtype.Bool {
+			return fmt.Errorf("cpu: %v must write bool, not %v", op, dst.DType)
+		}
+		out := elems[uint8](dst.Buf)
+		switch a.DType {
+		case dtype.Float32:
+			compareRun(w, op, out, elems[float32](a.Buf), elems[float32](b.Buf))
+		case dtype.Float64:
+			compareRun(w, op, out, elems[float64](a.Buf), elems[float64](b.Buf))
+		case dtype.Int64:
+			compareRun(w, op, out, elems[int64](a.Buf), elems[int64](b.Buf))
+		case dtype.Int32:
+			compareRun(w, op, out, elems[int32](a.Buf), elems[int32](b.Buf))
+		case dtype.Uint8, dtype.Bool:
+			compareRun(w, op, out, elems[uint8](a.Buf), elems[uint8](b.Buf))
+		default:
+			return fmt.Errorf("cpu: %v of %v", op, a.DType)
+		}
+		return nil
+	}
+	switch dst.DType {
+	case dtype.Float32:
+		binaryRun(w, op, elems[float32](dst.Buf), elems[float32](a.Buf), elems[float32](b.Buf), binaryFast32(op))
+	case dtype.Float64:
+		binaryRun(w, op, elems[float64](dst.Buf), elems[float64](a.Buf), elems[float64](b.Buf), nil)
+	case dtype.Int64:
+		return binaryInt(w, op, elems[int64](dst.Buf), elems[int64](a.Buf), elems[int64](b.Buf))
+	default:
+		return fmt.Errorf("cpu: %v is not defined for %v", op, dst.DType)
+	}
+	return nil
+}
+
+// binaryRun walks the operands; fast, when not nil, handles segments where
+// dst and a are contiguous and b is contiguous (bStride 1) or a scalar
+// (bStride 0).
+func binaryRun[T float](w *walk, op device.BinaryOp, dst, a, b []T, fast func(dst, a, b []T, bStride int) bool) {
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		o0, o1, o2 := off[0]+lo*s0, off[1]+lo*s1, off[2]+lo*s2
+		n := hi - lo
+		if fast != nil && s0 == 1 && s1 == 1 && (s2 == 1 || s2 == 0) &&
+			fast(dst[o0:o0+n], a[o1:o1+n], b[o2:o2+max(1, n*s2)], s2) {
+			return
+		}
+		switch op {
+		case device.Add:
+			for i := 0; i < n; i++ {
+				dst[o0+i*s0] = a[o1+i*s1] + b[o2+i*s2]
+			}
+		case device.Sub:
+			for i := 0; i < n; i++ {
+				dst[o0+i*s0] = a[o1+i*s1] - b[o2+i*s2]
+			}
+		case device.Mul:
+			for i := 0; i < n; i++ {
+				dst[o0+i*s0] = a[o1+i*s1] * b[o2+i*s2]
+			}
+		case device.Div:
+			for i := 0; i < n; i++ {
+				dst[o0+i*s0] = a[o1+i*s1] / b[o2+i*s2]
+			}
+		case device.Pow:
+			for i := 0; i < n; i++ {
+				dst[o0+i*s0] = T(math.Pow(float64(a[o1+i*s1]), float64(b[o2+i*s2])))
+			}
+		case device.Maximum: // NaN propagates, as torch.maximum
+			for i := 0; i < n; i++ {
+				x, y := a[o1+i*s1], b[o2+i*s2]
+				if x != x || x > y {
+					y = x
+				}
+				dst[o0+i*s0] = y
+			}
+		case device.Minimum:
+			for i := 0; i < n; i++ {
+				x, y := a[o1+i*s1], b[o2+i*s2]
+				if x != x || x < y {
+					y = x
+				}
+				dst[o0+i*s0] = y
+			}
+		default:
+			panic(fmt.Sprintf("cpu: binary op %v", op))
+		}
+	})
+}
+
+func binaryInt(w *walk, op device.BinaryOp, dst, a, b []int64) error {
+	var g func(x, y int64) int64
+	switch op {
+	case device.Add:
+		g = func(x, y int64) int64 { return x + y }
+	case device.Sub:
+		g = func(x, y int64) int64 { return x - y }
+	case device.Mul:
+		g = func(x, y int64) int64 { return x * y }
+	case device.Maximum:
+		g = func(x, y int64) int64 { return max(x, y) }
+	case device.Minimum:
+		g = func(x, y int64) int64 { return min(x, y) }
+	default:
+		return fmt.Errorf("cpu: %v is not defined for int64", op)
+	}
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[off[0]+i*s0] = g(a[off[1]+i*s1], b[off[2]+i*s2])
+		}
+	})
+	return nil
+}
+
+type ordered interface {
+	~float32 | ~float64 | ~int64 | ~int32 | ~uint8
+}
+
+func compareRun[T ordered](w *walk, op device.BinaryOp, dst []uint8, a, b []T) {
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	var g func(x, y T) bool
+	switch op {
+	case device.Eq:
+		g = func(x, y T) bool { return x == y }
+	case device.Ne:
+		g = func(x, y T) bool { return x != y }
+	case device.Lt:
+		g = func(x, y T) bool { return x < y }
+	case device.Le:
+		g = func(x, y T) bool { return x <= y }
+	case device.Gt:
+		g = func(x, y T) bool { return x > y }
+	case device.Ge:
+		g = func(x, y T) bool { return x >= y }
+	}
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			dst[off[0]+i*s0] = b2u(g(a[off[1]+i*s1], b[off[2]+i*s2]))
+		}
+	})
+}
+
+// Where implements device.Device.
+func (d *Device) Where(dst, cond, a, b device.View) error {
+	if dst.Numel() == 0 {
+		return nil
+	}
+	if cond.DType != dtype.Bool {
+		return fmt.Errorf("cpu: where needs a bool condition, not %v", cond.DType)
+	}
+	if a.DType != dst.DType || b.DType != dst.DType {
+		return fmt.Errorf("cpu: where of %v and %v into %v", a.DType, b.DType, dst.DType)
+	}
+	w := newWalk(dst.Shape, dst, cond, a, b)
+	switch dst.DType.Size() {
+	case 1:
+		whereRun(w, elems[uint8](dst.Buf), elems[uint8](cond.Buf), elems[uint8](a.Buf), elems[uint8](b.Buf))
+	case 2:
+		whereRun(w, elems[uint16](dst.Buf), elems[uint8](cond.Buf), elems[uint16](a.Buf), elems[uint16](b.Buf))
+	case 4:
+		whereRun(w, elems[uint32](dst.Buf), elems[uint8](cond.Buf), elems[uint32](a.Buf), elems[uint32](b.Buf))
+	case 8:
+		whereRun(w, elems[uint64](dst.Buf), elems[uint8](cond.Buf), elems[uint64](a.Buf), elems[uint64](b.Buf))
+	}
+	return nil
+}
+
+func whereRun[T any](w *walk, dst []T, cond []uint8, a, b []T) {
+	s0, s1, s2, s3 := w.innerStride(0), w.innerStride(1), w.innerStride(2), w.innerStride(3)
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if cond[off[1]+i*s1] != 0 {
+				dst[off[0]+i*s0] = a[off[2]+i*s2]
+			} else {
+				dst[off[0]+i*s0] = b[off[3]+i*s3]
+			}
+		}
+	})
+}
