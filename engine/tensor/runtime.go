@@ -1,0 +1,266 @@
+package tensor
+
+import (
+	"fmt"
+	"slices"
+	"sync/atomic"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// Runtime is one rank's handle on a device: the device itself, the rank's
+// grad mode, its stack of open scopes, its default random generator and its
+// counters. It is used by one goroutine at a time.
+type Runtime struct {
+	dev    device.Device
+	noGrad int
+	scope  *Scope
+	gen    *Generator
+
+	seq   uint64 // creation order of autograd nodes
+	pass  uint64 // backward passes, to mark visited nodes and leaves
+	live  atomic.Int64
+	lists [][]*Tensor // tensor lists of closed scopes, kept for reuse
+}
+
+// NewRuntime returns a runtime on dev, with its default generator seeded
+// with seed.
+func NewRuntime(dev device.Device, seed uint64) *Runtime {
+	rt := &Runtime{dev: dev}
+	rt.gen = NewGenerator(seed)
+	return rt
+}
+
+// Device is the runtime's device.
+func (rt *Runtime) Device() device.Device { return rt.dev }
+
+// Generator is the runtime's default random generator (torch's default
+// generator of the device).
+func (rt *Runtime) Generator() *Generator { return rt.gen }
+
+// ManualSeed reseeds the default generator, as torch.manual_seed.
+func (rt *Runtime) ManualSeed(seed uint64) { rt.gen.Seed(seed) }
+
+// Stats describe the tensors and memory a runtime holds.
+type Stats struct {
+	LiveTensors int64 // tensors created and not yet released
+	device.MemStats
+}
+
+// Stats reports live tensors and the device's memory counters.
+func (rt *Runtime) Stats() Stats {
+	return Stats{LiveTensors: rt.live.Load(), MemStats: rt.dev.MemStats()}
+}
+
+// GradEnabled reports whether ops are recorded for autograd.
+func (rt *Runtime) GradEnabled() bool { return rt.noGrad == 0 }
+
+// NoGrad runs fn with autograd recording off (torch.no_grad).
+func (rt *Runtime) NoGrad(fn func()) {
+	rt.noGrad++
+	defer func() { rt.noGrad-- }()
+	fn()
+}
+
+// SetGradEnabled switches recording on or off until switched back, and
+// returns a function that restores the previous state.
+func (rt *Runtime) SetGradEnabled(on bool) (restore func()) {
+	prev := rt.noGrad
+	if on {
+		rt.noGrad = 0
+	} else {
+		rt.noGrad = max(1, rt.noGrad+1)
+	}
+	return func() { rt.noGrad = prev }
+}
+
+// Scope collects the tensors created while it is the innermost open scope
+// of its runtime, and releases them when closed.
+type Scope struct {
+	rt      *Runtime
+	parent  *Scope
+	tensors []*Tensor
+	open    bool
+}
+
+// OpenScope opens a scope nested in the current one.
+func (rt *Runtime) OpenScope() *Scope {
+	s := &Scope{rt: rt, parent: rt.scope, open: true}
+	if n := len(rt.lists); n > 0 {
+		s.tensors, rt.lists = rt.lists[n-1], rt.lists[:n-1]
+	}
+	rt.scope = s
+	return s
+}
+
+// Close releases every tensor still owned by the scope. Scopes close in the
+// reverse order they were opened; closing an outer scope closes the inner
+// ones first. Closing twice is a no-op.
+func (s *Scope) Close() {
+	if s == nil || !s.open {
+		return
+	}
+	for s.rt.scope != s && s.rt.scope != nil {
+		s.rt.scope.Close()
+	}
+	for i, t := range s.tensors {
+		if t.scope == s {
+			t.scope = nil
+			t.Release()
+		}
+		s.tensors[i] = nil
+	}
+	s.rt.lists = append(s.rt.lists, s.tensors[:0])
+	s.tensors = nil
+	s.open = false
+	s.rt.scope = s.parent
+	s.parent = nil
+}
+
+// Keep moves tensors out of s into the enclosing scope (or out of every
+// scope when s is the outermost), so that they survive s.Close.
+func (s *Scope) Keep(ts ...*Tensor) {
+	if !s.open {
+		return
+	}
+	for _, t := range ts {
+		if t == nil || t.scope != s {
+			continue
+		}
+		t.scope = nil
+		if s.parent != nil {
+			s.parent.add(t)
+		}
+	}
+}
+
+// Len is the number of tensors the scope would release now.
+func (s *Scope) Len() int {
+	n := 0
+	for _, t := range s.tensors {
+		if t.scope == s {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *Scope) add(t *Tensor) {
+	t.scope = s
+	s.tensors = append(s.tensors, t)
+}
+
+// unscope takes t out of whatever scope holds it; the scope's list keeps a
+// stale entry that Close skips.
+func (t *Tensor) unscope() { t.scope = nil }
+
+// wrap makes a tensor over storage st, registered in the open scope.
+func (rt *Runtime) wrap(st *storage, dt dtype.DType, off int, shape, strides []int) *Tensor {
+	t := &Tensor{rt: rt, st: st, dt: dt, off: off, shape: shape, strides: strides}
+	rt.live.Add(1)
+	if rt.scope != nil {
+		rt.scope.add(t)
+	}
+	return t
+}
+
+// empty allocates an uninitialised contiguous tensor.
+func (rt *Runtime) empty(dt dtype.DType, shape []int) (*Tensor, error) {
+	for _, s := range shape {
+		if s < 0 {
+			return nil, fmt.Errorf("negative extent in shape %v", shape)
+		}
+	}
+	n := numel(shape)
+	buf, err := rt.dev.Alloc(dt, n)
+	if err != nil {
+		return nil, err
+	}
+	st := &storage{rt: rt, buf: buf}
+	st.refs.Store(1)
+	return rt.wrap(st, dt, 0, slices.Clone(shape), contiguousStrides(shape)), nil
+}
+
+// alias returns a new tensor sharing t's storage with the given layout.
+func (t *Tensor) alias(off int, shape, strides []int) *Tensor {
+	t.st.refs.Add(1)
+	return t.rt.wrap(t.st, t.dt, off, shape, strides)
+}
+
+// ref returns an unscoped handle on t's storage and layout, owned by the
+// caller (autograd's saved tensors and accumulated gradients).
+func (t *Tensor) ref() *Tensor {
+	t.st.refs.Add(1)
+	t.rt.live.Add(1)
+	return &Tensor{rt: t.rt, st: t.st, dt: t.dt, off: t.off, shape: t.shape, strides: t.strides}
+}
+
+// fail returns a tensor carrying an error from op.
+func (rt *Runtime) fail(op string, format string, args ...any) *Tensor {
+	return &Tensor{rt: rt, err: fmt.Errorf("tensor: "+op+": "+format, args...)}
+}
+
+// failErr wraps an error from a kernel or an allocation.
+func (rt *Runtime) failErr(op string, err error) *Tensor {
+	return &Tensor{rt: rt, err: fmt.Errorf("tensor: %s: %w", op, err)}
+}
+
+// errTensor propagates an earlier error unchanged.
+func errTensor(rt *Runtime, err error) *Tensor { return &Tensor{rt: rt, err: err} }
+
+// check returns the runtime shared by the inputs of op, or a tensor
+// carrying the reason they cannot be used together: an earlier error, a nil
+// or released input, or inputs from different runtimes.
+func check(op string, ts ...*Tensor) (*Runtime, *Tensor) {
+	var rt *Runtime
+	for _, t := range ts {
+		if t == nil {
+			return nil, &Tensor{err: fmt.Errorf("tensor: %s: nil tensor argument", op)}
+		}
+		if t.err != nil {
+			return t.rt, errTensor(t.rt, t.err)
+		}
+		if rt == nil {
+			rt = t.rt
+		} else if t.rt.dev != rt.dev {
+			if rt.dev.String() == t.rt.dev.String() {
+				return rt, rt.fail(op, "tensors of two different runtimes (ranks) on %v cannot be mixed", rt.dev)
+			}
+			return rt, rt.fail(op, "expected all tensors to be on the same device, got %v and %v", rt.dev, t.rt.dev)
+		}
+		if t.released.Load() {
+			return rt, rt.fail(op, "use of a released %s", t.label())
+		}
+	}
+	return rt, nil
+}
+
+// kernel runs a device call, turning an error or a panic in the back end
+// into an error (the public API never panics).
+func kernel(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error in kernel: %v", r)
+		}
+	}()
+	return f()
+}
+
+// errf makes an error for an op that has no runtime to attach it to.
+func errf(op, format string, args ...any) error {
+	return fmt.Errorf("tensor: "+op+": "+format, args...)
+}
+
+// DeviceView describes t's memory for kernels that other engine packages
+// run directly on the device (fused optimizer steps, collectives). Use
+// WritableView for memory the kernel writes.
+func DeviceView(t *Tensor) device.View { return t.view() }
+
+// WritableView is DeviceView for memory a kernel is about to write in place:
+// it advances t's storage version, so that autograd refuses to use a saved
+// copy of the old values.
+func WritableView(t *Tensor) device.View {
+	t.st.version.Add(1)
+	return t.view()
+}

@@ -1,0 +1,358 @@
+// Package tensor owns the Tensor type of zeroeng: n-dimensional strided views
+// over reference-counted device storage, the differentiable ops defined on
+// them, and the reverse-mode autograd engine that records and replays those
+// ops.
+//
+// # Errors
+//
+// Ops never panic on bad input. An op that fails (shapes that do not
+// broadcast, an index out of range, a released input) returns a tensor that
+// carries the error; every op applied to such a tensor returns it again
+// without doing any work, like NaN propagating through arithmetic. The first
+// error names the op and the offending values. Err reports it, and every call
+// that leaves the tensor world (Item, Float32s, Backward, ...) returns it.
+// This keeps model code as readable as PyTorch's while staying explicit.
+//
+// # Memory
+//
+// Tensors share storage through views; the storage goes back to its device's
+// pool when the last tensor referring to it is released. Training loops open
+// a Scope per step: every tensor created while it is open is released when it
+// closes, unless it was kept. The autograd graph holds its own references to
+// the tensors it saved for backward and drops them when the graph is freed
+// after Backward. Parameters, gradients and optimizer state are created
+// outside scopes and live until released explicitly.
+//
+// # Ranks
+//
+// Every tensor belongs to a Runtime: one device owned by one rank, with that
+// rank's grad mode, scopes and random generator. A Runtime is used by one
+// goroutine at a time; in-process ranks each have their own.
+package tensor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// Re-exported element types, so that most code imports only this package.
+type DType = dtype.DType
+
+const (
+	Float32  = dtype.Float32
+	Float64  = dtype.Float64
+	BFloat16 = dtype.BFloat16
+	Float16  = dtype.Float16
+	Int64    = dtype.Int64
+	Int32    = dtype.Int32
+	Uint8    = dtype.Uint8
+	Bool     = dtype.Bool
+)
+
+// storage is a reference-counted device buffer shared by a tensor and its
+// views.
+type storage struct {
+	rt      *Runtime
+	buf     device.Buffer
+	refs    atomic.Int32
+	version atomic.Uint32 // bumped by every in-place write, checked by backward
+}
+
+func (s *storage) release() {
+	if n := s.refs.Add(-1); n == 0 {
+		s.rt.dev.Free(s.buf)
+		s.buf = nil
+	} else if n < 0 {
+		panic("tensor: storage released more often than retained")
+	}
+}
+
+// Tensor is an n-dimensional strided view of typed device memory, with
+// optional autograd state.
+type Tensor struct {
+	rt      *Runtime
+	st      *storage
+	dt      dtype.DType
+	off     int
+	shape   []int
+	strides []int
+	err     error
+
+	released     atomic.Bool
+	requiresGrad bool
+	grad         *Tensor
+	fn           *node  // the recorded op that produced this tensor
+	scope        *Scope // the open scope that releases it, if any
+	name         string // parameter name, for messages
+	hooks        []gradHook
+
+	// Backward bookkeeping of a leaf, valid during one backward pass.
+	pass    uint64
+	deps    int
+	pending *Tensor
+}
+
+// Err returns the first error of the computation that produced t, if any.
+func (t *Tensor) Err() error {
+	if t == nil {
+		return errNil
+	}
+	return t.err
+}
+
+var errNil = fmt.Errorf("tensor: nil tensor")
+
+// Runtime is the runtime t belongs to.
+func (t *Tensor) Runtime() *Runtime { return t.rt }
+
+// Device is the device holding t's storage.
+func (t *Tensor) Device() device.Device {
+	if t.rt == nil {
+		return nil
+	}
+	return t.rt.dev
+}
+
+// DType is the element type.
+func (t *Tensor) DType() dtype.DType { return t.dt }
+
+// Shape returns a copy of the extents (nil for a tensor that carries an
+// error).
+func (t *Tensor) Shape() []int { return slices.Clone(t.shape) }
+
+// Strides returns a copy of the strides, in elements.
+func (t *Tensor) Strides() []int { return slices.Clone(t.strides) }
+
+// Size returns the extent of dimension dim (negative counts from the end),
+// or -1 when dim is out of range.
+func (t *Tensor) Size(dim int) int {
+	d, ok := normDim(dim, len(t.shape))
+	if !ok {
+		return -1
+	}
+	return t.shape[d]
+}
+
+// Dim is the number of dimensions.
+func (t *Tensor) Dim() int { return len(t.shape) }
+
+// Numel is the number of elements.
+func (t *Tensor) Numel() int { return numel(t.shape) }
+
+// Offset is the element offset of the view into its storage.
+func (t *Tensor) Offset() int { return t.off }
+
+// IsContiguous reports whether t is densely packed in row-major order.
+func (t *Tensor) IsContiguous() bool { return isContiguous(t.shape, t.strides) }
+
+// RequiresGrad reports whether autograd records ops on t.
+func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
+
+// IsLeaf reports whether t was not produced by a recorded op (a parameter,
+// an input, or a tensor created in a no-grad region).
+func (t *Tensor) IsLeaf() bool { return t.fn == nil }
+
+// Grad is the accumulated gradient of a leaf, or nil.
+func (t *Tensor) Grad() *Tensor { return t.grad }
+
+// Name is the name given with SetName (a parameter's name in its module).
+func (t *Tensor) Name() string { return t.name }
+
+// SetName names t for error messages and state dicts.
+func (t *Tensor) SetName(name string) *Tensor { t.name = name; return t }
+
+// Released reports whether Release was called on t.
+func (t *Tensor) Released() bool { return t.released.Load() }
+
+// SetRequiresGrad makes a floating-point leaf record ops for autograd.
+func (t *Tensor) SetRequiresGrad(on bool) error {
+	if t.err != nil {
+		return t.err
+	}
+	if !t.IsLeaf() {
+		return fmt.Errorf("tensor: requires_grad can only be changed on a leaf tensor; use Detach")
+	}
+	if on && !t.dt.IsFloat() {
+		return fmt.Errorf("tensor: only floating-point tensors can require gradients, not %v", t.dt)
+	}
+	t.requiresGrad = on
+	return nil
+}
+
+// SetGrad replaces the gradient of a leaf (nil clears it). The tensor must
+// match t's shape and dtype; it is kept out of any scope, since gradients
+// outlive steps. The previous gradient is released.
+func (t *Tensor) SetGrad(g *Tensor) error {
+	if t.err != nil {
+		return t.err
+	}
+	if g != nil {
+		if g.err != nil {
+			return g.err
+		}
+		if !slices.Equal(g.shape, t.shape) || g.dt != t.dt {
+			return fmt.Errorf("tensor: gradient of %s %v %v cannot be set to %v %v", t.label(), t.dt, t.shape, g.dt, g.shape)
+		}
+		g.unscope()
+	}
+	if t.grad != nil && t.grad != g {
+		t.grad.Release()
+	}
+	t.grad = g
+	return nil
+}
+
+// Persist takes t out of the scope that would release it, so that it lives
+// until released explicitly (parameters, optimizer state, caches).
+func (t *Tensor) Persist() *Tensor {
+	t.unscope()
+	return t
+}
+
+// Release drops t's reference to its storage; the storage returns to the
+// device's pool when no other tensor refers to it. Releasing twice is a
+// no-op; using a released tensor in an op is an error.
+func (t *Tensor) Release() {
+	if t == nil || !t.released.CompareAndSwap(false, true) {
+		return
+	}
+	if t.st != nil {
+		t.st.release()
+		t.rt.live.Add(-1)
+	}
+}
+
+// label names t in error messages.
+func (t *Tensor) label() string {
+	if t.name != "" {
+		return fmt.Sprintf("tensor %q", t.name)
+	}
+	return "tensor"
+}
+
+// view returns the device's description of t.
+func (t *Tensor) view() device.View {
+	return device.View{Buf: t.st.buf, DType: t.dt, Offset: t.off, Shape: t.shape, Strides: t.strides}
+}
+
+// String formats t like PyTorch's repr: values for small tensors, a summary
+// otherwise.
+func (t *Tensor) String() string {
+	if t == nil {
+		return "tensor(nil)"
+	}
+	if t.err != nil {
+		return fmt.Sprintf("tensor(error: %v)", t.err)
+	}
+	if t.released.Load() {
+		return fmt.Sprintf("tensor(released, shape=%v, dtype=%v)", t.shape, t.dt)
+	}
+	var b strings.Builder
+	b.WriteString("tensor(")
+	n := t.Numel()
+	if n > 1000 {
+		fmt.Fprintf(&b, "shape=%v", t.shape)
+	} else {
+		vals, err := t.Float64s()
+		if err != nil {
+			return fmt.Sprintf("tensor(error: %v)", err)
+		}
+		formatNested(&b, vals, t.shape, t.dt)
+	}
+	if t.dt != Float32 && t.dt != Int64 && t.dt != Bool {
+		fmt.Fprintf(&b, ", dtype=torch.%v", t.dt)
+	}
+	if t.fn != nil {
+		fmt.Fprintf(&b, ", grad_fn=<%s>", t.fn.op)
+	} else if t.requiresGrad {
+		b.WriteString(", requires_grad=True")
+	}
+	if t.rt.dev.Kind() != device.CPU {
+		fmt.Fprintf(&b, ", device='%v'", t.rt.dev)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+func formatNested(b *strings.Builder, vals []float64, shape []int, dt dtype.DType) {
+	format := func(v float64) string {
+		switch {
+		case dt == Bool:
+			if v != 0 {
+				return "True"
+			}
+			return "False"
+		case !dt.IsFloat():
+			return fmt.Sprintf("%d", int64(v))
+		}
+		return fmt.Sprintf("%.4f", v)
+	}
+	if len(shape) == 0 {
+		b.WriteString(format(vals[0]))
+		return
+	}
+	var rec func(vals []float64, shape []int)
+	rec = func(vals []float64, shape []int) {
+		b.WriteString("[")
+		if len(shape) == 1 {
+			for i, v := range vals {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(format(v))
+			}
+		} else {
+			step := len(vals) / max(1, shape[0])
+			for i := 0; i < shape[0]; i++ {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				rec(vals[i*step:(i+1)*step], shape[1:])
+			}
+		}
+		b.WriteString("]")
+	}
+	rec(vals, shape)
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n
+}
+
+func contiguousStrides(shape []int) []int {
+	st := make([]int, len(shape))
+	s := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = s
+		s *= max(shape[i], 1)
+	}
+	return st
+}
+
+func isContiguous(shape, strides []int) bool {
+	want := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] != 1 && strides[i] != want {
+			return false
+		}
+		want *= shape[i]
+	}
+	return true
+}
+
+// normDim maps a possibly negative dimension into [0, ndim).
+func normDim(dim, ndim int) (int, bool) {
+	if dim < 0 {
+		dim += ndim
+	}
+	return dim, dim >= 0 && dim < ndim
+}
