@@ -1,0 +1,302 @@
+// Package optim owns zeroeng's optimizers: SGD, Adam and AdamW with
+// PyTorch 1.13's update formulas, both in functional form (Update: one step
+// over explicit lists of parameters, gradients and state, where a nil
+// gradient means "leave this parameter alone" — the form ZeRO shards) and as
+// stateful optimizers with parameter groups, zero_grad and state dicts in
+// PyTorch's layout; learning-rate schedulers; and gradient-norm clipping.
+package optim
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Kind is an optimizer algorithm.
+type Kind int
+
+const (
+	SGD Kind = iota
+	Adam
+	AdamW
+)
+
+func (k Kind) String() string {
+	switch k {
+	case SGD:
+		return "SGD"
+	case Adam:
+		return "Adam"
+	case AdamW:
+		return "AdamW"
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// ParseKind accepts "sgd", "adam", "adamw" in any case.
+func ParseKind(s string) (Kind, error) {
+	for _, k := range []Kind{SGD, Adam, AdamW} {
+		if equalFold(s, k.String()) {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("optim: unknown optimizer %q (sgd, adam, adamw)", s)
+}
+
+func equalFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// ParamGroup is a set of parameters with their hyper-parameters: the union
+// of what SGD, Adam and AdamW use, each algorithm reading its own. Extra
+// holds any other numeric keys (for schedulers or user code); they travel
+// through state dicts.
+type ParamGroup struct {
+	Params []*tensor.Tensor
+
+	LR          float64
+	WeightDecay float64
+	Maximize    bool
+
+	// SGD
+	Momentum, Dampening float64
+	Nesterov            bool
+
+	// Adam, AdamW
+	Beta1, Beta2, Eps float64
+	AMSGrad           bool
+
+	// InitialLR is set by the first scheduler attached (initial_lr).
+	InitialLR float64
+	Extra     map[string]float64
+}
+
+// Hyper returns a copy of g's hyper-parameters without its parameters.
+func (g *ParamGroup) Hyper() ParamGroup {
+	h := *g
+	h.Params = nil
+	if g.Extra != nil {
+		h.Extra = make(map[string]float64, len(g.Extra))
+		for k, v := range g.Extra {
+			h.Extra[k] = v
+		}
+	}
+	return h
+}
+
+// SGDConfig holds torch.optim.SGD's arguments; LR has no default.
+type SGDConfig struct {
+	LR, Momentum, Dampening, WeightDecay float64
+	Nesterov, Maximize                   bool
+}
+
+// AdamConfig holds torch.optim.Adam/AdamW's arguments; start from
+// DefaultAdam or DefaultAdamW.
+type AdamConfig struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+	AMSGrad, Maximize                  bool
+}
+
+// DefaultAdam is torch.optim.Adam's defaults.
+func DefaultAdam() AdamConfig { return AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
+
+// DefaultAdamW is torch.optim.AdamW's defaults (weight decay 1e-2).
+func DefaultAdamW() AdamConfig {
+	c := DefaultAdam()
+	c.WeightDecay = 1e-2
+	return c
+}
+
+func (c SGDConfig) group() ParamGroup {
+	return ParamGroup{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
+		Nesterov: c.Nesterov, Maximize: c.Maximize}
+}
+
+func (c AdamConfig) group() ParamGroup {
+	return ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
+		AMSGrad: c.AMSGrad, Maximize: c.Maximize}
+}
+
+// Validate checks g's hyper-parameters for kind with PyTorch's messages.
+func (g *ParamGroup) Validate(kind Kind) error {
+	switch {
+	case !(g.LR >= 0):
+		return fmt.Errorf("optim: invalid learning rate: %v", g.LR)
+	case !(g.WeightDecay >= 0):
+		return fmt.Errorf("optim: invalid weight_decay value: %v", g.WeightDecay)
+	}
+	switch kind {
+	case SGD:
+		if !(g.Momentum >= 0) {
+			return fmt.Errorf("optim: invalid momentum value: %v", g.Momentum)
+		}
+		if g.Nesterov && (g.Momentum <= 0 || g.Dampening != 0) {
+			return fmt.Errorf("optim: nesterov momentum requires a momentum and zero dampening")
+		}
+	case Adam, AdamW:
+		if !(g.Eps >= 0) {
+			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
+		}
+		if !(g.Beta1 >= 0 && g.Beta1 < 1) {
+			return fmt.Errorf("optim: invalid beta parameter at index 0: %v", g.Beta1)
+		}
+		if !(g.Beta2 >= 0 && g.Beta2 < 1) {
+			return fmt.Errorf("optim: invalid beta parameter at index 1: %v", g.Beta2)
+		}
+	default:
+		return fmt.Errorf("optim: unknown optimizer kind %v", kind)
+	}
+	return nil
+}
+
+// State is the per-parameter state, in PyTorch's terms: step (Adam, AdamW),
+// exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad), momentum_buffer (SGD with
+// momentum). Tensors are persistent and live on the parameter's device.
+type State struct {
+	Step           int64
+	ExpAvg         *tensor.Tensor
+	ExpAvgSq       *tensor.Tensor
+	MaxExpAvgSq    *tensor.Tensor
+	MomentumBuffer *tensor.Tensor
+}
+
+// Tensors lists the state tensors with their PyTorch names.
+func (s *State) Tensors() []nn.NamedTensor {
+	var out []nn.NamedTensor
+	for _, e := range []nn.NamedTensor{{Name: "exp_avg", Tensor: s.ExpAvg}, {Name: "exp_avg_sq", Tensor: s.ExpAvgSq},
+		{Name: "max_exp_avg_sq", Tensor: s.MaxExpAvgSq}, {Name: "momentum_buffer", Tensor: s.MomentumBuffer}} {
+		if e.Tensor != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Bytes is the memory the state tensors hold.
+func (s *State) Bytes() int64 {
+	var n int64
+	for _, e := range s.Tensors() {
+		n += int64(e.Tensor.Numel() * e.Tensor.DType().Size())
+	}
+	return n
+}
+
+// Release frees the state tensors.
+func (s *State) Release() {
+	for _, e := range s.Tensors() {
+		e.Tensor.Release()
+	}
+	*s = State{}
+}
+
+func zerosLike(p *tensor.Tensor) *tensor.Tensor {
+	return tensor.ZerosLike(p).Persist()
+}
+
+// Update applies one step of kind with hyper-parameters h to params, given
+// grads: a nil gradient skips its parameter (its state does not advance),
+// as PyTorch skips parameters whose .grad is None. states[i] is created on
+// first use. It runs without recording autograd.
+func Update(kind Kind, h *ParamGroup, params, grads []*tensor.Tensor, states []*State) error {
+	if len(grads) != len(params) || len(states) != len(params) {
+		return fmt.Errorf("optim: %v update: %d parameters, %d gradients, %d states", kind, len(params), len(grads), len(states))
+	}
+	for i, p := range params {
+		g := grads[i]
+		if g == nil {
+			continue
+		}
+		if err := p.Err(); err != nil {
+			return err
+		}
+		if err := g.Err(); err != nil {
+			return err
+		}
+		if !slices.Equal(p.Shape(), g.Shape()) || p.DType() != g.DType() {
+			return fmt.Errorf("optim: %s: gradient %v %v does not match the parameter %v %v", label(p, i), g.DType(), g.Shape(), p.DType(), p.Shape())
+		}
+		if states[i] == nil {
+			states[i] = &State{}
+		}
+		if err := step(kind, h, p, g, states[i]); err != nil {
+			return fmt.Errorf("optim: %s: %w", label(p, i), err)
+		}
+	}
+	return nil
+}
+
+func label(p *tensor.Tensor, i int) string {
+	if p.Name() != "" {
+		return fmt.Sprintf("parameter %q", p.Name())
+	}
+	return fmt.Sprintf("parameter %d", i)
+}
+
+func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
+	dev := p.Device()
+	pc, gc := p, g
+	var cleanup []*tensor.Tensor
+	defer func() {
+		for _, t := range cleanup {
+			t.Release()
+		}
+	}()
+	contiguous := func(t *tensor.Tensor) *tensor.Tensor {
+		if t.IsContiguous() {
+			return t
+		}
+		c := t.Contiguous()
+		cleanup = append(cleanup, c)
+		return c
+	}
+	if !p.IsContiguous() {
+		return fmt.Errorf("parameters must be contiguous")
+	}
+	gc = contiguous(g)
+	switch kind {
+	case SGD:
+		hyper := device.SGDHyper{LR: h.LR, Momentum: h.Momentum, Dampening: h.Dampening, WeightDecay: h.WeightDecay,
+			Nesterov: h.Nesterov, Maximize: h.Maximize}
+		var buf device.View
+		if h.Momentum != 0 {
+			if s.MomentumBuffer == nil {
+				s.MomentumBuffer = zerosLike(p)
+				hyper.FirstStep = true
+			}
+			buf = tensor.WritableView(s.MomentumBuffer)
+		}
+		return dev.SGDStep(tensor.WritableView(pc), tensor.DeviceView(gc), buf, hyper)
+	case Adam, AdamW:
+		if s.ExpAvg == nil {
+			s.ExpAvg, s.ExpAvgSq = zerosLike(p), zerosLike(p)
+		}
+		if h.AMSGrad && s.MaxExpAvgSq == nil {
+			s.MaxExpAvgSq = zerosLike(p)
+		}
+		s.Step++
+		t := float64(s.Step)
+		hyper := device.AdamHyper{LR: h.LR, Beta1: h.Beta1, Beta2: h.Beta2, Eps: h.Eps, WeightDecay: h.WeightDecay,
+			BiasCorrection1: 1 - math.Pow(h.Beta1, t), BiasCorrection2: 1 - math.Pow(h.Beta2, t),
+			Decoupled: kind == AdamW, AMSGrad: h.AMSGrad, Maximize: h.Maximize}
+		var vmax device.View
+		if h.AMSGrad {
+			vmax = tensor.WritableView(s.MaxExpAvgSq)
+		}
+		return dev.AdamStep(tensor.WritableView(pc), tensor.DeviceView(gc), tensor.WritableView(s.ExpAvg), tensor.WritableView(s.ExpAvgSq), vmax, hyper)
+	}
+	return fmt.Errorf("unknown optimizer kind %v", kind)
+}
+

@@ -1,0 +1,391 @@
+package optim_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/tensorio"
+)
+
+func newRT() *tensor.Runtime { return tensor.NewRuntime(cpu.New(cpu.Options{}), 0) }
+
+type fixture struct {
+	t    map[string]*tensor.Tensor
+	meta map[string]string
+}
+
+func load(t *testing.T, rt *tensor.Runtime) fixture {
+	t.Helper()
+	ts, meta, err := tensorio.LoadSafetensors(rt, "testdata/optim.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{tensorio.Map(ts), meta}
+}
+
+func closeTo(t *testing.T, name string, got, want *tensor.Tensor, rtol float64) {
+	t.Helper()
+	if want == nil {
+		t.Fatalf("%s: no such fixture tensor", name)
+	}
+	if got == nil {
+		t.Fatalf("%s: missing (PyTorch has %v)", name, want.Shape())
+	}
+	if !slices.Equal(got.Shape(), want.Shape()) {
+		t.Fatalf("%s: shape %v, want %v", name, got.Shape(), want.Shape())
+	}
+	g, _ := got.Float64s()
+	w, _ := want.Float64s()
+	for i := range g {
+		if math.Abs(g[i]-w[i]) > rtol*math.Max(math.Abs(w[i]), 1e-3) {
+			t.Fatalf("%s[%d] = %.9g, PyTorch %.9g", name, i, g[i], w[i])
+		}
+	}
+}
+
+type trajectoryMeta struct {
+	Optimizer string                 `json:"optimizer"`
+	Kwargs    map[string]any         `json:"kwargs"`
+	Groups    []map[string]any       `json:"groups"`
+	Steps     int                    `json:"steps"`
+	NoGrad    map[string][]int       `json:"no_grad"`
+	StateDict struct {
+		State       map[string]map[string]any `json:"state"`
+		ParamGroups []map[string]any          `json:"param_groups"`
+	} `json:"state_dict"`
+}
+
+// group turns PyTorch keyword arguments into a param group over defaults.
+func group(t *testing.T, kind optim.Kind, base optim.ParamGroup, kw map[string]any) optim.ParamGroup {
+	t.Helper()
+	g := base
+	for k, v := range kw {
+		switch k {
+		case "lr":
+			g.LR = v.(float64)
+		case "momentum":
+			g.Momentum = v.(float64)
+		case "dampening":
+			g.Dampening = v.(float64)
+		case "weight_decay":
+			g.WeightDecay = v.(float64)
+		case "nesterov":
+			g.Nesterov = v.(bool)
+		case "maximize":
+			g.Maximize = v.(bool)
+		case "amsgrad":
+			g.AMSGrad = v.(bool)
+		case "eps":
+			g.Eps = v.(float64)
+		case "betas":
+			b := v.([]any)
+			g.Beta1, g.Beta2 = b[0].(float64), b[1].(float64)
+		case "params":
+		default:
+			t.Fatalf("unknown keyword %q", k)
+		}
+	}
+	return g
+}
+
+func TestOptimizersMatchPyTorch(t *testing.T) {
+	rt := newRT()
+	fx := load(t, rt)
+	var names []string
+	for k := range fx.meta {
+		if !strings.HasPrefix(k, "_") && !strings.HasPrefix(k, "clip") && !strings.HasPrefix(k, "steplr") && !strings.HasPrefix(k, "warmup") {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	if len(names) < 17 {
+		t.Fatalf("only %d trajectories in the fixture", len(names))
+	}
+	for _, name := range names {
+		t.Run(name, func(t *testing.T) {
+			var m trajectoryMeta
+			if err := json.Unmarshal([]byte(fx.meta[name]), &m); err != nil {
+				t.Fatal(err)
+			}
+			kind, err := optim.ParseKind(m.Optimizer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var base optim.ParamGroup
+			switch kind {
+			case optim.SGD:
+				base = optim.ParamGroup{}
+			case optim.Adam:
+				c := optim.DefaultAdam()
+				base = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
+			case optim.AdamW:
+				c := optim.DefaultAdamW()
+				base = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
+			}
+			params := make([]*tensor.Tensor, 3)
+			for j := range params {
+				params[j] = fx.t[fmt.Sprintf("%s/p%d/init", name, j)].Clone().Persist()
+				if err := params[j].SetRequiresGrad(true); err != nil {
+					t.Fatal(err)
+				}
+			}
+			defaults := group(t, kind, base, m.Kwargs)
+			var opt *optim.Optimizer
+			if m.Groups == nil {
+				opt, err = optim.New(kind, params, defaults)
+			} else {
+				opt, err = optim.New(kind, nil, defaults)
+				for _, gm := range m.Groups {
+					g := group(t, kind, defaults, gm)
+					for _, idx := range gm["params"].([]any) {
+						g.Params = append(g.Params, params[int(idx.(float64))])
+					}
+					if err == nil {
+						err = opt.AddParamGroup(g)
+					}
+				}
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for s := 1; s <= m.Steps; s++ {
+				for j, p := range params {
+					g := fx.t[fmt.Sprintf("%s/step%d/p%d/grad", name, s, j)]
+					if slices.Contains(m.NoGrad[fmt.Sprint(j)], s) != (g == nil) {
+						t.Fatalf("step %d p%d: fixture gradient presence disagrees with no_grad", s, j)
+					}
+					if g == nil {
+						if err := p.SetGrad(nil); err != nil {
+							t.Fatal(err)
+						}
+						continue
+					}
+					if err := p.SetGrad(g.Clone()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := opt.Step(); err != nil {
+					t.Fatal(err)
+				}
+				for j, p := range params {
+					prefix := fmt.Sprintf("%s/step%d/p%d/", name, s, j)
+					closeTo(t, prefix+"param", p, fx.t[prefix+"param"], 1e-5)
+					st := opt.State(p)
+					for _, key := range []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"} {
+						want, ok := fx.t[prefix+key]
+						if !ok {
+							continue
+						}
+						var got *tensor.Tensor
+						if st != nil {
+							for _, e := range st.Tensors() {
+								if e.Name == key {
+									got = e.Tensor
+								}
+							}
+						}
+						closeTo(t, prefix+key, got, want, 1e-5)
+					}
+				}
+			}
+			checkStateDict(t, opt, &m, fx)
+		})
+	}
+}
+
+// checkStateDict compares the layout and values of the state dict with
+// PyTorch's, then reloads it into a fresh optimizer.
+func checkStateDict(t *testing.T, opt *optim.Optimizer, m *trajectoryMeta, fx fixture) {
+	t.Helper()
+	sd, err := opt.StateDict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sd.ParamGroups) != len(m.StateDict.ParamGroups) {
+		t.Fatalf("%d param groups, PyTorch %d", len(sd.ParamGroups), len(m.StateDict.ParamGroups))
+	}
+	for i, want := range m.StateDict.ParamGroups {
+		raw, _ := json.Marshal(sd.ParamGroups[i])
+		var got map[string]any
+		_ = json.Unmarshal(raw, &got)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("param group %d:\n got %v\nwant %v", i, got, want)
+		}
+	}
+	for idx, entry := range m.StateDict.State {
+		var i int
+		fmt.Sscan(idx, &i)
+		for key, v := range entry {
+			got := sd.State[i][key]
+			switch v := v.(type) {
+			case nil:
+				if got != nil {
+					t.Errorf("state %d %s: PyTorch has None", i, key)
+				}
+			case string:
+				if key == "step" {
+					gv, _ := got.Item()
+					wv, _ := fx.t[v].Item()
+					if gv != wv {
+						t.Errorf("state %d step %v, PyTorch %v", i, gv, wv)
+					}
+					continue
+				}
+				closeTo(t, fmt.Sprintf("state %d %s", i, key), got, fx.t[v], 1e-5)
+			}
+		}
+	}
+	// Round trip into a fresh optimizer over fresh parameters.
+	rt := opt.Params()[0].Runtime()
+	var fresh []*tensor.Tensor
+	for _, p := range opt.Params() {
+		q := tensor.ZerosLike(p).Persist()
+		_ = q.SetRequiresGrad(true)
+		fresh = append(fresh, q)
+	}
+	o2, _ := optim.New(opt.Kind(), nil, opt.Defaults())
+	at := 0
+	for _, g := range opt.Groups {
+		ng := g.Hyper()
+		ng.LR = 12345 // overwritten by the load
+		ng.Params = fresh[at : at+len(g.Params)]
+		at += len(g.Params)
+		if err := o2.AddParamGroup(ng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := o2.LoadStateDict(sd); err != nil {
+		t.Fatal(err)
+	}
+	_ = rt
+	for i, g := range o2.Groups {
+		if g.LR != opt.Groups[i].LR {
+			t.Errorf("reloaded lr %v, want %v", g.LR, opt.Groups[i].LR)
+		}
+	}
+	for i, p := range fresh {
+		a, b := opt.State(opt.Params()[i]), o2.State(p)
+		if (a == nil) != (b == nil) || (a != nil && a.Step != b.Step) {
+			t.Fatalf("reloaded state %d differs", i)
+		}
+	}
+}
+
+func TestClipGradNormMatchesPyTorch(t *testing.T) {
+	rt := newRT()
+	fx := load(t, rt)
+	for _, tc := range []struct {
+		tag      string
+		max, typ float64
+	}{{"max1", 1, 2}, {"max0.1", 0.1, 2}, {"max10", 10, 2}, {"inf_max1", 1, math.Inf(1)}} {
+		params := make([]*tensor.Tensor, 3)
+		for j := range params {
+			g := fx.t[fmt.Sprintf("clip/in/g%d", j)]
+			params[j] = tensor.ZerosLike(g)
+			_ = params[j].SetRequiresGrad(true)
+			_ = params[j].SetGrad(g.Clone())
+		}
+		total, err := optim.ClipGradNorm(params, tc.max, tc.typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := fx.t["clip_"+tc.tag+"/total_norm"].Item()
+		if math.Abs(total-want) > 1e-6*want {
+			t.Errorf("%s: total norm %.9g, PyTorch %.9g", tc.tag, total, want)
+		}
+		for j, p := range params {
+			closeTo(t, fmt.Sprintf("clip_%s/g%d", tc.tag, j), p.Grad(), fx.t[fmt.Sprintf("clip_%s/g%d", tc.tag, j)], 1e-6)
+		}
+	}
+}
+
+func TestSchedulersMatchPyTorch(t *testing.T) {
+	rt := newRT()
+	fx := load(t, rt)
+	p := rt.Zeros(tensor.Float32, 1)
+	_ = p.SetRequiresGrad(true)
+	mk := func() *optim.Optimizer {
+		o, err := optim.NewSGD([]*tensor.Tensor{p}, optim.SGDConfig{LR: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name  string
+		sched func(o *optim.Optimizer) *optim.Scheduler
+	}{
+		{"steplr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewStepLR(o, 2, 0.5); return s }},
+		{"warmup_cosine", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewWarmupCosine(o, 3, 10, 0.1); return s }},
+	} {
+		want, _ := fx.t[tc.name+"/lr"].Float64s()
+		s := tc.sched(mk())
+		got := []float64{s.LastLR()[0]}
+		for i := 1; i < len(want); i++ {
+			s.Step()
+			got = append(got, s.LastLR()[0])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, PyTorch %v", tc.name, got, want)
+		}
+	}
+}
+
+func TestValidation(t *testing.T) {
+	rt := newRT()
+	p := rt.Zeros(tensor.Float32, 2)
+	_ = p.SetRequiresGrad(true)
+	ps := []*tensor.Tensor{p}
+	cases := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"negative lr", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{LR: -1}); return err }(), "learning rate"},
+		{"nesterov without momentum", func() error { _, err := optim.NewSGD(ps, optim.SGDConfig{LR: 1, Nesterov: true}); return err }(), "nesterov"},
+		{"beta", func() error { c := optim.DefaultAdam(); c.Beta1 = 1; _, err := optim.NewAdam(ps, c); return err }(), "beta parameter at index 0"},
+		{"eps", func() error { c := optim.DefaultAdamW(); c.Eps = -1; _, err := optim.NewAdamW(ps, c); return err }(), "epsilon"},
+		{"duplicate", func() error {
+			o, _ := optim.NewAdam(ps, optim.DefaultAdam())
+			g := o.Defaults()
+			g.Params = ps
+			return o.AddParamGroup(g)
+		}(), "more than one parameter group"},
+		{"int param", func() error { _, err := optim.NewSGD([]*tensor.Tensor{rt.Zeros(tensor.Int64, 2)}, optim.SGDConfig{LR: 1}); return err }(), "non-floating-point"},
+	}
+	for _, c := range cases {
+		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, c.err, c.want)
+		}
+	}
+}
+
+// TestFunctionalUpdateSkipsMissingGradients is the property ZeRO relies on:
+// a nil gradient leaves the parameter and its state untouched.
+func TestFunctionalUpdateSkipsMissingGradients(t *testing.T) {
+	rt := newRT()
+	a, b := rt.Ones(tensor.Float32, 3), rt.Ones(tensor.Float32, 3)
+	states := make([]*optim.State, 2)
+	h := optim.ParamGroup{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
+	if err := optim.Update(optim.AdamW, &h, []*tensor.Tensor{a, b}, []*tensor.Tensor{rt.Ones(tensor.Float32, 3), nil}, states); err != nil {
+		t.Fatal(err)
+	}
+	if states[1] != nil {
+		t.Fatal("state created for a parameter without gradient")
+	}
+	if v, _ := b.SumAll().Item(); v != 3 {
+		t.Fatalf("parameter without gradient changed: %v", v)
+	}
+	if v, _ := a.SumAll().Item(); v == 3 || states[0].Step != 1 {
+		t.Fatalf("parameter with gradient unchanged or step %d", states[0].Step)
+	}
+}

@@ -1,0 +1,438 @@
+package optim
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Optimizer is a stateful optimizer over parameter groups, like
+// torch.optim.Optimizer: Step reads each parameter's .grad.
+type Optimizer struct {
+	kind     Kind
+	defaults ParamGroup
+	Groups   []*ParamGroup
+	state    map[*tensor.Tensor]*State
+}
+
+// NewSGD is torch.optim.SGD(params, ...).
+func NewSGD(params []*tensor.Tensor, c SGDConfig) (*Optimizer, error) {
+	return New(SGD, params, c.group())
+}
+
+// NewAdam is torch.optim.Adam(params, ...).
+func NewAdam(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
+	return New(Adam, params, c.group())
+}
+
+// NewAdamW is torch.optim.AdamW(params, ...).
+func NewAdamW(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
+	return New(AdamW, params, c.group())
+}
+
+// New makes an optimizer of kind whose first group holds params with the
+// hyper-parameters of defaults. params may be empty when groups are added
+// with AddParamGroup.
+func New(kind Kind, params []*tensor.Tensor, defaults ParamGroup) (*Optimizer, error) {
+	defaults.Params = nil
+	if err := defaults.Validate(kind); err != nil {
+		return nil, err
+	}
+	o := &Optimizer{kind: kind, defaults: defaults, state: map[*tensor.Tensor]*State{}}
+	if len(params) > 0 {
+		g := defaults.Hyper()
+		g.Params = params
+		if err := o.AddParamGroup(g); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// Kind is the optimizer's algorithm.
+func (o *Optimizer) Kind() Kind { return o.kind }
+
+// Defaults returns a copy of the defaults, to start a new group from.
+func (o *Optimizer) Defaults() ParamGroup { return o.defaults.Hyper() }
+
+// AddParamGroup adds a group; its parameters must be floating-point leaves
+// that are in no other group.
+func (o *Optimizer) AddParamGroup(g ParamGroup) error {
+	if len(g.Params) == 0 {
+		return fmt.Errorf("optim: optimizer got an empty parameter list")
+	}
+	if err := g.Validate(o.kind); err != nil {
+		return err
+	}
+	seen := map[*tensor.Tensor]bool{}
+	for _, og := range o.Groups {
+		for _, p := range og.Params {
+			seen[p] = true
+		}
+	}
+	for i, p := range g.Params {
+		if p == nil {
+			return fmt.Errorf("optim: parameter %d is nil", i)
+		}
+		if err := p.Err(); err != nil {
+			return err
+		}
+		if !p.DType().IsFloat() || !p.IsLeaf() {
+			return fmt.Errorf("optim: can't optimize a non-leaf or non-floating-point tensor (%s)", label(p, i))
+		}
+		if seen[p] {
+			return fmt.Errorf("optim: some parameters appear in more than one parameter group (%s)", label(p, i))
+		}
+		seen[p] = true
+	}
+	ng := g
+	ng.Params = append([]*tensor.Tensor(nil), g.Params...)
+	o.Groups = append(o.Groups, &ng)
+	return nil
+}
+
+// Step updates every parameter that has a gradient.
+func (o *Optimizer) Step() error {
+	for _, g := range o.Groups {
+		grads := make([]*tensor.Tensor, len(g.Params))
+		states := make([]*State, len(g.Params))
+		for i, p := range g.Params {
+			grads[i] = p.Grad()
+			states[i] = o.state[p]
+		}
+		if err := Update(o.kind, g, g.Params, grads, states); err != nil {
+			return err
+		}
+		for i, p := range g.Params {
+			if states[i] != nil {
+				o.state[p] = states[i]
+			}
+		}
+	}
+	return nil
+}
+
+// ZeroGrad clears the gradients: to nil when setToNone, else zeroed in place
+// (PyTorch 1.13's default).
+func (o *Optimizer) ZeroGrad(setToNone bool) error {
+	for _, g := range o.Groups {
+		for _, p := range g.Params {
+			if err := nn.ZeroGradOf(p, setToNone); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// State returns p's state, or nil before its first update.
+func (o *Optimizer) State(p *tensor.Tensor) *State { return o.state[p] }
+
+// StateBytes is the memory held by the optimizer state.
+func (o *Optimizer) StateBytes() int64 {
+	var n int64
+	for _, s := range o.state {
+		n += s.Bytes()
+	}
+	return n
+}
+
+// Params lists every parameter in group order (the order of state-dict
+// indices).
+func (o *Optimizer) Params() []*tensor.Tensor {
+	var out []*tensor.Tensor
+	for _, g := range o.Groups {
+		out = append(out, g.Params...)
+	}
+	return out
+}
+
+// StateDict is an optimizer's state in PyTorch's layout: State is keyed by
+// the parameter's index in group order, each entry maps "step",
+// "exp_avg", ... to tensors; ParamGroups hold the hyper-parameters under
+// PyTorch's names with "params" listing indices.
+type StateDict struct {
+	State       map[int]map[string]*tensor.Tensor
+	ParamGroups []map[string]any
+}
+
+// StateDict snapshots the optimizer: the tensors are the optimizer's own
+// (shared, not copied), except "step", a new 0-d float32 tensor as in
+// PyTorch 1.13.
+func (o *Optimizer) StateDict() (*StateDict, error) {
+	sd := &StateDict{State: map[int]map[string]*tensor.Tensor{}}
+	idx := 0
+	for _, g := range o.Groups {
+		ids := make([]int, len(g.Params))
+		for i, p := range g.Params {
+			ids[i] = idx
+			if s := o.state[p]; s != nil {
+				entry := map[string]*tensor.Tensor{}
+				if o.kind != SGD {
+					entry["step"] = p.Runtime().Scalar(tensor.Float32, float64(s.Step)).Persist()
+				}
+				for _, t := range s.Tensors() {
+					entry[t.Name] = t.Tensor
+				}
+				sd.State[idx] = entry
+			}
+			idx++
+		}
+		sd.ParamGroups = append(sd.ParamGroups, groupToMap(o.kind, g, ids))
+	}
+	return sd, nil
+}
+
+// groupToMap writes a group's hyper-parameters under the names PyTorch 1.13
+// uses for kind (including the flags zeroeng does not act on, such as
+// foreach, with PyTorch's default values).
+func groupToMap(kind Kind, g *ParamGroup, ids []int) map[string]any {
+	m := map[string]any{"lr": g.LR, "weight_decay": g.WeightDecay, "maximize": g.Maximize, "foreach": nil, "params": ids}
+	switch kind {
+	case SGD:
+		m["momentum"], m["dampening"], m["nesterov"], m["differentiable"] = g.Momentum, g.Dampening, g.Nesterov, false
+	case Adam:
+		m["betas"], m["eps"], m["amsgrad"] = []float64{g.Beta1, g.Beta2}, g.Eps, g.AMSGrad
+		m["capturable"], m["differentiable"], m["fused"] = false, false, false
+	case AdamW:
+		m["betas"], m["eps"], m["amsgrad"], m["capturable"] = []float64{g.Beta1, g.Beta2}, g.Eps, g.AMSGrad, false
+	}
+	if g.InitialLR != 0 {
+		m["initial_lr"] = g.InitialLR
+	}
+	for k, v := range g.Extra {
+		m[k] = v
+	}
+	return m
+}
+
+// applyMap sets a group's hyper-parameters from a state-dict map.
+func applyMap(g *ParamGroup, m map[string]any) error {
+	num := func(key string, dst *float64) error {
+		v, ok := m[key]
+		if !ok {
+			return nil
+		}
+		f, ok := toFloat(v)
+		if !ok {
+			return fmt.Errorf("optim: param group key %q: %v is not a number", key, v)
+		}
+		*dst = f
+		return nil
+	}
+	flag := func(key string, dst *bool) error {
+		v, ok := m[key]
+		if !ok {
+			return nil
+		}
+		b, ok := v.(bool)
+		if !ok {
+			return fmt.Errorf("optim: param group key %q: %v is not a boolean", key, v)
+		}
+		*dst = b
+		return nil
+	}
+	for _, f := range []struct {
+		key string
+		dst *float64
+	}{{"lr", &g.LR}, {"weight_decay", &g.WeightDecay}, {"momentum", &g.Momentum}, {"dampening", &g.Dampening},
+		{"eps", &g.Eps}, {"initial_lr", &g.InitialLR}} {
+		if err := num(f.key, f.dst); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *bool
+	}{{"maximize", &g.Maximize}, {"nesterov", &g.Nesterov}, {"amsgrad", &g.AMSGrad}} {
+		if err := flag(f.key, f.dst); err != nil {
+			return err
+		}
+	}
+	if b, ok := m["betas"]; ok {
+		pair, ok := toFloats(b)
+		if !ok || len(pair) != 2 {
+			return fmt.Errorf("optim: param group key \"betas\": %v is not a pair of numbers", b)
+		}
+		g.Beta1, g.Beta2 = pair[0], pair[1]
+	}
+	for k, v := range m {
+		if known[k] {
+			continue
+		}
+		if f, ok := toFloat(v); ok {
+			if g.Extra == nil {
+				g.Extra = map[string]float64{}
+			}
+			g.Extra[k] = f
+		}
+	}
+	return nil
+}
+
+var known = map[string]bool{"lr": true, "weight_decay": true, "momentum": true, "dampening": true, "eps": true,
+	"initial_lr": true, "maximize": true, "nesterov": true, "amsgrad": true, "betas": true, "params": true,
+	"foreach": true, "capturable": true, "differentiable": true, "fused": true}
+
+func toFloat(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	}
+	return 0, false
+}
+
+func toFloats(v any) ([]float64, bool) {
+	switch x := v.(type) {
+	case []float64:
+		return x, true
+	case []any:
+		out := make([]float64, len(x))
+		for i, e := range x {
+			f, ok := toFloat(e)
+			if !ok {
+				return nil, false
+			}
+			out[i] = f
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+func toInts(v any) ([]int, bool) {
+	switch x := v.(type) {
+	case []int:
+		return x, true
+	case []any:
+		out := make([]int, len(x))
+		for i, e := range x {
+			f, ok := toFloat(e)
+			if !ok || f != float64(int(f)) {
+				return nil, false
+			}
+			out[i] = int(f)
+		}
+		return out, true
+	case []float64:
+		out := make([]int, len(x))
+		for i, f := range x {
+			if f != float64(int(f)) {
+				return nil, false
+			}
+			out[i] = int(f)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// LoadStateDict restores hyper-parameters and state from sd, which must
+// have the same group structure (as in PyTorch). State tensors are copied
+// into tensors owned by the optimizer; everything is validated before
+// anything changes.
+func (o *Optimizer) LoadStateDict(sd *StateDict) error {
+	if len(sd.ParamGroups) != len(o.Groups) {
+		return fmt.Errorf("optim: loaded state dict has a different number of parameter groups (%d, optimizer has %d)", len(sd.ParamGroups), len(o.Groups))
+	}
+	params := o.Params()
+	newGroups := make([]ParamGroup, len(o.Groups))
+	for i, m := range sd.ParamGroups {
+		ids, ok := toInts(m["params"])
+		if !ok {
+			return fmt.Errorf("optim: param group %d: \"params\" is not a list of indices", i)
+		}
+		if len(ids) != len(o.Groups[i].Params) {
+			return fmt.Errorf("optim: loaded state dict contains a parameter group that doesn't match the size of optimizer's group %d (%d vs %d)", i, len(ids), len(o.Groups[i].Params))
+		}
+		g := o.Groups[i].Hyper()
+		if err := applyMap(&g, m); err != nil {
+			return fmt.Errorf("%w (group %d)", err, i)
+		}
+		if err := g.Validate(o.kind); err != nil {
+			return fmt.Errorf("%w (group %d)", err, i)
+		}
+		newGroups[i] = g
+	}
+	keys := make([]int, 0, len(sd.State))
+	for k := range sd.State {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	for _, k := range keys {
+		if k < 0 || k >= len(params) {
+			return fmt.Errorf("optim: state for parameter index %d, but the optimizer has %d parameters", k, len(params))
+		}
+		p := params[k]
+		for name, t := range sd.State[k] {
+			if err := t.Err(); err != nil {
+				return fmt.Errorf("optim: state %d %q: %w", k, name, err)
+			}
+			if name == "step" {
+				if t.Numel() != 1 {
+					return fmt.Errorf("optim: state %d: step must hold one number, has shape %v", k, t.Shape())
+				}
+				continue
+			}
+			if _, ok := stateField(&State{}, name); !ok {
+				return fmt.Errorf("optim: state %d: unknown entry %q for %v", k, name, o.kind)
+			}
+			if fmt.Sprint(t.Shape()) != fmt.Sprint(p.Shape()) {
+				return fmt.Errorf("optim: state %d %q has shape %v, the parameter %v", k, name, t.Shape(), p.Shape())
+			}
+		}
+	}
+	// Everything checked: apply.
+	for i := range o.Groups {
+		ps := o.Groups[i].Params
+		*o.Groups[i] = newGroups[i]
+		o.Groups[i].Params = ps
+	}
+	for _, k := range keys {
+		p := params[k]
+		if old := o.state[p]; old != nil {
+			old.Release()
+		}
+		s := &State{}
+		for name, t := range sd.State[k] {
+			if name == "step" {
+				v, err := t.Item()
+				if err != nil {
+					return err
+				}
+				s.Step = int64(v)
+				continue
+			}
+			field, _ := stateField(s, name)
+			c := t.To(p.DType()).Clone()
+			if err := c.Err(); err != nil {
+				return err
+			}
+			*field = c.Persist()
+		}
+		o.state[p] = s
+	}
+	return nil
+}
+
+func stateField(s *State, name string) (**tensor.Tensor, bool) {
+	switch name {
+	case "exp_avg":
+		return &s.ExpAvg, true
+	case "exp_avg_sq":
+		return &s.ExpAvgSq, true
+	case "max_exp_avg_sq":
+		return &s.MaxExpAvgSq, true
+	case "momentum_buffer":
+		return &s.MomentumBuffer, true
+	}
+	return nil, false
+}

@@ -1,0 +1,112 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+)
+
+// Scheduler adjusts the learning rates of an optimizer's groups once per
+// Step, with the semantics of torch.optim.lr_scheduler: construction records
+// each group's initial_lr and applies the schedule for step 0; every Step
+// advances by one and applies it again.
+type Scheduler struct {
+	groups    func() []*ParamGroup
+	baseLRs   []float64
+	lastEpoch int
+	rule      func(epoch int, lr, base float64) float64
+}
+
+// LRGroups is what a scheduler acts on: the param groups of an optimizer or
+// of a wrapper around one (ZeRO's sharded optimizer).
+type LRGroups interface {
+	ParamGroups() []*ParamGroup
+}
+
+// ParamGroups implements LRGroups.
+func (o *Optimizer) ParamGroups() []*ParamGroup { return o.Groups }
+
+func newScheduler(o LRGroups, rule func(epoch int, lr, base float64) float64) *Scheduler {
+	s := &Scheduler{groups: o.ParamGroups, lastEpoch: -1, rule: rule}
+	for _, g := range o.ParamGroups() {
+		if g.InitialLR == 0 {
+			g.InitialLR = g.LR
+		}
+		s.baseLRs = append(s.baseLRs, g.InitialLR)
+	}
+	s.Step()
+	return s
+}
+
+// Step advances the schedule by one and sets the groups' learning rates.
+func (s *Scheduler) Step() {
+	s.lastEpoch++
+	for i, g := range s.groups() {
+		if i < len(s.baseLRs) {
+			g.LR = s.rule(s.lastEpoch, g.LR, s.baseLRs[i])
+		}
+	}
+}
+
+// LastLR returns the learning rates set by the last Step.
+func (s *Scheduler) LastLR() []float64 {
+	var out []float64
+	for _, g := range s.groups() {
+		out = append(out, g.LR)
+	}
+	return out
+}
+
+// LastEpoch is the number of Steps taken since construction.
+func (s *Scheduler) LastEpoch() int { return s.lastEpoch }
+
+// SetLastEpoch restores a scheduler's position (checkpoint resume) without
+// touching the learning rates.
+func (s *Scheduler) SetLastEpoch(e int) { s.lastEpoch = e }
+
+// NewStepLR multiplies the learning rate by gamma every stepSize steps
+// (torch.optim.lr_scheduler.StepLR, in its chainable form: the rate is
+// multiplied in place, so the floating-point results match PyTorch's).
+func NewStepLR(o LRGroups, stepSize int, gamma float64) (*Scheduler, error) {
+	if stepSize <= 0 {
+		return nil, fmt.Errorf("optim: StepLR step_size must be positive, got %d", stepSize)
+	}
+	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+		if epoch == 0 || epoch%stepSize != 0 {
+			return lr
+		}
+		return lr * gamma
+	}), nil
+}
+
+// NewLambdaLR sets each rate to base·factor(step)
+// (torch.optim.lr_scheduler.LambdaLR with one function for every group).
+func NewLambdaLR(o LRGroups, factor func(step int) float64) *Scheduler {
+	return newScheduler(o, func(epoch int, _, base float64) float64 { return base * factor(epoch) })
+}
+
+// WarmupCosine is the usual LLM schedule as a LambdaLR factor: linear warm-up
+// from 1/warmup to 1 over the first warmup steps, then a cosine decay to
+// minRatio at step total, constant after.
+//
+//	step < warmup:   (step+1)/warmup
+//	otherwise:       minRatio + (1−minRatio)·½(1+cos(π·min(1, (step−warmup)/(total−warmup))))
+func WarmupCosine(warmup, total int, minRatio float64) func(step int) float64 {
+	return func(step int) float64 {
+		if step < warmup {
+			return float64(step+1) / float64(warmup)
+		}
+		progress := 1.0
+		if total > warmup {
+			progress = math.Min(1, float64(step-warmup)/float64(total-warmup))
+		}
+		return minRatio + (1-minRatio)*0.5*(1+math.Cos(math.Pi*progress))
+	}
+}
+
+// NewWarmupCosine is NewLambdaLR with WarmupCosine.
+func NewWarmupCosine(o LRGroups, warmup, total int, minRatio float64) (*Scheduler, error) {
+	if warmup < 0 || total < warmup || minRatio < 0 || minRatio > 1 {
+		return nil, fmt.Errorf("optim: warmup-cosine schedule needs 0 <= warmup <= total and 0 <= min_ratio <= 1, got %d, %d, %v", warmup, total, minRatio)
+	}
+	return NewLambdaLR(o, WarmupCosine(warmup, total, minRatio)), nil
+}

@@ -1,0 +1,151 @@
+"""PyTorch reference trajectories for engine/optim: optimizers, gradient clipping, LR schedules.
+
+Run with Debian's /usr/bin/python3 (python3-torch 1.13, CPU), in this directory:
+
+    /usr/bin/python3 gen_optim.py        # writes optim.safetensors
+
+The layout of the file is described in README.md.
+"""
+import inspect, json, math, os, sys
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../tools/torchfix"))
+from torchfix import write_safetensors  # noqa: E402
+
+OUT = "optim.safetensors"
+SHAPES = [(4, 3), (3,), (2, 2, 2)]
+STEPS = 5
+
+tensors, meta = {}, {"_generator": "gen_optim.py", "_torch": torch.__version__}
+
+
+def write(path):
+    write_safetensors(path, tensors, meta)
+
+
+def put(name, t):
+    tensors[name] = t.detach().clone()
+    return name
+
+
+def jsonable(v, names):
+    """A state_dict value as JSON: tensors become the name of the fixture tensor that holds them."""
+    if isinstance(v, torch.Tensor):
+        return names[id(v)]
+    if isinstance(v, dict):
+        return {str(k): jsonable(x, names) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x, names) for x in v]
+    return v
+
+
+def trajectory(name, cls, groups, skip=None, **kwargs):
+    """Runs STEPS steps of cls over three seeded parameters. groups lists the parameter indices of each
+    param group with its own options (None: one group with kwargs); skip maps a parameter index to the
+    steps (1-based) on which its .grad is None."""
+    skip = skip or {}
+    torch.manual_seed(sum(map(ord, name)))
+    params = [torch.nn.Parameter(torch.randn(s)) for s in SHAPES]
+    for j, p in enumerate(params):
+        put(f"{name}/p{j}/init", p)
+    if groups is None:
+        opt = cls(params, **kwargs)
+    else:
+        opt = cls([{"params": [params[j] for j in idx], **extra} for idx, extra in groups], **kwargs)
+    names = {}
+    for s in range(1, STEPS + 1):
+        for j, p in enumerate(params):
+            g = torch.randn(p.shape)
+            if s in skip.get(j, ()):
+                p.grad = None
+            else:
+                p.grad = g
+                put(f"{name}/step{s}/p{j}/grad", g)
+        opt.step()
+        for j, p in enumerate(params):
+            put(f"{name}/step{s}/p{j}/param", p)
+            for key, v in opt.state[p].items():
+                if isinstance(v, torch.Tensor):
+                    names[id(v)] = put(f"{name}/step{s}/p{j}/{key}", v)
+    meta[name] = json.dumps({
+        "optimizer": cls.__name__,
+        "kwargs": kwargs,
+        "groups": None if groups is None else [{"params": idx, **extra} for idx, extra in groups],
+        "steps": STEPS,
+        "no_grad": {str(j): steps for j, steps in skip.items()},
+        "state_dict": jsonable(opt.state_dict(), names),
+    })
+
+
+SGD, Adam, AdamW = torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW
+trajectory("sgd", SGD, None, lr=0.1)
+trajectory("sgd_momentum", SGD, None, lr=0.1, momentum=0.9)
+trajectory("sgd_dampening", SGD, None, lr=0.1, momentum=0.9, dampening=0.1)
+trajectory("sgd_nesterov", SGD, None, lr=0.1, momentum=0.9, nesterov=True)
+trajectory("sgd_weight_decay", SGD, None, lr=0.1, weight_decay=0.01)
+trajectory("sgd_maximize", SGD, None, lr=0.1, maximize=True)
+trajectory("sgd_momentum_skip", SGD, None, skip={1: [2, 4]}, lr=0.1, momentum=0.9)
+trajectory("adam", Adam, None)
+trajectory("adam_weight_decay", Adam, None, weight_decay=0.1)
+trajectory("adam_amsgrad", Adam, None, amsgrad=True)
+trajectory("adam_maximize", Adam, None, maximize=True)
+trajectory("adam_betas_eps", Adam, None, betas=(0.8, 0.9), eps=1e-6)
+trajectory("adam_skip", Adam, None, skip={1: [2, 4]})
+trajectory("adamw", AdamW, None)
+trajectory("adamw_weight_decay", AdamW, None, weight_decay=0.1)
+trajectory("adamw_amsgrad", AdamW, None, amsgrad=True)
+trajectory("adamw_groups", AdamW, [([0, 1], {"lr": 1e-2, "weight_decay": 0.1}), ([2], {"lr": 1e-3, "weight_decay": 0.0})])
+
+# ---- clip_grad_norm_ ----------------------------------------------------------------------------------
+torch.manual_seed(7)
+clip_in = [torch.randn(s) for s in SHAPES]  # total 2-norm ~4.6
+for j, g in enumerate(clip_in):
+    put(f"clip/in/g{j}", g)
+for tag, max_norm, norm_type in (("max1", 1.0, 2.0), ("max0.1", 0.1, 2.0), ("max10", 10.0, 2.0), ("inf_max1", 1.0, math.inf)):
+    params = [torch.nn.Parameter(torch.zeros(s)) for s in SHAPES]
+    for p, g in zip(params, clip_in):
+        p.grad = g.clone()
+    total = torch.nn.utils.clip_grad_norm_(params, max_norm, norm_type)
+    name = f"clip_{tag}"
+    put(f"{name}/total_norm", total)
+    for j, p in enumerate(params):
+        put(f"{name}/g{j}", p.grad)
+    meta[name] = json.dumps({"function": "clip_grad_norm_", "max_norm": max_norm,
+                             "norm_type": "inf" if math.isinf(norm_type) else norm_type, "grads": "clip/in/g<j>"})
+
+
+# ---- learning-rate schedules ------------------------------------------------------------------------------
+def lrs(make_sched, n, lr=0.1):
+    """get_last_lr() right after construction and after each of n scheduler steps."""
+    opt = SGD([torch.nn.Parameter(torch.zeros(1))], lr=lr)
+    sched = make_sched(opt)
+    out = [sched.get_last_lr()[0]]
+    for _ in range(n):
+        opt.step()
+        sched.step()
+        out.append(sched.get_last_lr()[0])
+    return out
+
+
+v = lrs(lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5), 6)
+put("steplr/lr", torch.tensor(v, dtype=torch.float64))
+meta["steplr"] = json.dumps({"scheduler": "StepLR", "lr": 0.1, "step_size": 2, "gamma": 0.5, "steps": 6, "lrs": v})
+
+WARMUP, TOTAL, MIN_RATIO = 3, 10, 0.1
+
+
+def warmup_cosine(step):
+    if step < WARMUP:
+        return (step + 1) / WARMUP
+    progress = min(1.0, (step - WARMUP) / (TOTAL - WARMUP))
+    return MIN_RATIO + (1 - MIN_RATIO) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+v = lrs(lambda o: torch.optim.lr_scheduler.LambdaLR(o, warmup_cosine), TOTAL + 2)
+put("warmup_cosine/lr", torch.tensor(v, dtype=torch.float64))
+meta["warmup_cosine"] = json.dumps({"scheduler": "LambdaLR", "lr": 0.1, "warmup": WARMUP, "total": TOTAL,
+                                    "min_ratio": MIN_RATIO, "steps": TOTAL + 2, "lr_lambda": inspect.getsource(warmup_cosine),
+                                    "lrs": v})
+
+write(OUT)
+print(f"{OUT}: {sum(1 for k in meta if not k.startswith('_'))} entries, {len(tensors)} tensors")
