@@ -1,0 +1,30 @@
+# zeroeng: the two commands a newcomer needs are `make run` and `make test`.
+GO ?= go
+export CGO_ENABLED ?= 0
+
+.PHONY: build run test test-race bench fuzz vet fmt
+
+build:
+	$(GO) build -o bin/zeroeng ./cmd/zeroeng
+
+# The main job on the embedded default: CPU, no GPU, no downloads.
+run: build
+	./bin/zeroeng run
+
+test: vet
+	$(GO) test ./...
+	$(GO) test -race -short ./engine/cpu/... ./engine/tensor/...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet ./...
+
+# Benchmarks report speed; see docs/benchmarks.md for the side-by-side runs.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/...
+
+# Short fuzzing pass over every parser of outside input.
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/safetensors
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/npy
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/idx

@@ -1,0 +1,136 @@
+// Package bench is the zeroeng side of the side-by-side benchmarks whose
+// PyTorch side lives in shared/bench/torch_cpu.py: the same workloads, built
+// on the engine, timed the same way (warm-up steps, then the median of
+// timed steps), reported as the same JSON line.
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Steps and Warmup match torch_cpu.py.
+const (
+	Steps  = 20
+	Warmup = 3
+)
+
+// Result is one workload's measurement, printed as a JSON line.
+type Result struct {
+	Workload     string  `json:"workload"`
+	Threads      int     `json:"threads"`
+	StepMsMedian float64 `json:"step_ms_median"`
+	StepMsMin    float64 `json:"step_ms_min"`
+	SamplesPerS  float64 `json:"samples_per_s,omitempty"`
+	TokensPerS   float64 `json:"tokens_per_s,omitempty"`
+	// Go heap bytes allocated per step in steady state (buffers come from
+	// the device pool and are not counted here unless the pool missed).
+	HeapBytesPerStep  int64   `json:"heap_bytes_per_step"`
+	PoolMissesPerStep float64 `json:"pool_misses_per_step"`
+}
+
+// Timed runs step Warmup times, then Steps times, and returns the median and
+// minimum step time in milliseconds.
+func Timed(step func() error) (median, minimum float64, err error) {
+	for i := 0; i < Warmup; i++ {
+		if err := step(); err != nil {
+			return 0, 0, err
+		}
+	}
+	ts := make([]float64, Steps)
+	for i := range ts {
+		t0 := time.Now()
+		if err := step(); err != nil {
+			return 0, 0, err
+		}
+		ts[i] = float64(time.Since(t0).Microseconds()) / 1e3
+	}
+	slices.Sort(ts)
+	return ts[Steps/2], ts[0], nil
+}
+
+// MLP is the `mlp` workload: a 1024-4096-4096-1024 GELU MLP, batch 256,
+// AdamW(lr 1e-4), MSE loss; one step is zero_grad, forward, backward, step.
+type MLP struct {
+	RT    *tensor.Runtime
+	Model *nn.Sequential
+	Opt   *optim.Optimizer
+	X, Y  *tensor.Tensor
+}
+
+// NewMLP builds the workload on a fresh CPU runtime.
+func NewMLP(batch int) (*MLP, error) {
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+	l1, err := nn.NewLinear(rt, 1024, 4096, true)
+	if err != nil {
+		return nil, err
+	}
+	l2, _ := nn.NewLinear(rt, 4096, 4096, true)
+	l3, _ := nn.NewLinear(rt, 4096, 1024, true)
+	m, err := nn.NewSequential(l1, nn.GELU(""), l2, nn.GELU(""), l3)
+	if err != nil {
+		return nil, err
+	}
+	cfg := optim.DefaultAdamW()
+	cfg.LR = 1e-4
+	opt, err := optim.NewAdamW(m.Parameters(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	x := rt.Randn(tensor.Float32, batch, 1024).Persist()
+	y := rt.Randn(tensor.Float32, batch, 1024).Persist()
+	return &MLP{rt, m, opt, x, y}, nil
+}
+
+// Step runs one training step inside a scope, so that every temporary goes
+// back to the pool before the next step.
+func (w *MLP) Step() error {
+	sc := w.RT.OpenScope()
+	defer sc.Close()
+	if err := w.Opt.ZeroGrad(false); err != nil {
+		return err
+	}
+	loss := tensor.MSELoss(w.Model.Forward(w.X), w.Y, tensor.ReduceMean)
+	if err := loss.Backward(); err != nil {
+		return err
+	}
+	return w.Opt.Step()
+}
+
+// RunMLP measures the mlp workload.
+func RunMLP() (Result, error) {
+	w, err := NewMLP(256)
+	if err != nil {
+		return Result{}, err
+	}
+	med, mn, err := Timed(w.Step)
+	if err != nil {
+		return Result{}, err
+	}
+	heap, misses, err := steadyState(w.RT, w.Step)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{Workload: "mlp", Threads: parallel.Threads(), StepMsMedian: med, StepMsMin: mn,
+		SamplesPerS: round1(256 / med * 1e3), HeapBytesPerStep: heap, PoolMissesPerStep: misses}, nil
+}
+
+func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+
+// Run measures a workload by name.
+func Run(name string) (Result, error) {
+	switch name {
+	case "mlp":
+		return RunMLP()
+	case "gpt":
+		return RunGPT()
+	}
+	return Result{}, fmt.Errorf("bench: unknown workload %q (mlp, gpt)", name)
+}
