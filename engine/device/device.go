@@ -94,26 +94,26 @@ type MemStats struct {
 type UnaryOp uint8
 
 const (
-	Neg       UnaryOp = iota
-	Exp               // e^x
-	Log               // natural log
-	Sqrt              //
-	Rsqrt             // 1/√x
-	Abs               //
-	Sign              // -1, 0, 1
-	Relu              //
-	Gelu              // exact, erf form
-	GeluTanh          // tanh approximation
-	Silu              // x·σ(x)
-	Tanh              //
-	Sigmoid           //
-	AddScalar         // x + s
-	MulScalar         // x · s
-	PowScalar         // x ^ s
-	RSubScalar        // s − x
-	RDivScalar        // s / x
-	Square            // x²
-	Reciprocal        // 1/x
+	Neg        UnaryOp = iota
+	Exp                // e^x
+	Log                // natural log
+	Sqrt               //
+	Rsqrt              // 1/√x
+	Abs                //
+	Sign               // -1, 0, 1
+	Relu               //
+	Gelu               // exact, erf form
+	GeluTanh           // tanh approximation
+	Silu               // x·σ(x)
+	Tanh               //
+	Sigmoid            //
+	AddScalar          // x + s
+	MulScalar          // x · s
+	PowScalar          // x ^ s
+	RSubScalar         // s − x
+	RDivScalar         // s / x
+	Square             // x²
+	Reciprocal         // 1/x
 	numUnaryOps
 )
 

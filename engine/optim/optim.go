@@ -299,4 +299,3 @@ func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 	}
 	return fmt.Errorf("unknown optimizer kind %v", kind)
 }
-

@@ -53,11 +53,11 @@ func closeTo(t *testing.T, name string, got, want *tensor.Tensor, rtol float64) 
 }
 
 type trajectoryMeta struct {
-	Optimizer string                 `json:"optimizer"`
-	Kwargs    map[string]any         `json:"kwargs"`
-	Groups    []map[string]any       `json:"groups"`
-	Steps     int                    `json:"steps"`
-	NoGrad    map[string][]int       `json:"no_grad"`
+	Optimizer string           `json:"optimizer"`
+	Kwargs    map[string]any   `json:"kwargs"`
+	Groups    []map[string]any `json:"groups"`
+	Steps     int              `json:"steps"`
+	NoGrad    map[string][]int `json:"no_grad"`
 	StateDict struct {
 		State       map[string]map[string]any `json:"state"`
 		ParamGroups []map[string]any          `json:"param_groups"`
@@ -360,7 +360,10 @@ func TestValidation(t *testing.T) {
 			g.Params = ps
 			return o.AddParamGroup(g)
 		}(), "more than one parameter group"},
-		{"int param", func() error { _, err := optim.NewSGD([]*tensor.Tensor{rt.Zeros(tensor.Int64, 2)}, optim.SGDConfig{LR: 1}); return err }(), "non-floating-point"},
+		{"int param", func() error {
+			_, err := optim.NewSGD([]*tensor.Tensor{rt.Zeros(tensor.Int64, 2)}, optim.SGDConfig{LR: 1})
+			return err
+		}(), "non-floating-point"},
 	}
 	for _, c := range cases {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) {

@@ -269,7 +269,9 @@ func TestDeterministic(t *testing.T) {
 	run := func() []float32 {
 		rt := newRT()
 		w := param(t, rt, make([]float32, 256*128), 256, 128)
-		rt.NoGrad(func() { _ = w.CopyFrom(rt.Arange(tensor.Float32, 0, 256*128, 1).Reshape(256, 128).MulScalar(1e-4).Tanh()) })
+		rt.NoGrad(func() {
+			_ = w.CopyFrom(rt.Arange(tensor.Float32, 0, 256*128, 1).Reshape(256, 128).MulScalar(1e-4).Tanh())
+		})
 		x := rt.Arange(tensor.Float32, 0, 64*128, 1).Reshape(64, 128).MulScalar(1e-3)
 		loss := tensor.Linear(x, w, nil).Gelu("none").Sum([]int{1}, false).Square().MeanAll()
 		if err := loss.Backward(); err != nil {

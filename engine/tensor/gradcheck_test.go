@@ -17,8 +17,8 @@ var testRT = newRT()
 
 // input describes one float64 argument of a gradient check.
 type input struct {
-	shape []int
-	vals  []float64 // nil: random in [-1, 1)
+	shape  []int
+	vals   []float64 // nil: random in [-1, 1)
 	noGrad bool
 }
 

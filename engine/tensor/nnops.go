@@ -434,4 +434,3 @@ func firstError(errs ...error) error {
 	}
 	return nil
 }
-
