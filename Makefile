@@ -11,9 +11,10 @@ build:
 run: build
 	./bin/zeroeng run
 
+# The race detector needs cgo (gcc); everything else builds and tests with CGO_ENABLED=0.
 test: vet
 	$(GO) test ./...
-	$(GO) test -race -short ./engine/cpu/... ./engine/tensor/...
+	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
