@@ -389,6 +389,26 @@ func (rt *Runtime) accumulateLeaf(leaf, p *Tensor) error {
 				return c.err
 			}
 		}
+	} else if leaf.grad.st.zeroPending && leaf.grad.coversStorage() {
+		// The gradient was zeroed and not touched since: the pass's
+		// gradient replaces it instead of being added to zeros.
+		var err error
+		if p.IsContiguous() && p.coversStorage() && p.st.refs.Load() == 1 && leaf.grad.st.refs.Load() == 1 {
+			old := leaf.grad.st
+			leaf.grad.st = p.st // p's reference moves to the gradient
+			p.st = nil
+			p.released.Store(true)
+			rt.live.Add(-1)
+			leaf.grad.st.version.Add(1)
+			old.zeroPending = false
+			old.release()
+		} else {
+			err = leaf.grad.CopyFrom(p)
+			p.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("tensor: backward: accumulating the gradient of %s: %w", leaf.label(), err)
+		}
 	} else {
 		err := leaf.grad.addInPlace(p)
 		p.Release()

@@ -284,3 +284,53 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal("two identical runs differ")
 	}
 }
+
+// TestLazyZero: Zero defers the fill, and every later use sees zeros: a
+// read, a partial write through a view, and a backward pass (which moves its
+// gradient in instead of adding it to zeros).
+func TestLazyZero(t *testing.T) {
+	rt := newRT()
+	w := param(t, rt, []float32{1, 2, 3, 4}, 2, 2)
+	for i := 0; i < 2; i++ {
+		if err := w.Mul(w).SumAll().Backward(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := w.Grad()
+	rt.NoGrad(func() {
+		if err := g.Zero(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := w.MulScalar(3).SumAll().Backward(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Grad() != g {
+		t.Fatal("the gradient tensor was replaced; views of it would go stale")
+	}
+	if got := values(t, g); !slices.Equal(got, []float32{3, 3, 3, 3}) {
+		t.Fatalf("grad after zero and backward = %v", got)
+	}
+	rt.NoGrad(func() {
+		_ = g.Zero()
+		if got := values(t, g); !slices.Equal(got, []float32{0, 0, 0, 0}) {
+			t.Fatalf("read after zero = %v", got)
+		}
+		_ = g.Zero()
+		if err := g.Select(0, 1).Fill(7); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got := values(t, g); !slices.Equal(got, []float32{0, 0, 7, 7}) {
+		t.Fatalf("partial write after zero = %v", got)
+	}
+	// A view taken before the zero sees zeros too.
+	row := g.Select(0, 0)
+	rt.NoGrad(func() { _ = g.Zero() })
+	if err := w.SumAll().Backward(); err != nil {
+		t.Fatal(err)
+	}
+	if got := values(t, row); !slices.Equal(got, []float32{1, 1}) {
+		t.Fatalf("view of the gradient after zero and backward = %v", got)
+	}
+}

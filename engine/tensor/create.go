@@ -339,6 +339,9 @@ func (t *Tensor) CopyFrom(src *Tensor) error {
 		return fmt.Errorf("tensor: copy_: %w", err)
 	}
 	t.st.version.Add(1)
+	if t.coversStorage() {
+		t.st.zeroPending = false // every byte is about to be written
+	}
 	if err := kernel(func() error { return t.rt.dev.Copy(t.view(), sv) }); err != nil {
 		return fmt.Errorf("tensor: copy_: %w", err)
 	}
@@ -360,8 +363,24 @@ func (t *Tensor) Fill(v float64) error {
 	return nil
 }
 
-// Zero sets every element of t to zero, in place.
-func (t *Tensor) Zero() error { return t.Fill(0) }
+// Zero sets every element of t to zero, in place. When t is its whole
+// storage the fill is deferred until the memory is next read or written, so
+// that zeroing gradients before a backward pass that overwrites them costs
+// nothing.
+func (t *Tensor) Zero() error {
+	if _, bad := check("zero_", t); bad != nil {
+		return bad.err
+	}
+	if err := t.checkInPlace("zero_"); err != nil {
+		return err
+	}
+	if !t.coversStorage() {
+		return t.Fill(0)
+	}
+	t.st.version.Add(1)
+	t.st.zeroPending = true
+	return nil
+}
 
 // checkInPlace refuses in-place writes that autograd could not account for.
 func (t *Tensor) checkInPlace(op string) error {

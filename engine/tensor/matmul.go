@@ -13,7 +13,7 @@ func gemmOperand(t *Tensor, batchShape []int) (op device.GemmOperand, ok bool) {
 	nd := len(t.shape)
 	r, c := t.shape[nd-2], t.shape[nd-1]
 	rs, cs := t.strides[nd-2], t.strides[nd-1]
-	op = device.GemmOperand{Buf: t.st.buf, DType: t.dt, Offset: t.off}
+	op = device.GemmOperand{Buf: t.view().Buf, DType: t.dt, Offset: t.off}
 	switch {
 	case (cs == 1 || c == 1) && (rs >= max(c, 1) || r == 1):
 		op.Ld = max(rs, c, 1)

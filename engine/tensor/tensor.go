@@ -61,6 +61,28 @@ type storage struct {
 	buf     device.Buffer
 	refs    atomic.Int32
 	version atomic.Uint32 // bumped by every in-place write, checked by backward
+	// zeroPending defers a zero fill of the whole buffer until the memory is
+	// next used (zero_grad followed by backward then costs nothing: the
+	// first gradient is moved or copied in instead of added to zeros).
+	zeroPending bool
+}
+
+// materialize performs a deferred zero fill before the memory is used.
+func (s *storage) materialize(dt DType) {
+	if !s.zeroPending {
+		return
+	}
+	s.zeroPending = false
+	n := s.buf.Bytes() / dt.Size()
+	// Fill of a valid dtype does not fail on a working device; a device
+	// that fails here fails the op that follows as well.
+	_ = s.rt.dev.Fill(device.View{Buf: s.buf, DType: dt, Shape: []int{n}, Strides: []int{1}}, 0)
+}
+
+// coversStorage reports whether t is its whole storage, densely packed, so
+// that writing every element of t rewrites every byte of the buffer.
+func (t *Tensor) coversStorage() bool {
+	return t.off == 0 && t.IsContiguous() && t.Numel()*t.dt.Size() == t.st.buf.Bytes()
 }
 
 func (s *storage) release() {
@@ -237,6 +259,7 @@ func (t *Tensor) label() string {
 
 // view returns the device's description of t.
 func (t *Tensor) view() device.View {
+	t.st.materialize(t.dt)
 	return device.View{Buf: t.st.buf, DType: t.dt, Offset: t.off, Shape: t.shape, Strides: t.strides}
 }
 
