@@ -266,11 +266,12 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 			if !e.live() {
 				continue
 			}
-			var gi *Tensor
+			var gi *Tensor // owned from here on: accumulate consumes it
 			if i < len(grads) {
-				gi = grads[i]
+				gi, grads[i] = grads[i], nil
 			}
 			if gi != nil && (!slices.Equal(gi.shape, e.shape) || gi.dt != e.dt) {
+				gi.Release()
 				return fmt.Errorf("tensor: backward of %s returned a %v gradient of shape %v for a %v input of shape %v", n.op, gi.dt, gi.shape, e.dt, e.shape)
 			}
 			if e.node != nil {
@@ -302,7 +303,7 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 				}
 			}
 		}
-		for _, gi := range grads {
+		for _, gi := range grads { // gradients for inputs that need none
 			gi.Release()
 		}
 		if n.grad != nil {
@@ -344,13 +345,15 @@ func (rt *Runtime) applyNode(n *node) ([]*Tensor, error) {
 	return out, nil
 }
 
-// accumulate adds g into acc, returning the new accumulator; both are
-// engine-owned references. The sum is done in place when acc's storage is
-// not shared with anything else.
+// accumulate adds g into acc and returns the new accumulator. It takes
+// ownership of g (an engine-owned reference): the first gradient to arrive
+// becomes the accumulator without a copy. The sum is done in place when
+// acc's storage is not shared with anything else.
 func accumulate(acc, g *Tensor) (*Tensor, error) {
 	if acc == nil {
-		return g.ref(), nil
+		return g, nil
 	}
+	defer g.Release()
 	if acc.st.refs.Load() == 1 && acc.IsContiguous() {
 		if err := acc.addInPlace(g); err != nil {
 			return nil, err
