@@ -666,6 +666,7 @@ func (d *Device) CrossEntropyBackward(dlogits, dloss, logits, target device.View
 				vmath.AddScalar(dr, dr, float32(-float64(gr)*eps/float64(classes)))
 			}
 			dr[t] -= float32(float64(gr) * (1 - eps))
+			vmath.FlushSubnormal(dr) // scaling by dloss makes more of them
 		}, func(r int) { clear(dx[r*classes : (r+1)*classes]) })
 	case dtype.Float64:
 		x, dx, g := rowsOf[float64](logits), rowsOf[float64](dlogits), elems[float64](dloss.Buf)
