@@ -6,10 +6,13 @@ package bench
 
 import (
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
@@ -124,13 +127,50 @@ func RunMLP() (Result, error) {
 
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
-// Run measures a workload by name.
-func Run(name string) (Result, error) {
+// Workloads lists the names Run accepts.
+var Workloads = []string{"gemm", "mlp", "gpt", "fmnist"}
+
+// Run measures a workload by name and returns its JSON-ready result.
+func Run(name string) (any, error) {
 	switch name {
+	case "gemm":
+		return RunGEMM(), nil
 	case "mlp":
 		return RunMLP()
 	case "gpt":
 		return RunGPT()
+	case "fmnist":
+		return FashionMNIST(io.Discard, FashionMNISTOptions{Epochs: 5, DataDir: FashionMNISTDir})
 	}
-	return Result{}, fmt.Errorf("bench: unknown workload %q (mlp, gpt)", name)
+	return nil, fmt.Errorf("bench: unknown workload %q (%s)", name, strings.Join(Workloads, ", "))
+}
+
+// FashionMNISTDir is where Debian's dataset-fashion-mnist installs the data
+// the fmnist workload trains on.
+const FashionMNISTDir = "/usr/share/datasets/fashion-mnist"
+
+// GEMMResult is the gemm workload: a 1024³ float32 product through the
+// engine's BLAS dispatcher, median of 40 calls after 5 warm-up calls.
+type GEMMResult struct {
+	Workload string  `json:"workload"`
+	GFLOPS   float64 `json:"gflops"`
+	BLAS     string  `json:"blas"`
+}
+
+// RunGEMM measures the gemm workload.
+func RunGEMM() GEMMResult {
+	const n = 1024
+	a, b, c := make([]float32, n*n), make([]float32, n*n), make([]float32, n*n)
+	for i := range a {
+		a[i], b[i] = float32(i%7)/7, float32(i%5)/5
+	}
+	ts := make([]float64, 45)
+	for i := range ts {
+		t0 := time.Now()
+		blas.Sgemm(false, false, n, n, n, 1, a, n, b, n, 0, c, n)
+		ts[i] = time.Since(t0).Seconds()
+	}
+	ts = ts[5:]
+	slices.Sort(ts)
+	return GEMMResult{Workload: "gemm", GFLOPS: round1(2 * n * n * n / ts[len(ts)/2] / 1e9), BLAS: blas.Info()}
 }

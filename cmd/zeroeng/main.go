@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -52,16 +53,17 @@ func main() {
 					if c.NArg() > 0 {
 						return usageError{fmt.Errorf("run: scripts are not supported by this build yet; run without arguments for the default job")}
 					}
-					return runFashionMNIST(os.Stdout, fmnistOptions{Epochs: c.Int("epochs"), DataDir: c.String("data"), Seed: c.Uint64("seed")})
+					_, err := bench.FashionMNIST(os.Stdout, bench.FashionMNISTOptions{Epochs: c.Int("epochs"), DataDir: c.String("data"), Seed: c.Uint64("seed")})
+					return err
 				},
 			},
 			{
 				Name:      "bench",
 				Usage:     "run a side-by-side benchmark workload and print one JSON line (as shared/bench/torch_cpu.py)",
-				ArgsUsage: "mlp",
+				ArgsUsage: strings.Join(bench.Workloads, "|"),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return usageError{fmt.Errorf("bench: name one workload (mlp)")}
+						return usageError{fmt.Errorf("bench: name one workload (%s)", strings.Join(bench.Workloads, ", "))}
 					}
 					r, err := bench.Run(c.Args().First())
 					if err != nil {

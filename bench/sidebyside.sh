@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks: zeroeng against PyTorch (Debian's python3-torch with OpenBLAS) on the
+# same machine, in interleaved rounds, so that both see the same machine state. Prints one JSON
+# line per run, then a summary of medians and ratios (docs/benchmarks.md quotes it).
+#
+#   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist (default: all)
+#   ROUNDS=5 bench/sidebyside.sh mlp
+#
+# PyTorch runs twice: as installed, and with OPENBLAS_CORETYPE=SkylakeX, because Debian's
+# OpenBLAS 0.3.21 does not recognise this CPU and falls back to SSE3 kernels (zeroeng's CBLAS
+# loader detects that and reloads it with the right core; see docs/benchmarks-gemm.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${ROUNDS:-3}
+BENCH=${BENCH:-../shared/bench}
+PY=/usr/bin/python3
+workloads=("$@")
+[ ${#workloads[@]} -gt 0 ] || workloads=(gemm mlp gpt fmnist)
+go build -o bin/zeroeng ./cmd/zeroeng
+out=$(mktemp)
+tag() { sed "s/^{/{\"side\": \"$1\", /" | tee -a "$out"; }
+torch_gemm() {
+  $PY - <<'PY'
+import json, statistics, time, torch
+a, b = torch.rand(1024, 1024), torch.rand(1024, 1024)
+ts = []
+for _ in range(40):
+    t = time.perf_counter(); a @ b; ts.append(time.perf_counter() - t)
+print(json.dumps({"workload": "gemm", "gflops": round(2 * 1024**3 / statistics.median(ts[5:]) / 1e9, 1)}))
+PY
+}
+for w in "${workloads[@]}"; do
+  for r in $(seq "$ROUNDS"); do
+    case $w in
+      gemm)
+        env -u OPENBLAS_CORETYPE bash -c "$(declare -f torch_gemm); PY=$PY torch_gemm" | tag torch
+        OPENBLAS_CORETYPE=SkylakeX bash -c "$(declare -f torch_gemm); PY=$PY torch_gemm" | tag torch-skylakex
+        ./bin/zeroeng bench gemm | tag zeroeng
+        ZEROENG_BLAS=none ./bin/zeroeng bench gemm | tag zeroeng-go
+        ;;
+      fmnist)
+        env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_fmnist.py" | tag torch
+        OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_fmnist.py" | tag torch-skylakex
+        ./bin/zeroeng bench fmnist | tag zeroeng
+        ;;
+      *)
+        env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" "$w" | tag torch
+        OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_cpu.py" "$w" | tag torch-skylakex
+        ./bin/zeroeng bench "$w" | tag zeroeng
+        ;;
+    esac
+  done
+done
+$PY - "$out" <<'PY'
+import json, statistics, sys, collections
+rows = [json.loads(l) for l in open(sys.argv[1])]
+key = {"gemm": "gflops", "mlp": "step_ms_median", "gpt": "step_ms_median", "fashion_mnist_mlp": "train_s"}
+by = collections.defaultdict(list)
+for r in rows:
+    by[(r["workload"], r["side"])].append(r[key[r["workload"]]])
+print("\nworkload | side | metric | median of rounds | rounds")
+for (w, s), v in sorted(by.items()):
+    print(f"{w} | {s} | {key[w]} | {statistics.median(v):.1f} | {', '.join(f'{x:.1f}' for x in v)}")
+for w in sorted({w for w, _ in by}):
+    z = by.get((w, "zeroeng"))
+    for s in ("torch", "torch-skylakex"):
+        t = by.get((w, s))
+        if z and t:
+            ratio = statistics.median(z) / statistics.median(t)
+            print(f"{w}: zeroeng / {s} = {ratio:.2f}" + (" (higher is better)" if w == "gemm" else " (lower is better)"))
+PY
+rm -f "$out"
