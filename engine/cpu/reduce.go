@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -48,6 +49,9 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 	innerReduce := rstride[len(rstride)-1] == 1 || w.inner() == 1
 	switch src.DType {
 	case dtype.Float32:
+		if op == device.Sum && sumFast32(w, elems[float32](dst.Buf), elems[float32](src.Buf), rshape, rstride, innerReduce) {
+			return nil
+		}
 		reduceRun(w, op, elems[float32](dst.Buf), elems[float32](src.Buf), rshape, rstride, innerReduce)
 	case dtype.Float64:
 		reduceRun(w, op, elems[float64](dst.Buf), elems[float64](src.Buf), rshape, rstride, innerReduce)
@@ -332,4 +336,123 @@ func (d *Device) SumSquares(x device.View) (float64, error) {
 		total += p
 	}
 	return total, nil
+}
+
+// sumFast32 handles the float32 sums whose innermost memory runs are
+// contiguous with vector kernels; it reports false for other layouts, which
+// the generic loop handles.
+//
+//   - Rows (the innermost reduced dimension is contiguous): each run is
+//     summed by vmath.Sum64, in float64 lanes.
+//   - Columns (the innermost kept dimension is contiguous, as for a bias
+//     gradient, the sum over the batch of [N, C]): blocks of up to 64 rows
+//     are added into a float32 vector with vmath.Add, and each block's
+//     partial sums are added into float64 accumulators, so the error stays
+//     that of a 64-term float32 sum however many rows there are (PyTorch's
+//     cascade sum has the same kind of bound).
+func sumFast32(w *walk, dst, src []float32, rshape, rstride []int, innerReduce bool) bool {
+	nr := len(rshape)
+	if nr > 8 {
+		return false
+	}
+	s0, s1 := w.innerStride(0), w.innerStride(1)
+	rows := 1
+	for _, e := range rshape {
+		rows *= e
+	}
+	// forRuns calls f with the offset of each reduced position, the last
+	// reduced dimension excluded when skipLast.
+	forRuns := func(base int, skipLast bool, f func(off int)) {
+		dims, strides := rshape, rstride
+		if skipLast {
+			dims, strides = rshape[:nr-1], rstride[:nr-1]
+		}
+		var idx [8]int
+		n := 1
+		for _, e := range dims {
+			n *= e
+		}
+		off := base
+		for k := 0; k < n; k++ {
+			f(off)
+			for d := len(dims) - 1; d >= 0; d-- {
+				idx[d]++
+				off += strides[d]
+				if idx[d] < dims[d] {
+					break
+				}
+				off -= strides[d] * dims[d]
+				idx[d] = 0
+			}
+		}
+	}
+	if innerReduce {
+		if rstride[nr-1] != 1 {
+			return false
+		}
+		last := rshape[nr-1]
+		if w.rows()*w.inner() == 1 && nr == 1 && rows > grain {
+			// One output from one long run: partial sums in parallel.
+			nchunks := min(4*parallel.Threads(), (rows+grain-1)/grain)
+			chunk := (rows + nchunks - 1) / nchunks
+			partial := make([]float64, nchunks)
+			base := w.off[1]
+			parallel.For(nchunks, 1, func(c0, c1 int) {
+				for c := c0; c < c1; c++ {
+					partial[c] = vmath.Sum64(src[base+c*chunk : base+min((c+1)*chunk, rows)])
+				}
+			})
+			total := 0.0
+			for _, p := range partial {
+				total += p
+			}
+			dst[w.off[0]] = float32(total)
+			return true
+		}
+		w.run(func(off *[maxOperands]int, lo, hi int) {
+			for i := lo; i < hi; i++ {
+				acc := 0.0
+				forRuns(off[1]+i*s1, true, func(o int) { acc += vmath.Sum64(src[o : o+last]) })
+				dst[off[0]+i*s0] = float32(acc)
+			}
+		})
+		return true
+	}
+	if s1 != 1 {
+		return false
+	}
+	const block = 64
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		var part [512]float32
+		var acc [512]float64
+		for c := lo; c < hi; c += len(part) {
+			n := min(len(part), hi-c)
+			p, a := part[:n], acc[:n]
+			clear(a)
+			inBlock := 0
+			forRuns(off[1]+c, false, func(o int) {
+				row := src[o : o+n]
+				if inBlock == 0 {
+					copy(p, row)
+				} else {
+					vmath.Add(p, p, row)
+				}
+				if inBlock++; inBlock == block {
+					for i, v := range p {
+						a[i] += float64(v)
+					}
+					inBlock = 0
+				}
+			})
+			if inBlock > 0 {
+				for i, v := range p {
+					a[i] += float64(v)
+				}
+			}
+			for i, v := range a {
+				dst[off[0]+(c+i)*s0] = float32(v)
+			}
+		}
+	})
+	return true
 }

@@ -185,6 +185,10 @@ func Axpy(dst []float32, alpha float32, x []float32) {
 // one float32 ulp of Σ|x|, whatever the length: long sums do not drift.
 func Sum(x []float32) float32 { return float32(splitSum(x, impl.sum)) }
 
+// Sum64 is Sum without the final rounding, for callers that combine partial
+// sums (the engine's reductions split long rows across threads).
+func Sum64(x []float32) float64 { return splitSum(x, impl.sum) }
+
 // Dot returns Σ x[i]·y[i], accumulated in float64 from exact products.
 func Dot(x, y []float32) float32 {
 	check2("Dot", x, y)
