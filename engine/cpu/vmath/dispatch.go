@@ -22,6 +22,7 @@ type kernels struct {
 
 	add, sub, mul, div   func(dst, a, b []float32)
 	addScalar, mulScalar func(dst, x []float32, s float32)
+	mulScalarFlush       func(dst, x []float32, s float32) // x·s, subnormal results flushed to zero
 	axpy                 func(dst []float32, alpha float32, x []float32)
 
 	sum, sumSquares func(x []float32) float64
@@ -64,6 +65,7 @@ var goKernels = kernels{
 	div:              divGo,
 	addScalar:        addScalarGo,
 	mulScalar:        mulScalarGo,
+	mulScalarFlush:   mulScalarFlushGo,
 	axpy:             axpyGo,
 	sum:              sumGo,
 	sumSquares:       sumSquaresGo,
@@ -140,6 +142,9 @@ func (k kernels) fill() *kernels {
 	}
 	if k.addScalar == nil {
 		k.addScalar = g.addScalar
+	}
+	if k.mulScalarFlush == nil {
+		k.mulScalarFlush = g.mulScalarFlush
 	}
 	if k.mulScalar == nil {
 		k.mulScalar = g.mulScalar

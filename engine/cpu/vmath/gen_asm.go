@@ -712,6 +712,29 @@ func kernels() []kernel {
 		scalar("addScalar", "VADDPS"),
 		scalar("mulScalar", "VMULPS"),
 		{
+			name: "mulScalarFlush", goArgs: "(dst, x []float32, s float32)", frame: 52, unroll: 4,
+			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+			setup: func(g *gen) {
+				g.op("VBROADCASTSS s+48(FP), %s", g.v(14))
+				g.op("VMOVUPS %s, %s", g.ci("absMask", 0x7fffffff), g.v(13))
+				g.op("VMOVUPS %s, %s", g.ci("minNormal", 0x00800000), g.v(12))
+			},
+			body: func(g *gen, u int) {
+				g.load(u, g.mem("SI", u))
+				g.op("VMULPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
+				g.op("VANDPS %s, %s, %s", g.v(13), g.v(u), g.v(4+u))
+				if g.k512 {
+					g.op("VCMPPS $1, %s, %s, K2", g.v(12), g.v(4+u))
+					g.op("VXORPS %s, %s, %s", g.v(4+u), g.v(4+u), g.v(4+u))
+					g.op("VMOVAPS %s, K2, %s", g.v(4+u), g.v(u))
+				} else {
+					g.op("VCMPPS $1, %s, %s, %s", g.v(12), g.v(4+u), g.v(4+u))
+					g.op("VANDNPS %s, %s, %s", g.v(u), g.v(4+u), g.v(u))
+				}
+				g.store(u, g.mem("DI", u))
+			},
+		},
+		{
 			name: "axpy", goArgs: "(dst []float32, alpha float32, x []float32)", frame: 56, unroll: 4,
 			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+32(FP)"}, n: "x_len+40(FP)",
 			setup: func(g *gen) { g.op("VBROADCASTSS alpha+24(FP), %s", g.v(14)) },
@@ -892,6 +915,7 @@ var regDoc = map[string]string{
 	"div":                "V(2u) a then a/b, V(2u+1) b",
 	"addScalar":          "V14 s; V(u) x then x+s",
 	"mulScalar":          "V14 s; V(u) x then x·s",
+	"mulScalarFlush":     "V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask",
 	"axpy":               "V14 alpha; V(2u) x; V(2u+1) dst then dst + alpha·x",
 	"sum":                "V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators",
 	"sumSquares":         "V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators",

@@ -192,6 +192,11 @@ func addScalarGo(dst, x []float32, s float32) {
 	}
 }
 
+func mulScalarFlushGo(dst, x []float32, s float32) {
+	mulScalarGo(dst, x, s)
+	FlushSubnormal(dst)
+}
+
 func mulScalarGo(dst, x []float32, s float32) {
 	dst = dst[:len(x)]
 	for i, v := range x {

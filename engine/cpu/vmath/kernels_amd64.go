@@ -65,6 +65,9 @@ func addScalarAVX512(dst, x []float32, s float32)
 func mulScalarAVX512(dst, x []float32, s float32)
 
 //go:noescape
+func mulScalarFlushAVX512(dst, x []float32, s float32)
+
+//go:noescape
 func axpyAVX512(dst []float32, alpha float32, x []float32)
 
 //go:noescape
@@ -194,6 +197,9 @@ func addScalarAVX2(dst, x []float32, s float32)
 func mulScalarAVX2(dst, x []float32, s float32)
 
 //go:noescape
+func mulScalarFlushAVX2(dst, x []float32, s float32)
+
+//go:noescape
 func axpyAVX2(dst []float32, alpha float32, x []float32)
 
 //go:noescape
@@ -284,6 +290,7 @@ var avx512Kernels = kernels{
 	div:              divAVX512,
 	addScalar:        addScalarAVX512,
 	mulScalar:        mulScalarAVX512,
+	mulScalarFlush:   mulScalarFlushAVX512,
 	axpy:             axpyAVX512,
 	sum:              sumAVX512,
 	sumSquares:       sumSquaresAVX512,
@@ -354,6 +361,7 @@ var avx2Kernels = kernels{
 	div:              divAVX2,
 	addScalar:        addScalarAVX2,
 	mulScalar:        mulScalarAVX2,
+	mulScalarFlush:   mulScalarFlushAVX2,
 	axpy:             axpyAVX2,
 	sum:              sumAVX2,
 	sumSquares:       sumSquaresAVX2,

@@ -1883,6 +1883,76 @@ done:
 	VZEROUPPER
 	RET
 
+// func mulScalarFlushAVX2(dst, x []float32, s float32)
+// Registers: V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask.
+TEXT ·mulScalarFlushAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS s+48(FP), Y14
+	VMOVUPS absMask<>(SB), Y13
+	VMOVUPS minNormal<>(SB), Y12
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMULPS Y14, Y0, Y0
+	VANDPS Y13, Y0, Y4
+	VCMPPS $1, Y12, Y4, Y4
+	VANDNPS Y0, Y4, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VMULPS Y14, Y1, Y1
+	VANDPS Y13, Y1, Y5
+	VCMPPS $1, Y12, Y5, Y5
+	VANDNPS Y1, Y5, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VMULPS Y14, Y2, Y2
+	VANDPS Y13, Y2, Y6
+	VCMPPS $1, Y12, Y6, Y6
+	VANDNPS Y2, Y6, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VMULPS Y14, Y3, Y3
+	VANDPS Y13, Y3, Y7
+	VCMPPS $1, Y12, Y7, Y7
+	VANDNPS Y3, Y7, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMULPS Y14, Y0, Y0
+	VANDPS Y13, Y0, Y4
+	VCMPPS $1, Y12, Y4, Y4
+	VANDNPS Y0, Y4, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMULPS Y14, Y0, Y0
+	VANDPS Y13, Y0, Y4
+	VCMPPS $1, Y12, Y4, Y4
+	VANDNPS Y0, Y4, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func axpyAVX2(dst []float32, alpha float32, x []float32)
 // Registers: V14 alpha; V(2u) x; V(2u+1) dst then dst + alpha·x.
 TEXT ·axpyAVX2(SB), NOSPLIT, $0-56
@@ -3389,6 +3459,24 @@ DATA abs<>+56(SB)/4, $0x7fffffff
 DATA abs<>+60(SB)/4, $0x7fffffff
 GLOBL abs<>(SB), RODATA|NOPTR, $64
 
+DATA absMask<>+0(SB)/4, $0x7fffffff
+DATA absMask<>+4(SB)/4, $0x7fffffff
+DATA absMask<>+8(SB)/4, $0x7fffffff
+DATA absMask<>+12(SB)/4, $0x7fffffff
+DATA absMask<>+16(SB)/4, $0x7fffffff
+DATA absMask<>+20(SB)/4, $0x7fffffff
+DATA absMask<>+24(SB)/4, $0x7fffffff
+DATA absMask<>+28(SB)/4, $0x7fffffff
+DATA absMask<>+32(SB)/4, $0x7fffffff
+DATA absMask<>+36(SB)/4, $0x7fffffff
+DATA absMask<>+40(SB)/4, $0x7fffffff
+DATA absMask<>+44(SB)/4, $0x7fffffff
+DATA absMask<>+48(SB)/4, $0x7fffffff
+DATA absMask<>+52(SB)/4, $0x7fffffff
+DATA absMask<>+56(SB)/4, $0x7fffffff
+DATA absMask<>+60(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $64
+
 DATA beta<>+0(SB)/4, $0x3f4c422a
 DATA beta<>+4(SB)/4, $0x3f4c422a
 DATA beta<>+8(SB)/4, $0x3f4c422a
@@ -4018,6 +4106,24 @@ DATA log2e<>+52(SB)/4, $0x3fb8aa3b
 DATA log2e<>+56(SB)/4, $0x3fb8aa3b
 DATA log2e<>+60(SB)/4, $0x3fb8aa3b
 GLOBL log2e<>(SB), RODATA|NOPTR, $64
+
+DATA minNormal<>+0(SB)/4, $0x00800000
+DATA minNormal<>+4(SB)/4, $0x00800000
+DATA minNormal<>+8(SB)/4, $0x00800000
+DATA minNormal<>+12(SB)/4, $0x00800000
+DATA minNormal<>+16(SB)/4, $0x00800000
+DATA minNormal<>+20(SB)/4, $0x00800000
+DATA minNormal<>+24(SB)/4, $0x00800000
+DATA minNormal<>+28(SB)/4, $0x00800000
+DATA minNormal<>+32(SB)/4, $0x00800000
+DATA minNormal<>+36(SB)/4, $0x00800000
+DATA minNormal<>+40(SB)/4, $0x00800000
+DATA minNormal<>+44(SB)/4, $0x00800000
+DATA minNormal<>+48(SB)/4, $0x00800000
+DATA minNormal<>+52(SB)/4, $0x00800000
+DATA minNormal<>+56(SB)/4, $0x00800000
+DATA minNormal<>+60(SB)/4, $0x00800000
+GLOBL minNormal<>(SB), RODATA|NOPTR, $64
 
 DATA mtwenty<>+0(SB)/4, $0xc1a00000
 DATA mtwenty<>+4(SB)/4, $0xc1a00000

@@ -1739,6 +1739,82 @@ done:
 	VZEROUPPER
 	RET
 
+// func mulScalarFlushAVX512(dst, x []float32, s float32)
+// Registers: V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask.
+TEXT ·mulScalarFlushAVX512(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS s+48(FP), Z14
+	VMOVUPS absMask<>(SB), Z13
+	VMOVUPS minNormal<>(SB), Z12
+loop4:
+	CMPQ CX, $64
+	JLT loop1
+	VMOVUPS (SI), Z0
+	VMULPS Z14, Z0, Z0
+	VANDPS Z13, Z0, Z4
+	VCMPPS $1, Z12, Z4, K2
+	VXORPS Z4, Z4, Z4
+	VMOVAPS Z4, K2, Z0
+	VMOVUPS Z0, (DI)
+	VMOVUPS 64(SI), Z1
+	VMULPS Z14, Z1, Z1
+	VANDPS Z13, Z1, Z5
+	VCMPPS $1, Z12, Z5, K2
+	VXORPS Z5, Z5, Z5
+	VMOVAPS Z5, K2, Z1
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS 128(SI), Z2
+	VMULPS Z14, Z2, Z2
+	VANDPS Z13, Z2, Z6
+	VCMPPS $1, Z12, Z6, K2
+	VXORPS Z6, Z6, Z6
+	VMOVAPS Z6, K2, Z2
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS 192(SI), Z3
+	VMULPS Z14, Z3, Z3
+	VANDPS Z13, Z3, Z7
+	VCMPPS $1, Z12, Z7, K2
+	VXORPS Z7, Z7, Z7
+	VMOVAPS Z7, K2, Z3
+	VMOVUPS Z3, 192(DI)
+	ADDQ $256, DI
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $16
+	JLT tail
+	VMOVUPS (SI), Z0
+	VMULPS Z14, Z0, Z0
+	VANDPS Z13, Z0, Z4
+	VCMPPS $1, Z12, Z4, K2
+	VXORPS Z4, Z4, Z4
+	VMOVAPS Z4, K2, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	MOVL $1, R11
+	SHLL CX, R11
+	DECL R11
+	KMOVW R11, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z14, Z0, Z0
+	VANDPS Z13, Z0, Z4
+	VCMPPS $1, Z12, Z4, K2
+	VXORPS Z4, Z4, Z4
+	VMOVAPS Z4, K2, Z0
+	VMOVUPS Z0, K1, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func axpyAVX512(dst []float32, alpha float32, x []float32)
 // Registers: V14 alpha; V(2u) x; V(2u+1) dst then dst + alpha·x.
 TEXT ·axpyAVX512(SB), NOSPLIT, $0-56
@@ -3208,6 +3284,24 @@ DATA abs<>+56(SB)/4, $0x7fffffff
 DATA abs<>+60(SB)/4, $0x7fffffff
 GLOBL abs<>(SB), RODATA|NOPTR, $64
 
+DATA absMask<>+0(SB)/4, $0x7fffffff
+DATA absMask<>+4(SB)/4, $0x7fffffff
+DATA absMask<>+8(SB)/4, $0x7fffffff
+DATA absMask<>+12(SB)/4, $0x7fffffff
+DATA absMask<>+16(SB)/4, $0x7fffffff
+DATA absMask<>+20(SB)/4, $0x7fffffff
+DATA absMask<>+24(SB)/4, $0x7fffffff
+DATA absMask<>+28(SB)/4, $0x7fffffff
+DATA absMask<>+32(SB)/4, $0x7fffffff
+DATA absMask<>+36(SB)/4, $0x7fffffff
+DATA absMask<>+40(SB)/4, $0x7fffffff
+DATA absMask<>+44(SB)/4, $0x7fffffff
+DATA absMask<>+48(SB)/4, $0x7fffffff
+DATA absMask<>+52(SB)/4, $0x7fffffff
+DATA absMask<>+56(SB)/4, $0x7fffffff
+DATA absMask<>+60(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $64
+
 DATA beta<>+0(SB)/4, $0x3f4c422a
 DATA beta<>+4(SB)/4, $0x3f4c422a
 DATA beta<>+8(SB)/4, $0x3f4c422a
@@ -3819,6 +3913,24 @@ DATA log2e<>+52(SB)/4, $0x3fb8aa3b
 DATA log2e<>+56(SB)/4, $0x3fb8aa3b
 DATA log2e<>+60(SB)/4, $0x3fb8aa3b
 GLOBL log2e<>(SB), RODATA|NOPTR, $64
+
+DATA minNormal<>+0(SB)/4, $0x00800000
+DATA minNormal<>+4(SB)/4, $0x00800000
+DATA minNormal<>+8(SB)/4, $0x00800000
+DATA minNormal<>+12(SB)/4, $0x00800000
+DATA minNormal<>+16(SB)/4, $0x00800000
+DATA minNormal<>+20(SB)/4, $0x00800000
+DATA minNormal<>+24(SB)/4, $0x00800000
+DATA minNormal<>+28(SB)/4, $0x00800000
+DATA minNormal<>+32(SB)/4, $0x00800000
+DATA minNormal<>+36(SB)/4, $0x00800000
+DATA minNormal<>+40(SB)/4, $0x00800000
+DATA minNormal<>+44(SB)/4, $0x00800000
+DATA minNormal<>+48(SB)/4, $0x00800000
+DATA minNormal<>+52(SB)/4, $0x00800000
+DATA minNormal<>+56(SB)/4, $0x00800000
+DATA minNormal<>+60(SB)/4, $0x00800000
+GLOBL minNormal<>(SB), RODATA|NOPTR, $64
 
 DATA mtwenty<>+0(SB)/4, $0xc1a00000
 DATA mtwenty<>+4(SB)/4, $0xc1a00000

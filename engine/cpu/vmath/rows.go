@@ -1,6 +1,9 @@
 package vmath
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // The row kernels follow PyTorch's vectorized last-dimension kernels
 // (aten/src/ATen/native/cpu/SoftMaxKernel.cpp, layer_norm_kernel.cpp) step by
@@ -21,8 +24,7 @@ func SoftmaxRow(dst, x []float32) {
 	k := impl
 	m := k.max(x)
 	s := k.expSubSum(dst, x, m)
-	k.mulScalar(dst, dst, 1/float32(s))
-	FlushSubnormal(dst)
+	k.mulScalarFlush(dst, dst, 1/float32(s))
 }
 
 // FlushSubnormal replaces subnormal values (0 < |v| < 2^-126) by zero.
@@ -34,6 +36,7 @@ func SoftmaxRow(dst, x []float32) {
 // seen to slow down 3× as its logits spread during training, in PyTorch as
 // well. Flushing at the source keeps every later kernel at full speed; the
 // results differ from PyTorch's by less than 2^-126 absolute.
+// (SoftmaxRow fuses it into its last multiply.)
 func FlushSubnormal(x []float32) {
 	for i, v := range x {
 		if math.Float32bits(v)&0x7f800000 == 0 {
@@ -76,15 +79,25 @@ func LogSoftmaxBackwardRow(dx, dy, y []float32) {
 	k.logSoftmaxBwd(dx, dy, y, float32(k.sum(dy)))
 }
 
+// lnChunk is the length of the row pieces the layer-norm kernels stage in a
+// stack buffer: they run as a few passes of vector kernels over data that
+// stays in L1.
+const lnChunk = 256
+
+// lnScratch holds the staging buffers: a pool rather than a stack array,
+// which would escape to the heap through the kernel function values.
+var lnScratch = sync.Pool{New: func() any { return new([lnChunk]float32) }}
+
 // LayerNormRow normalizes one row: dst = (x - mean)·rstd·w + b, with the
 // biased variance and rstd = 1/√(var + eps) as PyTorch's layer_norm. w and b
 // may be nil (no affine weight or bias). It returns the mean and rstd that
 // LayerNormBackwardRow needs (PyTorch saves the same two per row).
 //
-// Mean and variance are computed in float64 with two passes, then rounded to
-// float32, where PyTorch uses a float32 Welford pass; rstd and the output
-// follow PyTorch's float32 expressions: with both w and b,
-// (x·rstd + (-rstd·mean))·w + b; otherwise (x - mean)·rstd·w + b.
+// Mean and variance are computed in float64 (the variance from the float32
+// deviations x - mean), then rounded to float32, where PyTorch uses a float32
+// Welford pass; rstd and the output follow PyTorch's float32 expressions:
+// with both w and b, (x·rstd + (-rstd·mean))·w + b; otherwise
+// (x - mean)·rstd·w + b, each operation rounded.
 func LayerNormRow(dst, x, w, b []float32, eps float32) (mean, rstd float32) {
 	check2("LayerNormRow", dst, x)
 	n := len(x)
@@ -93,35 +106,34 @@ func LayerNormRow(dst, x, w, b []float32, eps float32) (mean, rstd float32) {
 	if n == 0 {
 		return 0, float32(math.NaN())
 	}
-	mean64 := impl.sum(x) / float64(n)
-	var ss float64
-	for _, v := range x {
-		d := float64(v) - mean64
-		ss += d * d
-	}
+	k := impl
+	mean64 := k.sum(x) / float64(n)
 	mean = float32(mean64)
+	tmp := lnScratch.Get().(*[lnChunk]float32)
+	defer lnScratch.Put(tmp)
+	var ss float64
+	for lo := 0; lo < n; lo += lnChunk {
+		t := tmp[:min(lnChunk, n-lo)]
+		k.addScalar(t, x[lo:lo+len(t)], -mean)
+		ss += k.sumSquares(t)
+	}
 	variance := float32(ss / float64(n))
 	rstd = 1 / float32(math.Sqrt(float64(max(variance, 0)+eps)))
-
 	dst = dst[:n]
-	switch {
-	case w != nil && b != nil:
-		scale, bias := rstd, -rstd*mean
-		w, b = w[:n], b[:n]
-		for i, v := range x {
-			dst[i] = float32(float32(v*scale)+bias)*w[i] + b[i]
-		}
-	default:
-		for i, v := range x {
-			y := float32((v - mean) * rstd)
-			if w != nil {
-				y *= w[i]
-			}
-			if b != nil {
-				y += b[i]
-			}
-			dst[i] = y
-		}
+	if w != nil && b != nil {
+		k.mulScalar(dst, x, rstd)
+		k.addScalar(dst, dst, -rstd*mean)
+		k.mul(dst, dst, w[:n])
+		k.add(dst, dst, b[:n])
+		return mean, rstd
+	}
+	k.addScalar(dst, x, -mean)
+	k.mulScalar(dst, dst, rstd)
+	if w != nil {
+		k.mul(dst, dst, w[:n])
+	}
+	if b != nil {
+		k.add(dst, dst, b[:n])
 	}
 	return mean, rstd
 }
@@ -129,7 +141,7 @@ func LayerNormRow(dst, x, w, b []float32, eps float32) (mean, rstd float32) {
 // LayerNormBackwardRow computes the gradients of one LayerNormRow given the
 // mean and rstd it returned. It sets dx (if not nil) and adds into dw and db
 // (if not nil; they accumulate over the rows of a batch). w may be nil
-// (weight 1). The formulas are PyTorch's:
+// (weight 1). dx may alias dy or x. The formulas are PyTorch's:
 //
 //	ds = Σ dy·w·x,  dbs = Σ dy·w
 //	b  = (dbs·mean - ds)·rstd³/N,  c = -b·mean - dbs·rstd/N
@@ -147,46 +159,53 @@ func LayerNormBackwardRow(dx, dw, db, dy, x, w []float32, mean, rstd float32) {
 	if n == 0 {
 		return
 	}
-	dy = dy[:n]
+	k := impl
+	tmp := lnScratch.Get().(*[lnChunk]float32)
+	defer lnScratch.Put(tmp)
 	// dw and db first: dx may alias dy or x.
 	if dw != nil {
-		dw = dw[:n]
-		a, bb := rstd, -rstd*mean
-		for i, v := range x {
-			dw[i] += dy[i] * (float32(a*v) + bb)
+		for lo := 0; lo < n; lo += lnChunk {
+			t := tmp[:min(lnChunk, n-lo)]
+			hi := lo + len(t)
+			k.mulScalar(t, x[lo:hi], rstd)
+			k.addScalar(t, t, -rstd*mean)
+			k.mul(t, t, dy[lo:hi])
+			k.add(dw[lo:hi], dw[lo:hi], t)
 		}
 	}
 	if db != nil {
-		db = db[:n]
-		for i, g := range dy {
-			db[i] += g
-		}
+		k.add(db[:n], db[:n], dy[:n])
 	}
 	if dx == nil {
 		return
 	}
 	var ds, dbs float64
 	if w == nil {
-		ds = impl.dot(dy, x)
-		dbs = impl.sum(dy)
+		ds = k.dot(dy[:n], x)
+		dbs = k.sum(dy[:n])
 	} else {
-		w = w[:n]
-		for i, v := range x {
-			gw := float64(float32(dy[i] * w[i]))
-			ds += gw * float64(v)
-			dbs += gw
+		for lo := 0; lo < n; lo += lnChunk {
+			t := tmp[:min(lnChunk, n-lo)]
+			hi := lo + len(t)
+			k.mul(t, dy[lo:hi], w[lo:hi])
+			ds += k.dot(t, x[lo:hi])
+			dbs += k.sum(t)
 		}
 	}
 	scale := 1 / float32(n)
 	dsf, dbf := float32(ds), float32(dbs)
 	b := float32(float32(dbf*mean)-dsf) * rstd * rstd * rstd * scale
 	c := float32(-b*mean) - float32(dbf*rstd)*scale
-	dx = dx[:n]
-	for i, v := range x {
-		g := dy[i]
+	for lo := 0; lo < n; lo += lnChunk {
+		t := tmp[:min(lnChunk, n-lo)]
+		hi := lo + len(t)
 		if w != nil {
-			g = float32(g * w[i])
+			k.mul(t, dy[lo:hi], w[lo:hi])
+			k.mulScalar(t, t, rstd)
+		} else {
+			k.mulScalar(t, dy[lo:hi], rstd)
 		}
-		dx[i] = float32(float32(rstd*g)+float32(b*v)) + c
+		k.axpy(t, b, x[lo:hi]) // rstd·g + b·x, fused
+		k.addScalar(dx[lo:hi], t, c)
 	}
 }
