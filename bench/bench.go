@@ -113,16 +113,20 @@ func RunMLP() (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	med, mn, err := Timed(w.Step)
-	if err != nil {
-		return Result{}, err
+	r, err := measure("mlp", w.RT, w.Step)
+	r.SamplesPerS = round1(256 / r.StepMsMedian * 1e3)
+	return r, err
+}
+
+// measure times step and checks the steady state it reaches.
+func measure(workload string, rt *tensor.Runtime, step func() error) (Result, error) {
+	r := Result{Workload: workload, Threads: parallel.Threads()}
+	var err error
+	if r.StepMsMedian, r.StepMsMin, err = Timed(step); err != nil {
+		return r, err
 	}
-	heap, misses, err := steadyState(w.RT, w.Step)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Workload: "mlp", Threads: parallel.Threads(), StepMsMedian: med, StepMsMin: mn,
-		SamplesPerS: round1(256 / med * 1e3), HeapBytesPerStep: heap, PoolMissesPerStep: misses}, nil
+	r.HeapBytesPerStep, r.PoolMissesPerStep, err = steadyState(rt, step)
+	return r, err
 }
 
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"github.com/zeroeng/zeroeng/engine/cpu"
-	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -169,14 +168,7 @@ func RunGPT() (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	med, mn, err := Timed(w.Step)
-	if err != nil {
-		return Result{}, err
-	}
-	heap, misses, err := steadyState(w.RT, w.Step)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Workload: "gpt", Threads: parallel.Threads(), StepMsMedian: med, StepMsMin: mn,
-		TokensPerS: round1(8 * 128 / med * 1e3), HeapBytesPerStep: heap, PoolMissesPerStep: misses}, nil
+	r, err := measure("gpt", w.RT, w.Step)
+	r.TokensPerS = round1(8 * 128 / r.StepMsMedian * 1e3)
+	return r, err
 }

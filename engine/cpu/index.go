@@ -309,27 +309,7 @@ func runWeighted(w *walk, weight int, fn func(off *[maxOperands]int, lo, hi int)
 		seg = max((grain+weight-1)/weight, (rows*inner+units-1)/units)
 		seg = min(inner, max(64, (seg+15)/16*16))
 	}
-	segs := (inner + seg - 1) / seg
-	unitGrain := max(1, grain/(seg*weight))
-	nd := len(w.shape) - 1
-	parallel.For(rows*segs, unitGrain, func(u0, u1 int) {
-		var off [maxOperands]int
-		for u := u0; u < u1; u++ {
-			row, s := u/segs, u%segs
-			for k := 0; k < w.n; k++ {
-				off[k] = w.off[k]
-			}
-			r := row
-			for dd := nd - 1; dd >= 0; dd-- {
-				i := r % w.shape[dd]
-				r /= w.shape[dd]
-				for k := 0; k < w.n; k++ {
-					off[k] += i * w.st[k][dd]
-				}
-			}
-			fn(&off, s*seg, min((s+1)*seg, inner))
-		}
-	})
+	w.runSegments(seg, max(1, grain/(seg*weight)), fn)
 }
 
 // checkIndex1D rejects an index that is not a vector (a layout the tensor

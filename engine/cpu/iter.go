@@ -89,9 +89,15 @@ func (w *walk) run(fn func(off *[maxOperands]int, lo, hi int)) {
 	if rows*inner > grain && rows < 4*parallel.Threads() {
 		seg = max(grain, (inner+3)/4)
 	}
+	w.runSegments(seg, max(1, grain/seg), fn)
+}
+
+// runSegments cuts every innermost row into segments of seg elements and
+// runs fn over them in parallel, unitGrain segments at least per chunk.
+func (w *walk) runSegments(seg, unitGrain int, fn func(off *[maxOperands]int, lo, hi int)) {
+	inner := w.inner()
 	segs := (inner + seg - 1) / seg
-	units := rows * segs
-	unitGrain := max(1, grain/seg)
+	units := w.rows() * segs
 	nd := len(w.shape) - 1
 	parallel.For(units, unitGrain, func(u0, u1 int) {
 		var off [maxOperands]int
