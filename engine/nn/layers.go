@@ -20,8 +20,8 @@ type Linear struct {
 
 // NewLinear makes a Linear layer on rt; bias may be false.
 func NewLinear(rt *tensor.Runtime, in, out int, bias bool) (*Linear, error) {
-	if in < 0 || out < 0 {
-		return nil, fmt.Errorf("nn: Linear(%d, %d): negative size", in, out)
+	if err := tensor.CheckShape(tensor.Float32, out, in); err != nil {
+		return nil, fmt.Errorf("nn: Linear(%d, %d): %w", in, out, err)
 	}
 	l := &Linear{In: in, Out: out}
 	l.Init("Linear")
@@ -64,8 +64,8 @@ type Embedding struct {
 // NewEmbedding makes an Embedding; paddingIdx < 0 means none (negative
 // indices in PyTorch's sense are not supported: pass the row number).
 func NewEmbedding(rt *tensor.Runtime, num, dim int, paddingIdx int64) (*Embedding, error) {
-	if num < 0 || dim < 0 {
-		return nil, fmt.Errorf("nn: Embedding(%d, %d): negative size", num, dim)
+	if err := tensor.CheckShape(tensor.Float32, num, dim); err != nil {
+		return nil, fmt.Errorf("nn: Embedding(%d, %d): %w", num, dim, err)
 	}
 	if paddingIdx >= int64(num) {
 		return nil, fmt.Errorf("nn: Embedding: padding_idx %d must be within num_embeddings %d", paddingIdx, num)

@@ -334,3 +334,20 @@ func TestLazyZero(t *testing.T) {
 		t.Fatalf("view of the gradient after zero and backward = %v", got)
 	}
 }
+
+func TestHugeAndNegativeShapesAreErrors(t *testing.T) {
+	rt := newRT()
+	for name, x := range map[string]*tensor.Tensor{
+		"zeros negative":   rt.Zeros(tensor.Float32, 3, -1),
+		"zeros huge":       rt.Zeros(tensor.Float32, 1<<30, 1<<30),
+		"zeros overflow":   rt.Zeros(tensor.Float32, 1<<62, 1<<62, 1<<62),
+		"randn huge":       rt.Randn(tensor.Float32, 1<<45),
+		"arange huge":      rt.Arange(tensor.Float32, 0, 1e15, 1),
+		"expand huge":      rt.Ones(tensor.Float32, 1).Expand(1<<40, 1<<40).Contiguous(),
+		"reshape overflow": rt.Ones(tensor.Float32, 4).Reshape(1<<62, 1<<62, 4),
+	} {
+		if x.Err() == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}

@@ -81,8 +81,8 @@ func (rt *Runtime) Arange(dt DType, start, end, step float64) *Tensor {
 	if n < 0 {
 		return rt.fail("arange", "upper bound and step are inconsistent: start=%v end=%v step=%v", start, end, step)
 	}
-	if n > 1<<40 {
-		return rt.fail("arange", "%d elements is too many", n)
+	if _, err := checkedNumel([]int{n}, Float64); err != nil {
+		return rt.failErr("arange", err)
 	}
 	vals := make([]float64, n)
 	for i := range vals {
@@ -146,10 +146,8 @@ func (rt *Runtime) dataShape(op string, n int, shape []int) ([]int, *Tensor) {
 		}
 		return []int{n}, nil
 	}
-	for _, s := range shape {
-		if s < 0 {
-			return nil, rt.fail(op, "negative extent in shape %v", shape)
-		}
+	if _, err := checkedNumel(shape, Float64); err != nil {
+		return nil, rt.failErr(op, err)
 	}
 	if numel(shape) != n {
 		return nil, rt.fail(op, "%d values cannot fill shape %v (%d elements)", n, shape, numel(shape))
@@ -163,12 +161,11 @@ func (rt *Runtime) FromBytes(dt DType, data []byte, shape ...int) *Tensor {
 	if !dt.Valid() {
 		return rt.fail("from_bytes", "invalid dtype %v", dt)
 	}
-	for _, s := range shape {
-		if s < 0 {
-			return rt.fail("from_bytes", "negative extent in shape %v", shape)
-		}
+	n, err := checkedNumel(shape, dt)
+	if err != nil {
+		return rt.failErr("from_bytes", err)
 	}
-	if want := numel(shape) * dt.Size(); want != len(data) {
+	if want := n * dt.Size(); want != len(data) {
 		return rt.fail("from_bytes", "%d bytes for %v of shape %v, which needs %d", len(data), dt, shape, want)
 	}
 	t, err := rt.empty(dt, shape)

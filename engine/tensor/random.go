@@ -17,12 +17,10 @@ func NewGenerator(seed uint64) *Generator { return rand.New(seed) }
 // hostRandom fills a new tensor from host-side samples of the generator:
 // fill32 for float32 (and, rounded, the half types), fill64 for float64.
 func (rt *Runtime) hostRandom(op string, dt DType, shape []int, fill32 func([]float32), fill64 func([]float64)) *Tensor {
-	for _, s := range shape {
-		if s < 0 {
-			return rt.fail(op, "negative extent in shape %v", shape)
-		}
+	n, err := checkedNumel(shape, Float64)
+	if err != nil {
+		return rt.failErr(op, err)
 	}
-	n := numel(shape)
 	switch dt {
 	case Float64:
 		v := make([]float64, n)
@@ -67,12 +65,11 @@ func (rt *Runtime) Randint(low, high int64, shape ...int) *Tensor {
 	if low >= high {
 		return rt.fail("randint", "random_ expects 'from' to be less than 'to', but got from=%d >= to=%d", low, high)
 	}
-	for _, s := range shape {
-		if s < 0 {
-			return rt.fail("randint", "negative extent in shape %v", shape)
-		}
+	n, err := checkedNumel(shape, Int64)
+	if err != nil {
+		return rt.failErr("randint", err)
 	}
-	v := make([]int64, numel(shape))
+	v := make([]int64, n)
 	rt.gen.RandInt64(v, low, high)
 	return rt.FromInt64s(v, shape...)
 }
@@ -84,8 +81,8 @@ func (rt *Runtime) Randperm(n int) *Tensor {
 
 // RandpermWith is Randperm with an explicit generator.
 func (rt *Runtime) RandpermWith(g *Generator, n int) *Tensor {
-	if n < 0 {
-		return rt.fail("randperm", "n must be non-negative, got %d", n)
+	if _, err := checkedNumel([]int{n}, Int64); err != nil {
+		return rt.failErr("randperm", err)
 	}
 	return rt.FromInt64s(g.Randperm(n), n)
 }

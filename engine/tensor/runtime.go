@@ -167,12 +167,10 @@ func (rt *Runtime) wrap(st *storage, dt dtype.DType, off int, shape, strides []i
 
 // empty allocates an uninitialised contiguous tensor.
 func (rt *Runtime) empty(dt dtype.DType, shape []int) (*Tensor, error) {
-	for _, s := range shape {
-		if s < 0 {
-			return nil, fmt.Errorf("negative extent in shape %v", shape)
-		}
+	n, err := checkedNumel(shape, dt)
+	if err != nil {
+		return nil, err
 	}
-	n := numel(shape)
 	buf, err := rt.dev.Alloc(dt, n)
 	if err != nil {
 		return nil, err
@@ -180,6 +178,30 @@ func (rt *Runtime) empty(dt dtype.DType, shape []int) (*Tensor, error) {
 	st := &storage{rt: rt, buf: buf}
 	st.refs.Store(1)
 	return rt.wrap(st, dt, 0, slices.Clone(shape), contiguousStrides(shape)), nil
+}
+
+// maxBytes bounds a single tensor (1 TiB): a shape beyond it is a mistake,
+// and asking the Go runtime for it would end the process instead of
+// returning an error.
+const maxBytes = 1 << 40
+
+// checkedNumel returns the element count of shape, refusing negative
+// extents and counts whose bytes overflow or exceed maxBytes.
+func checkedNumel(shape []int, dt dtype.DType) (int, error) {
+	n := 1
+	for _, s := range shape {
+		if s < 0 {
+			return 0, fmt.Errorf("negative extent in shape %v", shape)
+		}
+		if s != 0 && n > maxBytes/s {
+			return 0, fmt.Errorf("shape %v is too large (more than %d bytes of %v)", shape, maxBytes, dt)
+		}
+		n *= s
+	}
+	if n*dt.Size() > maxBytes {
+		return 0, fmt.Errorf("shape %v is too large (%d bytes of %v)", shape, n*dt.Size(), dt)
+	}
+	return n, nil
 }
 
 // alias returns a new tensor sharing t's storage with the given layout.
@@ -263,4 +285,12 @@ func DeviceView(t *Tensor) device.View { return t.view() }
 func WritableView(t *Tensor) device.View {
 	t.st.version.Add(1)
 	return t.view()
+}
+
+// CheckShape reports whether a tensor of dt and shape can exist (no negative
+// extent, at most 1 TiB), for code that sizes host buffers before making a
+// tensor.
+func CheckShape(dt DType, shape ...int) error {
+	_, err := checkedNumel(shape, dt)
+	return err
 }

@@ -19,6 +19,8 @@ func (t *Tensor) inferShape(op string, shape []int) ([]int, *Tensor) {
 			infer = i
 		case s < 0:
 			return nil, t.rt.fail(op, "invalid shape %v", shape)
+		case s != 0 && known > maxBytes/s:
+			return nil, t.rt.fail(op, "shape %v is invalid for input of size %d", shape, t.Numel())
 		default:
 			known *= s
 		}
