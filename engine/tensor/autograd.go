@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
+	"sync/atomic"
 )
 
 // node is one recorded op in the autograd graph. It keeps what its backward
@@ -117,11 +118,12 @@ func (n *node) free() {
 
 // gradHook is a gradient-ready callback of a leaf.
 type gradHook struct {
-	id int
+	id int64
 	fn func(*Tensor)
 }
 
-var hookIDs int
+// hookIDs numbers hooks across every runtime (ranks register concurrently).
+var hookIDs atomic.Int64
 
 // OnGradReady registers fn to run during backward as soon as t's gradient
 // is final for that pass (every op that used t has contributed), with t as
@@ -129,8 +131,7 @@ var hookIDs int
 // communication from these callbacks. It returns a function that removes
 // the hook.
 func (t *Tensor) OnGradReady(fn func(p *Tensor)) (remove func()) {
-	hookIDs++
-	id := hookIDs
+	id := hookIDs.Add(1)
 	t.hooks = append(t.hooks, gradHook{id, fn})
 	return func() {
 		t.hooks = slices.DeleteFunc(t.hooks, func(h gradHook) bool { return h.id == id })

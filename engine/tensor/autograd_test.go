@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -348,6 +349,41 @@ func TestHugeAndNegativeShapesAreErrors(t *testing.T) {
 	} {
 		if x.Err() == nil {
 			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// TestRanksRunConcurrently runs independent training steps on several
+// runtimes at once, as in-process ranks do (run with -race).
+func TestRanksRunConcurrently(t *testing.T) {
+	var wg sync.WaitGroup
+	results := make([][]float32, 3)
+	for r := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rt := newRT()
+			w := rt.Randn(tensor.Float32, 32, 16).Persist()
+			if err := w.SetRequiresGrad(true); err != nil {
+				t.Error(err)
+				return
+			}
+			w.OnGradReady(func(*tensor.Tensor) {})
+			for step := 0; step < 5; step++ {
+				sc := rt.OpenScope()
+				x := rt.Randn(tensor.Float32, 8, 16)
+				if err := tensor.Linear(x, w, nil).Gelu("tanh").Square().MeanAll().Backward(); err != nil {
+					t.Error(err)
+				}
+				sc.Close()
+			}
+			results[r], _ = w.Grad().Float32s()
+		}()
+	}
+	wg.Wait()
+	for r := 1; r < len(results); r++ {
+		if !slices.Equal(results[r], results[0]) {
+			t.Fatalf("rank %d computed a different gradient from the same seed", r)
 		}
 	}
 }
