@@ -88,7 +88,7 @@ func (rt *Runtime) Arange(dt DType, start, end, step float64) *Tensor {
 	for i := range vals {
 		vals[i] = start + float64(i)*step
 	}
-	return rt.fromFloat64s("arange", dt, vals, []int{n})
+	return rt.fromFloat64s(dt, vals, []int{n})
 }
 
 // FromFloat32s copies data into a new float32 tensor of the given shape
@@ -126,10 +126,10 @@ func (rt *Runtime) FromValues(dt DType, values []float64, shape ...int) *Tensor 
 	if bad != nil {
 		return bad
 	}
-	return rt.fromFloat64s("from_values", dt, values, shape)
+	return rt.fromFloat64s(dt, values, shape)
 }
 
-func (rt *Runtime) fromFloat64s(op string, dt DType, values []float64, shape []int) *Tensor {
+func (rt *Runtime) fromFloat64s(dt DType, values []float64, shape []int) *Tensor {
 	t := rt.FromBytes(Float64, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(values))), 8*len(values)), shape...)
 	if dt == Float64 || t.err != nil {
 		return t

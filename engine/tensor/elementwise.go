@@ -41,7 +41,7 @@ func promote(a, b DType) DType {
 	return b
 }
 
-// binary applies op elementwise with broadcasting and type promotion.
+// binaryOp applies op elementwise with broadcasting and type promotion.
 func binaryOp(opName string, op device.BinaryOp, a, b *Tensor) *Tensor {
 	rt, bad := check(opName, a, b)
 	if bad != nil {
@@ -52,10 +52,8 @@ func binaryOp(opName string, op device.BinaryOp, a, b *Tensor) *Tensor {
 		return rt.fail(opName, "shapes %v and %v cannot be broadcast together", a.shape, b.shape)
 	}
 	dt := promote(a.dt, b.dt)
-	if op == device.Div || op == device.Pow {
-		if !dt.IsFloat() && op == device.Div { // true division, as torch.div
-			dt = Float32
-		}
+	if op == device.Div && !dt.IsFloat() { // true division, as torch.div
+		dt = Float32
 	}
 	if !dt.IsFloat() && dt != Int64 {
 		// Small integer and bool arithmetic runs on int64 kernels and
