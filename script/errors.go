@@ -1,0 +1,136 @@
+package script
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dop251/goja"
+)
+
+// Error is a script failure as the user sees it: one message with the
+// script position, and the JavaScript stack. It never carries a Go stack.
+type Error struct {
+	// Message is the error's text ("tensor: matmul: shapes [8 3] and [4 5]
+	// cannot be multiplied"); Position is "file:line:column" of the
+	// innermost script frame when known.
+	Message  string
+	Position string
+	// Stack lists the JavaScript frames, innermost first.
+	Stack []string
+	// Interrupted is set when the script was stopped from outside (SIGINT,
+	// another rank's failure); Exit holds process.exit's code.
+	Interrupted bool
+	Exit        *ExitError
+	// Cause is the engine error behind the message, when there is one.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Position != "" {
+		b.WriteString(e.Position)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	for _, f := range e.Stack {
+		b.WriteString("\n    at ")
+		b.WriteString(f)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// scriptError converts what goja returns into an *Error.
+func (r *Runtime) scriptError(err error) error {
+	var se *Error
+	if errors.As(err, &se) {
+		return se
+	}
+	var intr *goja.InterruptedError
+	if errors.As(err, &intr) {
+		e := &Error{Message: fmt.Sprint(intr.Value()), Interrupted: true}
+		e.fillStack(intr.Stack())
+		return e
+	}
+	var syn *goja.CompilerSyntaxError
+	if errors.As(err, &syn) {
+		e := &Error{Message: "SyntaxError: " + syn.Message}
+		if syn.File != nil {
+			p := syn.File.Position(syn.Offset)
+			e.Position = fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)
+		}
+		return e
+	}
+	var exc *goja.Exception
+	if errors.As(err, &exc) {
+		e := &Error{Message: exceptionMessage(exc)}
+		if ee := (*ExitError)(nil); errors.As(exc, &ee) {
+			e.Exit = ee
+		}
+		if cause := exc.Unwrap(); cause != nil {
+			e.Cause = cause
+			var ee *ExitError
+			if errors.As(cause, &ee) {
+				e.Exit = ee
+			}
+		}
+		e.fillStack(exc.Stack())
+		return e
+	}
+	// Parser errors from require of a module, and anything else.
+	return &Error{Message: err.Error(), Cause: err}
+}
+
+// exceptionMessage is the thrown value as text: "Name: message" for Error
+// objects, the engine's message for errors raised by host calls.
+func exceptionMessage(exc *goja.Exception) string {
+	v := exc.Value()
+	if v == nil {
+		return "exception"
+	}
+	if obj, ok := v.(*goja.Object); ok {
+		if cause := exc.Unwrap(); cause != nil {
+			return cause.Error()
+		}
+		name, msg := obj.Get("name"), obj.Get("message")
+		if msg != nil && !goja.IsUndefined(msg) {
+			if name != nil && !goja.IsUndefined(name) && name.String() != "" {
+				return name.String() + ": " + msg.String()
+			}
+			return msg.String()
+		}
+	}
+	return "Uncaught " + v.String()
+}
+
+// fillStack records the script frames (native frames are the host API and
+// say nothing to the user).
+func (e *Error) fillStack(frames []goja.StackFrame) {
+	for _, f := range frames {
+		p := f.Position()
+		if p.Filename == "" {
+			continue
+		}
+		loc := fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)
+		if e.Position == "" && p.Filename != preludeName {
+			e.Position = loc
+		}
+		if name := f.FuncName(); name != "" {
+			loc = name + " (" + loc + ")"
+		}
+		e.Stack = append(e.Stack, loc)
+	}
+}
+
+// throw raises err in the script as a JavaScript Error whose message is
+// err's text; Error.Unwrap gives err back to Go.
+func (r *Runtime) throw(err error) {
+	panic(r.vm.NewGoError(err))
+}
+
+// throwf raises a TypeError-like message from the host API.
+func (r *Runtime) throwf(format string, args ...any) {
+	r.throw(fmt.Errorf(format, args...))
+}

@@ -1,0 +1,297 @@
+package script
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/dop251/goja"
+
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/rand"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// nativeNN installs what the JavaScript module system (prelude.js) builds
+// on: torch.nn.functional, PyTorch's layer initialisations, parameters, and
+// state-dict loading.
+func (r *Runtime) nativeNN(native *goja.Object) {
+	F := r.vm.NewObject()
+	must(native.Set("functional", F))
+	opt := func(call goja.FunctionCall, i int) *goja.Object { return r.options(call, i) }
+	maybe := func(fn, what string, v goja.Value) *tensor.Tensor {
+		if isMissing(v) {
+			return nil
+		}
+		return r.unwrap(fn, what, v)
+	}
+	r.fn(F, "linear", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.linear"
+		return r.wrap(tensor.Linear(r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "weight", call.Argument(1)), maybe(fn, "bias", call.Argument(2))))
+	})
+	act := func(name string, f func(*tensor.Tensor) *tensor.Tensor) {
+		r.fn(F, name, func(call goja.FunctionCall) goja.Value {
+			return r.wrap(f(r.unwrap("nn.functional."+name, "input", call.Argument(0))))
+		})
+	}
+	act("relu", (*tensor.Tensor).Relu)
+	act("silu", (*tensor.Tensor).Silu)
+	act("tanh", (*tensor.Tensor).Tanh)
+	act("sigmoid", (*tensor.Tensor).Sigmoid)
+	r.fn(F, "gelu", func(call goja.FunctionCall) goja.Value {
+		approx := "none"
+		if o := opt(call, 1); o != nil {
+			approx = optString(o, "approximate", "none")
+		} else if v := call.Argument(1); !isMissing(v) {
+			approx = v.String()
+		}
+		return r.wrap(r.unwrap("nn.functional.gelu", "input", call.Argument(0)).Gelu(approx))
+	})
+	dimFn := func(name string, f func(*tensor.Tensor, int) *tensor.Tensor) {
+		r.fn(F, name, func(call goja.FunctionCall) goja.Value {
+			fn := "nn.functional." + name
+			d := -1
+			if o := opt(call, 1); o != nil {
+				d = r.optInt(fn, o, "dim", -1)
+			} else {
+				d = r.intArg(fn, "dim", call, 1, -1)
+			}
+			return r.wrap(f(r.unwrap(fn, "input", call.Argument(0)), d))
+		})
+	}
+	dimFn("softmax", (*tensor.Tensor).Softmax)
+	dimFn("logSoftmax", (*tensor.Tensor).LogSoftmax)
+	r.fn(F, "layerNorm", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.layerNorm"
+		x := r.unwrap(fn, "input", call.Argument(0))
+		shape := r.dimsArg(fn, call.Argument(1))
+		eps := 1e-5
+		if v := call.Argument(4); !isMissing(v) {
+			eps = r.numberValue(fn, "eps", v)
+		}
+		return r.wrap(tensor.LayerNorm(x, shape, maybe(fn, "weight", call.Argument(2)), maybe(fn, "bias", call.Argument(3)), eps))
+	})
+	r.fn(F, "embedding", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.embedding"
+		pad := int64(-1)
+		if o := opt(call, 2); o != nil {
+			if v := optValue(o, "paddingIdx"); v != nil {
+				pad = int64(r.intValue(fn, "paddingIdx", v))
+			}
+		}
+		return r.wrap(tensor.Embedding(r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "weight", call.Argument(1)), pad))
+	})
+	r.fn(F, "dropout", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.dropout"
+		p, training := 0.5, true
+		if o := opt(call, 1); o != nil {
+			p, training = r.optNumber(fn, o, "p", 0.5), optBool(o, "training", true)
+		} else {
+			if v := call.Argument(1); !isMissing(v) {
+				p = r.numberValue(fn, "p", v)
+			}
+			training = boolArg(call, 2, true)
+		}
+		return r.wrap(tensor.Dropout(r.unwrap(fn, "input", call.Argument(0)), p, training, r.rt.Generator()))
+	})
+	r.fn(F, "crossEntropy", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.crossEntropy"
+		o := opt(call, 2)
+		ce := tensor.CrossEntropyOptions{
+			Reduction:      tensor.Reduction(optString(o, "reduction", "mean")),
+			IgnoreIndex:    int64(r.optInt(fn, o, "ignoreIndex", -100)),
+			LabelSmoothing: r.optNumber(fn, o, "labelSmoothing", 0),
+		}
+		return r.wrap(tensor.CrossEntropy(r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "target", call.Argument(1)), ce))
+	})
+	r.fn(F, "mseLoss", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.mseLoss"
+		red := tensor.Reduction(optString(opt(call, 2), "reduction", "mean"))
+		return r.wrap(tensor.MSELoss(r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "target", call.Argument(1)), red))
+	})
+	r.fn(F, "scaledDotProductAttention", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.scaledDotProductAttention"
+		causal := optBool(opt(call, 3), "isCausal", false)
+		return r.wrap(tensor.ScaledDotProductAttention(r.unwrap(fn, "query", call.Argument(0)), r.unwrap(fn, "key", call.Argument(1)), r.unwrap(fn, "value", call.Argument(2)), causal))
+	})
+
+	// PyTorch's default initialisations, draw for draw from the rank's
+	// generator.
+	r.fn(native, "linearInit", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.Linear"
+		in, out := r.intValue(fn, "inFeatures", call.Argument(0)), r.intValue(fn, "outFeatures", call.Argument(1))
+		bias := boolArg(call, 2, true)
+		if err := tensor.CheckShape(dtype.Float32, out, in); err != nil {
+			r.throwf("%s(%d, %d): %v", fn, in, out, err)
+		}
+		w := make([]float32, in*out)
+		var b []float32
+		if bias {
+			b = make([]float32, out)
+		}
+		rand.LinearInit(r.rt.Generator(), w, b, in, out)
+		wt := r.wrap(r.rt.FromFloat32s(w, out, in))
+		if !bias {
+			return r.vm.NewArray(wt, goja.Null())
+		}
+		return r.vm.NewArray(wt, r.wrap(r.rt.FromFloat32s(b, out)))
+	})
+	r.fn(native, "embeddingInit", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.Embedding"
+		num, dim := r.intValue(fn, "numEmbeddings", call.Argument(0)), r.intValue(fn, "embeddingDim", call.Argument(1))
+		if err := tensor.CheckShape(dtype.Float32, num, dim); err != nil {
+			r.throwf("%s(%d, %d): %v", fn, num, dim, err)
+		}
+		w := make([]float32, num*dim)
+		rand.EmbeddingInit(r.rt.Generator(), w, num, dim)
+		if v := call.Argument(2); !isMissing(v) {
+			pad := r.intValue(fn, "paddingIdx", v)
+			if pad < 0 || pad >= num {
+				r.throwf("%s: paddingIdx %d must be within numEmbeddings %d", fn, pad, num)
+			}
+			clear(w[pad*dim : (pad+1)*dim])
+		}
+		return r.wrap(r.rt.FromFloat32s(w, num, dim))
+	})
+	must(native.Set("parameter", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.Parameter"
+		obj, ok := call.Argument(0).(*goja.Object)
+		var j *jsTensor
+		if ok {
+			j, _ = obj.Export().(*jsTensor)
+		}
+		if j == nil {
+			r.throwf("%s: expects a tensor, got %s", fn, describe(call.Argument(0)))
+		}
+		t := r.live(fn, j)
+		if !t.IsLeaf() {
+			t = t.Detach()
+			j = &jsTensor{r: r, t: t.Persist()}
+			j.obj = r.vm.NewDynamicObject(j)
+		}
+		if err := t.SetRequiresGrad(boolArg(call, 1, true)); err != nil {
+			r.throw(err)
+		}
+		r.life.keep(j)
+		j.param = true
+		return j.obj
+	}))
+	must(native.Set("isParameter", func(call goja.FunctionCall) goja.Value {
+		obj, ok := call.Argument(0).(*goja.Object)
+		if !ok {
+			return r.vm.ToValue(false)
+		}
+		j, ok := obj.Export().(*jsTensor)
+		return r.vm.ToValue(ok && j.param)
+	}))
+	r.fn(native, "loadStateDict", r.loadStateDict)
+	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.utils.clipGradNorm_"
+		params := r.tensorList(fn, call.Argument(0))
+		maxNorm := r.numberValue(fn, "maxNorm", call.Argument(1))
+		normType := 2.0
+		if v := call.Argument(2); !isMissing(v) {
+			if v.String() == "inf" || v.String() == "Infinity" {
+				normType = math.Inf(1)
+			} else {
+				normType = r.numberValue(fn, "normType", v)
+			}
+		}
+		total, err := optim.ClipGradNorm(params, maxNorm, normType)
+		if err != nil {
+			r.throw(err)
+		}
+		return r.vm.ToValue(total)
+	})
+}
+
+// loadStateDict(own, sd, strict): own maps a module's names to its tensors,
+// sd the loaded ones. Everything is checked before anything is copied, so a
+// failed load leaves the module as it was; the messages are PyTorch's.
+func (r *Runtime) loadStateDict(call goja.FunctionCall) goja.Value {
+	const fn = "Module.loadStateDict"
+	ownObj, ok1 := call.Argument(0).(*goja.Object)
+	sdObj, ok2 := call.Argument(1).(*goja.Object)
+	if !ok1 || !ok2 {
+		r.throwf("%s: expects a state dict (an object of tensors), got %s", fn, describe(call.Argument(1)))
+	}
+	strict := boolArg(call, 2, true)
+	var missing, unexpected, problems []string
+	type pair struct{ dst, src *tensor.Tensor }
+	var copies []pair
+	known := map[string]bool{}
+	for _, name := range ownObj.Keys() {
+		known[name] = true
+		dst := r.unwrap(fn, "parameter "+name, ownObj.Get(name))
+		v := sdObj.Get(name)
+		if isMissing(v) {
+			missing = append(missing, name)
+			continue
+		}
+		if !r.isTensor(v) {
+			problems = append(problems, fmt.Sprintf("%s: expected a tensor, got %s", name, describe(v)))
+			continue
+		}
+		src := r.unwrap(fn, name, v)
+		if !equalInts(src.Shape(), dst.Shape()) {
+			problems = append(problems, fmt.Sprintf("size mismatch for %s: copying a param with shape %v from checkpoint, the shape in current model is %v", name, src.Shape(), dst.Shape()))
+			continue
+		}
+		copies = append(copies, pair{dst, src})
+	}
+	for _, name := range sdObj.Keys() {
+		if !known[name] {
+			unexpected = append(unexpected, name)
+		}
+	}
+	sort.Strings(unexpected)
+	var msgs []string
+	if strict && len(missing) > 0 {
+		msgs = append(msgs, "Missing key(s) in state_dict: "+quoted(missing))
+	}
+	if strict && len(unexpected) > 0 {
+		msgs = append(msgs, "Unexpected key(s) in state_dict: "+quoted(unexpected))
+	}
+	msgs = append(msgs, problems...)
+	if len(msgs) > 0 {
+		r.throwf("Error(s) in loading state_dict:\n\t%s", strings.Join(msgs, "\n\t"))
+	}
+	restore := r.rt.SetGradEnabled(false)
+	defer restore()
+	for _, c := range copies {
+		if err := c.dst.CopyFrom(c.src); err != nil {
+			r.throw(err)
+		}
+	}
+	return r.vm.ToValue(map[string]any{"missingKeys": toAny(missing), "unexpectedKeys": toAny(unexpected)})
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func quoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,406 @@
+package script
+
+import (
+	"strconv"
+
+	"github.com/dop251/goja"
+
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// nativeOptim installs the optimizers (optim.SGD/Adam/AdamW), their live
+// parameter groups, state dicts and the learning-rate schedulers.
+func (r *Runtime) nativeOptim(native *goja.Object) {
+	o := r.vm.NewObject()
+	must(native.Set("optim", o))
+	for _, kind := range []optim.Kind{optim.SGD, optim.Adam, optim.AdamW} {
+		kind := kind
+		r.fn(o, kind.String(), func(call goja.FunctionCall) goja.Value { return r.newOptimizer(kind, call) })
+	}
+	sched := r.vm.NewObject()
+	must(o.Set("lrScheduler", sched))
+	r.fn(sched, "StepLR", func(call goja.FunctionCall) goja.Value {
+		const fn = "optim.lrScheduler.StepLR"
+		opt := r.optimizerArg(fn, call.Argument(0))
+		ops := r.options(call, 1)
+		stepSize := r.optInt(fn, ops, "stepSize", 0)
+		if ops == nil {
+			stepSize = r.intValue(fn, "stepSize", call.Argument(1))
+		}
+		gamma := r.optNumber(fn, ops, "gamma", 0.1)
+		if ops == nil && !isMissing(call.Argument(2)) {
+			gamma = r.numberValue(fn, "gamma", call.Argument(2))
+		}
+		s, err := optim.NewStepLR(opt, stepSize, gamma)
+		if err != nil {
+			r.throw(err)
+		}
+		return r.schedulerObject(s)
+	})
+	r.fn(sched, "LambdaLR", func(call goja.FunctionCall) goja.Value {
+		const fn = "optim.lrScheduler.LambdaLR"
+		opt := r.optimizerArg(fn, call.Argument(0))
+		f, ok := goja.AssertFunction(call.Argument(1))
+		if !ok {
+			r.throwf("%s: lrLambda must be a function, got %s", fn, describe(call.Argument(1)))
+		}
+		s := optim.NewLambdaLR(opt, func(step int) float64 {
+			v, err := f(goja.Undefined(), r.vm.ToValue(step))
+			if err != nil {
+				panic(err)
+			}
+			return r.numberValue(fn, "lrLambda's result", v)
+		})
+		return r.schedulerObject(s)
+	})
+	r.fn(sched, "WarmupCosine", func(call goja.FunctionCall) goja.Value {
+		const fn = "optim.lrScheduler.WarmupCosine"
+		opt := r.optimizerArg(fn, call.Argument(0))
+		ops := r.options(call, 1)
+		s, err := optim.NewWarmupCosine(opt, r.optInt(fn, ops, "warmup", 0), r.optInt(fn, ops, "total", 0), r.optNumber(fn, ops, "minRatio", 0))
+		if err != nil {
+			r.throw(err)
+		}
+		return r.schedulerObject(s)
+	})
+}
+
+// jsOptimizer ties a Go optimizer to its script object.
+type jsOptimizer struct {
+	opt    *optim.Optimizer
+	obj    *goja.Object
+	groups *goja.Object // the live paramGroups array
+}
+
+func (r *Runtime) optimizerArg(fn string, v goja.Value) *optim.Optimizer {
+	if obj, ok := v.(*goja.Object); ok {
+		if h, ok := obj.Get("__optimizer").Export().(*jsOptimizer); ok {
+			return h.opt
+		}
+	}
+	r.throwf("%s: expects an optimizer, got %s", fn, describe(v))
+	return nil
+}
+
+// groupOptions applies a script options object to a group: camelCase
+// names, PyTorch's meaning.
+func (r *Runtime) groupOptions(fn string, g *optim.ParamGroup, o *goja.Object) {
+	if o == nil {
+		return
+	}
+	for _, k := range o.Keys() {
+		v := o.Get(k)
+		switch k {
+		case "params":
+		case "lr":
+			g.LR = r.numberValue(fn, "lr", v)
+		case "weightDecay":
+			g.WeightDecay = r.numberValue(fn, "weightDecay", v)
+		case "momentum":
+			g.Momentum = r.numberValue(fn, "momentum", v)
+		case "dampening":
+			g.Dampening = r.numberValue(fn, "dampening", v)
+		case "nesterov":
+			g.Nesterov = v.ToBoolean()
+		case "maximize":
+			g.Maximize = v.ToBoolean()
+		case "amsgrad":
+			g.AMSGrad = v.ToBoolean()
+		case "eps":
+			g.Eps = r.numberValue(fn, "eps", v)
+		case "betas":
+			b := r.floatList(fn, "betas", v)
+			if len(b) != 2 {
+				r.throwf("%s: betas must be a pair of numbers", fn)
+			}
+			g.Beta1, g.Beta2 = b[0], b[1]
+		case "foreach", "fused", "capturable", "differentiable":
+			// PyTorch implementation switches: accepted, no effect.
+		default:
+			if g.Extra == nil {
+				g.Extra = map[string]float64{}
+			}
+			g.Extra[k] = r.numberValue(fn, k, v)
+		}
+	}
+}
+
+func (r *Runtime) floatList(fn, what string, v goja.Value) []float64 {
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		r.throwf("%s: %s must be an array of numbers", fn, what)
+	}
+	n := int(obj.Get("length").ToInteger())
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = r.numberValue(fn, what, obj.Get(strconv.Itoa(i)))
+	}
+	return out
+}
+
+// newOptimizer is optim.SGD/Adam/AdamW(params, options): params is an array
+// of tensors, or of groups {params, ...options}.
+func (r *Runtime) newOptimizer(kind optim.Kind, call goja.FunctionCall) goja.Value {
+	fn := "optim." + kind.String()
+	var defaults optim.ParamGroup
+	switch kind {
+	case optim.Adam:
+		c := optim.DefaultAdam()
+		defaults = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
+	case optim.AdamW:
+		c := optim.DefaultAdamW()
+		defaults = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
+	}
+	ops := r.options(call, 1)
+	if kind == optim.SGD && optValue(ops, "lr") == nil {
+		r.throwf("%s: lr is required", fn)
+	}
+	r.groupOptions(fn, &defaults, ops)
+	opt, err := optim.New(kind, nil, defaults)
+	if err != nil {
+		r.throw(err)
+	}
+	list, ok := call.Argument(0).(*goja.Object)
+	if !ok || !r.isArray(list) {
+		r.throwf("%s: params must be an array of tensors or of parameter groups, got %s", fn, describe(call.Argument(0)))
+	}
+	n := int(list.Get("length").ToInteger())
+	if n == 0 {
+		r.throwf("%s: optimizer got an empty parameter list", fn)
+	}
+	first := list.Get("0")
+	if r.isTensor(first) {
+		g := opt.Defaults()
+		g.Params = r.tensorList(fn, list)
+		if err := opt.AddParamGroup(g); err != nil {
+			r.throw(err)
+		}
+	} else {
+		for i := 0; i < n; i++ {
+			r.addGroup(fn, opt, list.Get(strconv.Itoa(i)))
+		}
+	}
+	return r.optimizerObject(opt)
+}
+
+func (r *Runtime) addGroup(fn string, opt *optim.Optimizer, v goja.Value) {
+	gobj, ok := v.(*goja.Object)
+	if !ok || r.isArray(v) {
+		r.throwf("%s: a parameter group must be an object {params, ...}, got %s", fn, describe(v))
+	}
+	g := opt.Defaults()
+	g.Params = r.tensorList(fn+" group params", gobj.Get("params"))
+	r.groupOptions(fn, &g, gobj)
+	if err := opt.AddParamGroup(g); err != nil {
+		r.throw(err)
+	}
+}
+
+// optimizerObject builds the script face of an optimizer.
+func (r *Runtime) optimizerObject(opt *optim.Optimizer) goja.Value {
+	h := &jsOptimizer{opt: opt, obj: r.vm.NewObject()}
+	obj := h.obj
+	must(obj.DefineDataProperty("__optimizer", r.vm.ToValue(h), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
+	h.groups = r.vm.NewArray()
+	for _, g := range opt.Groups {
+		must(h.groups.Set(strconv.Itoa(int(h.groups.Get("length").ToInteger())), r.groupObject(g)))
+	}
+	must(obj.Set("paramGroups", h.groups))
+	must(obj.Set("kind", opt.Kind().String()))
+	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
+		if err := opt.Step(); err != nil {
+			r.throw(err)
+		}
+		return goja.Undefined()
+	})
+	r.fn(obj, "zeroGrad", func(call goja.FunctionCall) goja.Value {
+		setToNone := false
+		if o := r.options(call, 0); o != nil {
+			setToNone = optBool(o, "setToNone", false)
+		} else {
+			setToNone = boolArg(call, 0, false)
+		}
+		if err := opt.ZeroGrad(setToNone); err != nil {
+			r.throw(err)
+		}
+		return goja.Undefined()
+	})
+	r.fn(obj, "addParamGroup", func(call goja.FunctionCall) goja.Value {
+		r.addGroup("optimizer.addParamGroup", opt, call.Argument(0))
+		g := opt.Groups[len(opt.Groups)-1]
+		must(h.groups.Set(strconv.Itoa(len(opt.Groups)-1), r.groupObject(g)))
+		return goja.Undefined()
+	})
+	r.fn(obj, "stateDict", func(call goja.FunctionCall) goja.Value {
+		sd, err := opt.StateDict()
+		if err != nil {
+			r.throw(err)
+		}
+		state := r.vm.NewObject()
+		for idx, entry := range sd.State {
+			e := r.vm.NewObject()
+			for k, t := range entry {
+				if k == "step" {
+					must(e.Set(k, r.wrap(t)))
+					continue
+				}
+				must(e.Set(k, r.borrow(t)))
+			}
+			must(state.Set(strconv.Itoa(idx), e))
+		}
+		groups := make([]any, len(sd.ParamGroups))
+		for i, g := range sd.ParamGroups {
+			groups[i] = g
+		}
+		out := r.vm.NewObject()
+		must(out.Set("state", state))
+		must(out.Set("param_groups", groups))
+		return out
+	})
+	r.fn(obj, "loadStateDict", func(call goja.FunctionCall) goja.Value {
+		const fn = "optimizer.loadStateDict"
+		sdObj, ok := call.Argument(0).(*goja.Object)
+		if !ok {
+			r.throwf("%s: expects a state dict, got %s", fn, describe(call.Argument(0)))
+		}
+		sd := &optim.StateDict{State: map[int]map[string]*tensor.Tensor{}}
+		if st, ok := sdObj.Get("state").(*goja.Object); ok {
+			for _, k := range st.Keys() {
+				idx, err := strconv.Atoi(k)
+				if err != nil {
+					r.throwf("%s: state key %q is not a parameter index", fn, k)
+				}
+				entry := map[string]*tensor.Tensor{}
+				eobj := st.Get(k).ToObject(r.vm)
+				for _, name := range eobj.Keys() {
+					v := eobj.Get(name)
+					if isMissing(v) {
+						continue
+					}
+					if r.isTensor(v) {
+						entry[name] = r.unwrap(fn, name, v)
+					} else {
+						entry[name] = r.rt.Scalar(tensor.Float32, r.numberValue(fn, name, v))
+					}
+				}
+				sd.State[idx] = entry
+			}
+		}
+		pg, ok := sdObj.Get("param_groups").(*goja.Object)
+		if !ok {
+			r.throwf("%s: the state dict has no param_groups", fn)
+		}
+		for _, g := range pg.Export().([]any) {
+			m, ok := g.(map[string]any)
+			if !ok {
+				r.throwf("%s: param_groups must hold objects", fn)
+			}
+			sd.ParamGroups = append(sd.ParamGroups, m)
+		}
+		if err := opt.LoadStateDict(sd); err != nil {
+			r.throw(err)
+		}
+		return goja.Undefined()
+	})
+	r.fn(obj, "stateBytes", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(opt.StateBytes()) })
+	return obj
+}
+
+// groupObject is a live view of a parameter group: reading and writing
+// lr, betas, ... reads and writes the Go group, so schedulers written in
+// JavaScript work as in PyTorch.
+func (r *Runtime) groupObject(g *optim.ParamGroup) goja.Value {
+	return r.vm.NewDynamicObject(&jsGroup{r: r, g: g})
+}
+
+type jsGroup struct {
+	r *Runtime
+	g *optim.ParamGroup
+}
+
+var groupKeys = []string{"params", "lr", "weightDecay", "maximize", "momentum", "dampening", "nesterov", "betas", "eps", "amsgrad", "initialLr"}
+
+func (j *jsGroup) Get(key string) goja.Value {
+	r, g := j.r, j.g
+	switch key {
+	case "params":
+		vals := make([]any, len(g.Params))
+		for i, p := range g.Params {
+			vals[i] = r.borrow(p)
+		}
+		return r.vm.NewArray(vals...)
+	case "lr":
+		return r.vm.ToValue(g.LR)
+	case "weightDecay":
+		return r.vm.ToValue(g.WeightDecay)
+	case "maximize":
+		return r.vm.ToValue(g.Maximize)
+	case "momentum":
+		return r.vm.ToValue(g.Momentum)
+	case "dampening":
+		return r.vm.ToValue(g.Dampening)
+	case "nesterov":
+		return r.vm.ToValue(g.Nesterov)
+	case "betas":
+		return r.vm.NewArray(g.Beta1, g.Beta2)
+	case "eps":
+		return r.vm.ToValue(g.Eps)
+	case "amsgrad":
+		return r.vm.ToValue(g.AMSGrad)
+	case "initialLr":
+		return r.vm.ToValue(g.InitialLR)
+	}
+	if v, ok := g.Extra[key]; ok {
+		return r.vm.ToValue(v)
+	}
+	return nil
+}
+
+func (j *jsGroup) Set(key string, val goja.Value) bool {
+	if key == "params" {
+		j.r.throwf("paramGroup.params cannot be replaced; use optimizer.addParamGroup")
+	}
+	if key == "initialLr" {
+		j.g.InitialLR = j.r.numberValue("paramGroup.initialLr", "value", val)
+		return true
+	}
+	o := j.r.vm.NewObject()
+	must(o.Set(key, val))
+	h := j.g.Hyper()
+	j.r.groupOptions("paramGroup."+key, &h, o)
+	params := j.g.Params
+	*j.g = h
+	j.g.Params = params
+	return true
+}
+
+func (j *jsGroup) Has(key string) bool    { return j.Get(key) != nil }
+func (j *jsGroup) Delete(key string) bool { return false }
+func (j *jsGroup) Keys() []string {
+	keys := append([]string(nil), groupKeys...)
+	for k := range j.g.Extra {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// schedulerObject builds the script face of a scheduler.
+func (r *Runtime) schedulerObject(s *optim.Scheduler) goja.Value {
+	obj := r.vm.NewObject()
+	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
+		s.Step()
+		return goja.Undefined()
+	})
+	r.fn(obj, "getLastLr", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(toAnyFloats(s.LastLR())) })
+	must(obj.DefineAccessorProperty("lastEpoch", r.vm.ToValue(func(goja.FunctionCall) goja.Value { return r.vm.ToValue(s.LastEpoch()) }), nil, goja.FLAG_FALSE, goja.FLAG_TRUE))
+	return obj
+}
+
+func toAnyFloats(fs []float64) []any {
+	out := make([]any, len(fs))
+	for i, f := range fs {
+		out[i] = f
+	}
+	return out
+}

@@ -1,0 +1,294 @@
+// The JavaScript half of require("zeroeng"): the module system (nn.Module
+// and the standard layers) and the public shape of nn and optim, written
+// over the native functions of the Go half (script/nn_native.go,
+// script/optim_native.go). Modules find their parameters, buffers and
+// children from their own properties, in assignment order, which is
+// PyTorch's registration order, so that names are PyTorch's ("0.weight",
+// "blocks.2.ln1.bias").
+(function (zeroeng, native) {
+  'use strict';
+  const { tensor } = zeroeng;
+  const F = native.functional;
+
+  // callable makes a class usable with and without `new`, as nn.Linear(…)
+  // and optim.AdamW(…) are in the host API, and still subclassable.
+  function callable(Cls) {
+    function Factory(...args) {
+      return Reflect.construct(Cls, args, new.target || Factory);
+    }
+    Object.defineProperty(Factory, 'name', { value: Cls.name });
+    Factory.prototype = Cls.prototype;
+    Object.setPrototypeOf(Factory, Cls);
+    return Factory;
+  }
+
+  const hidden = (obj, name, value) =>
+    Object.defineProperty(obj, name, { value, writable: true, enumerable: false, configurable: true });
+
+  class Module {
+    constructor() {
+      hidden(this, '_training', true);
+      hidden(this, '_buffers', new Set());
+    }
+
+    forward() {
+      throw new Error(`${this.constructor.name}.forward is not implemented`);
+    }
+
+    get training() { return this._training; }
+
+    // Own entries, in property order: [name, value, kind].
+    _entries() {
+      const out = [];
+      for (const [k, v] of Object.entries(this)) {
+        if (v instanceof Module) out.push([k, v, 'module']);
+        else if (tensor.isTensor(v) && native.isParameter(v)) out.push([k, v, 'param']);
+        else if (tensor.isTensor(v) && this._buffers.has(k)) out.push([k, v, 'buffer']);
+      }
+      return out;
+    }
+
+    namedChildren() { return this._entries().filter(e => e[2] === 'module').map(e => [e[0], e[1]]); }
+    children() { return this.namedChildren().map(e => e[1]); }
+
+    namedModules(prefix = '') {
+      const out = [[prefix, this]];
+      for (const [k, m] of this.namedChildren()) out.push(...m.namedModules(prefix ? `${prefix}.${k}` : k));
+      return out;
+    }
+    modules() { return this.namedModules().map(e => e[1]); }
+
+    // namedParameters lists each parameter once, under its first name.
+    namedParameters(prefix = '', seen = new Set()) {
+      const out = [];
+      const entries = this._entries();
+      for (const [k, v, kind] of entries) {
+        if (kind === 'param' && !seen.has(v)) { seen.add(v); out.push([prefix + k, v]); }
+      }
+      for (const [k, v, kind] of entries) {
+        if (kind === 'module') out.push(...v.namedParameters(`${prefix}${k}.`, seen));
+      }
+      return out;
+    }
+    parameters() { return this.namedParameters().map(e => e[1]); }
+
+    namedBuffers(prefix = '') {
+      const out = [];
+      for (const [k, v, kind] of this._entries()) {
+        if (kind === 'buffer') out.push([prefix + k, v]);
+        if (kind === 'module') out.push(...v.namedBuffers(`${prefix}${k}.`));
+      }
+      return out;
+    }
+    buffers() { return this.namedBuffers().map(e => e[1]); }
+
+    registerBuffer(name, value) {
+      if (value !== null && !tensor.isTensor(value)) throw new TypeError(`registerBuffer: ${name} must be a tensor or null`);
+      if (value) value.keep();
+      this._buffers.add(name);
+      this[name] = value;
+    }
+
+    // stateDict: each module's parameters, then its buffers, then its
+    // children, as PyTorch orders them.
+    stateDict(prefix = '', out = {}) {
+      const entries = this._entries();
+      for (const [k, v, kind] of entries) if (kind === 'param') out[prefix + k] = v;
+      for (const [k, v, kind] of entries) if (kind === 'buffer') out[prefix + k] = v;
+      for (const [k, v, kind] of entries) if (kind === 'module') v.stateDict(`${prefix}${k}.`, out);
+      return out;
+    }
+
+    loadStateDict(stateDict, strict = true) {
+      return native.loadStateDict(this.stateDict(), stateDict, strict);
+    }
+
+    train(mode = true) {
+      for (const m of this.modules()) m._training = mode;
+      return this;
+    }
+    eval() { return this.train(false); }
+
+    zeroGrad(setToNone = false) {
+      tensor.noGrad(() => {
+        for (const p of this.parameters()) {
+          if (setToNone) p.grad = null;
+          else if (p.grad) p.grad.zero_();
+        }
+      });
+    }
+
+    apply(fn) {
+      for (const m of this.children()) m.apply(fn);
+      fn(this);
+      return this;
+    }
+
+    numParameters() { return this.parameters().reduce((n, p) => n + p.numel(), 0); }
+
+    extraRepr() { return ''; }
+
+    toString() {
+      const kids = this.namedChildren();
+      const extra = this.extraRepr();
+      if (kids.length === 0) return `${this.constructor.name}(${extra})`;
+      const lines = kids.map(([k, m]) => `  (${k}): ` + String(m).split('\n').join('\n  '));
+      return `${this.constructor.name}(\n${lines.join('\n')}\n)`;
+    }
+  }
+
+  const pyBool = b => (b ? 'True' : 'False');
+
+  class Linear extends Module {
+    constructor(inFeatures, outFeatures, bias = true) {
+      super();
+      const [w, b] = native.linearInit(inFeatures, outFeatures, bias !== false);
+      this.weight = Parameter(w);
+      this.bias = b ? Parameter(b) : null;
+      hidden(this, 'inFeatures', inFeatures);
+      hidden(this, 'outFeatures', outFeatures);
+    }
+    forward(x) { return F.linear(x, this.weight, this.bias); }
+    extraRepr() { return `in_features=${this.inFeatures}, out_features=${this.outFeatures}, bias=${pyBool(this.bias)}`; }
+  }
+
+  class Embedding extends Module {
+    constructor(numEmbeddings, embeddingDim, options = {}) {
+      super();
+      const paddingIdx = options.paddingIdx ?? null;
+      this.weight = Parameter(native.embeddingInit(numEmbeddings, embeddingDim, paddingIdx));
+      hidden(this, 'numEmbeddings', numEmbeddings);
+      hidden(this, 'embeddingDim', embeddingDim);
+      hidden(this, 'paddingIdx', paddingIdx);
+    }
+    forward(idx) {
+      return F.embedding(idx, this.weight, this.paddingIdx === null ? {} : { paddingIdx: this.paddingIdx });
+    }
+    extraRepr() { return `${this.numEmbeddings}, ${this.embeddingDim}`; }
+  }
+
+  class LayerNorm extends Module {
+    constructor(normalizedShape, options = {}) {
+      super();
+      const shape = Array.isArray(normalizedShape) ? normalizedShape : [normalizedShape];
+      const eps = typeof options === 'number' ? options : (options.eps ?? 1e-5);
+      const affine = typeof options === 'number' ? true : (options.elementwiseAffine ?? true);
+      hidden(this, 'normalizedShape', shape);
+      hidden(this, 'eps', eps);
+      if (affine) {
+        this.weight = Parameter(tensor.ones(shape));
+        this.bias = Parameter(tensor.zeros(shape));
+      } else {
+        this.weight = null;
+        this.bias = null;
+      }
+    }
+    forward(x) { return F.layerNorm(x, this.normalizedShape, this.weight, this.bias, this.eps); }
+    extraRepr() {
+      return `(${this.normalizedShape.join(', ')}${this.normalizedShape.length === 1 ? ',' : ''}), eps=${this.eps}, elementwise_affine=${pyBool(this.weight)}`;
+    }
+  }
+
+  class Dropout extends Module {
+    constructor(p = 0.5) {
+      super();
+      if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout probability has to be between 0 and 1, but got ${p}`);
+      hidden(this, 'p', p);
+    }
+    forward(x) { return F.dropout(x, this.p, this.training); }
+    extraRepr() { return `p=${this.p}, inplace=False`; }
+  }
+
+  const activation = (name, f, repr = () => '') => {
+    const Cls = {
+      [name]: class extends Module {
+        constructor(...args) { super(); hidden(this, 'args', args); }
+        forward(x) { return f(x, ...this.args); }
+        extraRepr() { return repr(...this.args); }
+      },
+    }[name];
+    return callable(Cls);
+  };
+
+  class Sequential extends Module {
+    constructor(...modules) {
+      super();
+      modules.forEach((m, i) => { this[i] = m; });
+    }
+    get length() { return this.children().length; }
+    append(m) { this[this.length] = m; return this; }
+    forward(x) {
+      for (const m of this.children()) x = m.forward(x);
+      return x;
+    }
+    [Symbol.iterator]() { return this.children()[Symbol.iterator](); }
+  }
+
+  class ModuleList extends Module {
+    constructor(modules = []) {
+      super();
+      modules.forEach((m, i) => { this[i] = m; });
+    }
+    get length() { return this.children().length; }
+    append(m) { this[this.length] = m; return this; }
+    [Symbol.iterator]() { return this.children()[Symbol.iterator](); }
+    map(f) { return this.children().map(f); }
+  }
+
+  // Parameter marks a tensor as a trainable leaf that modules list and the
+  // engine keeps (it is never released by scopes or generations).
+  function Parameter(t, requiresGrad = true) { return native.parameter(t, requiresGrad); }
+
+  class CrossEntropyLoss extends Module {
+    constructor(options = {}) { super(); hidden(this, 'options', options); }
+    forward(input, target) { return F.crossEntropy(input, target, this.options); }
+  }
+  class MSELoss extends Module {
+    constructor(options = {}) { super(); hidden(this, 'options', options); }
+    forward(input, target) { return F.mseLoss(input, target, this.options); }
+  }
+
+  const nn = {
+    Module,
+    Parameter,
+    Linear: callable(Linear),
+    Embedding: callable(Embedding),
+    LayerNorm: callable(LayerNorm),
+    Dropout: callable(Dropout),
+    Sequential: callable(Sequential),
+    ModuleList: callable(ModuleList),
+    CrossEntropyLoss: callable(CrossEntropyLoss),
+    MSELoss: callable(MSELoss),
+    ReLU: activation('ReLU', x => x.relu()),
+    GELU: activation('GELU', (x, a) => x.gelu(typeof a === 'object' ? a : { approximate: a ?? 'none' }),
+      a => { const s = typeof a === 'object' ? a.approximate : a; return s && s !== 'none' ? `approximate='${s}'` : ''; }),
+    SiLU: activation('SiLU', x => x.silu()),
+    Tanh: activation('Tanh', x => x.tanh()),
+    Sigmoid: activation('Sigmoid', x => x.sigmoid()),
+    Softmax: activation('Softmax', (x, dim = -1) => x.softmax(dim), (dim = -1) => `dim=${dim}`),
+    LogSoftmax: activation('LogSoftmax', (x, dim = -1) => x.logSoftmax(dim), (dim = -1) => `dim=${dim}`),
+    Identity: activation('Identity', x => x),
+    Flatten: activation('Flatten', (x, start = 1, end = -1) => x.flatten(start, end)),
+    functional: F,
+    utils: {
+      clipGradNorm_: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
+      clipGradNorm: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
+    },
+  };
+
+  const optim = {
+    SGD: (params, options) => native.optim.SGD(Array.from(params), options),
+    Adam: (params, options) => native.optim.Adam(Array.from(params), options),
+    AdamW: (params, options) => native.optim.AdamW(Array.from(params), options),
+    lrScheduler: native.optim.lrScheduler,
+  };
+
+  return Object.freeze({
+    tensor,
+    nn,
+    optim,
+    io: zeroeng.io,
+    dist: zeroeng.dist,
+    version: zeroeng.version,
+  });
+})

@@ -1,0 +1,231 @@
+// Package script owns the JavaScript side of zeroeng: one goja runtime per
+// rank with CommonJS require, console and process, the built-in module
+// require("zeroeng") that exposes the engine with PyTorch's names in
+// camelCase (tensor, nn, optim, io, dist), the lifetime rules that give the
+// engine's memory back deterministically, and the formatting of script
+// errors with file:line:column and the JS stack.
+//
+// A Runtime is not safe for concurrent use (goja runtimes are not); each
+// rank runs its own on its own goroutine.
+package script
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
+	"github.com/dop251/goja_nodejs/require"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Options configure a Runtime.
+type Options struct {
+	// Rank and WorldSize place the runtime among the job's ranks.
+	Rank, WorldSize int
+	// Seed seeds the rank's default generator (torch.manual_seed).
+	Seed uint64
+	// Args are the script's arguments: process.argv is
+	// ["zeroeng", <script path>, Args...].
+	Args []string
+	// Stdout and Stderr receive console output (os.Stdout/os.Stderr when
+	// nil). Prefix, when set, starts every console line ("[1] ").
+	Stdout, Stderr io.Writer
+	Prefix         string
+	// AutoRelease turns on the generational release of the tensors a
+	// script creates (see lifetime.go); scripts run with it, the REPL
+	// without.
+	AutoRelease bool
+	// Runtime is the tensor runtime to use; a new CPU one when nil.
+	Runtime *tensor.Runtime
+}
+
+// Runtime is one rank's JavaScript runtime.
+type Runtime struct {
+	vm      *goja.Runtime
+	rt      *tensor.Runtime
+	opts    Options
+	req     *require.RequireModule
+	module  *goja.Object // require("zeroeng")
+	methods map[string]goja.Value
+	life    lifetime
+
+	interrupted atomic.Bool
+}
+
+// New makes a runtime with the host API installed.
+func New(opts Options) (*Runtime, error) {
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.WorldSize <= 0 {
+		opts.WorldSize = 1
+	}
+	rt := opts.Runtime
+	if rt == nil {
+		rt = tensor.NewRuntime(cpu.New(cpu.Options{Index: opts.Rank}), opts.Seed)
+	}
+	r := &Runtime{vm: goja.New(), rt: rt, opts: opts}
+	r.vm.SetParserOptions(parser.WithDisableSourceMaps)
+	r.vm.SetMaxCallStackSize(10000)
+	r.life.init(r, opts.AutoRelease)
+	reg := require.NewRegistry(require.WithLoader(sourceLoader))
+	reg.RegisterNativeModule("zeroeng", func(vm *goja.Runtime, module *goja.Object) {
+		module.Set("exports", r.zeroengModule())
+	})
+	r.req = reg.Enable(r.vm)
+	if err := r.installGlobals(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// sourceLoader reads CommonJS modules from disk; a missing file is
+// require's "module not found", anything else a clear error.
+func sourceLoader(path string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.FromSlash(path))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, require.ModuleFileDoesNotExistError
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// VM exposes the goja runtime (for the REPL's completion).
+func (r *Runtime) VM() *goja.Runtime { return r.vm }
+
+// Tensors is the rank's tensor runtime.
+func (r *Runtime) Tensors() *tensor.Runtime { return r.rt }
+
+// zeroengModule builds require("zeroeng") once.
+func (r *Runtime) zeroengModule() *goja.Object {
+	if r.module != nil {
+		return r.module
+	}
+	m := r.vm.NewObject()
+	must(m.Set("tensor", r.tensorModule()))
+	must(m.Set("dist", r.distModule()))
+	must(m.Set("io", r.ioModule()))
+	must(m.Set("version", Version))
+	native := r.vm.NewObject()
+	r.nativeNN(native)
+	r.nativeOptim(native)
+	// The module system, the layers and the optimizers' JavaScript faces
+	// are written in JavaScript over the native functions (prelude.js).
+	prelude, err := r.runPrelude()
+	if err != nil {
+		panic(r.vm.NewGoError(fmt.Errorf("zeroeng: internal prelude: %w", err)))
+	}
+	fn, _ := goja.AssertFunction(prelude)
+	exports, err := fn(goja.Undefined(), m, native)
+	if err != nil {
+		panic(r.vm.NewGoError(fmt.Errorf("zeroeng: internal prelude: %w", err)))
+	}
+	r.module = exports.ToObject(r.vm)
+	return r.module
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// installGlobals sets console, process and require("zeroeng") shortcuts.
+func (r *Runtime) installGlobals() error {
+	console := r.newConsole()
+	if err := r.vm.Set("console", console); err != nil {
+		return err
+	}
+	process := r.vm.NewObject()
+	argv := []any{"zeroeng"}
+	for _, a := range r.opts.Args {
+		argv = append(argv, a)
+	}
+	must(process.Set("argv", argv))
+	env := r.vm.NewObject()
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			must(env.Set(k, v))
+		}
+	}
+	must(process.Set("env", env))
+	must(process.Set("platform", "linux"))
+	must(process.Set("exit", func(call goja.FunctionCall) goja.Value {
+		code := int(call.Argument(0).ToInteger())
+		panic(r.vm.NewGoError(&ExitError{Code: code}))
+	}))
+	return r.vm.Set("process", process)
+}
+
+// ExitError is process.exit(code) called by the script.
+type ExitError struct{ Code int }
+
+func (e *ExitError) Error() string { return fmt.Sprintf("process.exit(%d)", e.Code) }
+
+// RunFile runs a script file as the main CommonJS module.
+func (r *Runtime) RunFile(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return &Error{Message: fmt.Sprintf("cannot open script %s: %v", path, errors.Unwrap(err))}
+	}
+	argv := []any{"zeroeng", path}
+	for _, a := range r.opts.Args {
+		argv = append(argv, a)
+	}
+	must(r.vm.Get("process").ToObject(r.vm).Set("argv", argv))
+	_, err = r.run(func() (goja.Value, error) { return r.req.Require(abs) })
+	return err
+}
+
+// RunString runs source text as a script named name (no module wrapper:
+// top-level declarations are globals, as in a REPL).
+func (r *Runtime) RunString(name, src string) (goja.Value, error) {
+	return r.run(func() (goja.Value, error) { return r.vm.RunScript(name, src) })
+}
+
+// run executes f, turning every failure into an *Error.
+func (r *Runtime) run(f func() (goja.Value, error)) (v goja.Value, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Message: fmt.Sprintf("internal error: %v", p)}
+		}
+	}()
+	v, err = f()
+	if err != nil {
+		return nil, r.scriptError(err)
+	}
+	return v, nil
+}
+
+// Interrupt stops the running script as soon as possible (SIGINT, another
+// rank failed); the run returns an *Error with Interrupted set.
+func (r *Runtime) Interrupt(reason string) {
+	r.interrupted.Store(true)
+	r.vm.Interrupt(reason)
+}
+
+// ClearInterrupt makes the runtime usable again after an interrupt (the
+// REPL after Ctrl-C).
+func (r *Runtime) ClearInterrupt() {
+	r.interrupted.Store(false)
+	r.vm.ClearInterrupt()
+}
+
+// Close releases the tensors the script still holds.
+func (r *Runtime) Close() { r.life.releaseAll() }

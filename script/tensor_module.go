@@ -1,0 +1,293 @@
+package script
+
+import (
+	"strconv"
+
+	"github.com/dop251/goja"
+
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/rand"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// fn defines a host function of a module: it runs in its own tensor scope
+// (see call) and its name prefixes its error messages.
+func (r *Runtime) fn(obj *goja.Object, name string, f func(call goja.FunctionCall) goja.Value) {
+	must(obj.Set(name, func(call goja.FunctionCall) goja.Value {
+		return r.call(func() goja.Value { return f(call) })
+	}))
+}
+
+// generatorOpt returns a generator seeded with options.seed, or the
+// runtime's default generator.
+func (r *Runtime) generatorOpt(fn string, o *goja.Object) *rand.Generator {
+	if v := optValue(o, "seed"); v != nil {
+		return rand.New(uint64(r.intValue(fn, "option seed", v)))
+	}
+	return r.rt.Generator()
+}
+
+// shapeAndOptions reads (shape..., {options}) or ([shape], {options}).
+func (r *Runtime) shapeAndOptions(fn string, call goja.FunctionCall) ([]int, *goja.Object) {
+	shape := r.shapeArgs(fn, call, 0)
+	var o *goja.Object
+	for i := len(call.Arguments) - 1; i >= 0; i-- {
+		if o = r.options(call, i); o != nil {
+			break
+		}
+	}
+	return shape, o
+}
+
+// tensorList converts an array of tensors.
+func (r *Runtime) tensorList(fn string, v goja.Value) []*tensor.Tensor {
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		r.throwf("%s: expected an array of tensors, got %s", fn, describe(v))
+	}
+	items, ok := obj.Export().([]any)
+	if !ok {
+		r.throwf("%s: expected an array of tensors, got %s", fn, describe(v))
+	}
+	out := make([]*tensor.Tensor, len(items))
+	for i := range items {
+		out[i] = r.unwrap(fn, "element", obj.Get(itoa(i)))
+	}
+	return out
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// tensorModule is require("zeroeng").tensor.
+func (r *Runtime) tensorModule() *goja.Object {
+	r.installMethods()
+	m := r.vm.NewObject()
+
+	// fromArray(data, shape?, dtype?): nested arrays, a flat array with a
+	// shape, or a typed array (shared, not copied, on the CPU).
+	fromArray := func(call goja.FunctionCall) goja.Value {
+		const fn = "tensor.fromArray"
+		data := call.Argument(0)
+		var shape []int
+		haveShape := false
+		dtArg := goja.Value(nil)
+		for i := 1; i < len(call.Arguments) && i <= 2; i++ {
+			a := call.Arguments[i]
+			if o := r.options(call, i); o != nil {
+				dtArg = optValue(o, "dtype")
+				continue
+			}
+			if obj, ok := a.(*goja.Object); ok {
+				if _, arr := obj.Export().([]any); arr {
+					shape, haveShape = r.intList(fn, "shape", obj), true
+					continue
+				}
+			}
+			if !isMissing(a) {
+				dtArg = a
+			}
+		}
+		if raw, dt, ok := r.typedArrayBytes(data); ok {
+			n := len(raw) / dt.Size()
+			if !haveShape {
+				shape = []int{n}
+			}
+			want := r.dtypeValue(fn, dtArg, dt)
+			t := r.rt.FromHostMemory(dt, raw, shape...)
+			if want != dt {
+				t = t.To(want)
+			}
+			return r.wrap(t)
+		}
+		if r.isTensor(data) {
+			t := r.unwrap(fn, "data", data)
+			return r.wrap(t.To(r.dtypeValue(fn, dtArg, t.DType())).Clone())
+		}
+		vals, inferred := r.float64s(fn, data)
+		if !haveShape {
+			shape = inferred
+		}
+		def := dtype.Float32
+		if isIntegral(vals) { // JavaScript cannot tell 1.0 from 1: integers make int64, as torch.tensor([1, 2])
+			def = dtype.Int64
+		}
+		return r.wrap(r.rt.FromValues(r.dtypeValue(fn, dtArg, def), vals, shape...))
+	}
+	r.fn(m, "fromArray", fromArray)
+	r.fn(m, "tensor", fromArray)
+
+	creator := func(name string, make func(dt dtype.DType, shape []int, o *goja.Object) *tensor.Tensor) {
+		r.fn(m, name, func(call goja.FunctionCall) goja.Value {
+			shape, o := r.shapeAndOptions("tensor."+name, call)
+			return r.wrap(make(r.dtypeValue("tensor."+name, optValue(o, "dtype"), dtype.Float32), shape, o))
+		})
+	}
+	creator("zeros", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Zeros(dt, s...) })
+	creator("ones", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Ones(dt, s...) })
+	creator("empty", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Empty(dt, s...) })
+	creator("rand", func(dt dtype.DType, s []int, o *goja.Object) *tensor.Tensor {
+		return r.rt.RandWith(r.generatorOpt("tensor.rand", o), dt, s...)
+	})
+	creator("randn", func(dt dtype.DType, s []int, o *goja.Object) *tensor.Tensor {
+		return r.rt.RandnWith(r.generatorOpt("tensor.randn", o), dt, s...)
+	})
+	r.fn(m, "full", func(call goja.FunctionCall) goja.Value {
+		shape := r.shapeArgs("tensor.full", call, 0)
+		if len(call.Arguments) > 0 {
+			if obj, ok := call.Arguments[0].(*goja.Object); !ok || obj == nil {
+				r.throwf("tensor.full: the first argument must be the shape (an array)")
+			}
+		}
+		value := r.numberValue("tensor.full", "value", call.Argument(1))
+		return r.wrap(r.rt.Full(r.dtypeValue("tensor.full", optValue(r.options(call, 2), "dtype"), dtype.Float32), value, shape...))
+	})
+	like := func(name string, f func(t *tensor.Tensor) *tensor.Tensor) {
+		r.fn(m, name, func(call goja.FunctionCall) goja.Value {
+			return r.wrap(f(r.unwrap("tensor."+name, "input", call.Argument(0))))
+		})
+	}
+	like("zerosLike", tensor.ZerosLike)
+	like("onesLike", tensor.OnesLike)
+	like("emptyLike", tensor.EmptyLike)
+	r.fn(m, "arange", func(call goja.FunctionCall) goja.Value {
+		const fn = "tensor.arange"
+		var nums []float64
+		var o *goja.Object
+		for i := range call.Arguments {
+			if o = r.options(call, i); o != nil {
+				break
+			}
+			nums = append(nums, r.numberValue(fn, "argument", call.Arguments[i]))
+		}
+		start, end, step := 0.0, 0.0, 1.0
+		switch len(nums) {
+		case 1:
+			end = nums[0]
+		case 2:
+			start, end = nums[0], nums[1]
+		case 3:
+			start, end, step = nums[0], nums[1], nums[2]
+		default:
+			r.throwf("%s: expects (end), (start, end) or (start, end, step)", fn)
+		}
+		def := dtype.Int64
+		if !isIntegral(nums) {
+			def = dtype.Float32
+		}
+		return r.wrap(r.rt.Arange(r.dtypeValue(fn, optValue(o, "dtype"), def), start, end, step))
+	})
+	r.fn(m, "randint", func(call goja.FunctionCall) goja.Value {
+		const fn = "tensor.randint"
+		low, high := 0, 0
+		shapeAt := 2
+		if len(call.Arguments) >= 2 && !r.isArray(call.Argument(1)) {
+			low, high = r.intValue(fn, "low", call.Argument(0)), r.intValue(fn, "high", call.Argument(1))
+		} else {
+			high, shapeAt = r.intValue(fn, "high", call.Argument(0)), 1
+		}
+		shape := r.intList(fn, "shape", call.Argument(shapeAt))
+		o := r.options(call, shapeAt+1)
+		g := r.generatorOpt(fn, o)
+		n, err := checkShape(shape)
+		if err != nil {
+			r.throw(err)
+		}
+		vals := make([]int64, n)
+		if low >= high {
+			r.throwf("%s: low (%d) must be less than high (%d)", fn, low, high)
+		}
+		g.RandInt64(vals, int64(low), int64(high))
+		return r.wrap(r.rt.FromInt64s(vals, shape...))
+	})
+	r.fn(m, "randperm", func(call goja.FunctionCall) goja.Value {
+		o := r.options(call, 1)
+		return r.wrap(r.rt.RandpermWith(r.generatorOpt("tensor.randperm", o), r.intValue("tensor.randperm", "n", call.Argument(0))))
+	})
+	r.fn(m, "cat", func(call goja.FunctionCall) goja.Value {
+		return r.wrap(tensor.Cat(r.tensorList("tensor.cat", call.Argument(0)), r.intArg("tensor.cat", "dim", call, 1, 0)))
+	})
+	r.fn(m, "stack", func(call goja.FunctionCall) goja.Value {
+		return r.wrap(tensor.Stack(r.tensorList("tensor.stack", call.Argument(0)), r.intArg("tensor.stack", "dim", call, 1, 0)))
+	})
+	r.fn(m, "where", func(call goja.FunctionCall) goja.Value {
+		const fn = "tensor.where"
+		cond := r.unwrap(fn, "condition", call.Argument(0))
+		a := r.tensorOrScalar(fn, call.Argument(1), cond)
+		b := r.tensorOrScalar(fn, call.Argument(2), a)
+		if !r.isTensor(call.Argument(1)) {
+			a = r.tensorOrScalar(fn, call.Argument(1), b)
+		}
+		return r.wrap(tensor.Where(cond, a, b))
+	})
+	r.fn(m, "matmul", func(call goja.FunctionCall) goja.Value {
+		return r.wrap(r.unwrap("tensor.matmul", "input", call.Argument(0)).Matmul(r.unwrap("tensor.matmul", "other", call.Argument(1))))
+	})
+	r.fn(m, "manualSeed", func(call goja.FunctionCall) goja.Value {
+		r.rt.ManualSeed(uint64(r.intValue("tensor.manualSeed", "seed", call.Argument(0))))
+		return goja.Undefined()
+	})
+	r.fn(m, "isTensor", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(r.isTensor(call.Argument(0))) })
+	r.fn(m, "isGradEnabled", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(r.rt.GradEnabled()) })
+
+	// Blocks: noGrad(fn), enableGrad(fn), scope(fn).
+	must(m.Set("noGrad", func(call goja.FunctionCall) goja.Value {
+		restore := r.rt.SetGradEnabled(false)
+		defer restore()
+		return r.callBack("tensor.noGrad", call.Argument(0))
+	}))
+	must(m.Set("enableGrad", func(call goja.FunctionCall) goja.Value {
+		restore := r.rt.SetGradEnabled(true)
+		defer restore()
+		return r.callBack("tensor.enableGrad", call.Argument(0))
+	}))
+	must(m.Set("scope", func(call goja.FunctionCall) goja.Value {
+		var out goja.Value
+		r.life.scope(func() any {
+			out = r.callBack("tensor.scope", call.Argument(0))
+			return out.Export()
+		})
+		return out
+	}))
+	must(m.Set("stats", func(call goja.FunctionCall) goja.Value {
+		s := r.rt.Stats()
+		return r.vm.ToValue(map[string]any{"liveTensors": s.LiveTensors, "liveBytes": s.LiveBytes,
+			"peakBytes": s.PeakBytes, "pooledBytes": s.PooledBytes})
+	}))
+	for _, d := range dtype.All {
+		must(m.Set(d.String(), d.String()))
+	}
+	return m
+}
+
+// callBack calls a script function given to a host function.
+func (r *Runtime) callBack(fn string, f goja.Value) goja.Value {
+	call, ok := goja.AssertFunction(f)
+	if !ok {
+		r.throwf("%s: expects a function, got %s", fn, describe(f))
+	}
+	v, err := call(goja.Undefined())
+	if err != nil {
+		panic(err) // a JavaScript exception: let it continue unwinding
+	}
+	return v
+}
+
+func (r *Runtime) isArray(v goja.Value) bool {
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		return false
+	}
+	_, arr := obj.Export().([]any)
+	return arr
+}
+
+func checkShape(shape []int) (int, error) {
+	if err := tensor.CheckShape(dtype.Int64, shape...); err != nil {
+		return 0, err
+	}
+	n := 1
+	for _, s := range shape {
+		n *= s
+	}
+	return n, nil
+}
