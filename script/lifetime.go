@@ -34,7 +34,7 @@ import (
 type lifetime struct {
 	r      *Runtime
 	auto   bool
-	gen    int         // backward passes so far
+	gen    int          // backward passes so far
 	gens   []tensorList // gens[g] holds generation g's tensors (nil once released)
 	scopes []*tensorList
 	nextID int

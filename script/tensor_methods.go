@@ -85,20 +85,20 @@ func (r *Runtime) tensorArray(ts []*tensor.Tensor) goja.Value {
 
 var tensorMethods = map[string]method{
 	// Arithmetic with tensors or numbers.
-	"add":     arith("add", (*tensor.Tensor).Add, (*tensor.Tensor).AddScalar),
-	"sub":     arith("sub", (*tensor.Tensor).Sub, (*tensor.Tensor).SubScalar),
-	"mul":     arith("mul", (*tensor.Tensor).Mul, (*tensor.Tensor).MulScalar),
-	"div":     arith("div", (*tensor.Tensor).Div, (*tensor.Tensor).DivScalar),
-	"pow":     arith("pow", (*tensor.Tensor).Pow, (*tensor.Tensor).PowScalar),
-	"rsub":    arith("rsub", func(a, b *tensor.Tensor) *tensor.Tensor { return b.Sub(a) }, (*tensor.Tensor).RSubScalar),
-	"maximum": arith("maximum", (*tensor.Tensor).Maximum, nil),
-	"minimum": arith("minimum", (*tensor.Tensor).Minimum, nil),
-	"eq":      arith("eq", (*tensor.Tensor).Eq, (*tensor.Tensor).EqScalar),
-	"ne":      arith("ne", (*tensor.Tensor).Ne, (*tensor.Tensor).NeScalar),
-	"lt":      arith("lt", (*tensor.Tensor).Lt, (*tensor.Tensor).LtScalar),
-	"le":      arith("le", (*tensor.Tensor).Le, (*tensor.Tensor).LeScalar),
-	"gt":      arith("gt", (*tensor.Tensor).Gt, (*tensor.Tensor).GtScalar),
-	"ge":      arith("ge", (*tensor.Tensor).Ge, (*tensor.Tensor).GeScalar),
+	"add":        arith("add", (*tensor.Tensor).Add, (*tensor.Tensor).AddScalar),
+	"sub":        arith("sub", (*tensor.Tensor).Sub, (*tensor.Tensor).SubScalar),
+	"mul":        arith("mul", (*tensor.Tensor).Mul, (*tensor.Tensor).MulScalar),
+	"div":        arith("div", (*tensor.Tensor).Div, (*tensor.Tensor).DivScalar),
+	"pow":        arith("pow", (*tensor.Tensor).Pow, (*tensor.Tensor).PowScalar),
+	"rsub":       arith("rsub", func(a, b *tensor.Tensor) *tensor.Tensor { return b.Sub(a) }, (*tensor.Tensor).RSubScalar),
+	"maximum":    arith("maximum", (*tensor.Tensor).Maximum, nil),
+	"minimum":    arith("minimum", (*tensor.Tensor).Minimum, nil),
+	"eq":         arith("eq", (*tensor.Tensor).Eq, (*tensor.Tensor).EqScalar),
+	"ne":         arith("ne", (*tensor.Tensor).Ne, (*tensor.Tensor).NeScalar),
+	"lt":         arith("lt", (*tensor.Tensor).Lt, (*tensor.Tensor).LtScalar),
+	"le":         arith("le", (*tensor.Tensor).Le, (*tensor.Tensor).LeScalar),
+	"gt":         arith("gt", (*tensor.Tensor).Gt, (*tensor.Tensor).GtScalar),
+	"ge":         arith("ge", (*tensor.Tensor).Ge, (*tensor.Tensor).GeScalar),
 	"logicalAnd": arith("logicalAnd", (*tensor.Tensor).LogicalAnd, nil),
 	"logicalOr":  arith("logicalOr", (*tensor.Tensor).LogicalOr, nil),
 	"logicalNot": unaryMethod((*tensor.Tensor).LogicalNot),
@@ -277,9 +277,11 @@ var tensorMethods = map[string]method{
 		}
 		return r.vm.ToValue(v)
 	},
-	"toArray":  toArray,
-	"tolist":   toArray,
-	"toString": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value { return r.vm.ToValue(r.repr(t)) },
+	"toArray": toArray,
+	"tolist":  toArray,
+	"toString": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {
+		return r.vm.ToValue(r.repr(t))
+	},
 	"size": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		if isMissing(call.Argument(0)) {
 			return r.vm.ToValue(shapeValues(t.Shape()))
@@ -291,8 +293,12 @@ var tensorMethods = map[string]method{
 		r.throwf("tensor.size: dimension %d out of range for a %d-dimensional tensor", d, t.Dim())
 		return nil
 	},
-	"dim":   func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value { return r.vm.ToValue(t.Dim()) },
-	"numel": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value { return r.vm.ToValue(t.Numel()) },
+	"dim": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {
+		return r.vm.ToValue(t.Dim())
+	},
+	"numel": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {
+		return r.vm.ToValue(t.Numel())
+	},
 	"typedArray": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {
 		return r.typedArrayOf(t)
 	},
@@ -375,7 +381,9 @@ var tensorMethods = map[string]method{
 }
 
 func castMethod(dt dtype.DType) method {
-	return func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value { return r.wrap(t.To(dt)) }
+	return func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {
+		return r.wrap(t.To(dt))
+	}
 }
 
 func varStd(std bool) method {

@@ -21,8 +21,9 @@ const alignment = 64
 
 // Buffer is host memory handed out by a CPU Device.
 type Buffer struct {
-	data  []byte // len is the requested size, the backing array is aligned
-	owner *Device
+	data     []byte // len is the requested size, the backing array is aligned
+	owner    *Device
+	external bool // adopted with WrapHost: never pooled
 }
 
 // Bytes implements device.Buffer.
@@ -110,11 +111,20 @@ func alignedBytes(size int) []byte {
 	return raw[skip : skip+size : skip+size]
 }
 
+// WrapHost implements device.HostMemory: the buffer is b itself, which the
+// device neither counts nor pools.
+func (d *Device) WrapHost(b []byte) device.Buffer {
+	return &Buffer{data: b, owner: d, external: true}
+}
+
 // Free returns a buffer to the pool.
 func (d *Device) Free(buf device.Buffer) {
 	b, ok := buf.(*Buffer)
 	if !ok || b.owner != d {
 		panic(fmt.Sprintf("cpu: Free of a buffer %T not allocated by %v", buf, d))
+	}
+	if b.external {
+		return
 	}
 	size := len(b.data)
 	d.mu.Lock()

@@ -49,6 +49,14 @@ type HostBuffer interface {
 	HostBytes() []byte
 }
 
+// HostMemory is implemented by devices whose memory is host memory and that
+// can adopt memory allocated elsewhere (a JavaScript typed array), so that
+// a tensor can share it without a copy. The device never pools or reuses
+// an adopted buffer.
+type HostMemory interface {
+	WrapHost(b []byte) Buffer
+}
+
 // View is a strided region of a buffer: element (i0, i1, ...) lives at
 // element index Offset + Σ ik·Strides[k]. A stride of 0 broadcasts.
 type View struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
@@ -293,4 +294,38 @@ func WritableView(t *Tensor) device.View {
 func CheckShape(dt DType, shape ...int) error {
 	_, err := checkedNumel(shape, dt)
 	return err
+}
+
+// HostBytes returns the bytes of t's elements, shared with t, when t is
+// contiguous in host memory; ok is false otherwise (use Bytes for a copy).
+// The bytes stay valid until t's storage is released.
+func HostBytes(t *Tensor) (b []byte, ok bool) {
+	if t.err != nil || t.released.Load() || !t.IsContiguous() {
+		return nil, false
+	}
+	hb, ok := t.st.buf.(device.HostBuffer)
+	if !ok {
+		return nil, false
+	}
+	t.st.materialize(t.dt)
+	es := t.dt.Size()
+	return hb.HostBytes()[t.off*es : (t.off+t.Numel())*es], true
+}
+
+// FromHostMemory makes a tensor over data (little-endian elements of dt)
+// without copying when the device can adopt host memory (the CPU can): the
+// tensor and whoever else holds data share it, as torch.from_numpy. On other
+// devices, or when data is not aligned to the element size, it copies.
+func (rt *Runtime) FromHostMemory(dt DType, data []byte, shape ...int) *Tensor {
+	hm, ok := rt.dev.(device.HostMemory)
+	n, err := checkedNumel(shape, dt)
+	if err != nil {
+		return rt.failErr("from_host_memory", err)
+	}
+	if !ok || n*dt.Size() != len(data) || len(data) == 0 || uintptr(unsafe.Pointer(&data[0]))%uintptr(dt.Size()) != 0 {
+		return rt.FromBytes(dt, data, shape...)
+	}
+	st := &storage{rt: rt, buf: hm.WrapHost(data)}
+	st.refs.Store(1)
+	return rt.wrap(st, dt, 0, slices.Clone(shape), contiguousStrides(shape))
 }
