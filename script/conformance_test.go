@@ -2,13 +2,16 @@ package script
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 )
@@ -112,4 +115,28 @@ func f32s(b []byte) []float32 {
 		out[i] = math.Float32frombits(uint32(b[4*i]) | uint32(b[4*i+1])<<8 | uint32(b[4*i+2])<<16 | uint32(b[4*i+3])<<24)
 	}
 	return out
+}
+
+// TestJobStopsOtherRanks: when one rank throws, the others, stuck in a loop,
+// are interrupted and the job reports the failing rank once.
+func TestJobStopsOtherRanks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "job.js")
+	src := `const { dist } = require("zeroeng");
+if (dist.rank === 1) throw new Error("rank one gives up");
+for (;;) {}
+`
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	start := time.Now()
+	err := RunJob(context.Background(), path, JobOptions{Ranks: 3, Rank: Options{Stdout: &out, Stderr: &out}})
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("the job took %v to stop", time.Since(start))
+	}
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 1 || !strings.Contains(err.Error(), "rank one gives up") || !strings.Contains(err.Error(), "job.js:2") {
+		t.Fatalf("job error %v", err)
+	}
 }

@@ -45,6 +45,12 @@ type Options struct {
 	AutoRelease bool
 	// Runtime is the tensor runtime to use; a new CPU one when nil.
 	Runtime *tensor.Runtime
+	// Metrics receives one JSON object per line from the script's metrics
+	// (the --metrics file); nil discards them.
+	Metrics io.Writer
+	// Interactive says that Stdout is a terminal whose last line progress
+	// output may redraw; Quiet silences progress output.
+	Interactive, Quiet bool
 }
 
 // Runtime is one rank's JavaScript runtime.

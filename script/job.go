@@ -1,0 +1,116 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// JobOptions configure a job: one script run by every rank.
+type JobOptions struct {
+	// Ranks is the number of in-process ranks (at least 1).
+	Ranks int
+	// Rank holds the options every rank shares; Rank, WorldSize, Prefix
+	// and Runtime are set per rank.
+	Rank Options
+	// Setup, when set, runs on each rank's runtime before the script (the
+	// command line uses it to install its options).
+	Setup func(r *Runtime) error
+}
+
+// RankError is the failure of one rank of a job.
+type RankError struct {
+	Rank, Ranks int
+	Err         error
+}
+
+func (e *RankError) Error() string {
+	if e.Ranks <= 1 {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("rank %d: %v", e.Rank, e.Err)
+}
+
+func (e *RankError) Unwrap() error { return e.Err }
+
+// RunJob runs the script at path on every rank, each on its own goroutine
+// with its own JavaScript runtime and CPU device. When a rank fails, the
+// others are interrupted (they stop at their next JavaScript instruction,
+// within a second unless a single engine call takes longer) and the first
+// failure is returned, once. Cancelling ctx interrupts every rank.
+func RunJob(ctx context.Context, path string, jo JobOptions) error {
+	n := max(1, jo.Ranks)
+	runtimes := make([]*Runtime, n)
+	for rank := range runtimes {
+		o := jo.Rank
+		o.Rank, o.WorldSize = rank, n
+		if n > 1 {
+			o.Prefix = fmt.Sprintf("[%d] ", rank)
+		}
+		o.Runtime = tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), o.Seed)
+		r, err := New(o)
+		if err != nil {
+			return &RankError{rank, n, err}
+		}
+		if jo.Setup != nil {
+			if err := jo.Setup(r); err != nil {
+				return &RankError{rank, n, err}
+			}
+		}
+		runtimes[rank] = r
+	}
+
+	var (
+		mu    sync.Mutex
+		first *RankError
+		wg    sync.WaitGroup
+	)
+	stopOthers := func(failed int, why string) {
+		for i, r := range runtimes {
+			if i != failed {
+				r.Interrupt(why)
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			mu.Lock()
+			if first == nil {
+				first = &RankError{-1, n, &Error{Message: "interrupted", Interrupted: true}}
+			}
+			mu.Unlock()
+			stopOthers(-1, "interrupted")
+		case <-done:
+		}
+	}()
+	for rank, r := range runtimes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.Close()
+			err := r.RunFile(path)
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			var se *Error
+			if first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted)) {
+				first = &RankError{rank, n, err}
+				go stopOthers(rank, fmt.Sprintf("stopped: rank %d failed", rank))
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	if first == nil {
+		return nil
+	}
+	return first
+}
