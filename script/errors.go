@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/dop251/goja"
+	"github.com/dop251/goja/parser"
+	"github.com/dop251/goja_nodejs/require"
 )
 
 // Error is a script failure as the user sees it: one message with the
@@ -51,8 +53,12 @@ func (r *Runtime) scriptError(err error) error {
 	var intr *goja.InterruptedError
 	if errors.As(err, &intr) {
 		e := &Error{Message: fmt.Sprint(intr.Value()), Interrupted: true}
-		e.fillStack(intr.Stack())
+		e.fillStack(intr.Stack(), r.required)
 		return e
+	}
+	var list parser.ErrorList
+	if errors.As(err, &list) {
+		return syntaxError(list)
 	}
 	var syn *goja.CompilerSyntaxError
 	if errors.As(err, &syn) {
@@ -66,6 +72,13 @@ func (r *Runtime) scriptError(err error) error {
 	var exc *goja.Exception
 	if errors.As(err, &exc) {
 		e := &Error{Message: exceptionMessage(exc)}
+		if errors.Is(exc, require.InvalidModuleError) {
+			e.Message = "Cannot find module"
+			if r.lastRequire != "" {
+				e.Message += " " + r.lastRequire
+			}
+			r.lastRequire = ""
+		}
 		if ee := (*ExitError)(nil); errors.As(exc, &ee) {
 			e.Exit = ee
 		}
@@ -76,11 +89,25 @@ func (r *Runtime) scriptError(err error) error {
 				e.Exit = ee
 			}
 		}
-		e.fillStack(exc.Stack())
+		e.fillStack(exc.Stack(), r.required)
 		return e
 	}
 	// Parser errors from require of a module, and anything else.
 	return &Error{Message: err.Error(), Cause: err}
+}
+
+// syntaxError formats a parser error with the file's own position.
+func syntaxError(err error) error {
+	var list parser.ErrorList
+	if errors.As(err, &list) && len(list) > 0 {
+		p := list[0].Position
+		msg := "SyntaxError: " + list[0].Message
+		if len(list) > 1 {
+			msg += fmt.Sprintf(" (and %d more errors)", len(list)-1)
+		}
+		return &Error{Message: msg, Position: fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)}
+	}
+	return &Error{Message: "SyntaxError: " + err.Error()}
 }
 
 // exceptionMessage is the thrown value as text: "Name: message" for Error
@@ -106,12 +133,16 @@ func exceptionMessage(exc *goja.Exception) string {
 }
 
 // fillStack records the script frames (native frames are the host API and
-// say nothing to the user).
-func (e *Error) fillStack(frames []goja.StackFrame) {
+// say nothing to the user). Columns on the first line of files loaded by
+// require are corrected for the module wrapper.
+func (e *Error) fillStack(frames []goja.StackFrame, required map[string]bool) {
 	for _, f := range frames {
 		p := f.Position()
 		if p.Filename == "" {
 			continue
+		}
+		if p.Line == 1 && required[p.Filename] {
+			p.Column -= len(moduleWrapper)
 		}
 		loc := fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)
 		if e.Position == "" && p.Filename != preludeName {

@@ -63,6 +63,11 @@ type Runtime struct {
 	methods map[string]goja.Value
 	life    lifetime
 
+	// required records the files loaded through require (their line 1 is
+	// shifted by the module wrapper) and the last module asked for.
+	required    map[string]bool
+	lastRequire string
+
 	interrupted atomic.Bool
 }
 
@@ -81,11 +86,11 @@ func New(opts Options) (*Runtime, error) {
 	if rt == nil {
 		rt = tensor.NewRuntime(cpu.New(cpu.Options{Index: opts.Rank}), opts.Seed)
 	}
-	r := &Runtime{vm: goja.New(), rt: rt, opts: opts}
+	r := &Runtime{vm: goja.New(), rt: rt, opts: opts, required: map[string]bool{}}
 	r.vm.SetParserOptions(parser.WithDisableSourceMaps)
 	r.vm.SetMaxCallStackSize(10000)
 	r.life.init(r, opts.AutoRelease)
-	reg := require.NewRegistry(require.WithLoader(sourceLoader))
+	reg := require.NewRegistry(require.WithLoader(r.sourceLoader))
 	reg.RegisterNativeModule("zeroeng", func(vm *goja.Runtime, module *goja.Object) {
 		module.Set("exports", r.zeroengModule())
 	})
@@ -96,9 +101,18 @@ func New(opts Options) (*Runtime, error) {
 	return r, nil
 }
 
-// sourceLoader reads CommonJS modules from disk; a missing file is
-// require's "module not found", anything else a clear error.
-func sourceLoader(path string) ([]byte, error) {
+// moduleWrapper is what goja_nodejs's require puts before a module's first
+// line; positions on that line are shifted by its length.
+const moduleWrapper = "(function(exports,require,module,__filename,__dirname){"
+
+// sourceLoader reads CommonJS modules from disk for require. It checks the
+// syntax itself, so that a syntax error reports the file's own line and
+// column (the module wrapper would shift them), and it remembers what was
+// asked for, to name a module that cannot be found.
+func (r *Runtime) sourceLoader(path string) ([]byte, error) {
+	if r.lastRequire == "" {
+		r.lastRequire = path
+	}
 	b, err := os.ReadFile(filepath.FromSlash(path))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -106,6 +120,11 @@ func sourceLoader(path string) ([]byte, error) {
 		}
 		return nil, err
 	}
+	r.lastRequire = ""
+	if _, err := parser.ParseFile(nil, path, string(b), 0); err != nil {
+		return nil, syntaxError(err)
+	}
+	r.required[path] = true
 	return b, nil
 }
 

@@ -1,0 +1,180 @@
+package script
+
+import (
+	"strings"
+	"testing"
+)
+
+// evalCase runs src (a script body) and compares what it prints.
+type evalCase struct {
+	name string
+	src  string
+	want string // printed output, exactly (trimmed)
+	err  string // when set, the run must fail with an error containing it
+}
+
+func runCases(t *testing.T, cases []evalCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := "const { tensor, nn, optim, io, dist } = require('zeroeng');\nconst F = nn.functional;\n" + c.src
+			out, err := runScript(t, t.TempDir(), "case.js", src, Options{AutoRelease: true})
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("error %v, want one containing %q (output %q)", err, c.err, out)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\noutput:\n%s", err, out)
+			}
+			if got := strings.TrimSpace(out); got != c.want {
+				t.Fatalf("printed\n%s\nwant\n%s", got, c.want)
+			}
+		})
+	}
+}
+
+func TestTensorAPI(t *testing.T) {
+	runCases(t, []evalCase{
+		{"fromArray nested", `const t = tensor.fromArray([[1, 2], [3, 4]]); console.log(t.shape, t.dtype, t.toArray())`,
+			"[ 2, 2 ] int64 [ [ 1, 2 ], [ 3, 4 ] ]", ""},
+		{"fromArray flat with shape and dtype", `console.log(tensor.fromArray([1, 2, 3, 4, 5, 6], [2, 3], "float32"))`,
+			"tensor([[1., 2., 3.],\n        [4., 5., 6.]])", ""},
+		{"fromArray options", `console.log(tensor.fromArray([0.5, 1], { dtype: "float64" }).dtype)`, "float64", ""},
+		{"typed array shares memory", `const a = new Float32Array([1, 2, 3]); const t = tensor.fromArray(a); a[0] = 10; console.log(t.toArray())`,
+			"[ 10, 2, 3 ]", ""},
+		{"typedArray view", `const t = tensor.zeros([3]); const v = t.typedArray(); v[1] = 5; console.log(t.toArray(), v instanceof Float32Array)`,
+			"[ 0, 5, 0 ] true", ""},
+		{"arithmetic with numbers and tensors", `const t = tensor.fromArray([1, 2, 3], { dtype: "float32" }); console.log(t.add(1).mul(t).sub(2).div(2).toArray())`,
+			"[ 0, 2, 5 ]", ""},
+		{"reductions", `const t = tensor.arange(6).reshape(2, 3).float(); console.log(t.sum().item(), t.sum(1).toArray(), t.mean([0], true).shape, t.max().item())`,
+			"15 [ 3, 12 ] [ 1, 3 ] 5", ""},
+		{"max with dim", `const [v, i] = tensor.fromArray([[1, 5], [7, 2]]).max(1); console.log(v.toArray(), i.toArray())`,
+			"[ 5, 7 ] [ 1, 0 ]", ""},
+		{"var unbiased and correction", `const t = tensor.fromArray([1, 2, 3, 4], {dtype: "float32"}); console.log(t.var().item().toFixed(4), t.var(0, { correction: 0 }).item())`,
+			"1.6667 1.25", ""},
+		{"views", `const t = tensor.arange(24).reshape([2, 3, 4]); console.log(t.permute(2, 0, 1).shape, t.transpose(0, 2).contiguous().view(-1).shape, t.narrow(1, 1, 2).shape, t.select(0, 1).shape, t.T.shape)`,
+			"", "at most 2 dimensions"},
+		{"views ok", `const t = tensor.arange(24).reshape([2, 3, 4]); console.log(t.permute(2, 0, 1).shape, t.transpose(0, 2).contiguous().view(-1).shape, t.narrow(1, 1, 2).shape, t.select(0, 1).shape, t.flatten(1).shape, t.unsqueeze(0).squeeze().shape)`,
+			"[ 4, 2, 3 ] [ 24 ] [ 2, 2, 4 ] [ 3, 4 ] [ 2, 12 ] [ 2, 3, 4 ]", ""},
+		{"cat stack split chunk", `const a = tensor.ones([2, 2]); const parts = tensor.cat([a, a], 1).split(1, 1); console.log(parts.length, tensor.stack([a, a]).shape, a.chunk(2, 0)[1].shape)`,
+			"4 [ 2, 2, 2 ] [ 1, 2 ]", ""},
+		{"comparisons and where", `const t = tensor.fromArray([-1, 2, -3], {dtype: "float32"}); console.log(tensor.where(t.gt(0), t, 0).toArray(), t.lt(0).toArray())`,
+			"[ 0, 2, 0 ] [ true, false, true ]", ""},
+		{"autograd", `const w = tensor.fromArray([1, 2, 3], {dtype: "float32"}).requiresGrad_(); w.mul(w).sum().backward(); console.log(w.grad.toArray(), w.isLeaf, w.requiresGrad)`,
+			"[ 2, 4, 6 ] true true", ""},
+		{"noGrad", `const w = tensor.ones([2]).requiresGrad_(); const y = tensor.noGrad(() => w.mul(2)); console.log(y.requiresGrad, tensor.isGradEnabled())`,
+			"false true", ""},
+		{"seeded randn reproduces torch", `tensor.manualSeed(0); console.log(tensor.randn([3]).toArray().map(v => v.toFixed(4)).join(" "), tensor.randn([2], { seed: 0 }).toArray()[0].toFixed(4))`,
+			"1.5410 -0.2934 -2.1788 1.5410", ""},
+		{"randint randperm arange", `console.log(tensor.randint(0, 10, [4]).dtype, tensor.randperm(5).sort === undefined, tensor.arange(1, 4).toArray(), tensor.arange(0, 1, 0.5).toArray())`,
+			"int64 true [ 1, 2, 3 ] [ 0, 0.5 ]", ""},
+		{"item of bool and int", `console.log(tensor.fromArray([3]).item(), tensor.fromArray([1]).gt(0).item())`, "3 true", ""},
+		{"printing", `console.log(String(tensor.zeros([2], {dtype: "float64"})), tensor.fromArray([1.5]).requiresGrad_())`,
+			"tensor([0., 0.], dtype=torch.float64) tensor([1.5000], requires_grad=True)", ""},
+		{"softmax and cross entropy", `const x = tensor.fromArray([[1, 2, 3]], {dtype: "float32"}); console.log(x.softmax(1).sum().item().toFixed(6), F.crossEntropy(x, tensor.fromArray([2])).item().toFixed(4))`,
+			"1.000000 0.4076", ""},
+		{"in place", `const t = tensor.zeros([3]); t.fill_(2).add_(1).mul_(2); t.add_(tensor.ones([3]), { alpha: 3 }); console.log(t.toArray())`,
+			"[ 9, 9, 9 ]", ""},
+		{"scope keeps what it returns", `const before = tensor.stats().liveTensors; const y = tensor.scope(() => { const a = tensor.ones([1000]); return a.mul(2); }); console.log(tensor.stats().liveTensors - before, y.sum().item())`,
+			"1 2000", ""},
+		{"scope returns objects of tensors", `const {a, b} = tensor.scope(() => ({ a: tensor.ones([2]), b: [tensor.zeros([1])] })); console.log(a.toArray(), b[0].toArray())`,
+			"[ 1, 1 ] [ 0 ]", ""},
+		{"engine error names op and shapes", `tensor.ones([8, 3]).matmul(tensor.ones([4, 5]))`, "", "matmul: shapes [8 3] and [4 5] cannot be multiplied"},
+		{"engine error position", "\n\ntensor.ones([2]).view(3)", "", "case.js:5:"},
+		{"wrong argument type", `tensor.ones([2]).add("x")`, "", "tensor.add: argument must be a number, got \"x\""},
+		{"unknown dtype", `tensor.zeros([2], { dtype: "float8" })`, "", "unknown dtype \"float8\""},
+		{"index out of range", `tensor.ones([3, 2]).indexSelect(0, tensor.fromArray([5]))`, "", "5"},
+		{"released tensor", `const t = tensor.ones([2]); t.release(); t.sum()`, "", "released by tensor.release()"},
+		{"ragged array", `tensor.fromArray([[1, 2], [3]])`, "", "ragged"},
+		{"method on non-tensor", `const f = tensor.ones([1]).sum; f.call({})`, "", "not a tensor"},
+	})
+}
+
+func TestModulesAndOptimizers(t *testing.T) {
+	runCases(t, []evalCase{
+		{"names follow PyTorch", `
+class Block extends nn.Module {
+  constructor() { super(); this.ln1 = nn.LayerNorm(4); this.fc = nn.Linear(4, 4, false); this.registerBuffer("mask", tensor.ones([4])); }
+  forward(x) { return this.fc.forward(this.ln1.forward(x)); }
+}
+class Net extends nn.Module {
+  constructor() { super(); this.emb = nn.Embedding(10, 4); this.blocks = nn.ModuleList([new Block(), new Block()]); this.head = nn.Parameter(tensor.zeros([4])); }
+}
+const net = new Net();
+console.log(Object.keys(net.stateDict()).join(" "));
+console.log(net.parameters().length, net.numParameters());`,
+			// PyTorch's order: a module's parameters, its buffers, then its
+			// children (so blocks.0.mask precedes blocks.0.ln1.weight).
+			"head emb.weight blocks.0.mask blocks.0.ln1.weight blocks.0.ln1.bias blocks.0.fc.weight blocks.1.mask blocks.1.ln1.weight blocks.1.ln1.bias blocks.1.fc.weight\n8 92", ""},
+		{"repr", `console.log(String(nn.Sequential(nn.Linear(2, 3), nn.GELU("tanh"), nn.Dropout(0.1))))`,
+			"Sequential(\n  (0): Linear(in_features=2, out_features=3, bias=True)\n  (1): GELU(approximate='tanh')\n  (2): Dropout(p=0.1, inplace=False)\n)", ""},
+		{"train and eval reach dropout", `const m = nn.Sequential(nn.Dropout(0.5)); m.eval(); const x = tensor.ones([100]); console.log(m.forward(x).sum().item(), m[0].training)`,
+			"100 false", ""},
+		{"loadStateDict strict errors", `const m = nn.Linear(2, 2); m.loadStateDict({ weight: tensor.zeros([3, 3]), extra: tensor.zeros([1]) })`, "",
+			`Missing key(s) in state_dict: "bias"`},
+		{"optimizer param groups are live", `const m = nn.Linear(2, 2); const opt = optim.SGD(m.parameters(), { lr: 0.1, momentum: 0.9 }); opt.paramGroups[0].lr = 0.5; console.log(opt.paramGroups[0].lr, opt.paramGroups[0].momentum, opt.paramGroups[0].params.length)`,
+			"0.5 0.9 2", ""},
+		{"groups and scheduler", `const a = nn.Linear(2, 2), b = nn.Linear(2, 1); const opt = optim.AdamW([{ params: a.parameters() }, { params: b.parameters(), lr: 0.1 }], { lr: 0.01 });
+const s = optim.lrScheduler.StepLR(opt, { stepSize: 1, gamma: 0.5 }); opt.step(); s.step(); console.log(s.getLastLr().join(" "))`,
+			"0.005 0.05", ""},
+		{"lambda scheduler", `const opt = optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }); const s = optim.lrScheduler.LambdaLR(opt, step => 1 / (step + 1)); s.step(); s.step(); console.log(opt.paramGroups[0].lr.toFixed(4))`,
+			"0.3333", ""},
+		{"optimizer state dict layout", `const m = nn.Linear(2, 1); const opt = optim.Adam(m.parameters()); m.forward(tensor.ones([1, 2])).sum().backward(); opt.step(); const sd = opt.stateDict(); console.log(Object.keys(sd.state[0]).sort().join(" "), sd.param_groups[0].lr, sd.param_groups[0].params.join(","))`,
+			"exp_avg exp_avg_sq step 0.001 0,1", ""},
+		{"sgd needs lr", `optim.SGD(nn.Linear(1, 1).parameters(), {})`, "", "lr is required"},
+		{"clip grad norm", `const p = nn.Parameter(tensor.fromArray([3, 4], {dtype: "float32"})); p.mul(p).sum().backward(); console.log(nn.utils.clipGradNorm_([p], 1).toFixed(1), p.grad.toArray().map(v => v.toFixed(2)).join(" "))`,
+			"10.0 0.60 0.80", ""},
+		{"save and load", `const m = nn.Linear(2, 2); io.saveSafetensors("m.safetensors", m.stateDict()); const sd = io.loadSafetensors("m.safetensors"); const m2 = nn.Linear(2, 2); m2.loadStateDict(sd); console.log(m2.weight.eq(m.weight).all === undefined, m2.weight.sub(m.weight).abs().sum().item())`,
+			"true 0", ""},
+		{"subclassing a layer", `class Scaled extends nn.Linear { forward(x) { return super.forward(x).mul(2); } } const s = new Scaled(2, 1); console.log(s instanceof nn.Linear, s instanceof nn.Module, s.forward(tensor.ones([1, 2])).shape)`,
+			"true true [ 1, 1 ]", ""},
+	})
+}
+
+func TestScriptErrors(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, src string
+		want      []string
+	}{
+		{"syntax", "let x = ;\n", []string{"case.js:1:9", "SyntaxError"}},
+		{"thrown", "function f() { throw new RangeError('bad value'); }\nf();\n", []string{"case.js:1:22: RangeError: bad value", "at f (", "case.js:2:2"}},
+		{"engine error in a module", "const { nn, tensor } = require('zeroeng');\nconst m = nn.Linear(3, 2);\nm.forward(tensor.ones([4, 5]));\n",
+			[]string{"case.js:3:", "linear: input of shape [4 5] does not match weight of shape [2 3]"}},
+		{"require missing", "require('./nope.js')\n", []string{"Cannot find module", "nope.js", "case.js:1:8"}},
+		{"process.exit", "process.exit(3)\n", []string{"process.exit(3)"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := runScript(t, dir, "case.js", c.src, Options{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			msg := err.Error()
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not contain %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "goroutine") || strings.Contains(msg, ".go:") {
+				t.Errorf("error shows Go internals: %s", msg)
+			}
+		})
+	}
+}
+
+func TestRequireRelativeModulesAndArgs(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := runScript(t, dir, "lib.js", "module.exports = { twice: x => 2 * x };", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runScript(t, dir, "main.js", "const { twice } = require('./lib.js'); console.log(twice(21), process.argv.slice(2).join(','), typeof process.env.PATH)", Options{Args: []string{"a", "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out) != "42 a,b string" {
+		t.Fatalf("output %q", out)
+	}
+}
