@@ -18,7 +18,9 @@ func runCases(t *testing.T, cases []evalCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			src := "const { tensor, nn, optim, io, dist } = require('zeroeng');\nconst F = nn.functional;\n" + c.src
-			out, err := runScript(t, t.TempDir(), "case.js", src, Options{AutoRelease: true})
+			dir := t.TempDir()
+			t.Chdir(dir) // files the case writes stay in its directory
+			out, err := runScript(t, dir, "case.js", src, Options{AutoRelease: true})
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("error %v, want one containing %q (output %q)", err, c.err, out)
