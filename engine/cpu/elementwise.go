@@ -18,6 +18,12 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.View, s float64) error
 	if anyHalf(dst, src) {
 		return d.widened([]*device.View{&dst}, []*device.View{&src}, func() error { return d.Unary(op, dst, src, s) })
 	}
+	if dst.DType == dtype.Float32 && dst.Numel() <= grain && dst.Contiguous() && src.Contiguous() {
+		if fast := unaryFast32(op, float32(s)); fast != nil {
+			fast(flat32(dst), flat32(src))
+			return nil
+		}
+	}
 	w := newWalk(dst.Shape, dst, src)
 	switch dst.DType {
 	case dtype.Float32:
@@ -262,6 +268,9 @@ func (d *Device) Binary(op device.BinaryOp, dst, a, b device.View) error {
 	if anyHalf(dst, a, b) {
 		return d.widened([]*device.View{&dst}, []*device.View{&a, &b}, func() error { return d.Binary(op, dst, a, b) })
 	}
+	if dst.DType == dtype.Float32 && !op.IsComparison() && smallBinary32(op, dst, a, b) {
+		return nil
+	}
 	w := newWalk(dst.Shape, dst, a, b)
 	if op.IsComparison() {
 		if dst.DType != dtype.Bool {
@@ -441,4 +450,39 @@ func whereRun[T any](w *walk, dst []T, cond []uint8, a, b []T) {
 			}
 		}
 	})
+}
+
+// smallBinary32 runs a small float32 op whose operands are contiguous (or b
+// a broadcast scalar) straight on the vector kernel: below the parallel
+// grain the walk machinery would cost more than the arithmetic.
+func smallBinary32(op device.BinaryOp, dst, a, b device.View) bool {
+	n := dst.Numel()
+	if n > grain || !dst.Contiguous() || !a.Contiguous() {
+		return false
+	}
+	fast := binaryFast32(op)
+	if fast == nil {
+		return false
+	}
+	switch {
+	case b.Contiguous():
+		return fast(flat32(dst), flat32(a), flat32(b), 1)
+	case allZero(b.Strides):
+		return fast(flat32(dst), flat32(a), elems[float32](b.Buf)[b.Offset:b.Offset+1], 0)
+	}
+	return false
+}
+
+func allZero(strides []int) bool {
+	for _, s := range strides {
+		if s != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// flat32 is the float32 slice of a contiguous view.
+func flat32(v device.View) []float32 {
+	return elems[float32](v.Buf)[v.Offset : v.Offset+v.Numel()]
 }

@@ -1,6 +1,7 @@
 package tensor
 
 import (
+	"slices"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -393,6 +394,9 @@ func (t *Tensor) checkInPlace(op string) error {
 // broadcastView returns src's view broadcast to shape (stride 0 on expanded
 // dimensions), or an error naming both shapes.
 func broadcastView(src *Tensor, shape []int) (v device.View, err error) {
+	if slices.Equal(src.shape, shape) {
+		return src.view(), nil
+	}
 	strides, ok := broadcastStrides(src.shape, src.strides, shape)
 	if !ok {
 		return v, fmt.Errorf("shape %v cannot be broadcast to %v", src.shape, shape)
@@ -433,6 +437,9 @@ func broadcastStrides(from, fromStrides, to []int) ([]int, bool) {
 
 // broadcastShapes is the shape two operands broadcast to.
 func broadcastShapes(a, b []int) ([]int, bool) {
+	if slices.Equal(a, b) {
+		return a, true // shapes are never modified once made, so sharing is safe
+	}
 	n := max(len(a), len(b))
 	out := make([]int, n)
 	for i := 0; i < n; i++ {

@@ -66,8 +66,9 @@ func binaryOp(opName string, op device.BinaryOp, a, b *Tensor) *Tensor {
 		r.Release()
 		return out
 	}
-	out, ca, cb, done := runBinary(rt, opName, op, a, b, dt, dt, shape)
-	defer done()
+	out, ca, cb := runBinary(rt, opName, op, a, b, dt, dt, shape)
+	defer releaseConverted(a, ca)
+	defer releaseConverted(b, cb)
 	if out.err != nil || !dt.IsFloat() {
 		return out
 	}
@@ -197,15 +198,23 @@ func compare(opName string, op device.BinaryOp, a, b *Tensor) *Tensor {
 	if dt == BFloat16 || dt == Float16 {
 		dt = Float32
 	}
-	out, _, _, done := runBinary(rt, opName, op, a, b, dt, Bool, shape)
-	done()
+	out, ca, cb := runBinary(rt, opName, op, a, b, dt, Bool, shape)
+	releaseConverted(a, ca)
+	releaseConverted(b, cb)
 	return out
+}
+
+// releaseConverted releases c when it is a conversion of t made for an op.
+func releaseConverted(t, c *Tensor) {
+	if c != t {
+		c.Release()
+	}
 }
 
 // runBinary converts a and b to dt, runs op into a new tensor of type outDT
 // broadcast to shape, and returns it with the converted operands (for
-// autograd to save); done releases the conversions.
-func runBinary(rt *Runtime, opName string, op device.BinaryOp, a, b *Tensor, dt, outDT DType, shape []int) (out, ca, cb *Tensor, done func()) {
+// autograd to save), which the caller releases with releaseConverted.
+func runBinary(rt *Runtime, opName string, op device.BinaryOp, a, b *Tensor, dt, outDT DType, shape []int) (out, ca, cb *Tensor) {
 	ca, cb = a, b
 	if a.dt != dt {
 		ca = a.To(dt)
@@ -213,25 +222,17 @@ func runBinary(rt *Runtime, opName string, op device.BinaryOp, a, b *Tensor, dt,
 	if b.dt != dt {
 		cb = b.To(dt)
 	}
-	done = func() {
-		if ca != a {
-			ca.Release()
-		}
-		if cb != b {
-			cb.Release()
-		}
-	}
 	out, err := rt.empty(outDT, shape)
 	if err != nil {
-		return rt.failErr(opName, err), ca, cb, done
+		return rt.failErr(opName, err), ca, cb
 	}
 	av, _ := broadcastView(ca, shape)
 	bv, _ := broadcastView(cb, shape)
 	if err := kernel(func() error { return rt.dev.Binary(op, out.view(), av, bv) }); err != nil {
 		out.Release()
-		return rt.failErr(opName, err), ca, cb, done
+		return rt.failErr(opName, err), ca, cb
 	}
-	return out, ca, cb, done
+	return out, ca, cb
 }
 
 // Eq, Ne, Lt, Le, Gt, Ge compare elementwise and return bool tensors.

@@ -178,7 +178,16 @@ func (rt *Runtime) empty(dt dtype.DType, shape []int) (*Tensor, error) {
 	}
 	st := &storage{rt: rt, buf: buf}
 	st.refs.Store(1)
-	return rt.wrap(st, dt, 0, slices.Clone(shape), contiguousStrides(shape)), nil
+	// Shape and strides share one allocation.
+	both := make([]int, 2*len(shape))
+	sh, strides := both[:len(shape):len(shape)], both[len(shape):]
+	copy(sh, shape)
+	stride := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		strides[i] = stride
+		stride *= max(shape[i], 1)
+	}
+	return rt.wrap(st, dt, 0, sh, strides), nil
 }
 
 // maxBytes bounds a single tensor (1 TiB): a shape beyond it is a mistake,
