@@ -143,6 +143,8 @@ func (r *Runtime) zeroengModule() *goja.Object {
 	must(m.Set("tensor", r.tensorModule()))
 	must(m.Set("dist", r.distModule()))
 	must(m.Set("io", r.ioModule()))
+	must(m.Set("progress", r.progressModule()))
+	must(m.Set("metrics", r.metricsModule()))
 	must(m.Set("version", Version))
 	native := r.vm.NewObject()
 	r.nativeNN(native)
@@ -221,6 +223,9 @@ func (r *Runtime) RunFile(path string) error {
 // RunString runs source text as a script named name (no module wrapper:
 // top-level declarations are globals, as in a REPL).
 func (r *Runtime) RunString(name, src string) (goja.Value, error) {
+	if _, err := parser.ParseFile(nil, name, src, 0); err != nil {
+		return nil, syntaxError(err) // with the script's own position
+	}
 	return r.run(func() (goja.Value, error) { return r.vm.RunScript(name, src) })
 }
 

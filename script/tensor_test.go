@@ -180,3 +180,14 @@ func TestRequireRelativeModulesAndArgs(t *testing.T) {
 		t.Fatalf("output %q", out)
 	}
 }
+
+func TestRunStringSyntaxError(t *testing.T) {
+	r, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.RunString("snippet", "1 +")
+	if err == nil || err.Error() != "snippet:1:4: SyntaxError: Unexpected end of input" {
+		t.Fatalf("error %q", err)
+	}
+}
