@@ -289,6 +289,8 @@
     optim,
     io: zeroeng.io,
     dist: zeroeng.dist,
+    progress: zeroeng.progress,
+    metrics: zeroeng.metrics,
     version: zeroeng.version,
   });
 })

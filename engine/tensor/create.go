@@ -1,10 +1,10 @@
 package tensor
 
 import (
-	"slices"
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/device"
