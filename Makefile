@@ -7,14 +7,14 @@ export CGO_ENABLED ?= 0
 build:
 	$(GO) build -o bin/zeroeng ./cmd/zeroeng
 
-# The main job on the embedded default: CPU, no GPU, no downloads.
+# The quickstart: a small model learns from synthetic data on the CPU in seconds, no downloads.
 run: build
-	./bin/zeroeng run
+	./bin/zeroeng run samples/quickstart.js
 
 # The race detector needs cgo (gcc); everything else builds and tests with CGO_ENABLED=0.
 test: vet
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/...
+	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./script/... ./cmd/...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)

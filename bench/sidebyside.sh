@@ -3,8 +3,12 @@
 # same machine, in interleaved rounds, so that both see the same machine state. Prints one JSON
 # line per run, then a summary of medians and ratios (docs/benchmarks.md quotes it).
 #
-#   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist (default: all)
+#   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js (default: all)
 #   ROUNDS=5 bench/sidebyside.sh mlp
+#
+# fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
+# (side "zeroeng-js"), to the fmnist rounds; its rows also carry wall_s, each process's wall time
+# (start-up, data loading and, for zeroeng, the per-epoch test evaluation included).
 #
 # PyTorch runs twice: as installed, and with OPENBLAS_CORETYPE=SkylakeX, because Debian's
 # OpenBLAS 0.3.21 does not recognise this CPU and falls back to SSE3 kernels (zeroeng's CBLAS
@@ -15,10 +19,19 @@ ROUNDS=${ROUNDS:-3}
 BENCH=${BENCH:-../shared/bench}
 PY=/usr/bin/python3
 workloads=("$@")
-[ ${#workloads[@]} -gt 0 ] || workloads=(gemm mlp gpt fmnist)
+[ ${#workloads[@]} -gt 0 ] || workloads=(gemm mlp gpt fmnist fmnist-js)
 go build -o bin/zeroeng ./cmd/zeroeng
 out=$(mktemp)
 tag() { sed "s/^{/{\"side\": \"$1\", /" | tee -a "$out"; }
+# timed runs a command that ends its output with a JSON object and prints that line with the
+# command's wall time added as wall_s.
+timed() {
+  local t0 t1 line
+  t0=$(date +%s.%N)
+  line=$("$@" | tail -n 1)
+  t1=$(date +%s.%N)
+  echo "$line" | sed "s/}\$/, \"wall_s\": $(awk "BEGIN { printf \"%.2f\", $t1 - $t0 }")}/"
+}
 torch_gemm() {
   $PY - <<'PY'
 import json, statistics, time, torch
@@ -43,6 +56,12 @@ for w in "${workloads[@]}"; do
         OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_fmnist.py" | tag torch-skylakex
         ./bin/zeroeng bench fmnist | tag zeroeng
         ;;
+      fmnist-js)
+        timed env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_fmnist.py" | tag torch
+        timed env OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_fmnist.py" | tag torch-skylakex
+        timed ./bin/zeroeng bench fmnist | tag zeroeng
+        timed ./bin/zeroeng run --quiet samples/fashion_mnist.js | tag zeroeng-js
+        ;;
       *)
         env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" "$w" | tag torch
         OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_cpu.py" "$w" | tag torch-skylakex
@@ -62,11 +81,24 @@ print("\nworkload | side | metric | median of rounds | rounds")
 for (w, s), v in sorted(by.items()):
     print(f"{w} | {s} | {key[w]} | {statistics.median(v):.1f} | {', '.join(f'{x:.1f}' for x in v)}")
 for w in sorted({w for w, _ in by}):
-    z = by.get((w, "zeroeng"))
+    for zs in ("zeroeng", "zeroeng-js"):
+        z = by.get((w, zs))
+        for s in ("torch", "torch-skylakex"):
+            t = by.get((w, s))
+            if z and t:
+                ratio = statistics.median(z) / statistics.median(t)
+                print(f"{w}: {zs} / {s} = {ratio:.2f}" + (" (higher is better)" if w == "gemm" else " (lower is better)"))
+wall = collections.defaultdict(list)
+for r in rows:
+    if "wall_s" in r:
+        wall[(r["workload"], r["side"])].append(r["wall_s"])
+if wall:
+    print("\nworkload | side | wall_s (whole process) median | rounds")
+    for (w, s), v in sorted(wall.items()):
+        print(f"{w} | {s} | {statistics.median(v):.2f} | {', '.join(f'{x:.2f}' for x in v)}")
     for s in ("torch", "torch-skylakex"):
-        t = by.get((w, s))
+        z, t = wall.get(("fashion_mnist_mlp", "zeroeng-js")), wall.get(("fashion_mnist_mlp", s))
         if z and t:
-            ratio = statistics.median(z) / statistics.median(t)
-            print(f"{w}: zeroeng / {s} = {ratio:.2f}" + (" (higher is better)" if w == "gemm" else " (lower is better)"))
+            print(f"fashion_mnist_mlp wall: zeroeng-js / {s} = {statistics.median(z) / statistics.median(t):.2f} (lower is better)")
 PY
 rm -f "$out"

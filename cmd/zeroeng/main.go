@@ -1,5 +1,10 @@
-// Command zeroeng is the zeroeng training engine's command line. This file
-// only wires commands; the engine lives under engine/.
+// Command zeroeng is the zeroeng training engine's command line. This
+// package only wires commands and exit statuses; the engine lives under
+// engine/ and the scripting host under script/.
+//
+// Exit statuses: 0 success, 1 a script or engine error, 2 a usage error
+// (unknown flag or command, missing script, bad flag value), the code a
+// script passes to process.exit, and 130/143 after SIGINT/SIGTERM.
 package main
 
 import (
@@ -7,25 +12,76 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/zeroeng/zeroeng/bench"
-	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
-	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
+	"github.com/zeroeng/zeroeng/script"
 )
 
 // version is set at link time (-ldflags "-X main.version=...").
 var version = "dev"
 
-// usageError marks errors that exit with status 2.
-type usageError struct{ error }
+// usageError marks errors that exit with status 2; cmd names the command
+// whose help the message points to ("" for the top level).
+type usageError struct {
+	error
+	cmd string
+}
+
+func usagef(cmd, format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...), cmd}
+}
+
+// exitStatus ends the process with code after the message (if any) was
+// printed: script errors, process.exit and signals.
+type exitStatus struct{ code int }
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// onUsageError turns urfave/cli's flag errors (unknown flag, bad value,
+// bad environment variable) into usage errors.
+func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
+	cmd := ""
+	if isSubcommand && c.Command != nil {
+		cmd = c.Command.Name
+	}
+	return usageError{err, cmd}
+}
 
 func main() {
-	app := &cli.App{
+	script.Version = version
+	os.Exit(run(os.Args))
+}
+
+// run runs the command line and returns the exit status.
+func run(args []string) int {
+	app := newApp()
+	err := app.Run(args)
+	var st exitStatus
+	var u usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &st):
+		return st.code
+	case errors.As(err, &u):
+		fmt.Fprintln(os.Stderr, "zeroeng:", err)
+		if u.cmd != "" {
+			fmt.Fprintf(os.Stderr, "Run 'zeroeng %s --help' for usage.\n", u.cmd)
+		} else {
+			fmt.Fprintln(os.Stderr, "Run 'zeroeng --help' for usage.")
+		}
+		return 2
+	}
+	fmt.Fprintln(os.Stderr, "zeroeng:", err)
+	return 1
+}
+
+func newApp() *cli.App {
+	return &cli.App{
 		Name:    "zeroeng",
 		Usage:   "a training engine with ZeRO sharding, scripted in JavaScript",
 		Version: version,
@@ -33,64 +89,47 @@ func main() {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for kernels (0: all cores)", EnvVars: []string{"ZEROENG_THREADS"}},
 		},
 		Before: func(c *cli.Context) error {
+			if c.Int("threads") < 0 {
+				return usagef("", "--threads must be 0 (all cores) or more, got %d", c.Int("threads"))
+			}
 			parallel.SetThreads(c.Int("threads"))
 			return nil
 		},
-		Commands: []*cli.Command{
-			{
-				Name:      "run",
-				Usage:     "run the embedded default job (Fashion-MNIST MLP on the CPU)",
-				ArgsUsage: " ",
-				Description: "With no script, trains the Fashion-MNIST MLP (784-256-128-10, Adam 1e-3, batch 128)\n" +
-					"on the embedded 3000/1000-image subset. --data points it at the full dataset instead\n" +
-					"(Debian's dataset-fashion-mnist installs it in /usr/share/datasets/fashion-mnist).",
-				Flags: []cli.Flag{
-					&cli.IntFlag{Name: "epochs", Value: 5, Usage: "training epochs"},
-					&cli.StringFlag{Name: "data", Usage: "directory with the four Fashion-MNIST idx .gz files"},
-					&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "random seed (torch.manual_seed)", EnvVars: []string{"ZEROENG_SEED"}},
-				},
-				Action: func(c *cli.Context) error {
-					if c.NArg() > 0 {
-						return usageError{fmt.Errorf("run: scripts are not supported by this build yet; run without arguments for the default job")}
-					}
-					_, err := bench.FashionMNIST(os.Stdout, bench.FashionMNISTOptions{Epochs: c.Int("epochs"), DataDir: c.String("data"), Seed: c.Uint64("seed")})
+		// The process's exit status is decided in run, never inside cli.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError:   onUsageError,
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("", "unknown command %q", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
+		Commands: commands(),
+	}
+}
+
+// commands lists the subcommands.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		runCommand(),
+		replCommand(),
+		{
+			Name:         "bench",
+			Usage:        "run a side-by-side benchmark workload and print one JSON line (as shared/bench/torch_cpu.py)",
+			ArgsUsage:    strings.Join(bench.Workloads, "|"),
+			OnUsageError: onUsageError,
+			Action: func(c *cli.Context) error {
+				if c.NArg() != 1 {
+					return usagef("bench", "bench: name one workload (%s)", strings.Join(bench.Workloads, ", "))
+				}
+				r, err := bench.Run(c.Args().First())
+				if err != nil {
 					return err
-				},
-			},
-			{
-				Name:      "bench",
-				Usage:     "run a side-by-side benchmark workload and print one JSON line (as shared/bench/torch_cpu.py)",
-				ArgsUsage: strings.Join(bench.Workloads, "|"),
-				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 {
-						return usageError{fmt.Errorf("bench: name one workload (%s)", strings.Join(bench.Workloads, ", "))}
-					}
-					r, err := bench.Run(c.Args().First())
-					if err != nil {
-						return err
-					}
-					return json.NewEncoder(os.Stdout).Encode(r)
-				},
-			},
-			{
-				Name:  "info",
-				Usage: "print the version, CPU features and the libraries found",
-				Action: func(c *cli.Context) error {
-					fmt.Printf("zeroeng %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-					fmt.Printf("threads: %d\n", parallel.Threads())
-					fmt.Printf("vector kernels: %s\n", vmath.Implementation())
-					fmt.Printf("blas: %s\n", blas.Info())
-					return nil
-				},
+				}
+				return json.NewEncoder(os.Stdout).Encode(r)
 			},
 		},
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "zeroeng:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		infoCommand(),
+		versionCommand(),
 	}
 }

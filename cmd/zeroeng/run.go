@@ -1,0 +1,299 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/script"
+)
+
+const runDescription = `Runs a JavaScript training script. Every rank runs the same script in its own
+JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim, io, dist,
+progress and metrics. Flags go before the script; what follows the script (after
+an optional --) reaches it as process.argv.slice(2).
+
+Every flag can also be set with an environment variable; a flag given on the
+command line wins over the variable:
+
+   ZEROENG_NPROC=4             --nproc 4             four ranks on this host (in-process on the CPU)
+   ZEROENG_DEVICE=cpu          --device cpu          auto, cpu or cuda (auto: the CPU in this build)
+   ZEROENG_SEED=42             --seed 42             every rank's generator starts as torch.manual_seed(42)
+   ZEROENG_THREADS=8           --threads 8           CPU threads for the kernels (0: all cores)
+   ZEROENG_LOG_FORMAT=json     --log-format json     zeroeng's own messages as JSON lines on stderr
+   ZEROENG_METRICS=m.jsonl     --metrics m.jsonl     metrics.log() lines and a summary per rank
+   ZEROENG_QUIET=1             --quiet               no progress bars and no summary
+
+Examples:
+
+   zeroeng run samples/quickstart.js
+   zeroeng run samples/fashion_mnist.js -- --data ~/datasets/fashion-mnist --epochs 1
+   zeroeng run --nproc 2 --seed 1 train.js -- --lr 3e-4
+   ZEROENG_METRICS=metrics.jsonl ZEROENG_QUIET=1 zeroeng run train.js
+   zeroeng run --log-format json train.js 2>job.log
+
+Errors print the script position (file:line:column), the message (for engine
+errors the op and the shapes) and the JavaScript stack; with several ranks, the
+first failing rank's error is printed once, with its rank, and the other ranks
+are stopped.
+
+Exit status: 0 on success, 1 when the script fails (syntax error, uncaught
+exception, engine error), 2 on a usage error, the code the script passes to
+process.exit(code), 130 after Ctrl-C (SIGINT) and 143 after SIGTERM. The first
+Ctrl-C stops every rank at its next JavaScript statement; a second one exits at
+once.`
+
+func runCommand() *cli.Command {
+	return &cli.Command{
+		Name:         "run",
+		Usage:        "run a JavaScript training script on one or more ranks",
+		ArgsUsage:    "script.js [-- script args...]",
+		Description:  runDescription,
+		OnUsageError: onUsageError,
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "nproc", Value: 1, Usage: "number of ranks on this host", EnvVars: []string{"ZEROENG_NPROC"}},
+			&cli.StringFlag{Name: "device", Value: "auto", Usage: "where the ranks compute: auto, cpu or cuda", EnvVars: []string{"ZEROENG_DEVICE"}},
+			&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every rank's random generator", EnvVars: []string{"ZEROENG_SEED"}},
+			&cli.IntFlag{Name: "threads", Usage: "CPU threads for kernels (0: all cores)", EnvVars: []string{"ZEROENG_THREADS"}},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "format of zeroeng's own messages on stderr: text or json", EnvVars: []string{"ZEROENG_LOG_FORMAT"}},
+			&cli.StringFlag{Name: "metrics", Usage: "write metrics as JSON lines to `FILE` (replaced if it exists)", EnvVars: []string{"ZEROENG_METRICS"}},
+			&cli.BoolFlag{Name: "quiet", Usage: "no progress output and no job summary", EnvVars: []string{"ZEROENG_QUIET"}},
+		},
+		Action: runAction,
+	}
+}
+
+// runConfig is the checked command line of zeroeng run.
+type runConfig struct {
+	script    string
+	args      []string
+	nproc     int
+	seed      uint64
+	logFormat string
+	metrics   string
+	quiet     bool
+}
+
+func parseRun(c *cli.Context) (runConfig, error) {
+	cfg := runConfig{
+		nproc:     c.Int("nproc"),
+		seed:      c.Uint64("seed"),
+		logFormat: c.String("log-format"),
+		metrics:   c.String("metrics"),
+		quiet:     c.Bool("quiet"),
+	}
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return cfg, usagef("run", "run: no script given; try: zeroeng run samples/quickstart.js")
+	}
+	cfg.script, cfg.args = args[0], args[1:]
+	if len(cfg.args) > 0 && cfg.args[0] == "--" {
+		cfg.args = cfg.args[1:]
+	}
+	if cfg.nproc < 1 {
+		return cfg, usagef("run", "run: --nproc must be 1 or more, got %d", cfg.nproc)
+	}
+	switch d := c.String("device"); d {
+	case "auto", "cpu":
+		// The CPU: it is the only device of this build.
+	case "cuda":
+		return cfg, usagef("run", "run: --device cuda: the CUDA backend is not available in this build; use --device cpu (or auto)")
+	default:
+		return cfg, usagef("run", "run: --device must be auto, cpu or cuda, got %q", d)
+	}
+	if t := c.Int("threads"); t < 0 {
+		return cfg, usagef("run", "run: --threads must be 0 (all cores) or more, got %d", t)
+	} else if c.IsSet("threads") {
+		parallel.SetThreads(t)
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		return cfg, usagef("run", "run: --log-format must be text or json, got %q", cfg.logFormat)
+	}
+	if st, err := os.Stat(cfg.script); err != nil {
+		return cfg, usagef("run", "run: cannot open script: %v", err)
+	} else if st.IsDir() {
+		return cfg, usagef("run", "run: %s is a directory, not a script", cfg.script)
+	}
+	return cfg, nil
+}
+
+func runAction(c *cli.Context) error {
+	cfg, err := parseRun(c)
+	if err != nil {
+		return err
+	}
+	logs := newJobLog(os.Stderr, cfg.logFormat, cfg.quiet)
+
+	var metrics *os.File
+	var metricsW io.Writer
+	if cfg.metrics != "" {
+		// O_APPEND makes every line one atomic append: the ranks share the
+		// file through one locked writer, and a reader tailing it never
+		// sees half a line.
+		metrics, err = os.OpenFile(cfg.metrics, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+		if err != nil {
+			return usagef("run", "run: --metrics: %v", err)
+		}
+		metricsW = script.NewLineWriter(metrics)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := catchSignals(cancel)
+	defer sig.stop()
+
+	var runtimes []*script.Runtime
+	start := time.Now()
+	err = script.RunJob(ctx, cfg.script, script.JobOptions{
+		Ranks: cfg.nproc,
+		Rank: script.Options{
+			Seed:        cfg.seed,
+			Args:        cfg.args,
+			AutoRelease: true,
+			Metrics:     metricsW,
+			// Progress bars draw on stderr, so that is the stream that
+			// must be a terminal for a redrawn status line.
+			Interactive: term.IsTerminal(int(os.Stderr.Fd())),
+			Quiet:       cfg.quiet,
+		},
+		Setup: func(r *script.Runtime) error {
+			runtimes = append(runtimes, r) // called in rank order
+			return nil
+		},
+	})
+	elapsed := time.Since(start)
+	received := sig.received()
+
+	var se *script.Error
+	var re *script.RankError
+	errors.As(err, &se)
+	errors.As(err, &re)
+	exit := 0
+	switch {
+	case received != nil:
+		exit = 128 + int(received.(syscall.Signal))
+	case err == nil:
+	case se != nil && se.Exit != nil:
+		exit = se.Exit.Code
+	default:
+		exit = 1
+	}
+
+	if metrics != nil {
+		for rank, r := range runtimes {
+			status := "ok"
+			switch {
+			case received != nil:
+				status = "interrupted"
+			case se != nil && se.Exit != nil:
+				status = "exit"
+			case err != nil && re != nil && re.Rank == rank:
+				status = "error"
+			case err != nil:
+				status = "stopped"
+			}
+			metricsW.Write(r.MetricsSummary(elapsed, status))
+		}
+		if cerr := metrics.Close(); cerr != nil && exit == 0 {
+			logs.log(slog.LevelError, -1, fmt.Sprintf("writing %s: %v", cfg.metrics, cerr), nil)
+			exit = 1
+		}
+	}
+
+	switch {
+	case received != nil:
+		msg := fmt.Sprintf("interrupted by %s", signalName(received))
+		if se != nil && se.Position != "" {
+			msg += " at " + relPath(se.Position)
+		}
+		logs.log(slog.LevelWarn, -1, msg, nil)
+	case err == nil:
+		logs.summary(fmt.Sprintf("finished in %.2fs (%s)", elapsed.Seconds(), plural(cfg.nproc, "rank")),
+			slog.Int("ranks", cfg.nproc), slog.Float64("elapsed_s", roundMillis(elapsed)))
+	case se != nil && se.Exit != nil:
+		// process.exit(code): the script chose its status; nothing to add.
+	default:
+		logs.scriptFailure(err)
+	}
+	if exit != 0 {
+		return exitStatus{exit}
+	}
+	return nil
+}
+
+// signals turns the first SIGINT or SIGTERM into a cancelled job context
+// (every rank is interrupted and the command exits 130 or 143 once they
+// have stopped) and a second one into an immediate exit.
+type signals struct {
+	ch   chan os.Signal
+	done chan struct{}
+	got  chan os.Signal // holds the first signal once it arrived
+}
+
+func catchSignals(cancel context.CancelFunc) *signals {
+	s := &signals{ch: make(chan os.Signal, 2), done: make(chan struct{}), got: make(chan os.Signal, 1)}
+	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		var first os.Signal
+		for {
+			select {
+			case sig := <-s.ch:
+				if first != nil {
+					fmt.Fprintf(os.Stderr, "\nzeroeng: %s again: exiting without waiting for the ranks\n", signalName(sig))
+					os.Exit(128 + int(sig.(syscall.Signal)))
+				}
+				first = sig
+				s.got <- sig
+				cancel()
+			case <-s.done:
+				return
+			}
+		}
+	}()
+	return s
+}
+
+// received returns the first signal, or nil.
+func (s *signals) received() os.Signal {
+	select {
+	case sig := <-s.got:
+		s.got <- sig
+		return sig
+	default:
+		return nil
+	}
+}
+
+func (s *signals) stop() {
+	signal.Stop(s.ch)
+	close(s.done)
+}
+
+func signalName(s os.Signal) string {
+	switch s {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	}
+	return s.String()
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func roundMillis(d time.Duration) float64 { return float64(d.Milliseconds()) / 1e3 }

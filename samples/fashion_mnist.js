@@ -1,0 +1,93 @@
+// Fashion-MNIST: an MLP 784-256-128-10 (ReLU) trained with Adam (lr 1e-3), batch 128, the recipe of
+// shared/bench/torch_fmnist.py, on Debian's dataset-fashion-mnist.
+//
+//   zeroeng run samples/fashion_mnist.js                       # 5 epochs, data from /usr/share/datasets
+//   zeroeng run samples/fashion_mnist.js -- --data DIR --epochs 1
+//   ZEROENG_FMNIST_DIR=DIR zeroeng run samples/fashion_mnist.js
+//
+// Every epoch prints the test accuracy; the last line is the result as JSON. With --metrics FILE,
+// every step's loss and every epoch's accuracy go to FILE as JSON lines too.
+//
+// The random generator starts from --seed (default 0), as torch.manual_seed(0) does in the PyTorch
+// script, and nothing draws from it before the model is built: the initial weights and the batch
+// order of each epoch (one randperm per epoch) are PyTorch's, so the run follows PyTorch's.
+const { tensor, nn, optim, io, progress, metrics } = require("zeroeng");
+
+const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N]";
+const opts = { data: process.env.ZEROENG_FMNIST_DIR || "/usr/share/datasets/fashion-mnist", epochs: 5 };
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  const [name, inline] = argv[i].split(/=(.*)/s);
+  const value = () => (inline !== undefined ? inline : argv[++i]);
+  switch (name) {
+    case "--data": opts.data = value(); break;
+    case "--epochs": opts.epochs = Number(value()); break;
+    case "-h": case "--help": console.log(usage); process.exit(0);
+    default: console.error(`fashion_mnist.js: unknown argument ${argv[i]}\n${usage}`); process.exit(2);
+  }
+}
+if (!opts.data || !(Number.isInteger(opts.epochs) && opts.epochs > 0)) {
+  console.error(`fashion_mnist.js: --data needs a directory and --epochs a positive integer\n${usage}`);
+  process.exit(2);
+}
+
+// load reads one split: images as float32 in [0, 1], [N, 784], and int64 labels. The scope gives
+// back the uint8 images and the unscaled copy as it returns: only the two results stay.
+function load(prefix) {
+  try {
+    return tensor.scope(() => {
+      const images = io.loadIdx(`${opts.data}/${prefix}-images-idx3-ubyte.gz`);
+      const labels = io.loadIdx(`${opts.data}/${prefix}-labels-idx1-ubyte.gz`);
+      return [images.reshape(-1, 784).float().div(255), labels.long()];
+    });
+  } catch (e) {
+    console.error(`fashion_mnist.js: cannot read the Fashion-MNIST data in ${opts.data}:\n  ${e.message}\n` +
+      "Install it with `sudo apt-get install dataset-fashion-mnist` (Debian, Ubuntu), or point --data DIR\n" +
+      "or ZEROENG_FMNIST_DIR at a directory holding train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz,\n" +
+      "t10k-images-idx3-ubyte.gz and t10k-labels-idx1-ubyte.gz.");
+    process.exit(1);
+  }
+}
+const [xTrain, yTrain] = load("train");
+const [xTest, yTest] = load("t10k");
+const n = xTrain.shape[0], batch = 128, steps = Math.ceil(n / batch);
+
+const model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10));
+const opt = optim.Adam(model.parameters(), { lr: 1e-3 });
+console.log(`fashion-mnist: ${n} training and ${xTest.shape[0]} test images (${opts.data}), ` +
+  `MLP 784-256-128-10, Adam lr 1e-3, batch ${batch}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
+
+const accuracy = () =>
+  tensor.noGrad(() => tensor.scope(() => model.forward(xTest).argmax(1).eq(yTest).float().mean().item()));
+
+let trainMs = 0, acc = 0, step = 0;
+for (let epoch = 1; epoch <= opts.epochs; epoch++) {
+  const bar = progress.bar({ total: steps, label: `epoch ${epoch}/${opts.epochs}` });
+  const start = Date.now();
+  // The permutation outlives the automatic release of each step's tensors: keep it for the epoch.
+  const perm = tensor.randperm(n).keep();
+  let sum = 0;
+  for (let i = 0, s = 1; i < n; i += batch, s++) {
+    const idx = perm.narrow(0, i, Math.min(batch, n - i));
+    opt.zeroGrad();
+    const loss = nn.functional.crossEntropy(model.forward(xTrain.indexSelect(0, idx)), yTrain.indexSelect(0, idx));
+    loss.backward();
+    opt.step();
+    const l = loss.item();
+    sum += l;
+    step++;
+    if (metrics.enabled) metrics.log({ step, epoch, loss: l });
+    bar.update(s, { loss: l, samples: Math.min(i + batch, n) });
+  }
+  perm.release();
+  trainMs += Date.now() - start;
+  bar.done();
+  acc = accuracy();
+  metrics.log({ epoch, test_acc: acc, train_s: trainMs / 1e3 });
+  console.log(`epoch ${epoch}  loss ${(sum / steps).toFixed(4)}  test accuracy ${acc.toFixed(4)}  (training ${(trainMs / 1e3).toFixed(1)}s)`);
+}
+
+// The result in shared/bench/torch_fmnist.py's form; train_s counts the training steps only, as there.
+const result = { workload: "fashion_mnist_mlp", epochs: opts.epochs, test_acc: Number(acc.toFixed(4)), train_s: trainMs / 1e3 };
+metrics.log(result);
+console.log(JSON.stringify(result));
