@@ -48,8 +48,25 @@
       return out;
     }
 
-    namedChildren() { return this._entries().filter(e => e[2] === 'module').map(e => [e[0], e[1]]); }
-    children() { return this.namedChildren().map(e => e[1]); }
+    // namedChildren and children look only for modules: they run on every
+    // Sequential.forward, where _entries' tensor checks would cost more
+    // than small layers' arithmetic.
+    namedChildren() {
+      const out = [];
+      for (const k of Object.keys(this)) {
+        const v = this[k];
+        if (v instanceof Module) out.push([k, v]);
+      }
+      return out;
+    }
+    children() {
+      const out = [];
+      for (const k of Object.keys(this)) {
+        const v = this[k];
+        if (v instanceof Module) out.push(v);
+      }
+      return out;
+    }
 
     namedModules(prefix = '') {
       const out = [[prefix, this]];
