@@ -7,6 +7,7 @@ require (
 	github.com/dop251/goja v0.0.0-20260917113740-793a2a65c13b
 	github.com/dop251/goja_nodejs v0.0.0-20260212111938-1f56ff5bcf14
 	github.com/ebitengine/purego v0.11.3
+	github.com/klauspost/compress v1.20.3
 	github.com/reeflective/readline v1.3.0
 	github.com/urfave/cli/v2 v2.27.7
 	golang.org/x/sys v0.49.0

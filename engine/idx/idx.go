@@ -30,7 +30,7 @@ package idx
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
+	gzip "github.com/klauspost/compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -134,7 +134,14 @@ func read(r io.Reader, path string, size int64) (*Array, error) {
 	br := bufio.NewReader(r)
 	src := io.Reader(br)
 	what := "file"
+	// expandsTo bounds the decompressed size: deflate expands at most
+	// 1032:1, so a gzip file of known size can hold no more than that,
+	// and its data can be allocated at once instead of grown.
+	expandsTo := int64(-1)
 	if magic, _ := br.Peek(2); isGzip(magic) {
+		if size >= 0 {
+			expandsTo = size * maxDeflateRatio
+		}
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			return nil, p.errorf("gzip: %w", err)
@@ -185,7 +192,11 @@ func read(r io.Reader, path string, size int64) (*Array, error) {
 			err = errShortData // the file shrank
 		}
 	} else {
-		body, err = readGrowing(src, h.nbytes)
+		first := int64(readChunk)
+		if expandsTo >= 0 {
+			first = expandsTo
+		}
+		body, err = readGrowing(src, h.nbytes, first)
 	}
 	switch {
 	case errors.Is(err, errShortData):
@@ -211,15 +222,22 @@ func read(r io.Reader, path string, size int64) (*Array, error) {
 	return h.array(body), nil
 }
 
-// readChunk is the first allocation for data; the buffer doubles from there
-// as data arrives.
+// readChunk is the first allocation for data of unknown size; the buffer
+// doubles from there as data arrives.
 const readChunk = 64 << 10
+
+// maxDeflateRatio is deflate's largest expansion: 258 bytes from a one-bit
+// code, about 1032:1.
+const maxDeflateRatio = 1032
 
 // readGrowing reads exactly n bytes, growing its buffer as they arrive, so
 // that a stream declaring more than it holds costs at most twice what it
-// holds. If r ends early it returns the bytes read and errShortData.
-func readGrowing(r io.Reader, n int64) ([]byte, error) {
-	buf := make([]byte, 0, min(n, readChunk))
+// holds (or first, when that is larger). The buffer starts at first bytes
+// when the caller knows the stream holds up to that much: a large buffer
+// grown by doubling costs a copy and fresh pages at every step. If r ends
+// early it returns the bytes read and errShortData.
+func readGrowing(r io.Reader, n, first int64) ([]byte, error) {
+	buf := make([]byte, 0, min(n, max(first, readChunk)))
 	for int64(len(buf)) < n {
 		if len(buf) == cap(buf) {
 			buf = append(make([]byte, 0, min(n, 2*int64(cap(buf)))), buf...)
