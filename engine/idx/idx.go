@@ -30,13 +30,14 @@ package idx
 import (
 	"bufio"
 	"bytes"
-	gzip "github.com/klauspost/compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
