@@ -60,13 +60,18 @@ func (j *jsTensor) releaseWith(why string) {
 }
 
 // isTensor reports whether v is a script tensor.
-func (r *Runtime) isTensor(v goja.Value) bool {
+func (r *Runtime) isTensor(v goja.Value) bool { return asJSTensor(v) != nil }
+
+// asJSTensor returns the tensor handle behind v, or nil when v is not a
+// tensor. goja's Export allocates, so hot paths call this once per value
+// rather than isTensor and then unwrap.
+func asJSTensor(v goja.Value) *jsTensor {
 	obj, ok := v.(*goja.Object)
 	if !ok {
-		return false
+		return nil
 	}
-	_, ok = obj.Export().(*jsTensor)
-	return ok
+	j, _ := obj.Export().(*jsTensor)
+	return j
 }
 
 // unwrap returns the tensor behind v, or raises a clear error: a released
@@ -96,8 +101,8 @@ func (r *Runtime) live(fn string, j *jsTensor) *tensor.Tensor {
 // (like a Python scalar, it takes like's type unless a float meets an
 // integer tensor).
 func (r *Runtime) tensorOrScalar(fn string, v goja.Value, like *tensor.Tensor) *tensor.Tensor {
-	if r.isTensor(v) {
-		return r.unwrap(fn, "argument", v)
+	if j := asJSTensor(v); j != nil {
+		return r.live(fn, j)
 	}
 	x := r.numberValue(fn, "argument", v)
 	dt := like.DType()

@@ -44,12 +44,16 @@ func unaryMethod(f func(*tensor.Tensor) *tensor.Tensor) method {
 
 // arith handles t op other where other is a tensor or a number.
 func arith(name string, f func(a, b *tensor.Tensor) *tensor.Tensor, scalar func(*tensor.Tensor, float64) *tensor.Tensor) method {
+	fn := "tensor." + name
 	return func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		v := call.Argument(0)
-		if !r.isTensor(v) && scalar != nil {
-			return r.wrap(scalar(t, r.numberValue("tensor."+name, "argument", v)))
+		if j := asJSTensor(v); j != nil {
+			return r.wrap(f(t, r.live(fn, j)))
 		}
-		return r.wrap(f(t, r.tensorOrScalar("tensor."+name, v, t)))
+		if scalar != nil {
+			return r.wrap(scalar(t, r.numberValue(fn, "argument", v)))
+		}
+		return r.wrap(f(t, r.tensorOrScalar(fn, v, t)))
 	}
 }
 
