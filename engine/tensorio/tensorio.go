@@ -122,7 +122,7 @@ func LoadIdx(rt *tensor.Runtime, path string) (*tensor.Tensor, error) {
 	return fromIdx(rt, a, path)
 }
 
-// ParseIdx reads idx data held in memory (embedded datasets).
+// ParseIdx reads idx data held in memory (a downloaded or embedded file).
 func ParseIdx(rt *tensor.Runtime, data []byte, name string) (*tensor.Tensor, error) {
 	a, err := idx.Parse(data)
 	if err != nil {
