@@ -222,8 +222,9 @@ func (r *Runtime) repr(t *tensor.Tensor) string {
 		return "tensor(error: " + err.Error() + ")"
 	}
 	shape := t.Shape()
-	format := formatter(t.DType(), vals)
 	summarise := len(vals) > 1000
+	// PyTorch chooses the number style from the values it prints.
+	format := formatter(t.DType(), shownValues(vals, shape, summarise))
 	writeNested(&b, vals, shape, format, summarise, len("tensor("))
 	if len(shape) > 0 && len(vals) == 0 {
 		fmt.Fprintf(&b, ", size=%v", shapeTuple(shape))
@@ -315,6 +316,43 @@ func formatter(dt dtype.DType, vals []float64) func(float64) string {
 	}
 }
 
+// shownIndices lists which of n entries of a dimension are printed: all,
+// or with summarise and more than six, the first and last three.
+func shownIndices(n int, summarise bool) []int {
+	if !summarise || n <= 6 {
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		return idx
+	}
+	return []int{0, 1, 2, n - 3, n - 2, n - 1}
+}
+
+// shownValues returns the values that a print of vals shows.
+func shownValues(vals []float64, shape []int, summarise bool) []float64 {
+	if !summarise || len(shape) == 0 {
+		return vals
+	}
+	var out []float64
+	var walk func(off int, dims []int)
+	walk = func(off int, dims []int) {
+		step := 1
+		for _, d := range dims[1:] {
+			step *= d
+		}
+		for _, i := range shownIndices(dims[0], true) {
+			if len(dims) == 1 {
+				out = append(out, vals[off+i])
+			} else {
+				walk(off+i*step, dims[1:])
+			}
+		}
+	}
+	walk(0, shape)
+	return out
+}
+
 // writeNested prints nested brackets, every value right-aligned to the
 // widest, as PyTorch does; with summarise, only the first and last three
 // entries of each dimension longer than six are shown.
@@ -323,33 +361,10 @@ func writeNested(b *strings.Builder, vals []float64, shape []int, format func(fl
 		b.WriteString(format(vals[0]))
 		return
 	}
-	shown := func(n int) []int {
-		if !summarise || n <= 6 {
-			idx := make([]int, n)
-			for i := range idx {
-				idx[i] = i
-			}
-			return idx
-		}
-		return []int{0, 1, 2, n - 3, n - 2, n - 1}
-	}
-	// First pass: the width of every value that will be printed.
 	width := 0
-	var measure func(off int, dims []int)
-	measure = func(off int, dims []int) {
-		step := 1
-		for _, d := range dims[1:] {
-			step *= d
-		}
-		for _, i := range shown(dims[0]) {
-			if len(dims) == 1 {
-				width = max(width, len(format(vals[off+i])))
-			} else {
-				measure(off+i*step, dims[1:])
-			}
-		}
+	for _, v := range shownValues(vals, shape, summarise) {
+		width = max(width, len(format(v)))
 	}
-	measure(0, shape)
 	var rec func(off int, dims []int, indent int)
 	rec = func(off int, dims []int, indent int) {
 		n := dims[0]
@@ -357,33 +372,52 @@ func writeNested(b *strings.Builder, vals []float64, shape []int, format func(fl
 		for _, d := range dims[1:] {
 			step *= d
 		}
+		idx := shownIndices(n, summarise)
+		if len(dims) == 1 {
+			writeVector(b, vals[off:off+n], idx, format, width, indent)
+			return
+		}
 		b.WriteByte('[')
-		idx := shown(n)
 		for k, i := range idx {
 			if k > 0 {
-				if len(dims) == 1 {
-					b.WriteString(", ")
-				} else {
-					b.WriteString(",\n" + strings.Repeat("\n", len(dims)-2) + strings.Repeat(" ", indent+1))
-				}
+				b.WriteString(",\n" + strings.Repeat("\n", len(dims)-2) + strings.Repeat(" ", indent+1))
 				if i != idx[k-1]+1 {
-					if len(dims) == 1 {
-						b.WriteString("..., ")
-					} else {
-						b.WriteString("...,\n" + strings.Repeat(" ", indent+1))
-					}
+					b.WriteString("...,\n" + strings.Repeat(" ", indent+1))
 				}
 			}
-			if len(dims) == 1 {
-				s := format(vals[off+i])
-				b.WriteString(strings.Repeat(" ", width-len(s)) + s)
-			} else {
-				rec(off+i*step, dims[1:], indent+1)
-			}
+			rec(off+i*step, dims[1:], indent+1)
 		}
 		b.WriteByte(']')
 	}
 	rec(0, shape, indent)
+}
+
+// printWidth is PyTorch's default linewidth (torch.set_printoptions).
+const printWidth = 80
+
+// writeVector prints the entries idx of one innermost row, right-aligned to
+// width, as PyTorch's _vector_str does: as many per line as fit in 80
+// columns after the indent, continued lines indented one past the
+// bracket, and " ..." standing (and counting) as one entry where entries
+// are left out.
+func writeVector(b *strings.Builder, row []float64, idx []int, format func(float64) string, width, indent int) {
+	items := make([]string, 0, len(idx)+1)
+	for k, i := range idx {
+		if k > 0 && i != idx[k-1]+1 {
+			items = append(items, " ...")
+		}
+		s := format(row[i])
+		items = append(items, strings.Repeat(" ", max(0, width-len(s)))+s)
+	}
+	perLine := max(1, (printWidth-indent)/(width+2))
+	b.WriteByte('[')
+	for start := 0; start < len(items); start += perLine {
+		if start > 0 {
+			b.WriteString(",\n" + strings.Repeat(" ", indent+1))
+		}
+		b.WriteString(strings.Join(items[start:min(start+perLine, len(items))], ", "))
+	}
+	b.WriteByte(']')
 }
 
 // typedArrayBytes returns the bytes behind a typed array or ArrayBuffer

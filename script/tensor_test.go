@@ -1,6 +1,9 @@
 package script
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 )
@@ -189,5 +192,44 @@ func TestRunStringSyntaxError(t *testing.T) {
 	_, err = r.RunString("snippet", "1 +")
 	if err == nil || err.Error() != "snippet:1:4: SyntaxError: Unexpected end of input" {
 		t.Fatalf("error %q", err)
+	}
+}
+
+// TestReprMatchesPyTorch prints the tensors of testdata/repr/repr.json
+// (made by gen_repr.py with PyTorch 1.13) and compares the text with
+// PyTorch's repr: number style, alignment, line wrapping at 80 columns and
+// summarisation.
+func TestReprMatchesPyTorch(t *testing.T) {
+	raw, err := os.ReadFile("testdata/repr/repr.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name   string
+		Shape  []int
+		DType  string
+		Values []any // numbers, booleans, and "NaN", "Infinity", "-Infinity"
+		Repr   string
+	}
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			shape, _ := json.Marshal(c.Shape)
+			elems := make([]string, len(c.Values))
+			for i, v := range c.Values {
+				elems[i] = fmt.Sprint(v) // a string is NaN, Infinity or -Infinity: JavaScript names
+			}
+			values := "[" + strings.Join(elems, ", ") + "]"
+			src := fmt.Sprintf("const { tensor } = require('zeroeng');\nconsole.log(tensor.fromArray(%s, %s, %q));", values, shape, c.DType)
+			out, err := runScript(t, t.TempDir(), "repr.js", src, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSuffix(out, "\n"); got != c.Repr {
+				t.Errorf("printed\n%s\nPyTorch prints\n%s", got, c.Repr)
+			}
+		})
 	}
 }
