@@ -84,12 +84,3 @@ func (r *Runtime) pathArg(fn string, v goja.Value) string {
 	return s
 }
 
-// distModule is require("zeroeng").dist: the rank's place in the job.
-func (r *Runtime) distModule() *goja.Object {
-	m := r.vm.NewObject()
-	must(m.Set("rank", r.opts.Rank))
-	must(m.Set("worldSize", r.opts.WorldSize))
-	must(m.Set("localRank", r.opts.Rank))
-	must(m.Set("isInitialized", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(true) }))
-	return m
-}

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -17,6 +18,9 @@ type JobOptions struct {
 	// Rank holds the options every rank shares; Rank, WorldSize, Prefix
 	// and Runtime are set per rank.
 	Rank Options
+	// Dist configures the ranks' process group (timeout, debug checks,
+	// emulated network).
+	Dist dist.Options
 	// Setup, when set, runs on each rank's runtime before the script (the
 	// command line uses it to install its options).
 	Setup func(r *Runtime) error
@@ -44,10 +48,16 @@ func (e *RankError) Unwrap() error { return e.Err }
 // failure is returned, once. Cancelling ctx interrupts every rank.
 func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	n := max(1, jo.Ranks)
+	world, err := dist.NewWorld(n, jo.Dist)
+	if err != nil {
+		return err
+	}
+	defer world.Close()
 	runtimes := make([]*Runtime, n)
 	for rank := range runtimes {
 		o := jo.Rank
 		o.Rank, o.WorldSize = rank, n
+		o.Group = world.Group(rank)
 		if n > 1 {
 			o.Prefix = fmt.Sprintf("[%d] ", rank)
 		}
@@ -70,6 +80,9 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		wg    sync.WaitGroup
 	)
 	stopOthers := func(failed int, why string) {
+		// Ranks blocked in a collective wake with this error; the others
+		// stop at their next JavaScript statement.
+		world.Abort(fmt.Errorf("dist: %s", why))
 		for i, r := range runtimes {
 			if i != failed {
 				r.Interrupt(why)
@@ -96,6 +109,8 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			defer r.Close()
 			err := r.RunFile(path)
 			if err == nil {
+				// Collectives waiting for this rank can never complete.
+				world.Leave(rank)
 				return
 			}
 			mu.Lock()

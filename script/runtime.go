@@ -23,6 +23,7 @@ import (
 	"github.com/dop251/goja_nodejs/require"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -48,6 +49,9 @@ type Options struct {
 	// Metrics receives one JSON object per line from the script's metrics
 	// (the --metrics file); nil discards them.
 	Metrics io.Writer
+	// Group is the rank's handle on the job's process group (RunJob sets
+	// it); nil makes the runtime a job of one rank.
+	Group dist.ProcessGroup
 	// Interactive says that Stdout is a terminal whose last line progress
 	// output may redraw; Quiet silences progress output.
 	Interactive, Quiet bool

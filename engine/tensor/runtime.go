@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -319,6 +320,17 @@ func HostBytes(t *Tensor) (b []byte, ok bool) {
 	t.st.materialize(t.dt)
 	es := t.dt.Size()
 	return hb.HostBytes()[t.off*es : (t.off+t.Numel())*es], true
+}
+
+// Retain keeps t's memory alive until the returned release is called, even
+// if every tensor over it is released meanwhile: asynchronous work
+// (collectives on a communication queue) holds its buffers this way.
+// release may be called from any goroutine, once.
+func Retain(t *Tensor) (release func()) {
+	st := t.st
+	st.refs.Add(1)
+	var once sync.Once
+	return func() { once.Do(st.release) }
 }
 
 // FromHostMemory makes a tensor over data (little-endian elements of dt)

@@ -1,0 +1,104 @@
+package script
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+)
+
+// runJob runs src on ranks in-process ranks and returns the job's output
+// lines, sorted (ranks print concurrently), and its error.
+func runJob(t *testing.T, ranks int, src string, opts dist.Options) ([]string, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "job.js")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := RunJob(context.Background(), path, JobOptions{Ranks: ranks, Dist: opts, Rank: Options{Stdout: &out, Stderr: &out, AutoRelease: true}})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	slices.Sort(lines)
+	return lines, err
+}
+
+func TestDistCollectivesFromJS(t *testing.T) {
+	src := `const { tensor, dist } = require("zeroeng");
+const r = dist.rank, n = dist.worldSize;
+const x = tensor.fromArray([r + 1, 10 * (r + 1)], [2], "float32");
+dist.allReduce(x).wait();
+const avg = dist.allReduce(tensor.fromArray([r], [1], "float32"), "avg").wait();
+const parts = [0, 1, 2].map(() => tensor.zeros([1]));
+dist.allGather(parts, tensor.fromArray([r * r], [1], "float32")).wait();
+const flat = tensor.zeros([n]);
+dist.allGather(flat, tensor.fromArray([r], [1], "float32")).wait();
+const chained = dist.allReduce(tensor.ones([1])).then(t => t.mul(2)).wait();
+const meta = dist.broadcastObject(r === 2 ? { lr: 0.1, steps: [1, 2] } : null, 2);
+const gathered = dist.gatherObject("rank" + r, 0);
+const odd = dist.newGroup([1, 2]);
+let sub = "none";
+if (odd) { const y = tensor.ones([1]); odd.allReduce(y).wait(); sub = odd.rank + "/" + odd.size + ":" + y.item(); }
+dist.barrier().wait();
+console.log(JSON.stringify({ r, x: x.toArray(), avg: avg.item(), parts: parts.map(p => p.item()), flat: flat.toArray(),
+  chained: chained.item(), meta, gathered, sub }));
+`
+	lines, err := runJob(t, 3, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`[0] {"r":0,"x":[6,60],"avg":1,"parts":[0,1,4],"flat":[0,1,2],"chained":6,"meta":{"lr":0.1,"steps":[1,2]},"gathered":["rank0","rank1","rank2"],"sub":"none"}`,
+		`[1] {"r":1,"x":[6,60],"avg":1,"parts":[0,1,4],"flat":[0,1,2],"chained":6,"meta":{"lr":0.1,"steps":[1,2]},"gathered":null,"sub":"0/2:2"}`,
+		`[2] {"r":2,"x":[6,60],"avg":1,"parts":[0,1,4],"flat":[0,1,2],"chained":6,"meta":{"lr":0.1,"steps":[1,2]},"gathered":null,"sub":"1/2:2"}`,
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("printed\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestDistFailuresNeverHang(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		opts      dist.Options
+		want      []string
+	}{
+		{"a rank throws while the others wait in a collective", `const { tensor, dist } = require("zeroeng");
+if (dist.rank === 1) throw new Error("rank one gives up");
+dist.allReduce(tensor.ones([4])).wait();`, dist.Options{}, []string{"rank one gives up", "job.js:2"}},
+		{"a rank ends without calling the collective", `const { tensor, dist } = require("zeroeng");
+if (dist.rank !== 0) dist.allReduce(tensor.ones([4])).wait();`, dist.Options{}, []string{"rank 0 ended its program without calling allReduce #0"}},
+		{"mismatched collectives", `const { tensor, dist } = require("zeroeng");
+if (dist.rank === 0) dist.allReduce(tensor.ones([4])).wait(); else dist.broadcast(tensor.ones([4]), 0).wait();`,
+			dist.Options{}, []string{"does not match across ranks", "job.js:2"}},
+		{"mismatched shapes in debug mode", `const { tensor, dist } = require("zeroeng");
+dist.allReduce(dist.rank === 0 ? tensor.ones([2, 3]) : tensor.ones([3, 2])).wait();`,
+			dist.Options{Debug: true}, []string{"shape [2 3]", "shape [3 2]"}},
+		{"timeout", `const { tensor, dist } = require("zeroeng");
+if (dist.rank === 0) dist.allReduce(tensor.ones([4])).wait(); else { const t = Date.now(); while (Date.now() - t < 3000) {} }`,
+			dist.Options{Timeout: 300 * time.Millisecond}, []string{"allReduce #0 of group 0 timed out after 300ms: rank 1 did not call it"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := runJob(t, 2, c.src, c.opts)
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("the job took %v to stop", d)
+			}
+			var re *RankError
+			if !errors.As(err, &re) {
+				t.Fatalf("error %v, want a rank's error", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
