@@ -83,4 +83,3 @@ func (r *Runtime) pathArg(fn string, v goja.Value) string {
 	}
 	return s
 }
-
