@@ -135,6 +135,11 @@ func TestExitStatus(t *testing.T) {
 		{"bad log format", nil, []string{"run", "--log-format", "xml", "ok.js"}, 2, "text or json"},
 		{"bad threads", nil, []string{"run", "--threads", "-1", "ok.js"}, 2, "--threads"},
 		{"device cpu", nil, []string{"run", "--device", "cpu", "ok.js"}, 0, ""},
+		{"bad net", nil, []string{"run", "--net", "fast", "ok.js"}, 2, "--net"},
+		{"bad net variable", []string{"ZEROENG_NET=10Gbit,soon"}, []string{"run", "ok.js"}, 2, "latency"},
+		{"net model", nil, []string{"run", "--nproc", "2", "--net", "10Gbit,20us", "ok.js"}, 0, ""},
+		{"bad dist timeout", nil, []string{"run", "--dist-timeout", "0s", "ok.js"}, 2, "--dist-timeout"},
+		{"dist debug", []string{"ZEROENG_DIST_DEBUG=1"}, []string{"run", "--nproc", "2", "ok.js"}, 0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := zeroeng(t, dir, tc.env, tc.args...)

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/script"
 )
 
@@ -33,6 +34,9 @@ command line wins over the variable:
    ZEROENG_LOG_FORMAT=json     --log-format json     zeroeng's own messages as JSON lines on stderr
    ZEROENG_METRICS=m.jsonl     --metrics m.jsonl     metrics.log() lines and a summary per rank
    ZEROENG_QUIET=1             --quiet               no progress bars and no summary
+   ZEROENG_NET=10Gbit,20us     --net 10Gbit,20us     collectives last as long as on that link (bus-bandwidth model)
+   ZEROENG_DIST_TIMEOUT=30s    --dist-timeout 30s    a collective waits this long for the other ranks (default 10m)
+   ZEROENG_DIST_DEBUG=1        --dist-debug          check that all ranks call each collective with the same shapes
 
 Examples:
 
@@ -68,6 +72,9 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "format of zeroeng's own messages on stderr: text or json", EnvVars: []string{"ZEROENG_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics", Usage: "write metrics as JSON lines to `FILE` (replaced if it exists)", EnvVars: []string{"ZEROENG_METRICS"}},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress output and no job summary", EnvVars: []string{"ZEROENG_QUIET"}},
+			&cli.StringFlag{Name: "net", Value: "none", Usage: "emulate a network link between the ranks: `BANDWIDTH[,LATENCY]`, e.g. 10Gbit,20us", EnvVars: []string{"ZEROENG_NET"}},
+			&cli.DurationFlag{Name: "dist-timeout", Value: dist.DefaultTimeout, Usage: "how long a collective waits for the other ranks", EnvVars: []string{"ZEROENG_DIST_TIMEOUT"}},
+			&cli.BoolFlag{Name: "dist-debug", Usage: "check that every rank calls each collective with the same shapes, and name the calls that differ", EnvVars: []string{"ZEROENG_DIST_DEBUG"}},
 		},
 		Action: runAction,
 	}
@@ -82,6 +89,7 @@ type runConfig struct {
 	logFormat string
 	metrics   string
 	quiet     bool
+	dist      dist.Options
 }
 
 func parseRun(c *cli.Context) (runConfig, error) {
@@ -116,6 +124,14 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	} else if c.IsSet("threads") {
 		parallel.SetThreads(t)
 	}
+	net, err := dist.ParseNetModel(c.String("net"))
+	if err != nil {
+		return cfg, usagef("run", "run: --net: %v", err)
+	}
+	if c.Duration("dist-timeout") <= 0 {
+		return cfg, usagef("run", "run: --dist-timeout must be positive, got %v", c.Duration("dist-timeout"))
+	}
+	cfg.dist = dist.Options{Net: net, Timeout: c.Duration("dist-timeout"), Debug: c.Bool("dist-debug")}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return cfg, usagef("run", "run: --log-format must be text or json, got %q", cfg.logFormat)
 	}
@@ -156,6 +172,7 @@ func runAction(c *cli.Context) error {
 	start := time.Now()
 	err = script.RunJob(ctx, cfg.script, script.JobOptions{
 		Ranks: cfg.nproc,
+		Dist:  cfg.dist,
 		Rank: script.Options{
 			Seed:        cfg.seed,
 			Args:        cfg.args,
