@@ -169,7 +169,10 @@ func (r *Runtime) jsonCall(name string, v goja.Value) (goja.Value, error) {
 // when the chained future is waited for.
 func (r *Runtime) future(w *dist.Work, value goja.Value) goja.Value {
 	wait := func() goja.Value {
-		if err := w.Wait(); err != nil {
+		r.inCollective.Add(1)
+		err := w.Wait()
+		r.inCollective.Add(-1)
+		if err != nil {
 			r.throw(err)
 		}
 		return value

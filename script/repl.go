@@ -26,6 +26,7 @@ import (
 	"github.com/dop251/goja/token"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -73,6 +74,7 @@ var ErrClosed = errors.New("repl: closed")
 // from any other (a signal handler).
 type REPL struct {
 	ranks          []*replRank
+	world          *dist.World // the ranks' process group
 	stdout, stderr io.Writer
 
 	mu      sync.Mutex // guards the fields below
@@ -110,9 +112,15 @@ func NewREPL(opts REPLOptions) (*REPL, error) {
 	if r.stderr == nil {
 		r.stderr = os.Stderr
 	}
+	world, err := dist.NewWorld(n, dist.Options{})
+	if err != nil {
+		return nil, err
+	}
+	r.world = world
 	for rank := range n {
 		o := opts.Rank
 		o.Rank, o.WorldSize = rank, n
+		o.Group = world.Group(rank)
 		o.Stdout, o.Stderr = r.stdout, r.stderr
 		o.Prefix = ""
 		if n > 1 {
@@ -194,6 +202,7 @@ func (r *REPL) Close() {
 		close(k.jobs)
 		<-k.done
 	}
+	r.world.Close()
 }
 
 // Interrupt is Ctrl-C: it stops the evaluation running on every rank (the
@@ -209,6 +218,14 @@ func (r *REPL) Interrupt() bool {
 		if k.busy {
 			k.rt.Interrupt("interrupted")
 			running = true
+			if k.rt.inCollective.Load() > 0 {
+				// A rank blocked in wait() cannot be reached by a
+				// JavaScript interrupt, and its collective may never
+				// complete (the other ranks did not call it): abort the
+				// process group. Collectives fail for the rest of the
+				// session.
+				r.world.Abort(errors.New("dist: the process group was aborted by Ctrl-C while a collective waited; restart the REPL to use collectives again"))
+			}
 		}
 		k.mu.Unlock()
 	}

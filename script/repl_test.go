@@ -223,6 +223,32 @@ func TestREPLRanks(t *testing.T) {
 	}
 }
 
+// TestREPLCollectives: the ranks of a REPL form one process group, so
+// collectives can be tried at the prompt; Ctrl-C frees a rank stuck in a
+// collective that the other ranks never called.
+func TestREPLCollectives(t *testing.T) {
+	r, stdout, stderr := newTestREPL(t, 2)
+	submitAll(t, r, "const x = tensor.ones([2]).mul(dist.rank + 1)", "dist.allReduce(x).wait()")
+	if want := "[0] tensor([3., 3.])\n[1] tensor([3., 3.])\n"; stdout.String() != want {
+		t.Errorf("stdout = %q, want %q", stdout.String(), want)
+	}
+	done := make(chan Result)
+	go func() {
+		res, _ := r.Submit("if (dist.rank === 0) dist.barrier().wait()")
+		done <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	r.Interrupt()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Ctrl-C did not free the rank waiting in a collective")
+	}
+	if !strings.Contains(stderr.String(), "aborted by Ctrl-C") {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+}
+
 func TestREPLInterrupt(t *testing.T) {
 	for _, ranks := range []int{1, 2} {
 		r, stdout, stderr := newTestREPL(t, ranks)

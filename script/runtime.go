@@ -73,6 +73,9 @@ type Runtime struct {
 	lastRequire string
 
 	interrupted atomic.Bool
+	// inCollective counts the waits on collectives in progress (the REPL
+	// aborts the process group when Ctrl-C finds a rank blocked in one).
+	inCollective atomic.Int32
 }
 
 // New makes a runtime with the host API installed.
