@@ -112,6 +112,7 @@ type Tensor struct {
 	scope        *Scope // the open scope that releases it, if any
 	name         string // parameter name, for messages
 	hooks        []gradHook
+	gradPending  func() error // see SetGradPending
 
 	// Backward bookkeeping of a leaf, valid during one backward pass.
 	pass    uint64
@@ -179,8 +180,35 @@ func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
 // an input, or a tensor created in a no-grad region).
 func (t *Tensor) IsLeaf() bool { return t.fn == nil }
 
-// Grad is the accumulated gradient of a leaf, or nil.
-func (t *Tensor) Grad() *Tensor { return t.grad }
+// Grad is the accumulated gradient of a leaf, or nil. If communication on
+// the gradient is pending (SetGradPending), Grad first waits for it; if
+// that fails, the returned tensor carries the error.
+func (t *Tensor) Grad() *Tensor {
+	if sync := t.gradPending; sync != nil {
+		t.gradPending = nil
+		if err := sync(); err != nil {
+			return errTensor(t.rt, err)
+		}
+	}
+	return t.grad
+}
+
+// GradNoSync returns the gradient as it is, without running a pending
+// sync (the DDP that set it reads the local gradient this way).
+func (t *Tensor) GradNoSync() *Tensor { return t.grad }
+
+// SameMemory reports whether a and b are the same elements of the same
+// storage: same storage, offset, shape and strides.
+func SameMemory(a, b *Tensor) bool {
+	return a != nil && b != nil && a.st != nil && a.st == b.st && a.off == b.off &&
+		a.Numel() == b.Numel() && (a.IsContiguous() && b.IsContiguous() || slices.Equal(a.strides, b.strides) && slices.Equal(a.shape, b.shape))
+}
+
+// SetGradPending makes the next Grad call run sync first: DDP marks its
+// parameters this way while their gradients are being reduced, so that
+// whoever reads a gradient (an optimizer step, clipping, the user) reads
+// the reduced one. nil clears it.
+func (t *Tensor) SetGradPending(sync func() error) { t.gradPending = sync }
 
 // Name is the name given with SetName (a parameter's name in its module).
 func (t *Tensor) Name() string { return t.name }

@@ -1,0 +1,487 @@
+// Package ddp owns data-parallel gradient synchronisation, PyTorch's
+// DistributedDataParallel: parameters broadcast from rank 0, gradients
+// grouped into buckets, each bucket handed to a communication hook during
+// backward as soon as its last gradient is final, and the reduced
+// gradients in place before anything reads them.
+//
+// Backward never waits for communication. Reading a parameter's gradient
+// (the optimizer step does) waits for every bucket's hook and writes the
+// reduced values into the gradients (tensor.SetGradPending).
+package ddp
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Param is a parameter and its name in the model ("0.weight").
+type Param struct {
+	Name   string
+	Tensor *tensor.Tensor
+}
+
+// Options are DistributedDataParallel's, with PyTorch's defaults.
+type Options struct {
+	// BucketCapMB caps a bucket's size in MiB (default 25).
+	BucketCapMB float64
+	// FirstBucketCapMB caps the first bucket (default 1), so that
+	// communication starts early in backward.
+	FirstBucketCapMB float64
+	// GradientAsBucketView makes the gradients views of the buckets:
+	// no copy into the bucket before and out of it after communication.
+	GradientAsBucketView bool
+	// FindUnusedParameters lets parameters get no gradient in a backward
+	// pass (they are reduced as zeros); without it that is an error.
+	FindUnusedParameters bool
+}
+
+// Bucket is a group of gradients reduced together: Buffer holds them one
+// after another, Params[i]'s at Offsets[i] (in elements).
+type Bucket struct {
+	Index   int
+	IsLast  bool
+	Buffer  *tensor.Tensor
+	Params  []*tensor.Tensor
+	Names   []string
+	Offsets []int
+}
+
+// CommHook reduces a bucket across ranks. It runs on the rank's goroutine
+// as soon as every gradient of the bucket is in Buffer, starts the
+// communication and returns wait, which the DDP calls (on the same
+// goroutine) before the gradients are read: wait blocks until the
+// reduction is done and returns the reduced bucket, a tensor of Buffer's
+// size and dtype (often Buffer itself).
+type CommHook func(b *Bucket) (wait func() (*tensor.Tensor, error))
+
+// DDP synchronises the gradients of one rank's replica.
+type DDP struct {
+	pg     dist.ProcessGroup
+	rt     *tensor.Runtime
+	params []Param
+	opts   Options
+	hook   CommHook
+
+	buckets []*bucket
+	where   map[*tensor.Tensor]slot
+	removes []func()
+
+	sync    bool  // false inside NoSync
+	active  bool  // a backward pass has marked gradients ready and not been finalized
+	order   []int // parameter indices in the order they became ready (first pass)
+	rebuilt bool
+	next    int // the next bucket to launch, in index order
+	err     error
+}
+
+type slot struct{ bucket, pos, param int }
+
+type bucket struct {
+	*Bucket
+	param   []int // indices into DDP.params
+	ready   []bool
+	pending int
+	wait    func() (*tensor.Tensor, error)
+}
+
+// New wraps the replica whose parameters are params (in registration
+// order) for the group pg: it broadcasts rank 0's parameter values to
+// every rank, builds the buckets and registers the gradient-ready hooks.
+// Every rank must call it with the same parameters.
+func New(pg dist.ProcessGroup, params []Param, opts Options) (*DDP, error) {
+	if len(params) == 0 {
+		return nil, fmt.Errorf("ddp: the model has no parameters")
+	}
+	if opts.BucketCapMB == 0 {
+		opts.BucketCapMB = 25
+	}
+	if opts.FirstBucketCapMB == 0 {
+		opts.FirstBucketCapMB = 1
+	}
+	if opts.BucketCapMB < 0 || opts.FirstBucketCapMB < 0 {
+		return nil, fmt.Errorf("ddp: bucket caps must be positive, got %v and %v MiB", opts.BucketCapMB, opts.FirstBucketCapMB)
+	}
+	d := &DDP{pg: pg, rt: params[0].Tensor.Runtime(), params: params, opts: opts, sync: true}
+	// Broadcast every parameter from rank 0, as DDP's constructor does.
+	var works []*dist.Work
+	for _, p := range params {
+		if !p.Tensor.IsContiguous() {
+			return nil, fmt.Errorf("ddp: parameter %s is not contiguous", p.Name)
+		}
+		works = append(works, pg.Broadcast(p.Tensor, 0))
+	}
+	for i, w := range works {
+		if err := w.Wait(); err != nil {
+			return nil, fmt.Errorf("ddp: broadcasting parameter %s from rank 0: %w", params[i].Name, err)
+		}
+	}
+	// The first buckets take the parameters in reverse registration
+	// order, the order backward usually produces their gradients.
+	order := make([]int, len(params))
+	for i := range order {
+		order[i] = len(params) - 1 - i
+	}
+	if err := d.build(order); err != nil {
+		return nil, err
+	}
+	d.hook = AllReduceHook(pg)
+	for i, p := range params {
+		d.removes = append(d.removes, p.Tensor.OnGradReady(func(*tensor.Tensor) { d.ready(i) }))
+	}
+	return d, nil
+}
+
+// Close removes the DDP's hooks; the parameters keep their gradients.
+func (d *DDP) Close() {
+	for _, r := range d.removes {
+		r()
+	}
+	for _, p := range d.params {
+		p.Tensor.SetGradPending(nil)
+	}
+}
+
+// RegisterCommHook replaces the default hook (AllReduceHook). It must be
+// called before the first backward pass, as in PyTorch.
+func (d *DDP) RegisterCommHook(h CommHook) error {
+	if d.active || d.order != nil {
+		return fmt.Errorf("ddp: registerCommHook must be called before the first backward pass")
+	}
+	d.hook = h
+	return nil
+}
+
+// SetRequireSync turns gradient synchronisation off (NoSync: gradients
+// accumulate locally) and back on.
+func (d *DDP) SetRequireSync(on bool) { d.sync = on }
+
+// BucketNames lists the parameter names of every bucket, in bucket order.
+func (d *DDP) BucketNames() [][]string {
+	out := make([][]string, len(d.buckets))
+	for i, b := range d.buckets {
+		out[i] = slices.Clone(b.Names)
+	}
+	return out
+}
+
+// build assigns the parameters, taken in order, to buckets: a bucket
+// holds one dtype and closes when it reaches its cap (the first bucket's
+// cap, then BucketCapMB).
+func (d *DDP) build(order []int) error {
+	for _, b := range d.buckets {
+		b.Buffer.Release()
+	}
+	d.buckets = nil
+	d.where = map[*tensor.Tensor]slot{}
+	var cur []int
+	var curBytes int
+	flush := func() error {
+		if len(cur) == 0 {
+			return nil
+		}
+		dt := d.params[cur[0]].Tensor.DType()
+		b := &bucket{Bucket: &Bucket{Index: len(d.buckets)}, param: cur}
+		n := 0
+		for _, i := range cur {
+			p := d.params[i]
+			b.Params = append(b.Params, p.Tensor)
+			b.Names = append(b.Names, p.Name)
+			b.Offsets = append(b.Offsets, n)
+			n += p.Tensor.Numel()
+		}
+		b.Buffer = d.rt.Zeros(dt, n).Persist()
+		if err := b.Buffer.Err(); err != nil {
+			return err
+		}
+		b.ready = make([]bool, len(cur))
+		for pos, i := range cur {
+			d.where[d.params[i].Tensor] = slot{b.Index, pos, i}
+		}
+		d.buckets = append(d.buckets, b)
+		cur, curBytes = nil, 0
+		return nil
+	}
+	for _, i := range order {
+		p := d.params[i].Tensor
+		limit := d.opts.BucketCapMB
+		if len(d.buckets) == 0 {
+			limit = d.opts.FirstBucketCapMB
+		}
+		if len(cur) > 0 && d.params[cur[0]].Tensor.DType() != p.DType() {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		cur = append(cur, i)
+		curBytes += p.Numel() * p.DType().Size()
+		if float64(curBytes) >= limit*(1<<20) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	d.buckets[len(d.buckets)-1].IsLast = true
+	if d.opts.GradientAsBucketView {
+		for _, b := range d.buckets {
+			for pos, p := range b.Params {
+				view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel()).View(p.Shape()...).Persist()
+				if g := p.Grad(); g != nil && g.Err() == nil {
+					if err := view.CopyFrom(g); err != nil {
+						return err
+					}
+				}
+				if err := p.SetGrad(view); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// ready is the gradient-ready hook of parameter i: its gradient for this
+// backward pass is final.
+func (d *DDP) ready(i int) {
+	if !d.sync || d.err != nil {
+		return
+	}
+	if !d.active {
+		d.start()
+	}
+	s := d.where[d.params[i].Tensor]
+	b := d.buckets[s.bucket]
+	if b.ready[s.pos] {
+		d.err = fmt.Errorf("ddp: parameter %s got a gradient twice in one iteration (two backward passes through it without an optimizer step; use noSync to accumulate)", d.params[i].Name)
+		return
+	}
+	if err := d.stage(b, s.pos); err != nil {
+		d.err = err
+		return
+	}
+	if !d.rebuilt {
+		d.order = append(d.order, i)
+	}
+	d.launchReady()
+}
+
+// start begins an iteration: every gradient read from now on waits for
+// the reduction.
+func (d *DDP) start() {
+	d.active = true
+	d.next = 0
+	for _, b := range d.buckets {
+		clear(b.ready)
+		b.pending = len(b.Params)
+		b.wait = nil
+	}
+	for _, p := range d.params {
+		p.Tensor.SetGradPending(d.Finalize)
+	}
+}
+
+// stage puts parameter pos's gradient into its bucket (nothing to do when
+// the gradient is a view of the bucket) and marks it ready.
+func (d *DDP) stage(b *bucket, pos int) error {
+	p := b.Params[pos]
+	view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel())
+	defer view.Release()
+	g := p.GradNoSync()
+	switch {
+	case g == nil:
+		if err := view.Zero(); err != nil {
+			return err
+		}
+	case tensor.SameMemory(g, view):
+	default:
+		if err := view.View(p.Shape()...).CopyFrom(g); err != nil {
+			return fmt.Errorf("ddp: gradient of %s: %w", b.Names[pos], err)
+		}
+	}
+	b.ready[pos] = true
+	b.pending--
+	return nil
+}
+
+// launchReady hands complete buckets to the hook in index order, so that
+// every rank issues its collectives in the same order.
+func (d *DDP) launchReady() {
+	for d.next < len(d.buckets) && d.buckets[d.next].pending == 0 {
+		b := d.buckets[d.next]
+		b.wait = d.hook(b.Bucket)
+		d.next++
+	}
+}
+
+// Finalize ends the iteration: unused parameters are reduced as zeros (or
+// named in an error), every bucket's reduction is waited for and the
+// reduced values land in the gradients. Reading any parameter's gradient
+// calls it; calling it again does nothing.
+func (d *DDP) Finalize() error {
+	if !d.active {
+		return d.err
+	}
+	d.active = false
+	for _, p := range d.params {
+		p.Tensor.SetGradPending(nil)
+	}
+	if d.err == nil && d.next < len(d.buckets) {
+		var unused []string
+		for _, b := range d.buckets {
+			for pos, ok := range b.ready {
+				if !ok {
+					unused = append(unused, b.Names[pos])
+				}
+			}
+		}
+		if !d.opts.FindUnusedParameters {
+			d.err = fmt.Errorf("ddp: parameters %s received no gradient in this backward pass; construct DistributedDataParallel with findUnusedParameters: true if they are unused on purpose", strings.Join(unused, ", "))
+		} else {
+			for _, b := range d.buckets[d.next:] {
+				for pos, ok := range b.ready {
+					if !ok {
+						if err := d.stage(b, pos); err != nil && d.err == nil {
+							d.err = err
+						}
+					}
+				}
+			}
+			if !d.rebuilt {
+				for i := range d.params {
+					if !slices.Contains(d.order, i) {
+						d.order = append(d.order, i)
+					}
+				}
+			}
+			d.launchReady()
+		}
+	}
+	for _, b := range d.buckets {
+		if b.wait == nil {
+			continue
+		}
+		out, err := b.wait()
+		b.wait = nil
+		if err != nil {
+			if d.err == nil {
+				d.err = fmt.Errorf("ddp: bucket %d: %w", b.Index, err)
+			}
+			continue
+		}
+		if d.err == nil {
+			d.err = d.unstage(b, out)
+		}
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if !d.rebuilt && len(d.order) == len(d.params) {
+		// Rebuild the buckets once, in the order the gradients became
+		// ready, as PyTorch's reducer does after the first iteration.
+		d.rebuilt = true
+		if !slices.Equal(d.order, d.firstOrder()) {
+			d.err = d.build(d.order)
+		}
+		d.order = nil
+	}
+	return d.err
+}
+
+func (d *DDP) firstOrder() []int {
+	var order []int
+	for _, b := range d.buckets {
+		order = append(order, b.param...)
+	}
+	return order
+}
+
+// unstage writes the reduced bucket out into the gradients.
+func (d *DDP) unstage(b *bucket, out *tensor.Tensor) error {
+	if err := out.Err(); err != nil {
+		return err
+	}
+	if out.Numel() != b.Buffer.Numel() || out.DType() != b.Buffer.DType() {
+		return fmt.Errorf("ddp: the comm hook returned %v of %d elements for bucket %d of %v of %d", out.DType(), out.Numel(), b.Index, b.Buffer.DType(), b.Buffer.Numel())
+	}
+	if !tensor.SameMemory(out, b.Buffer) {
+		if err := b.Buffer.CopyFrom(out.View(b.Buffer.Numel())); err != nil {
+			return err
+		}
+	}
+	for pos, p := range b.Params {
+		view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel()).View(p.Shape()...)
+		g := p.GradNoSync()
+		switch {
+		case g != nil && tensor.SameMemory(g, view):
+			view.Release()
+		case g == nil:
+			if err := p.SetGrad(view.Contiguous().Clone().Persist()); err != nil {
+				return err
+			}
+			view.Release()
+		default:
+			err := g.CopyFrom(view)
+			view.Release()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// AllReduceHook is the default hook: the bucket divided by the number of
+// ranks, then summed across them (PyTorch's allreduce_hook), reduced in
+// place.
+func AllReduceHook(pg dist.ProcessGroup) CommHook {
+	return func(b *Bucket) func() (*tensor.Tensor, error) {
+		// Division by a scalar multiplies by its reciprocal, as PyTorch's
+		// CPU kernel does.
+		if err := b.Buffer.MulScalarInPlace(1 / float64(pg.Size())); err != nil {
+			return func() (*tensor.Tensor, error) { return nil, err }
+		}
+		w := pg.AllReduce(b.Buffer, dist.Sum)
+		return func() (*tensor.Tensor, error) { return b.Buffer, w.Wait() }
+	}
+}
+
+// CompressHook wraps hook so that it communicates the bucket in dt
+// (float16 or bfloat16) and decompresses the result: PyTorch's
+// fp16_compress_wrapper and bf16_compress_wrapper.
+func CompressHook(dt dtype.DType, hook CommHook) CommHook {
+	return func(b *Bucket) func() (*tensor.Tensor, error) {
+		half := b.Buffer.To(dt).Persist()
+		if err := half.Err(); err != nil {
+			return func() (*tensor.Tensor, error) { return nil, err }
+		}
+		compressed := *b
+		compressed.Buffer = half
+		wait := hook(&compressed)
+		return func() (*tensor.Tensor, error) {
+			defer half.Release()
+			out, err := wait()
+			if err != nil {
+				return nil, err
+			}
+			return b.Buffer, b.Buffer.CopyFrom(out)
+		}
+	}
+}
+
+// FP16CompressHook is PyTorch's fp16_compress_hook: the all-reduce hook
+// over the bucket in float16.
+func FP16CompressHook(pg dist.ProcessGroup) CommHook {
+	return CompressHook(dtype.Float16, AllReduceHook(pg))
+}
+
+// BF16CompressHook is PyTorch's bf16_compress_hook.
+func BF16CompressHook(pg dist.ProcessGroup) CommHook {
+	return CompressHook(dtype.BFloat16, AllReduceHook(pg))
+}

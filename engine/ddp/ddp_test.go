@@ -1,0 +1,287 @@
+package ddp
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+const (
+	batch = 24 // divisible by 1, 2, 3 and 4 ranks
+	steps = 4
+)
+
+// replica is one rank's model and optimizer.
+type replica struct {
+	rt    *tensor.Runtime
+	model *nn.Sequential
+	opt   *optim.Optimizer
+	extra *tensor.Tensor // a parameter the forward pass never uses
+}
+
+func newReplica(t *testing.T, seed uint64, withUnused bool) *replica {
+	t.Helper()
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), seed)
+	l1, err := nn.NewLinear(rt, 8, 32, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, _ := nn.NewLinear(rt, 32, 32, true)
+	l3, _ := nn.NewLinear(rt, 32, 4, true)
+	model, err := nn.NewSequential(l1, nn.ReLU(), l2, nn.ReLU(), l3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &replica{rt: rt, model: model}
+	params := model.Parameters()
+	if withUnused {
+		r.extra = rt.Randn(dtype.Float32, 3).Persist()
+		if err := r.extra.SetRequiresGrad(true); err != nil {
+			t.Fatal(err)
+		}
+		params = append(params, r.extra)
+	}
+	r.opt, err = optim.NewAdamW(params, optim.AdamConfig{LR: 1e-2, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *replica) named() []Param {
+	var ps []Param
+	for _, p := range r.model.NamedParameters() {
+		ps = append(ps, Param{p.Name, p.Tensor})
+	}
+	if r.extra != nil {
+		ps = append(ps, Param{"extra", r.extra})
+	}
+	return ps
+}
+
+// data is the global batch: inputs and class labels, the same on every rank.
+func data(rt *tensor.Runtime, step int) (x, y *tensor.Tensor) {
+	xs := make([]float64, batch*8)
+	ys := make([]int64, batch)
+	for i := range xs {
+		xs[i] = math.Sin(float64(i*7+step*13)) * 2
+	}
+	for i := range ys {
+		ys[i] = int64((i*5 + step) % 4)
+	}
+	return rt.FromValues(dtype.Float32, xs, batch, 8), rt.FromInt64s(ys, batch)
+}
+
+// lossOn is the mean cross-entropy of rows [lo, hi) of the step's batch,
+// scaled by scale.
+func (r *replica) lossOn(step, lo, hi int, scale float64) *tensor.Tensor {
+	x, y := data(r.rt, step)
+	loss := tensor.CrossEntropy(r.model.Forward(x.Narrow(0, lo, hi-lo)), y.Narrow(0, lo, hi-lo), tensor.DefaultCrossEntropy)
+	if scale != 1 {
+		loss = loss.MulScalar(scale)
+	}
+	return loss
+}
+
+func (r *replica) values(t *testing.T) [][]float64 {
+	t.Helper()
+	var out [][]float64
+	for _, p := range r.model.Parameters() {
+		v, err := p.Float64s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// reference trains one replica on the whole batch.
+func reference(t *testing.T) [][]float64 {
+	r := newReplica(t, 0, false)
+	for step := range steps {
+		sc := r.rt.OpenScope()
+		if err := r.opt.ZeroGrad(false); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.lossOn(step, 0, batch, 1).Backward(); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.opt.Step(); err != nil {
+			t.Fatal(err)
+		}
+		sc.Close()
+	}
+	return r.values(t)
+}
+
+type variant struct {
+	name       string
+	opts       Options
+	hook       func(pg dist.ProcessGroup) CommHook
+	accumulate bool    // two micro-batches per step, the first under noSync
+	tol        float64 // relative
+}
+
+// train runs the variant on n ranks and returns every rank's parameters.
+func train(t *testing.T, n int, v variant) ([][][]float64, []error) {
+	w, err := dist.NewWorld(n, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	vals := make([][][]float64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Go(func() {
+			// Ranks start from different weights: DDP broadcasts rank 0's.
+			r := newReplica(t, uint64(rank), false)
+			d, err := New(w.Group(rank), r.named(), v.opts)
+			if err != nil {
+				errs[rank] = err
+				return
+			}
+			defer d.Close()
+			if v.hook != nil {
+				if err := d.RegisterCommHook(v.hook(w.Group(rank))); err != nil {
+					errs[rank] = err
+					return
+				}
+			}
+			per := batch / n
+			lo := rank * per
+			for step := range steps {
+				sc := r.rt.OpenScope()
+				if err := r.opt.ZeroGrad(false); err != nil {
+					errs[rank] = err
+					return
+				}
+				if v.accumulate {
+					half := per / 2
+					d.SetRequireSync(false)
+					if err := r.lossOn(step, lo, lo+half, float64(half)/float64(per)).Backward(); err != nil {
+						errs[rank] = err
+						return
+					}
+					d.SetRequireSync(true)
+					if err := r.lossOn(step, lo+half, lo+per, float64(per-half)/float64(per)).Backward(); err != nil {
+						errs[rank] = err
+						return
+					}
+				} else if err := r.lossOn(step, lo, lo+per, 1).Backward(); err != nil {
+					errs[rank] = err
+					return
+				}
+				if err := r.opt.Step(); err != nil {
+					errs[rank] = err
+					return
+				}
+				sc.Close()
+			}
+			vals[rank] = r.values(t)
+		})
+	}
+	wg.Wait()
+	return vals, errs
+}
+
+func TestDDPMatchesOneRankOnTheWholeBatch(t *testing.T) {
+	want := reference(t)
+	variants := []variant{
+		{name: "default", tol: 1e-6},
+		{name: "gradient as bucket view", opts: Options{GradientAsBucketView: true}, tol: 1e-6},
+		// Buckets of about 1 KiB: several buckets, rebuilt after the first step.
+		{name: "small buckets", opts: Options{BucketCapMB: 1.0 / 1024, FirstBucketCapMB: 0.5 / 1024}, tol: 1e-6},
+		{name: "small buckets as views", opts: Options{BucketCapMB: 1.0 / 1024, FirstBucketCapMB: 0.5 / 1024, GradientAsBucketView: true}, tol: 1e-6},
+		{name: "gradient accumulation with noSync", accumulate: true, tol: 1e-6},
+		{name: "fp16 compression", hook: FP16CompressHook, tol: 2e-3},
+		{name: "bf16 compression", hook: BF16CompressHook, tol: 2e-2},
+	}
+	for _, v := range variants {
+		for _, n := range []int{1, 2, 3, 4} {
+			t.Run(fmt.Sprintf("%s/n=%d", v.name, n), func(t *testing.T) {
+				got, errs := train(t, n, v)
+				for rank, err := range errs {
+					if err != nil {
+						t.Fatalf("rank %d: %v", rank, err)
+					}
+				}
+				for rank := range got {
+					for i := range want {
+						for j := range want[i] {
+							a, b := got[rank][i][j], want[i][j]
+							if math.Abs(a-b) > v.tol*math.Max(1, math.Abs(b)) {
+								t.Fatalf("rank %d, parameter %d, element %d: %v, one rank on the whole batch %v", rank, i, j, a, b)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	w, _ := dist.NewWorld(1, dist.Options{})
+	defer w.Close()
+	r := newReplica(t, 0, false)
+	// 2 KiB first bucket, 4 KiB after: the parameters in reverse order.
+	d, err := New(w.Group(0), r.named(), Options{FirstBucketCapMB: 2.0 / 1024, BucketCapMB: 4.0 / 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	got := fmt.Sprint(d.BucketNames())
+	// 4.bias (16 B) + 4.weight (512 B) + 2.bias (128 B) < 2 KiB, then 2.weight (4 KiB) closes it;
+	// then 0.bias + 0.weight.
+	want := "[[4.bias 4.weight 2.bias 2.weight] [0.bias 0.weight]]"
+	if got != want {
+		t.Errorf("buckets %s, want %s", got, want)
+	}
+}
+
+func TestUnusedParameters(t *testing.T) {
+	for _, find := range []bool{false, true} {
+		t.Run(fmt.Sprint("findUnusedParameters=", find), func(t *testing.T) {
+			w, _ := dist.NewWorld(2, dist.Options{})
+			defer w.Close()
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for rank := range 2 {
+				wg.Go(func() {
+					r := newReplica(t, 0, true)
+					d, err := New(w.Group(rank), r.named(), Options{FindUnusedParameters: find})
+					if err != nil {
+						errs[rank] = err
+						return
+					}
+					defer d.Close()
+					if err := r.lossOn(0, rank*12, rank*12+12, 1).Backward(); err != nil {
+						errs[rank] = err
+						return
+					}
+					errs[rank] = r.opt.Step()
+				})
+			}
+			wg.Wait()
+			for rank, err := range errs {
+				if find && err != nil {
+					t.Errorf("rank %d: %v", rank, err)
+				}
+				if !find && (err == nil || !strings.Contains(err.Error(), "parameters extra received no gradient")) {
+					t.Errorf("rank %d: error %v, want one naming the unused parameter", rank, err)
+				}
+			}
+		})
+	}
+}
