@@ -19,6 +19,7 @@ func (r *Runtime) distModule() *goja.Object {
 		w, _ := dist.NewWorld(1, dist.Options{})
 		pg = w.Group(0)
 	}
+	r.group = pg
 	m := r.processGroupObject(pg)
 	must(m.Set("rank", r.opts.Rank))
 	must(m.Set("worldSize", max(1, r.opts.WorldSize)))
@@ -41,6 +42,10 @@ func (r *Runtime) distModule() *goja.Object {
 //	newGroup(ranks)                     → a group (null on ranks outside it)
 func (r *Runtime) processGroupObject(pg dist.ProcessGroup) *goja.Object {
 	g := r.vm.NewObject()
+	if r.groups == nil {
+		r.groups = map[*goja.Object]dist.ProcessGroup{}
+	}
+	r.groups[g] = pg
 	must(g.Set("rank", pg.Rank()))
 	must(g.Set("size", pg.Size()))
 	tensorArg := func(fn, what string, v goja.Value) *tensor.Tensor { return r.unwrap("dist."+fn, what, v) }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,6 +98,67 @@ if (dist.rank === 0) dist.allReduce(tensor.ones([4])).wait(); else { const t = D
 			for _, w := range c.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// ddpScript trains an MLP for three steps on its rank's share of a fixed
+// batch of 12 and prints the parameters' sum; with one rank it is the
+// reference. HOOK is replaced by a registerCommHook call or nothing.
+const ddpScript = `const { tensor, nn, optim, dist } = require("zeroeng");
+tensor.manualSeed(dist.rank); // different weights: DDP broadcasts rank 0's
+const model = nn.DistributedDataParallel(nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3)), OPTIONS);
+HOOK
+const opt = optim.SGD(model.parameters(), { lr: 0.5, momentum: 0.9 });
+const x = tensor.randn([12, 6], { seed: 5 });
+const y = tensor.fromArray([0, 1, 2, 0, 1, 2, 2, 1, 0, 2, 1, 0]);
+const per = 12 / dist.worldSize, lo = dist.rank * per;
+for (let step = 0; step < 3; step++) {
+  opt.zeroGrad();
+  if (ACCUMULATE) {
+    model.noSync(() => nn.functional.crossEntropy(model.forward(x.narrow(0, lo, per / 2)), y.narrow(0, lo, per / 2)).mul(0.5).backward());
+    nn.functional.crossEntropy(model.forward(x.narrow(0, lo + per / 2, per / 2)), y.narrow(0, lo + per / 2, per / 2)).mul(0.5).backward();
+  } else {
+    nn.functional.crossEntropy(model.forward(x.narrow(0, lo, per)), y.narrow(0, lo, per)).backward();
+  }
+  opt.step();
+}
+const names = model.namedParameters().map(([n]) => n).join(",");
+console.log(names, model.parameters().map(p => p.sum().item().toFixed(5)).join(" "));
+`
+
+func TestDDPFromJS(t *testing.T) {
+	// nn.parallel.DistributedDataParallel and dist.DistributedDataParallel are the same.
+	script := strings.ReplaceAll(ddpScript, "nn.DistributedDataParallel", "nn.parallel.DistributedDataParallel")
+	ref := strings.NewReplacer("OPTIONS", "{}", "HOOK", "", "ACCUMULATE", "false").Replace(script)
+	want, err := runJob(t, 1, ref, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(want[0], "module.0.weight,module.0.bias,module.2.weight,module.2.bias ") {
+		t.Fatalf("names: %s", want[0])
+	}
+	for _, c := range []struct{ name, options, hook, accumulate string }{
+		{"default", "{}", "", "false"},
+		{"views and small buckets", "{ gradientAsBucketView: true, bucketCapMB: 0.0005, firstBucketCapMB: 0.0002 }", "", "false"},
+		{"noSync accumulation", "{}", "", "true"},
+		{"JavaScript hook", "{}", `model.registerCommHook({ calls: 0 }, (state, bucket) => {
+  state.calls++;
+  return dist.allReduce(bucket.buffer.div(dist.worldSize)).then(t => t);
+});`, "false"},
+		{"built-in allreduce hook", "{}", "model.registerCommHook(null, dist.commHooks.allreduceHook);", "false"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := strings.NewReplacer("OPTIONS", c.options, "HOOK", c.hook, "ACCUMULATE", c.accumulate, "nn.DistributedDataParallel", "dist.DistributedDataParallel").Replace(ddpScript)
+			got, err := runJob(t, 2, src, dist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rank, line := range got {
+				if line != fmt.Sprintf("[%d] %s", rank, want[0]) {
+					t.Errorf("rank %d printed %q; one rank on the whole batch %q", rank, line, want[0])
 				}
 			}
 		})

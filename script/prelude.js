@@ -265,6 +265,45 @@
     forward(input, target) { return F.mseLoss(input, target, this.options); }
   }
 
+  // DistributedDataParallel wraps a module for data-parallel training:
+  // rank 0's parameters are broadcast at construction, gradients are
+  // reduced in buckets during backward, and reading a gradient (the
+  // optimizer step) waits for the reduction. The wrapped module is
+  // registered as "module", so names read "module.0.weight" as in PyTorch.
+  class DistributedDataParallel extends Module {
+    constructor(module, options = {}) {
+      super();
+      if (!(module instanceof Module)) throw new TypeError('DistributedDataParallel: expects an nn.Module');
+      this.module = module;
+      hidden(this, '_reducer', native.ddp(module.namedParameters(), options));
+    }
+    forward(...args) { return this.module.forward(...args); }
+    // registerCommHook(state, hook): hook(state, bucket) returns a future
+    // of the reduced bucket (or the tensor itself); bucket has index,
+    // isLast, buffer, parameters, names and offsets.
+    registerCommHook(state, hook) { this._reducer.registerCommHook(state, hook); }
+    // noSync(fn): gradients of the backward passes inside fn accumulate
+    // locally; the next synchronised backward reduces the sum.
+    noSync(fn) {
+      this._reducer.setRequireSync(false);
+      try { return fn(); } finally { this._reducer.setRequireSync(true); }
+    }
+    bucketNames() { return this._reducer.bucketNames(); }
+  }
+
+  // The built-in hooks, as torch.distributed.algorithms.ddp_comm_hooks.
+  const builtinHook = name => { const h = () => { throw new Error(`${name} is applied by registerCommHook, not called`); }; h.builtin = name; return h; };
+  const commHooks = {
+    allreduceHook: builtinHook('allreduce'),
+    fp16CompressHook: builtinHook('fp16Compress'),
+    bf16CompressHook: builtinHook('bf16Compress'),
+  };
+  const registerCommHook = DistributedDataParallel.prototype.registerCommHook;
+  DistributedDataParallel.prototype.registerCommHook = function (state, hook) {
+    if (hook && hook.builtin) this._reducer.builtinHook(hook.builtin);
+    else registerCommHook.call(this, state, hook);
+  };
+
   const nn = {
     Module,
     Parameter,
@@ -287,6 +326,7 @@
     Identity: activation('Identity', x => x),
     Flatten: activation('Flatten', (x, start = 1, end = -1) => x.flatten(start, end)),
     functional: F,
+    parallel: { DistributedDataParallel: callable(DistributedDataParallel), commHooks },
     utils: {
       clipGradNorm_: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
       clipGradNorm: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
@@ -305,7 +345,8 @@
     nn,
     optim,
     io: zeroeng.io,
-    dist: zeroeng.dist,
+    dist: Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
+      DistributedDataParallel: callable(DistributedDataParallel), commHooks })),
     progress: zeroeng.progress,
     metrics: zeroeng.metrics,
     version: zeroeng.version,

@@ -73,6 +73,10 @@ type Runtime struct {
 	lastRequire string
 
 	interrupted atomic.Bool
+	// group is the rank's process group of all ranks; groups maps the
+	// script's group objects to theirs (for options such as processGroup).
+	group  dist.ProcessGroup
+	groups map[*goja.Object]dist.ProcessGroup
 	// inCollective counts the waits on collectives in progress (the REPL
 	// aborts the process group when Ctrl-C finds a rank blocked in one).
 	inCollective atomic.Int32
@@ -156,6 +160,7 @@ func (r *Runtime) zeroengModule() *goja.Object {
 	native := r.vm.NewObject()
 	r.nativeNN(native)
 	r.nativeOptim(native)
+	r.nativeDDP(native)
 	// The module system, the layers and the optimizers' JavaScript faces
 	// are written in JavaScript over the native functions (prelude.js).
 	prelude, err := r.runPrelude()

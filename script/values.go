@@ -108,6 +108,13 @@ func (r *Runtime) optInt(fn string, o *goja.Object, name string, def int) int {
 	return r.intValue(fn, "option "+name, v)
 }
 
+func optFloat(o *goja.Object, name string, def float64) float64 {
+	if v := optValue(o, name); v != nil {
+		return v.ToFloat()
+	}
+	return def
+}
+
 func optBool(o *goja.Object, name string, def bool) bool {
 	v := optValue(o, name)
 	if v == nil {

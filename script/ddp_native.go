@@ -1,0 +1,134 @@
+package script
+
+import (
+	"fmt"
+
+	"github.com/dop251/goja"
+
+	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// nativeDDP adds native.ddp(namedParameters, options), the Go reducer under
+// nn.parallel.DistributedDataParallel (prelude.js): options are
+// bucketCapMB, firstBucketCapMB, gradientAsBucketView,
+// findUnusedParameters and processGroup (a group from dist.newGroup; the
+// group of all ranks by default).
+func (r *Runtime) nativeDDP(native *goja.Object) {
+	r.fn(native, "ddp", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.parallel.DistributedDataParallel"
+		var params []ddp.Param
+		pairs, ok := call.Argument(0).Export().([]any)
+		if !ok {
+			r.throwf("%s: internal: expected [name, parameter] pairs", fn)
+		}
+		for i := range pairs {
+			pair := call.Argument(0).ToObject(r.vm).Get(fmt.Sprint(i)).ToObject(r.vm)
+			name := pair.Get("0").String()
+			params = append(params, ddp.Param{Name: name, Tensor: r.unwrap(fn, "parameter "+name, pair.Get("1"))})
+		}
+		o := r.options(call, 1)
+		opts := ddp.Options{
+			BucketCapMB:          optFloat(o, "bucketCapMB", 0),
+			FirstBucketCapMB:     optFloat(o, "firstBucketCapMB", 0),
+			GradientAsBucketView: optBool(o, "gradientAsBucketView", false),
+			FindUnusedParameters: optBool(o, "findUnusedParameters", false),
+		}
+		pg := r.group
+		if v := optValue(o, "processGroup"); v != nil {
+			g, ok := r.groups[v.ToObject(r.vm)]
+			if !ok {
+				r.throwf("%s: processGroup must be a group from dist.newGroup, got %s", fn, describe(v))
+			}
+			pg = g
+		}
+		d, err := ddp.New(pg, params, opts)
+		if err != nil {
+			r.throw(err)
+		}
+		obj := r.vm.NewObject()
+		r.fn(obj, "registerCommHook", func(call goja.FunctionCall) goja.Value {
+			hook, ok := goja.AssertFunction(call.Argument(1))
+			if !ok {
+				r.throwf("ddp.registerCommHook(state, hook): hook must be a function, got %s", describe(call.Argument(1)))
+			}
+			if err := d.RegisterCommHook(r.jsCommHook(call.Argument(0), hook)); err != nil {
+				r.throw(err)
+			}
+			return goja.Undefined()
+		})
+		r.fn(obj, "setRequireSync", func(call goja.FunctionCall) goja.Value {
+			d.SetRequireSync(call.Argument(0).ToBoolean())
+			return goja.Undefined()
+		})
+		r.fn(obj, "finalize", func(goja.FunctionCall) goja.Value {
+			if err := d.Finalize(); err != nil {
+				r.throw(err)
+			}
+			return goja.Undefined()
+		})
+		r.fn(obj, "bucketNames", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(d.BucketNames()) })
+		r.fn(obj, "builtinHook", func(call goja.FunctionCall) goja.Value {
+			var h ddp.CommHook
+			switch name := call.Argument(0).String(); name {
+			case "allreduce":
+				h = ddp.AllReduceHook(pg)
+			case "fp16Compress":
+				h = ddp.FP16CompressHook(pg)
+			case "bf16Compress":
+				h = ddp.BF16CompressHook(pg)
+			default:
+				r.throwf("ddp: unknown built-in hook %q (allreduce, fp16Compress, bf16Compress)", name)
+			}
+			if err := d.RegisterCommHook(h); err != nil {
+				r.throw(err)
+			}
+			return goja.Undefined()
+		})
+		return obj
+	})
+}
+
+// jsCommHook turns hook(state, bucket) → future (or tensor) into a Go comm
+// hook. The bucket the script sees has index, isLast, buffer (the flat
+// gradients, reduced in place or replaced by the future's value),
+// parameters, names and offsets (in elements).
+func (r *Runtime) jsCommHook(state goja.Value, hook goja.Callable) ddp.CommHook {
+	return func(b *ddp.Bucket) func() (*tensor.Tensor, error) {
+		obj := r.vm.NewObject()
+		must(obj.Set("index", b.Index))
+		must(obj.Set("isLast", b.IsLast))
+		must(obj.Set("buffer", r.borrow(b.Buffer)))
+		params := make([]any, len(b.Params))
+		for i, p := range b.Params {
+			params[i] = r.borrow(p)
+		}
+		must(obj.Set("parameters", r.vm.NewArray(params...)))
+		must(obj.Set("names", r.vm.ToValue(b.Names)))
+		must(obj.Set("offsets", r.vm.ToValue(b.Offsets)))
+		res, err := hook(goja.Undefined(), state, obj)
+		return func() (*tensor.Tensor, error) {
+			if err != nil {
+				return nil, fmt.Errorf("comm hook: %w", err)
+			}
+			v := res
+			if o, ok := res.(*goja.Object); ok && !r.isTensor(o) {
+				wait, ok := goja.AssertFunction(o.Get("wait"))
+				if !ok {
+					return nil, fmt.Errorf("comm hook: must return a future (with wait) or a tensor, got %s", describe(res))
+				}
+				if v, err = wait(o); err != nil {
+					return nil, fmt.Errorf("comm hook: %w", err)
+				}
+			}
+			j := asJSTensor(v)
+			if j == nil {
+				return nil, fmt.Errorf("comm hook: the future's value must be the reduced bucket (a tensor), got %s", describe(v))
+			}
+			if j.released != "" {
+				return nil, fmt.Errorf("comm hook: the reduced bucket was released %s", j.released)
+			}
+			return j.t, nil
+		}
+	}
+}
