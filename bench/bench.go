@@ -70,7 +70,10 @@ type MLP struct {
 
 // NewMLP builds the workload on a fresh CPU runtime.
 func NewMLP(batch int) (*MLP, error) {
-	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+	return newMLPOn(tensor.NewRuntime(cpu.New(cpu.Options{}), 0), batch)
+}
+
+func newMLPOn(rt *tensor.Runtime, batch int) (*MLP, error) {
 	l1, err := nn.NewLinear(rt, 1024, 4096, true)
 	if err != nil {
 		return nil, err
@@ -132,7 +135,7 @@ func measure(workload string, rt *tensor.Runtime, step func() error) (Result, er
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
 // Workloads lists the names Run accepts.
-var Workloads = []string{"gemm", "mlp", "gpt", "fmnist"}
+var Workloads = []string{"gemm", "mlp", "gpt", "fmnist", "ddp2"}
 
 // Run measures a workload by name and returns its JSON-ready result.
 func Run(name string) (any, error) {
@@ -143,6 +146,8 @@ func Run(name string) (any, error) {
 		return RunMLP()
 	case "gpt":
 		return RunGPT()
+	case "ddp2":
+		return RunDDP2()
 	case "fmnist":
 		return FashionMNIST(io.Discard, FashionMNISTOptions{Epochs: 5, DataDir: FashionMNISTDir})
 	}

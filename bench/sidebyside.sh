@@ -3,7 +3,7 @@
 # same machine, in interleaved rounds, so that both see the same machine state. Prints one JSON
 # line per run, then a summary of medians and ratios (docs/benchmarks.md quotes it).
 #
-#   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js (default: all)
+#   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js ddp2 (default: all)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
@@ -19,7 +19,7 @@ ROUNDS=${ROUNDS:-3}
 BENCH=${BENCH:-../shared/bench}
 PY=/usr/bin/python3
 workloads=("$@")
-[ ${#workloads[@]} -gt 0 ] || workloads=(gemm mlp gpt fmnist fmnist-js)
+[ ${#workloads[@]} -gt 0 ] || workloads=(gemm mlp gpt fmnist fmnist-js ddp2)
 go build -o bin/zeroeng ./cmd/zeroeng
 out=$(mktemp)
 tag() { sed "s/^{/{\"side\": \"$1\", /" | tee -a "$out"; }
@@ -73,7 +73,7 @@ done
 $PY - "$out" <<'PY'
 import json, statistics, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1])]
-key = {"gemm": "gflops", "mlp": "step_ms_median", "gpt": "step_ms_median", "fashion_mnist_mlp": "train_s"}
+key = {"gemm": "gflops", "mlp": "step_ms_median", "gpt": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s"}
 by = collections.defaultdict(list)
 for r in rows:
     by[(r["workload"], r["side"])].append(r[key[r["workload"]]])
