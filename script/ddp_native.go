@@ -6,6 +6,8 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -48,11 +50,8 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		}
 		obj := r.vm.NewObject()
 		r.fn(obj, "registerCommHook", func(call goja.FunctionCall) goja.Value {
-			hook, ok := goja.AssertFunction(call.Argument(1))
-			if !ok {
-				r.throwf("ddp.registerCommHook(state, hook): hook must be a function, got %s", describe(call.Argument(1)))
-			}
-			if err := d.RegisterCommHook(r.jsCommHook(call.Argument(0), hook)); err != nil {
+			h := r.commHook(pg, call.Argument(0), call.Argument(1))
+			if err := d.RegisterCommHook(h); err != nil {
 				r.throw(err)
 			}
 			return goja.Undefined()
@@ -68,25 +67,62 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 			return goja.Undefined()
 		})
 		r.fn(obj, "bucketNames", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(d.BucketNames()) })
-		r.fn(obj, "builtinHook", func(call goja.FunctionCall) goja.Value {
-			var h ddp.CommHook
-			switch name := call.Argument(0).String(); name {
-			case "allreduce":
-				h = ddp.AllReduceHook(pg)
-			case "fp16Compress":
-				h = ddp.FP16CompressHook(pg)
-			case "bf16Compress":
-				h = ddp.BF16CompressHook(pg)
-			default:
-				r.throwf("ddp: unknown built-in hook %q (allreduce, fp16Compress, bf16Compress)", name)
-			}
-			if err := d.RegisterCommHook(h); err != nil {
-				r.throw(err)
-			}
-			return goja.Undefined()
-		})
 		return obj
 	})
+}
+
+// commHook makes the Go hook for registerCommHook(state, hook): hook is a
+// JavaScript function, or one of dist.commHooks (marked with a "builtin"
+// property: allreduce, fp16Compress, bf16Compress, powerSGD with a
+// PowerSGDState as state, and the fp16/bf16 wrappers around another hook).
+func (r *Runtime) commHook(pg dist.ProcessGroup, state, hook goja.Value) ddp.CommHook {
+	const fn = "registerCommHook"
+	o, ok := hook.(*goja.Object)
+	if !ok {
+		r.throwf("%s(state, hook): hook must be a function, got %s", fn, describe(hook))
+	}
+	if b := o.Get("builtin"); b != nil && !goja.IsUndefined(b) {
+		switch name := b.String(); name {
+		case "allreduce":
+			return ddp.AllReduceHook(pg)
+		case "fp16Compress":
+			return ddp.FP16CompressHook(pg)
+		case "bf16Compress":
+			return ddp.BF16CompressHook(pg)
+		case "fp16Wrapper", "bf16Wrapper":
+			dt := dtype.Float16
+			if name == "bf16Wrapper" {
+				dt = dtype.BFloat16
+			}
+			return ddp.CompressHook(dt, r.commHook(pg, state, o.Get("inner")))
+		case "powerSGD":
+			so, ok := state.(*goja.Object)
+			if !ok || so.Get("powerSGDOptions") == nil {
+				r.throwf("%s: powerSGDHook needs a dist.commHooks.PowerSGDState(...) as its state, got %s", fn, describe(state))
+			}
+			po := so.Get("powerSGDOptions").ToObject(r.vm)
+			opts := ddp.PowerSGDOptions{
+				Rank:               r.optInt(fn, po, "matrixApproximationRank", 1),
+				StartIter:          r.optInt(fn, po, "startPowerSGDIter", 1000),
+				MinCompressionRate: optFloat(po, "minCompressionRate", 2),
+				NoErrorFeedback:    !optBool(po, "useErrorFeedback", true),
+				NoWarmStart:        !optBool(po, "warmStart", true),
+				Seed:               uint64(r.optInt(fn, po, "randomSeed", 0)),
+				Epsilon:            optFloat(po, "orthogonalizationEpsilon", 0),
+			}
+			if opts.StartIter == 0 {
+				opts.StartIter = -1 // compress from the first iteration
+			}
+			return ddp.NewPowerSGD(pg, opts).Hook()
+		default:
+			r.throwf("%s: unknown built-in hook %q", fn, name)
+		}
+	}
+	f, ok := goja.AssertFunction(hook)
+	if !ok {
+		r.throwf("%s(state, hook): hook must be a function, got %s", fn, describe(hook))
+	}
+	return r.jsCommHook(state, f)
 }
 
 // jsCommHook turns hook(state, bucket) → future (or tensor) into a Go comm

@@ -164,3 +164,37 @@ func TestDDPFromJS(t *testing.T) {
 		})
 	}
 }
+
+// TestDDPBuiltinHooksFromJS: the compressing hooks change the numbers, so
+// the check is that they run and that every rank ends with the same
+// parameters; PowerSGD before its start iteration is the plain all-reduce.
+func TestDDPBuiltinHooksFromJS(t *testing.T) {
+	ref := strings.NewReplacer("OPTIONS", "{}", "HOOK", "", "ACCUMULATE", "false", "nn.DistributedDataParallel", "dist.DistributedDataParallel").Replace(ddpScript)
+	want, err := runJob(t, 1, ref, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, hook string }{
+		{"fp16", "model.registerCommHook(null, dist.commHooks.fp16CompressHook);"},
+		{"bf16", "model.registerCommHook(null, dist.commHooks.bf16CompressHook);"},
+		{"fp16 wrapper around a JavaScript hook", `model.registerCommHook(null, dist.commHooks.fp16CompressWrapper(
+  (state, bucket) => dist.allReduce(bucket.buffer.div(dist.worldSize))));`},
+		{"PowerSGD", "model.registerCommHook(dist.commHooks.PowerSGDState({ startPowerSGDIter: 2, matrixApproximationRank: 1 }), dist.commHooks.powerSGDHook);"},
+		{"PowerSGD before its start", "model.registerCommHook(dist.commHooks.PowerSGDState({}), dist.commHooks.powerSGDHook);"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := strings.NewReplacer("OPTIONS", "{}", "HOOK", c.hook, "ACCUMULATE", "false", "nn.DistributedDataParallel", "dist.DistributedDataParallel").Replace(ddpScript)
+			got, err := runJob(t, 2, src, dist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimPrefix(got[0], "[0] ") != strings.TrimPrefix(got[1], "[1] ") {
+				t.Errorf("the ranks differ:\n%s\n%s", got[0], got[1])
+			}
+			exact := c.name == "PowerSGD before its start"
+			if same := got[0] == "[0] "+want[0]; same != exact {
+				t.Errorf("rank 0 printed %q; one rank on the whole batch %q (expected equal: %v)", got[0], want[0], exact)
+			}
+		})
+	}
+}

@@ -291,17 +291,22 @@
     bucketNames() { return this._reducer.bucketNames(); }
   }
 
-  // The built-in hooks, as torch.distributed.algorithms.ddp_comm_hooks.
-  const builtinHook = name => { const h = () => { throw new Error(`${name} is applied by registerCommHook, not called`); }; h.builtin = name; return h; };
+  // The built-in hooks, as torch.distributed.algorithms.ddp_comm_hooks;
+  // they run in Go. registerCommHook(state, hook) takes them like a
+  // JavaScript hook: model.registerCommHook(null, dist.commHooks.fp16CompressHook),
+  // model.registerCommHook(dist.commHooks.PowerSGDState({ matrixApproximationRank: 2 }),
+  // dist.commHooks.powerSGDHook), dist.commHooks.bf16CompressWrapper(hook).
+  const builtinHook = (name, extra = {}) => Object.assign(() => {
+    throw new Error(`dist.commHooks: ${name} runs inside DistributedDataParallel; pass it to registerCommHook`);
+  }, { builtin: name }, extra);
   const commHooks = {
     allreduceHook: builtinHook('allreduce'),
     fp16CompressHook: builtinHook('fp16Compress'),
     bf16CompressHook: builtinHook('bf16Compress'),
-  };
-  const registerCommHook = DistributedDataParallel.prototype.registerCommHook;
-  DistributedDataParallel.prototype.registerCommHook = function (state, hook) {
-    if (hook && hook.builtin) this._reducer.builtinHook(hook.builtin);
-    else registerCommHook.call(this, state, hook);
+    powerSGDHook: builtinHook('powerSGD'),
+    PowerSGDState: (options = {}) => ({ powerSGDOptions: options }),
+    fp16CompressWrapper: hook => builtinHook('fp16Wrapper', { inner: hook }),
+    bf16CompressWrapper: hook => builtinHook('bf16Wrapper', { inner: hook }),
   };
 
   const nn = {
