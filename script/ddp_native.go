@@ -56,6 +56,25 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 			}
 			return goja.Undefined()
 		})
+		r.fn(obj, "join", func(call goja.FunctionCall) goja.Value {
+			loop, ok := goja.AssertFunction(call.Argument(0))
+			if !ok {
+				r.throwf("ddp.join(fn): fn must be a function (the training loop), got %s", describe(call.Argument(0)))
+			}
+			var result goja.Value
+			var jsErr error
+			err := d.Join(func() error {
+				result, jsErr = loop(goja.Undefined())
+				return jsErr
+			})
+			if jsErr != nil {
+				panic(jsErr) // the loop's own exception, with its stack
+			}
+			if err != nil {
+				r.throw(err)
+			}
+			return result
+		})
 		r.fn(obj, "setRequireSync", func(call goja.FunctionCall) goja.Value {
 			d.SetRequireSync(call.Argument(0).ToBoolean())
 			return goja.Undefined()

@@ -198,3 +198,33 @@ func TestDDPBuiltinHooksFromJS(t *testing.T) {
 		})
 	}
 }
+
+func TestDDPJoinFromJS(t *testing.T) {
+	// Rank r has r + 2 batches; every rank ends with the same parameters.
+	src := `const { tensor, nn, optim, dist } = require("zeroeng");
+tensor.manualSeed(0);
+const model = dist.DistributedDataParallel(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)));
+const opt = optim.SGD(model.parameters(), { lr: 0.1 });
+const x = tensor.randn([4, 4], { seed: dist.rank }), y = tensor.fromArray([0, 1, 1, 0]);
+let steps = 0;
+model.join(() => {
+  for (let i = 0; i < dist.rank + 2; i++) {
+    opt.zeroGrad();
+    nn.functional.crossEntropy(model.forward(x), y).backward();
+    opt.step();
+    steps++;
+  }
+});
+console.log(steps, model.parameters().map(p => p.sum().item().toFixed(6)).join(" "));
+`
+	got, err := runJob(t, 3, src, dist.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := func(line string) string { f := strings.Fields(line); return strings.Join(f[2:], " ") }
+	for rank, line := range got {
+		if !strings.HasPrefix(line, fmt.Sprintf("[%d] %d ", rank, rank+2)) || params(line) != params(got[0]) {
+			t.Errorf("rank %d printed %q (rank 0: %q)", rank, line, got[0])
+		}
+	}
+}

@@ -288,6 +288,11 @@
       this._reducer.setRequireSync(false);
       try { return fn(); } finally { this._reducer.setRequireSync(true); }
     }
+    // join(fn): fn is this rank's training loop over its own data; ranks
+    // whose data runs out first keep taking part in the others' gradient
+    // reductions (with zeros) until every rank has joined, then all take
+    // the parameters of the last rank to finish (uneven inputs).
+    join(fn) { return this._reducer.join(fn); }
     bucketNames() { return this._reducer.bucketNames(); }
   }
 

@@ -66,6 +66,7 @@ type DDP struct {
 	params []Param
 	opts   Options
 	hook   CommHook
+	custom bool // a hook other than the default was registered
 
 	buckets []*bucket
 	where   map[*tensor.Tensor]slot
@@ -77,6 +78,9 @@ type DDP struct {
 	rebuilt bool
 	next    int // the next bucket to launch, in index order
 	err     error
+
+	joining bool // inside Join: every synchronised iteration announces itself
+	iters   int  // synchronised iterations so far
 }
 
 type slot struct{ bucket, pos, param int }
@@ -153,6 +157,7 @@ func (d *DDP) RegisterCommHook(h CommHook) error {
 		return fmt.Errorf("ddp: registerCommHook must be called before the first backward pass")
 	}
 	d.hook = h
+	d.custom = true
 	return nil
 }
 
@@ -277,6 +282,12 @@ func (d *DDP) ready(i int) {
 func (d *DDP) start() {
 	d.active = true
 	d.next = 0
+	d.iters++
+	if d.joining {
+		// Ranks that have joined learn from this count that an
+		// iteration is under way (see Join). Nobody waits for it here.
+		d.pg.AllReduce(d.rt.Ones(dtype.Int64, 1), dist.Sum)
+	}
 	for _, b := range d.buckets {
 		clear(b.ready)
 		b.pending = len(b.Params)
@@ -432,6 +443,93 @@ func (d *DDP) unstage(b *bucket, out *tensor.Tensor) error {
 			if err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// Join is DDP's uneven-inputs support (model.join()): fn is this rank's
+// training loop over its own data. When fn returns, the rank has run out
+// of inputs while others may go on; it then takes part in their
+// gradient reductions with zeros (the average stays over all ranks, as
+// with PyTorch's divide_by_initial_world_size) until every rank has
+// joined, and finally every rank takes the parameters of the rank that
+// trained longest (the last to join). Every rank must call Join; it needs
+// the default all-reduce hook.
+func (d *DDP) Join(fn func() error) error {
+	if d.custom {
+		return fmt.Errorf("ddp: join supports the default all-reduce hook only")
+	}
+	d.joining = true
+	defer func() { d.joining = false }()
+	if err := fn(); err != nil {
+		return err
+	}
+	if err := d.Finalize(); err != nil {
+		return err
+	}
+	count := d.rt.Zeros(dtype.Int64, 1).Persist()
+	defer count.Release()
+	for {
+		// Every rank still training announces its iteration with a 1.
+		if err := count.Zero(); err != nil {
+			return err
+		}
+		if err := d.pg.AllReduce(count, dist.Sum).Wait(); err != nil {
+			return fmt.Errorf("ddp: join: %w", err)
+		}
+		n, err := count.Item()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			break
+		}
+		// Shadow the iteration: every bucket's all-reduce, with zeros.
+		for _, b := range d.buckets {
+			if err := b.Buffer.Zero(); err != nil {
+				return err
+			}
+			if err := d.pg.AllReduce(b.Buffer, dist.Sum).Wait(); err != nil {
+				return fmt.Errorf("ddp: join: bucket %d: %w", b.Index, err)
+			}
+		}
+	}
+	return d.syncFromLastJoiner()
+}
+
+// syncFromLastJoiner broadcasts the parameters of the rank that ran the
+// most synchronised iterations (the highest such rank) to every rank.
+func (d *DDP) syncFromLastJoiner() error {
+	sc := d.rt.OpenScope()
+	defer sc.Close()
+	most := d.rt.FromInt64s([]int64{int64(d.iters)}, 1)
+	if err := d.pg.AllReduce(most, dist.Max).Wait(); err != nil {
+		return err
+	}
+	m, err := most.Item()
+	if err != nil {
+		return err
+	}
+	me := int64(-1)
+	if int64(d.iters) == int64(m) {
+		me = int64(d.pg.Rank())
+	}
+	last := d.rt.FromInt64s([]int64{me}, 1)
+	if err := d.pg.AllReduce(last, dist.Max).Wait(); err != nil {
+		return err
+	}
+	root, err := last.Item()
+	if err != nil {
+		return err
+	}
+	var works []*dist.Work
+	for _, p := range d.params {
+		works = append(works, d.pg.Broadcast(p.Tensor, int(root)))
+	}
+	for _, w := range works {
+		if err := w.Wait(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -285,3 +285,87 @@ func TestUnusedParameters(t *testing.T) {
 		})
 	}
 }
+
+// TestJoinUnevenInputs: ranks with 3, 5 and 4 batches. Under Join the
+// ranks that ran out shadow the others' reductions with zeros, so step k
+// uses the sum of the active ranks' gradients divided by 3; at the end
+// every rank holds the parameters of the rank that trained longest.
+func TestJoinUnevenInputs(t *testing.T) {
+	batches := []int{3, 5, 4}
+	const per = 8
+	// The reference: one replica, step k's loss is the sum over the ranks
+	// still active of their mean loss, divided by the 3 ranks.
+	ref := newReplica(t, 0, false)
+	for step := range 5 {
+		sc := ref.rt.OpenScope()
+		if err := ref.opt.ZeroGrad(false); err != nil {
+			t.Fatal(err)
+		}
+		var total *tensor.Tensor
+		for rank, n := range batches {
+			if step < n {
+				l := ref.lossOn(step, rank*per, rank*per+per, 1.0/3)
+				if total == nil {
+					total = l
+				} else {
+					total = total.Add(l)
+				}
+			}
+		}
+		if err := total.Backward(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ref.opt.Step(); err != nil {
+			t.Fatal(err)
+		}
+		sc.Close()
+	}
+	want := ref.values(t)
+
+	w, _ := dist.NewWorld(3, dist.Options{})
+	defer w.Close()
+	got := make([][][]float64, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for rank := range 3 {
+		wg.Go(func() {
+			r := newReplica(t, uint64(rank), false)
+			d, err := New(w.Group(rank), r.named(), Options{})
+			if err != nil {
+				errs[rank] = err
+				return
+			}
+			defer d.Close()
+			errs[rank] = d.Join(func() error {
+				for step := range batches[rank] {
+					sc := r.rt.OpenScope()
+					if err := r.opt.ZeroGrad(false); err != nil {
+						return err
+					}
+					if err := r.lossOn(step, rank*per, rank*per+per, 1).Backward(); err != nil {
+						return err
+					}
+					if err := r.opt.Step(); err != nil {
+						return err
+					}
+					sc.Close()
+				}
+				return nil
+			})
+			got[rank] = r.values(t)
+		})
+	}
+	wg.Wait()
+	for rank := range 3 {
+		if errs[rank] != nil {
+			t.Fatalf("rank %d: %v", rank, errs[rank])
+		}
+		for i := range want {
+			for j := range want[i] {
+				if a, b := got[rank][i][j], want[i][j]; math.Abs(a-b) > 1e-6*math.Max(1, math.Abs(b)) {
+					t.Fatalf("rank %d, parameter %d, element %d: %v, reference %v", rank, i, j, a, b)
+				}
+			}
+		}
+	}
+}
