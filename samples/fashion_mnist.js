@@ -4,6 +4,7 @@
 //   zeroeng run samples/fashion_mnist.js                       # 5 epochs, data from /usr/share/datasets
 //   zeroeng run samples/fashion_mnist.js -- --data DIR --epochs 1
 //   ZEROENG_FMNIST_DIR=DIR zeroeng run samples/fashion_mnist.js
+//   zeroeng run --nproc 2 samples/fashion_mnist.js               # data parallel over 2 ranks (DDP)
 //
 // Every epoch prints the test accuracy; the last line is the result as JSON. With --metrics FILE,
 // every step's loss and every epoch's accuracy go to FILE as JSON lines too.
@@ -11,7 +12,7 @@
 // The random generator starts from --seed (default 0), as torch.manual_seed(0) does in the PyTorch
 // script, and nothing draws from it before the model is built: the initial weights and the batch
 // order of each epoch (one randperm per epoch) are PyTorch's, so the run follows PyTorch's.
-const { tensor, nn, optim, io, progress, metrics } = require("zeroeng");
+const { tensor, nn, optim, io, dist, progress, metrics } = require("zeroeng");
 
 const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N]";
 const opts = { data: process.env.ZEROENG_FMNIST_DIR || "/usr/share/datasets/fashion-mnist", epochs: 5 };
@@ -52,10 +53,15 @@ const [xTrain, yTrain] = load("train");
 const [xTest, yTest] = load("t10k");
 const n = xTrain.shape[0], batch = 128, steps = Math.ceil(n / batch);
 
-const model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10));
+// With --nproc N the ranks share each batch of 128 (data parallel): every rank draws the same
+// permutation, takes its N-th of each batch, and DistributedDataParallel averages the gradients,
+// so the run follows the one-rank run up to rounding.
+const world = dist.worldSize, rank = dist.rank;
+let model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10));
+if (world > 1) model = nn.parallel.DistributedDataParallel(model);
 const opt = optim.Adam(model.parameters(), { lr: 1e-3 });
 console.log(`fashion-mnist: ${n} training and ${xTest.shape[0]} test images (${opts.data}), ` +
-  `MLP 784-256-128-10, Adam lr 1e-3, batch ${batch}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
+  `MLP 784-256-128-10, Adam lr 1e-3, batch ${batch}${world > 1 ? ` over ${world} ranks` : ""}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
 
 const accuracy = () =>
   tensor.noGrad(() => tensor.scope(() => model.forward(xTest).argmax(1).eq(yTest).float().mean().item()));
@@ -68,7 +74,9 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
   const perm = tensor.randperm(n).keep();
   let sum = 0;
   for (let i = 0, s = 1; i < n; i += batch, s++) {
-    const idx = perm.narrow(0, i, Math.min(batch, n - i));
+    const size = Math.min(batch, n - i);
+    const lo = Math.floor(size * rank / world), hi = Math.floor(size * (rank + 1) / world);
+    const idx = perm.narrow(0, i + lo, hi - lo);
     opt.zeroGrad();
     const loss = nn.functional.crossEntropy(model.forward(xTrain.indexSelect(0, idx)), yTrain.indexSelect(0, idx));
     loss.backward();

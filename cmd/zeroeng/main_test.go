@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -591,6 +592,27 @@ func TestFashionMNIST(t *testing.T) {
 		t.Errorf("no epoch line:\n%s", r.stdout)
 	}
 	t.Logf("1 epoch: test accuracy %.4f, training %.2fs", res.TestAcc, res.TrainS)
+
+	// Data parallel over 2 ranks: the same run up to rounding.
+	r2 := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "2", "samples/fashion_mnist.js", "--", "--data", dir, "--epochs", "1")
+	if r2.code != 0 {
+		t.Fatalf("--nproc 2: status %d\n%s\n%s", r2.code, r2.stdout, r2.stderr)
+	}
+	for rank := range 2 {
+		prefix := fmt.Sprintf("[%d] {", rank)
+		var got struct {
+			TestAcc float64 `json:"test_acc"`
+		}
+		found := false
+		for _, line := range strings.Split(r2.stdout, "\n") {
+			if strings.HasPrefix(line, prefix) {
+				found = json.Unmarshal([]byte(line[len(prefix)-1:]), &got) == nil
+			}
+		}
+		if !found || math.Abs(got.TestAcc-res.TestAcc) > 0.002 {
+			t.Errorf("--nproc 2, rank %d: test accuracy %v (found %v), one rank %v\n%s", rank, got.TestAcc, found, res.TestAcc, r2.stdout)
+		}
+	}
 }
 
 func TestFashionMNISTMissingData(t *testing.T) {
