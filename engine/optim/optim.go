@@ -120,12 +120,14 @@ func DefaultAdamW() AdamConfig {
 	return c
 }
 
-func (c SGDConfig) group() ParamGroup {
+// Group is the configuration as a parameter group's hyper-parameters.
+func (c SGDConfig) Group() ParamGroup {
 	return ParamGroup{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
 		Nesterov: c.Nesterov, Maximize: c.Maximize}
 }
 
-func (c AdamConfig) group() ParamGroup {
+// Group is the configuration as a parameter group's hyper-parameters.
+func (c AdamConfig) Group() ParamGroup {
 	return ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
 		AMSGrad: c.AMSGrad, Maximize: c.Maximize}
 }

@@ -19,17 +19,17 @@ type Optimizer struct {
 
 // NewSGD is torch.optim.SGD(params, ...).
 func NewSGD(params []*tensor.Tensor, c SGDConfig) (*Optimizer, error) {
-	return New(SGD, params, c.group())
+	return New(SGD, params, c.Group())
 }
 
 // NewAdam is torch.optim.Adam(params, ...).
 func NewAdam(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
-	return New(Adam, params, c.group())
+	return New(Adam, params, c.Group())
 }
 
 // NewAdamW is torch.optim.AdamW(params, ...).
 func NewAdamW(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
-	return New(AdamW, params, c.group())
+	return New(AdamW, params, c.Group())
 }
 
 // New makes an optimizer of kind whose first group holds params with the
