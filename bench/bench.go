@@ -59,12 +59,19 @@ func Timed(step func() error) (median, minimum float64, err error) {
 	return ts[Steps/2], ts[0], nil
 }
 
+// Optimizer is what a workload's step needs of its optimizer: the plain
+// one or ZeRO's.
+type Optimizer interface {
+	ZeroGrad(setToNone bool) error
+	Step() error
+}
+
 // MLP is the `mlp` workload: a 1024-4096-4096-1024 GELU MLP, batch 256,
 // AdamW(lr 1e-4), MSE loss; one step is zero_grad, forward, backward, step.
 type MLP struct {
 	RT    *tensor.Runtime
 	Model *nn.Sequential
-	Opt   *optim.Optimizer
+	Opt   Optimizer
 	X, Y  *tensor.Tensor
 }
 
@@ -147,7 +154,9 @@ func Run(name string) (any, error) {
 	case "gpt":
 		return RunGPT()
 	case "ddp2":
-		return RunDDP2()
+		return RunDDP2(false)
+	case "ddp2-replicated":
+		return RunDDP2(true)
 	case "fmnist":
 		return FashionMNIST(io.Discard, FashionMNISTOptions{Epochs: 5, DataDir: FashionMNISTDir})
 	}

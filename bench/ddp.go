@@ -7,7 +7,9 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/zero"
 )
 
 // DDPResult is the ddp2 workload's line, in torch_cpu.py's form.
@@ -23,11 +25,14 @@ type DDPResult struct {
 
 // RunDDP2 is the ddp2 workload: the mlp model on 2 in-process ranks under
 // DistributedDataParallel (default buckets and hook), batch 128 per rank,
-// AdamW(lr 1e-4) on every rank (PyTorch's side shards it with
-// ZeroRedundancyOptimizer), timed on rank 0.
-func RunDDP2() (DDPResult, error) {
+// AdamW(lr 1e-4) sharded by ZeroRedundancyOptimizer as on PyTorch's side,
+// timed on rank 0. replicated runs a plain AdamW on every rank instead.
+func RunDDP2(replicated bool) (DDPResult, error) {
 	const world, batch = 2, 128
-	res := DDPResult{Workload: "ddp2", World: world, Threads: parallel.Threads(), Optimizer: "AdamW (replicated)"}
+	res := DDPResult{Workload: "ddp2", World: world, Threads: parallel.Threads(), Optimizer: "ZeroRedundancyOptimizer(AdamW)"}
+	if replicated {
+		res.Optimizer = "AdamW (replicated)"
+	}
 	w, err := dist.NewWorld(world, dist.Options{})
 	if err != nil {
 		return res, err
@@ -54,6 +59,15 @@ func RunDDP2() (DDPResult, error) {
 				return
 			}
 			defer d.Close()
+			if !replicated {
+				cfg := optim.DefaultAdamW()
+				cfg.LR = 1e-4
+				if job.Opt, err = zeroOptimizer(w.Group(rank), job.Model.Parameters(), cfg); err != nil {
+					errs[rank] = err
+					w.Abort(err)
+					return
+				}
+			}
 			median, minimum, err := Timed(job.Step)
 			if err != nil {
 				errs[rank] = err
@@ -73,4 +87,8 @@ func RunDDP2() (DDPResult, error) {
 	}
 	res.SamplesPerS = round1(world * batch / res.StepMsMedian * 1e3)
 	return res, nil
+}
+
+func zeroOptimizer(pg dist.ProcessGroup, params []*tensor.Tensor, cfg optim.AdamConfig) (*zero.Optimizer, error) {
+	return zero.New(pg, optim.AdamW, params, cfg.Group(), zero.Options{})
 }
