@@ -15,8 +15,10 @@ import (
 func (r *Runtime) distModule() *goja.Object {
 	pg := r.opts.Group
 	if pg == nil {
-		// A runtime outside a job is a world of one rank.
+		// A runtime outside a job is a world of one rank, which Close
+		// ends (its communication queue is a goroutine).
 		w, _ := dist.NewWorld(1, dist.Options{})
+		r.ownWorld = w
 		pg = w.Group(0)
 	}
 	r.group = pg

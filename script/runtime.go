@@ -75,8 +75,9 @@ type Runtime struct {
 	interrupted atomic.Bool
 	// group is the rank's process group of all ranks; groups maps the
 	// script's group objects to theirs (for options such as processGroup).
-	group  dist.ProcessGroup
-	groups map[*goja.Object]dist.ProcessGroup
+	group    dist.ProcessGroup
+	groups   map[*goja.Object]dist.ProcessGroup
+	ownWorld *dist.World // the one-rank world of a runtime outside a job
 	// inCollective counts the waits on collectives in progress (the REPL
 	// aborts the process group when Ctrl-C finds a rank blocked in one).
 	inCollective atomic.Int32
@@ -270,4 +271,9 @@ func (r *Runtime) ClearInterrupt() {
 }
 
 // Close releases the tensors the script still holds.
-func (r *Runtime) Close() { r.life.releaseAll() }
+func (r *Runtime) Close() {
+	r.life.releaseAll()
+	if r.ownWorld != nil {
+		r.ownWorld.Close()
+	}
+}

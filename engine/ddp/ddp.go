@@ -238,7 +238,7 @@ func (d *DDP) build(order []int) error {
 		for _, b := range d.buckets {
 			for pos, p := range b.Params {
 				view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel()).View(p.Shape()...).Persist()
-				if g := p.Grad(); g != nil && g.Err() == nil {
+				if g := p.GradNoSync(); g != nil && g.Err() == nil {
 					if err := view.CopyFrom(g); err != nil {
 						return err
 					}

@@ -92,12 +92,12 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 	if err := check.AddParamGroup(g); err != nil {
 		return fmt.Errorf("zero: %w", err)
 	}
+	dt := g.Params[0].DType()
 	if len(z.Groups) > 0 {
-		if dt := z.Groups[0].Params[0].DType(); slices.ContainsFunc(g.Params, func(p *tensor.Tensor) bool { return p.DType() != dt }) {
-			return fmt.Errorf("zero: ZeroRedundancyOptimizer expects parameters of one dtype (%v)", dt)
-		}
-	} else if dt := g.Params[0].DType(); slices.ContainsFunc(g.Params, func(p *tensor.Tensor) bool { return p.DType() != dt }) {
-		return fmt.Errorf("zero: ZeroRedundancyOptimizer expects parameters of one dtype, got %v and others", dt)
+		dt = z.Groups[0].Params[0].DType()
+	}
+	if slices.ContainsFunc(g.Params, func(p *tensor.Tensor) bool { return p.DType() != dt }) {
+		return fmt.Errorf("zero: ZeroRedundancyOptimizer expects parameters of one dtype (%v)", dt)
 	}
 	ng := g
 	ng.Params = slices.Clone(g.Params)
