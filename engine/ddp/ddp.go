@@ -79,8 +79,9 @@ type DDP struct {
 	next    int // the next bucket to launch, in index order
 	err     error
 
-	joining bool // inside Join: every synchronised iteration announces itself
-	iters   int  // synchronised iterations so far
+	joining  bool // inside Join: every synchronised iteration announces itself
+	iters    int  // synchronised iterations so far
+	joinStep func() error
 }
 
 type slot struct{ bucket, pos, param int }
@@ -164,6 +165,28 @@ func (d *DDP) RegisterCommHook(h CommHook) error {
 // SetRequireSync turns gradient synchronisation off (NoSync: gradients
 // accumulate locally) and back on.
 func (d *DDP) SetRequireSync(on bool) { d.sync = on }
+
+// KeepBuckets keeps the current bucket plan for good: the buckets are not
+// rebuilt from the order gradients became ready after the first
+// iteration. ZeRO's overlap assigns buckets to ranks and needs the plan
+// fixed before the first step, so that it can update from the first
+// iteration (PyTorch skips the first updates while its buckets settle).
+func (d *DDP) KeepBuckets() { d.rebuilt = true; d.order = nil }
+
+// Buckets returns the current buckets, in launch order. Their buffers and
+// parameters are the DDP's; callers must not change them.
+func (d *DDP) Buckets() []*Bucket {
+	out := make([]*Bucket, len(d.buckets))
+	for i, b := range d.buckets {
+		out[i] = b.Bucket
+	}
+	return out
+}
+
+// SetJoinStep makes every iteration a joined rank shadows end with step,
+// run once the shadowed reductions are in the gradients: a sharded
+// optimizer (ZeRO) takes part in the others' parameter updates this way.
+func (d *DDP) SetJoinStep(step func() error) { d.joinStep = step }
 
 // BucketNames lists the parameter names of every bucket, in bucket order.
 func (d *DDP) BucketNames() [][]string {
@@ -492,6 +515,16 @@ func (d *DDP) Join(fn func() error) error {
 			}
 			if err := d.pg.AllReduce(b.Buffer, dist.Sum).Wait(); err != nil {
 				return fmt.Errorf("ddp: join: bucket %d: %w", b.Index, err)
+			}
+		}
+		if d.joinStep != nil {
+			for _, b := range d.buckets {
+				if err := d.unstage(b, b.Buffer); err != nil {
+					return err
+				}
+			}
+			if err := d.joinStep(); err != nil {
+				return fmt.Errorf("ddp: join: %w", err)
 			}
 		}
 	}

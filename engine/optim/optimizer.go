@@ -162,15 +162,23 @@ type StateDict struct {
 // (shared, not copied), except "step", a new 0-d float32 tensor as in
 // PyTorch 1.13.
 func (o *Optimizer) StateDict() (*StateDict, error) {
+	return MakeStateDict(o.kind, o.Groups, func(p *tensor.Tensor) *State { return o.state[p] }), nil
+}
+
+// MakeStateDict builds the state dict of a kind optimizer over groups, in
+// PyTorch's layout, from each parameter's state (nil: none yet). The state
+// tensors are shared, not copied. ZeroRedundancyOptimizer builds its
+// consolidated dict with it.
+func MakeStateDict(kind Kind, groups []*ParamGroup, stateOf func(*tensor.Tensor) *State) *StateDict {
 	sd := &StateDict{State: map[int]map[string]*tensor.Tensor{}}
 	idx := 0
-	for _, g := range o.Groups {
+	for _, g := range groups {
 		ids := make([]int, len(g.Params))
 		for i, p := range g.Params {
 			ids[i] = idx
-			if s := o.state[p]; s != nil {
+			if s := stateOf(p); s != nil {
 				entry := map[string]*tensor.Tensor{}
-				if o.kind != SGD {
+				if kind != SGD {
 					entry["step"] = p.Runtime().Scalar(tensor.Float32, float64(s.Step)).Persist()
 				}
 				for _, t := range s.Tensors() {
@@ -180,9 +188,9 @@ func (o *Optimizer) StateDict() (*StateDict, error) {
 			}
 			idx++
 		}
-		sd.ParamGroups = append(sd.ParamGroups, groupToMap(o.kind, g, ids))
+		sd.ParamGroups = append(sd.ParamGroups, groupToMap(kind, g, ids))
 	}
-	return sd, nil
+	return sd
 }
 
 // groupToMap writes a group's hyper-parameters under the names PyTorch 1.13
@@ -340,25 +348,54 @@ func toInts(v any) ([]int, bool) {
 // into tensors owned by the optimizer; everything is validated before
 // anything changes.
 func (o *Optimizer) LoadStateDict(sd *StateDict) error {
-	if len(sd.ParamGroups) != len(o.Groups) {
-		return fmt.Errorf("optim: loaded state dict has a different number of parameter groups (%d, optimizer has %d)", len(sd.ParamGroups), len(o.Groups))
+	hyper, states, err := ReadStateDict(o.kind, o.Groups, sd)
+	if err != nil {
+		return err
+	}
+	for i := range o.Groups {
+		ps := o.Groups[i].Params
+		*o.Groups[i] = hyper[i]
+		o.Groups[i].Params = ps
 	}
 	params := o.Params()
-	newGroups := make([]ParamGroup, len(o.Groups))
+	for k, s := range states {
+		p := params[k]
+		if old := o.state[p]; old != nil {
+			old.Release()
+		}
+		o.state[p] = s
+	}
+	return nil
+}
+
+// ReadStateDict checks sd against the groups of a kind optimizer (same
+// group structure, state shapes matching the parameters, known entries)
+// and returns each group's hyper-parameters and each parameter's state by
+// global index, in new tensors of the parameter's dtype that the caller
+// owns. Nothing is returned unless everything is valid.
+func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup, map[int]*State, error) {
+	if len(sd.ParamGroups) != len(groups) {
+		return nil, nil, fmt.Errorf("optim: loaded state dict has a different number of parameter groups (%d, optimizer has %d)", len(sd.ParamGroups), len(groups))
+	}
+	var params []*tensor.Tensor
+	for _, g := range groups {
+		params = append(params, g.Params...)
+	}
+	newGroups := make([]ParamGroup, len(groups))
 	for i, m := range sd.ParamGroups {
 		ids, ok := toInts(m["params"])
 		if !ok {
-			return fmt.Errorf("optim: param group %d: \"params\" is not a list of indices", i)
+			return nil, nil, fmt.Errorf("optim: param group %d: \"params\" is not a list of indices", i)
 		}
-		if len(ids) != len(o.Groups[i].Params) {
-			return fmt.Errorf("optim: loaded state dict contains a parameter group that doesn't match the size of optimizer's group %d (%d vs %d)", i, len(ids), len(o.Groups[i].Params))
+		if len(ids) != len(groups[i].Params) {
+			return nil, nil, fmt.Errorf("optim: loaded state dict contains a parameter group that doesn't match the size of optimizer's group %d (%d vs %d)", i, len(ids), len(groups[i].Params))
 		}
-		g := o.Groups[i].Hyper()
+		g := groups[i].Hyper()
 		if err := applyMap(&g, m); err != nil {
-			return fmt.Errorf("%w (group %d)", err, i)
+			return nil, nil, fmt.Errorf("%w (group %d)", err, i)
 		}
-		if err := g.Validate(o.kind); err != nil {
-			return fmt.Errorf("%w (group %d)", err, i)
+		if err := g.Validate(kind); err != nil {
+			return nil, nil, fmt.Errorf("%w (group %d)", err, i)
 		}
 		newGroups[i] = g
 	}
@@ -369,44 +406,39 @@ func (o *Optimizer) LoadStateDict(sd *StateDict) error {
 	sort.Ints(keys)
 	for _, k := range keys {
 		if k < 0 || k >= len(params) {
-			return fmt.Errorf("optim: state for parameter index %d, but the optimizer has %d parameters", k, len(params))
+			return nil, nil, fmt.Errorf("optim: state for parameter index %d, but the optimizer has %d parameters", k, len(params))
 		}
 		p := params[k]
 		for name, t := range sd.State[k] {
+			if t == nil {
+				return nil, nil, fmt.Errorf("optim: state %d %q is missing", k, name)
+			}
 			if err := t.Err(); err != nil {
-				return fmt.Errorf("optim: state %d %q: %w", k, name, err)
+				return nil, nil, fmt.Errorf("optim: state %d %q: %w", k, name, err)
 			}
 			if name == "step" {
 				if t.Numel() != 1 {
-					return fmt.Errorf("optim: state %d: step must hold one number, has shape %v", k, t.Shape())
+					return nil, nil, fmt.Errorf("optim: state %d: step must hold one number, has shape %v", k, t.Shape())
 				}
 				continue
 			}
 			if _, ok := stateField(&State{}, name); !ok {
-				return fmt.Errorf("optim: state %d: unknown entry %q for %v", k, name, o.kind)
+				return nil, nil, fmt.Errorf("optim: state %d: unknown entry %q for %v", k, name, kind)
 			}
 			if fmt.Sprint(t.Shape()) != fmt.Sprint(p.Shape()) {
-				return fmt.Errorf("optim: state %d %q has shape %v, the parameter %v", k, name, t.Shape(), p.Shape())
+				return nil, nil, fmt.Errorf("optim: state %d %q has shape %v, the parameter %v", k, name, t.Shape(), p.Shape())
 			}
 		}
 	}
-	// Everything checked: apply.
-	for i := range o.Groups {
-		ps := o.Groups[i].Params
-		*o.Groups[i] = newGroups[i]
-		o.Groups[i].Params = ps
-	}
+	states := map[int]*State{}
 	for _, k := range keys {
 		p := params[k]
-		if old := o.state[p]; old != nil {
-			old.Release()
-		}
 		s := &State{}
 		for name, t := range sd.State[k] {
 			if name == "step" {
 				v, err := t.Item()
 				if err != nil {
-					return err
+					return nil, nil, err
 				}
 				s.Step = int64(v)
 				continue
@@ -414,14 +446,22 @@ func (o *Optimizer) LoadStateDict(sd *StateDict) error {
 			field, _ := stateField(s, name)
 			c := t.To(p.DType()).Clone()
 			if err := c.Err(); err != nil {
-				return err
+				s.Release()
+				for _, o := range states {
+					o.Release()
+				}
+				return nil, nil, err
 			}
 			*field = c.Persist()
 		}
-		o.state[p] = s
+		states[k] = s
 	}
-	return nil
+	return newGroups, states, nil
 }
+
+// StateField returns the field of s that holds the state entry name
+// ("exp_avg", "momentum_buffer", ...).
+func StateField(s *State, name string) (**tensor.Tensor, bool) { return stateField(s, name) }
 
 func stateField(s *State, name string) (**tensor.Tensor, bool) {
 	switch name {

@@ -407,3 +407,35 @@ func normDim(dim, ndim int) (int, bool) {
 	}
 	return dim, dim >= 0 && dim < ndim
 }
+
+// SetData makes t a view of src's memory, keeping t's identity, autograd
+// flag, gradient and hooks: PyTorch's `p.data = src`. src must have t's
+// dtype and number of elements; t keeps its shape. ZeRO uses it to turn
+// parameters into views of one flat buffer (parameters as bucket view).
+// t's previous storage is released.
+func (t *Tensor) SetData(src *Tensor) error {
+	if t.err != nil {
+		return t.err
+	}
+	if src.err != nil {
+		return src.err
+	}
+	if t.Released() || src.Released() {
+		return fmt.Errorf("tensor: SetData on a released tensor")
+	}
+	if src.dt != t.dt || src.Numel() != t.Numel() || !src.IsContiguous() {
+		return fmt.Errorf("tensor: data of %s %v %v cannot be set to %v %v (contiguous: %v)", t.label(), t.dt, t.shape, src.dt, src.shape, src.IsContiguous())
+	}
+	if src.rt != t.rt {
+		return fmt.Errorf("tensor: data of %s cannot come from another runtime", t.label())
+	}
+	src.st.refs.Add(1)
+	old := t.st
+	t.st = src.st
+	t.off = src.off
+	t.strides = contiguousStrides(t.shape)
+	if old != nil {
+		old.release()
+	}
+	return nil
+}

@@ -1,7 +1,17 @@
-// Package zero owns ZeRO sharding: the ZeroRedundancyOptimizer (stage 1),
-// which partitions the optimizer state across the ranks of a process
-// group, updates only this rank's shard and sends every updated parameter
-// from its owner to the others.
+// Package zero owns ZeRO sharding: the ZeroRedundancyOptimizer, which
+// partitions the optimizer state (stage 1) and the gradients (stage 2)
+// across the ranks of a process group, updates only this rank's shard and
+// sends the updated parameters to the others; and the DDP comm-hook
+// wrappers that overlap that step with backward (overlap.go).
+//
+// Two partitions exist. "greedy" is PyTorch's: whole parameters, largest
+// first, each to the least-loaded rank; updated parameters are broadcast
+// from their owners. "flat" (flat.go) is llm.c's and DeepSpeed's: the
+// parameters are laid out in flat buckets, each cut into one equal slice
+// per rank; each rank updates its slice and the slices are all-gathered.
+// Stage 2 needs the flat partition: gradients are reduce-scattered into
+// the slices during backward instead of all-reduced, and each rank keeps
+// only its gradient slice.
 //
 // shared/docs/zero-reference.md states the behaviour reproduced here.
 package zero
@@ -19,16 +29,35 @@ import (
 
 // Options configure the optimizer.
 type Options struct {
-	// Partition is "greedy" (the default, PyTorch's): whole parameters,
-	// largest first, each to the least-loaded rank.
+	// Partition is "greedy" (the default for stage 1, PyTorch's) or
+	// "flat" (equal slices of flat buckets; the default and the only
+	// choice for stage 2).
 	Partition string
+	// ParametersAsBucketView makes the parameters views of flat buffers:
+	// one per rank (greedy; the update is sent as one broadcast per rank)
+	// or one per bucket (flat; the all-gather writes the parameters in
+	// place, with no copy in or out).
+	ParametersAsBucketView bool
+	// Stage is 1 (optimizer state sharded; gradients averaged by DDP
+	// beforehand) or 2 (gradients sharded too: the optimizer reduces them
+	// itself, without DDP). 0 means 1.
+	Stage int
+	// BucketCapMB caps the flat partition's buckets in MiB (default 25):
+	// one reduce-scatter and one all-gather per bucket.
+	BucketCapMB float64
+	// OverlapWithDDP defers the partition and the step to a DDP comm hook
+	// made by HookWithZeroStep or HookWithZeroStepInterleaved: the step
+	// runs during backward; Step then only waits for it to finish.
+	OverlapWithDDP bool
 }
 
 // Optimizer is ZeroRedundancyOptimizer: the parameter groups and their
 // hyper-parameters are global (schedulers act on them through
-// ParamGroups), the state exists only for the parameters this rank owns.
+// ParamGroups), the state exists only for the parameters (or slices) this
+// rank owns.
 type Optimizer struct {
 	pg       dist.ProcessGroup
+	rt       *tensor.Runtime
 	kind     optim.Kind
 	defaults optim.ParamGroup
 	opts     Options
@@ -36,18 +65,54 @@ type Optimizer struct {
 	// Groups are the global parameter groups, every parameter in each.
 	Groups []*optim.ParamGroup
 
-	owner map[*tensor.Tensor]int
-	state map[*tensor.Tensor]*optim.State
+	groupOf map[*tensor.Tensor]int // parameter → its group
+	index   map[*tensor.Tensor]int // parameter → global index in group order
+
+	// The greedy partition: each parameter's owner and, on its owner, its
+	// state. rankBufs are the per-rank flat buffers the parameters view
+	// (ParametersAsBucketView).
+	owner    map[*tensor.Tensor]int
+	state    map[*tensor.Tensor]*optim.State
+	rankBufs []*tensor.Tensor
+
+	flat *flatLayout // the flat partition (flat.go)
+	ov   *overlap    // the DDP hook doing the step (overlap.go)
+
+	consolidated map[int]*optim.State // ConsolidateStateDict's result, on its target
 }
 
 // New makes a ZeroRedundancyOptimizer of kind over params, whose first
 // group has the hyper-parameters of defaults, sharded over pg. Every rank
 // of pg must call it with the same parameters (in the same order).
 func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, defaults optim.ParamGroup, opts Options) (*Optimizer, error) {
-	switch opts.Partition {
-	case "", "greedy":
+	switch opts.Stage {
+	case 0:
+		opts.Stage = 1
+	case 1, 2:
 	default:
-		return nil, fmt.Errorf("zero: unknown partition %q (greedy)", opts.Partition)
+		return nil, fmt.Errorf("zero: stage %d is not supported (1: optimizer state, 2: gradients too)", opts.Stage)
+	}
+	switch opts.Partition {
+	case "":
+		opts.Partition = "greedy"
+		if opts.Stage == 2 {
+			opts.Partition = "flat"
+		}
+	case "greedy", "flat":
+	default:
+		return nil, fmt.Errorf("zero: unknown partition %q (greedy or flat)", opts.Partition)
+	}
+	if opts.Stage == 2 && opts.Partition != "flat" {
+		return nil, fmt.Errorf("zero: stage 2 reduce-scatters gradients into equal slices and needs partition \"flat\", not %q", opts.Partition)
+	}
+	if opts.OverlapWithDDP && (opts.Partition != "greedy" || opts.Stage != 1) {
+		return nil, fmt.Errorf("zero: overlapWithDDP works with stage 1 and the greedy partition (stage 2 overlaps its reduce-scatters with backward by itself)")
+	}
+	if opts.BucketCapMB == 0 {
+		opts.BucketCapMB = 25
+	}
+	if opts.BucketCapMB < 0 {
+		return nil, fmt.Errorf("zero: bucketCapMB must be positive, got %v", opts.BucketCapMB)
 	}
 	if len(params) == 0 {
 		return nil, fmt.Errorf("zero: ZeroRedundancyOptimizer expects at least one parameter")
@@ -56,7 +121,12 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	if err := defaults.Validate(kind); err != nil {
 		return nil, err
 	}
-	z := &Optimizer{pg: pg, kind: kind, defaults: defaults, opts: opts, state: map[*tensor.Tensor]*optim.State{}}
+	z := &Optimizer{pg: pg, rt: params[0].Runtime(), kind: kind, defaults: defaults, opts: opts,
+		state: map[*tensor.Tensor]*optim.State{}, owner: map[*tensor.Tensor]int{},
+		groupOf: map[*tensor.Tensor]int{}, index: map[*tensor.Tensor]int{}}
+	if opts.Partition == "flat" {
+		z.flat = &flatLayout{z: z, sync: true}
+	}
 	g := defaults.Hyper()
 	g.Params = params
 	if err := z.AddParamGroup(g); err != nil {
@@ -68,6 +138,9 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 // Kind is the wrapped optimizer's algorithm.
 func (z *Optimizer) Kind() optim.Kind { return z.kind }
 
+// Options returns the options in effect (defaults filled in).
+func (z *Optimizer) Options() Options { return z.opts }
+
 // Defaults returns a copy of the defaults, to start a new group from.
 func (z *Optimizer) Defaults() optim.ParamGroup { return z.defaults.Hyper() }
 
@@ -75,9 +148,23 @@ func (z *Optimizer) Defaults() optim.ParamGroup { return z.defaults.Hyper() }
 // groups' learning rates, which the next Step uses.
 func (z *Optimizer) ParamGroups() []*optim.ParamGroup { return z.Groups }
 
-// AddParamGroup adds a group and partitions every parameter again
-// (add_param_group); state already built stays with its parameters.
+// Params lists every parameter in group order (global indices).
+func (z *Optimizer) Params() []*tensor.Tensor {
+	var out []*tensor.Tensor
+	for _, g := range z.Groups {
+		out = append(out, g.Params...)
+	}
+	return out
+}
+
+// AddParamGroup adds a group and partitions again (add_param_group):
+// the greedy partition reassigns every parameter (state already built
+// stays with its parameters when this rank still owns them); the flat
+// partition adds buckets for the new group and leaves the others alone.
 func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
+	if z.ov != nil {
+		return fmt.Errorf("zero: addParamGroup after the overlap hook was made; add the groups first")
+	}
 	// The plain optimizer checks the group (non-empty, floating-point
 	// leaves, no parameter twice); ZeRO keeps the same rules.
 	check, err := optim.New(z.kind, nil, z.defaults)
@@ -96,14 +183,37 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 	if len(z.Groups) > 0 {
 		dt = z.Groups[0].Params[0].DType()
 	}
-	if slices.ContainsFunc(g.Params, func(p *tensor.Tensor) bool { return p.DType() != dt }) {
-		return fmt.Errorf("zero: ZeroRedundancyOptimizer expects parameters of one dtype (%v)", dt)
+	for _, p := range g.Params {
+		if p.DType() != dt {
+			return fmt.Errorf("zero: ZeroRedundancyOptimizer expects parameters of one dtype (%v); %s is %v", dt, paramLabel(p, -1), p.DType())
+		}
+		if !p.IsContiguous() {
+			return fmt.Errorf("zero: %s is not contiguous", paramLabel(p, -1))
+		}
 	}
 	ng := g
 	ng.Params = slices.Clone(g.Params)
 	z.Groups = append(z.Groups, &ng)
-	z.partition()
-	return nil
+	gi := len(z.Groups) - 1
+	for _, p := range ng.Params {
+		z.groupOf[p] = gi
+		z.index[p] = len(z.index)
+	}
+	switch {
+	case z.flat != nil:
+		if z.opts.Stage == 2 {
+			// Without DDP, nobody else makes the replicas start equal.
+			if err := z.broadcastFrom0(ng.Params); err != nil {
+				return err
+			}
+		}
+		return z.flat.addGroup(gi)
+	case z.opts.OverlapWithDDP:
+		return nil // the overlap hook assigns the buckets' parameters
+	default:
+		z.partition()
+		return z.viewRankBuffers()
+	}
 }
 
 // partition assigns every parameter to a rank, PyTorch's way: one running
@@ -113,7 +223,7 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 func (z *Optimizer) partition() {
 	n := z.pg.Size()
 	sizes := make([]int, n)
-	z.owner = map[*tensor.Tensor]int{}
+	clear(z.owner)
 	for _, g := range z.Groups {
 		sorted := slices.Clone(g.Params)
 		slices.SortStableFunc(sorted, func(a, b *tensor.Tensor) int { return cmp.Compare(b.Numel(), a.Numel()) })
@@ -128,67 +238,187 @@ func (z *Optimizer) partition() {
 			sizes[r] += p.Numel()
 		}
 	}
-	// State of parameters this rank no longer owns goes.
-	for p := range z.state {
+	z.dropForeignState()
+}
+
+// dropForeignState frees the state of parameters this rank no longer owns.
+func (z *Optimizer) dropForeignState() {
+	for p, s := range z.state {
 		if z.owner[p] != z.pg.Rank() {
+			s.Release()
 			delete(z.state, p)
 		}
 	}
 }
 
-// Owner is the rank that updates p.
-func (z *Optimizer) Owner(p *tensor.Tensor) int { return z.owner[p] }
+// viewRankBuffers makes, with ParametersAsBucketView and the greedy
+// partition, each rank's parameters views of one flat buffer per rank, in
+// group order, so that one broadcast per rank sends a whole shard.
+func (z *Optimizer) viewRankBuffers() error {
+	if !z.opts.ParametersAsBucketView {
+		return nil
+	}
+	shards := z.Shards()
+	bufs := make([]*tensor.Tensor, len(shards))
+	for r, shard := range shards {
+		n := 0
+		for _, p := range shard {
+			n += p.Numel()
+		}
+		if n == 0 {
+			continue
+		}
+		buf := z.rt.Empty(shard[0].DType(), n).Persist()
+		off := 0
+		for _, p := range shard {
+			view := buf.Narrow(0, off, p.Numel())
+			err := view.View(p.Shape()...).CopyFrom(p)
+			if err == nil {
+				err = p.SetData(view)
+			}
+			view.Release()
+			if err != nil {
+				buf.Release()
+				return fmt.Errorf("zero: parameters as bucket view: %w", err)
+			}
+			off += p.Numel()
+		}
+		bufs[r] = buf
+	}
+	for _, b := range z.rankBufs {
+		b.Release() // the parameters that viewed it hold new storage now
+	}
+	z.rankBufs = bufs
+	return nil
+}
 
-// Shards lists each rank's parameters, in group order.
+// Owner is the rank that updates p under the greedy partition (-1 under
+// the flat one, where every rank updates a slice of it, or before the
+// overlap hook assigned it).
+func (z *Optimizer) Owner(p *tensor.Tensor) int {
+	if r, ok := z.owner[p]; ok {
+		return r
+	}
+	return -1
+}
+
+// Shards lists each rank's parameters, in group order (greedy partition;
+// under the flat partition a parameter is listed for every rank holding
+// a slice of it).
 func (z *Optimizer) Shards() [][]*tensor.Tensor {
 	out := make([][]*tensor.Tensor, z.pg.Size())
+	if z.flat != nil {
+		for r := range out {
+			for _, b := range z.flat.buckets {
+				for _, pc := range b.piecesOf(r) {
+					if !slices.Contains(out[r], pc.param) {
+						out[r] = append(out[r], pc.param)
+					}
+				}
+			}
+		}
+		return out
+	}
 	for _, g := range z.Groups {
 		for _, p := range g.Params {
-			out[z.owner[p]] = append(out[z.owner[p]], p)
+			if r, ok := z.owner[p]; ok {
+				out[r] = append(out[r], p)
+			}
 		}
 	}
 	return out
 }
 
-// Step updates this rank's shard (each parameter with a gradient), then
-// every parameter is broadcast from its owner, so that all ranks hold the
-// same values.
+// Step updates this rank's shard, then the updated parameters reach every
+// rank. With the greedy partition each owned parameter with a gradient is
+// updated and every parameter broadcast from its owner; with the flat one
+// see flatLayout.step. With OverlapWithDDP the step already ran in the
+// DDP hook during backward: Step waits until it and its broadcasts are
+// done (and is also what the next forward needs).
 func (z *Optimizer) Step() error {
+	switch {
+	case z.opts.OverlapWithDDP:
+		if z.ov == nil {
+			return fmt.Errorf("zero: overlapWithDDP: register zero.HookWithZeroStep (or the interleaved one) on the DDP before stepping")
+		}
+		return z.ov.finish()
+	case z.flat != nil:
+		return z.flat.step()
+	}
 	me := z.pg.Rank()
-	for _, g := range z.Groups {
-		var params, grads []*tensor.Tensor
-		var states []*optim.State
+	for gi, g := range z.Groups {
+		var params []*tensor.Tensor
 		for _, p := range g.Params {
 			if z.owner[p] == me {
 				params = append(params, p)
-				grads = append(grads, p.Grad())
-				states = append(states, z.state[p])
 			}
 		}
-		if err := optim.Update(z.kind, g, params, grads, states); err != nil {
+		if err := z.update(gi, params, func(p *tensor.Tensor) *tensor.Tensor { return p.Grad() }); err != nil {
 			return err
-		}
-		for i, p := range params {
-			if states[i] != nil {
-				z.state[p] = states[i]
-			}
 		}
 	}
 	return z.syncParameters()
 }
 
-// syncParameters broadcasts every parameter from its owner.
-func (z *Optimizer) syncParameters() error {
-	var works []*dist.Work
-	for _, g := range z.Groups {
-		for _, p := range g.Params {
-			works = append(works, z.pg.Broadcast(p, z.owner[p]))
+// update runs the local optimizer of group gi over params (owned by this
+// rank), each with the gradient grad returns (nil: skipped, as PyTorch
+// skips parameters without .grad).
+func (z *Optimizer) update(gi int, params []*tensor.Tensor, grad func(*tensor.Tensor) *tensor.Tensor) error {
+	if len(params) == 0 {
+		return nil
+	}
+	grads := make([]*tensor.Tensor, len(params))
+	states := make([]*optim.State, len(params))
+	for i, p := range params {
+		grads[i] = grad(p)
+		states[i] = z.state[p]
+	}
+	if err := optim.Update(z.kind, z.Groups[gi], params, grads, states); err != nil {
+		return fmt.Errorf("zero: %w", err)
+	}
+	for i, p := range params {
+		if states[i] != nil {
+			z.state[p] = states[i]
 		}
 	}
+	return nil
+}
+
+// syncParameters broadcasts every parameter from its owner: one broadcast
+// per parameter, or one per rank when the parameters view per-rank
+// buffers.
+func (z *Optimizer) syncParameters() error {
+	var works []*dist.Work
+	if z.rankBufs != nil {
+		for r, b := range z.rankBufs {
+			if b != nil {
+				works = append(works, z.pg.Broadcast(b, r))
+			}
+		}
+	} else {
+		for _, g := range z.Groups {
+			for _, p := range g.Params {
+				works = append(works, z.pg.Broadcast(p, z.owner[p]))
+			}
+		}
+	}
+	return waitAll(works, "sending updated parameters")
+}
+
+// broadcastFrom0 makes every rank's params rank 0's.
+func (z *Optimizer) broadcastFrom0(params []*tensor.Tensor) error {
+	var works []*dist.Work
+	for _, p := range params {
+		works = append(works, z.pg.Broadcast(p, 0))
+	}
+	return waitAll(works, "broadcasting the parameters from rank 0")
+}
+
+func waitAll(works []*dist.Work, what string) error {
 	var first error
 	for _, w := range works {
 		if err := w.Wait(); err != nil && first == nil {
-			first = fmt.Errorf("zero: sending updated parameters: %w", err)
+			first = fmt.Errorf("zero: %s: %w", what, err)
 		}
 	}
 	return first
@@ -197,18 +427,16 @@ func (z *Optimizer) syncParameters() error {
 // ZeroGrad clears the gradients of every parameter: to nil when
 // setToNone, else zeroed in place.
 func (z *Optimizer) ZeroGrad(setToNone bool) error {
-	for _, g := range z.Groups {
-		for _, p := range g.Params {
-			if err := nn.ZeroGradOf(p, setToNone); err != nil {
-				return err
-			}
+	for _, p := range z.Params() {
+		if err := nn.ZeroGradOf(p, setToNone); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// State returns p's optimizer state on this rank (nil when another rank
-// owns p, or before its first update).
+// State returns p's optimizer state on this rank under the greedy
+// partition (nil when another rank owns p, or before its first update).
 func (z *Optimizer) State(p *tensor.Tensor) *optim.State { return z.state[p] }
 
 // Memory is what one rank holds, in bytes.
@@ -220,25 +448,42 @@ type Memory struct {
 	OwnedParameters int64 `json:"ownedParameters"`
 }
 
+// Total is the sum of parameters, gradients and optimizer state.
+func (m Memory) Total() int64 { return m.Parameters + m.Gradients + m.State }
+
 // Memory reports this rank's bytes of parameters, gradients and
-// optimizer state.
+// optimizer state. Under stage 2 the gradients are the rank's slices (the
+// full gradients exist only between backward producing them and their
+// reduce-scatter).
 func (z *Optimizer) Memory() Memory {
 	var m Memory
 	me := z.pg.Rank()
-	for _, g := range z.Groups {
-		for _, p := range g.Params {
-			b := int64(p.Numel() * p.DType().Size())
-			m.Parameters += b
-			if gr := p.GradNoSync(); gr != nil {
-				m.Gradients += int64(gr.Numel() * gr.DType().Size())
-			}
-			if z.owner[p] == me {
-				m.OwnedParameters += b
-			}
+	for _, p := range z.Params() {
+		b := int64(p.Numel() * p.DType().Size())
+		m.Parameters += b
+		if gr := p.GradNoSync(); gr != nil {
+			m.Gradients += int64(gr.Numel() * gr.DType().Size())
+		}
+		if r, ok := z.owner[p]; ok && r == me {
+			m.OwnedParameters += b
 		}
 	}
 	for _, s := range z.state {
 		m.State += s.Bytes()
 	}
+	if z.flat != nil {
+		z.flat.memory(&m)
+	}
 	return m
+}
+
+// paramLabel names parameter p (global index i, or -1) in messages.
+func paramLabel(p *tensor.Tensor, i int) string {
+	switch {
+	case p.Name() != "":
+		return fmt.Sprintf("parameter %q", p.Name())
+	case i >= 0:
+		return fmt.Sprintf("parameter %d", i)
+	}
+	return fmt.Sprintf("a parameter of shape %v", p.Shape())
 }

@@ -1,0 +1,391 @@
+package zero
+
+import (
+	"fmt"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// flatLayout is the flat partition: each group's parameters, in reverse
+// order (the order backward produces their gradients), are laid out one
+// after another in buckets of at most BucketCapMB; a bucket is padded to a
+// multiple of the world size and cut into one equal slice per rank. A
+// rank updates the parts of the parameters inside its slice ("pieces",
+// each with its own optimizer state) and the slices are all-gathered: one
+// collective per bucket and a balance no whole-parameter partition gets.
+type flatLayout struct {
+	z       *Optimizer
+	buckets []*flatBucket
+
+	// Stage 2: the gradients are reduce-scattered bucket by bucket during
+	// backward, launched in bucket order as buckets fill.
+	where   map[*tensor.Tensor][2]int // parameter → bucket, position
+	removes []func()
+	sync    bool // false while gradients accumulate locally (SetRequireSync)
+	active  bool // a backward pass has staged gradients not yet stepped on
+	next    int  // the next bucket to launch
+	err     error
+}
+
+type flatBucket struct {
+	params  []*tensor.Tensor
+	offsets []int // of each parameter in the bucket, in elements
+	numel   int   // padded to a multiple of the world size
+	slice   int   // numel / world size
+	buf     *tensor.Tensor
+	pieces  []*piece // this rank's
+
+	// Stage 2.
+	ready     []bool
+	pending   int
+	grads     *tensor.Tensor // the full gradients, from backward to their reduce-scatter
+	gradShard *tensor.Tensor // this rank's slice of the averaged gradients
+	scatter   *dist.Work
+}
+
+// piece is the part of one parameter inside one rank's slice of a bucket.
+type piece struct {
+	param *tensor.Tensor
+	group int
+	at    int // offset in the flattened parameter
+	n     int
+	in    int // offset in the rank's slice
+	state *optim.State
+}
+
+// addGroup lays out group gi's parameters in new buckets.
+func (f *flatLayout) addGroup(gi int) error {
+	z := f.z
+	n := z.pg.Size()
+	params := z.Groups[gi].Params
+	capBytes := int(z.opts.BucketCapMB * (1 << 20))
+	var cur []*tensor.Tensor
+	bytes := 0
+	flush := func() error {
+		if len(cur) == 0 {
+			return nil
+		}
+		b := &flatBucket{params: cur}
+		total := 0
+		for _, p := range cur {
+			b.offsets = append(b.offsets, total)
+			total += p.Numel()
+		}
+		b.slice = (total + n - 1) / n
+		b.numel = b.slice * n
+		b.pieces = b.piecesOf(z.pg.Rank())
+		for _, pc := range b.pieces {
+			pc.group = gi
+		}
+		if err := f.attach(b); err != nil {
+			return err
+		}
+		f.buckets = append(f.buckets, b)
+		cur, bytes = nil, 0
+		return nil
+	}
+	for i := len(params) - 1; i >= 0; i-- {
+		p := params[i]
+		cur = append(cur, p)
+		bytes += p.Numel() * p.DType().Size()
+		if bytes >= capBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// piecesOf cuts rank r's slice of the bucket at parameter boundaries.
+func (b *flatBucket) piecesOf(r int) []*piece {
+	lo, hi := r*b.slice, (r+1)*b.slice
+	var out []*piece
+	for i, p := range b.params {
+		start, end := b.offsets[i], b.offsets[i]+p.Numel()
+		s, e := max(start, lo), min(end, hi)
+		if s < e {
+			out = append(out, &piece{param: p, at: s - start, n: e - s, in: s - lo})
+		}
+	}
+	return out
+}
+
+// attach gives a new bucket its buffers: the flat parameter buffer the
+// parameters become views of (ParametersAsBucketView), and under stage 2
+// the gradient slice and the gradient-ready hooks.
+func (f *flatLayout) attach(b *flatBucket) error {
+	z := f.z
+	dt := b.params[0].DType()
+	if z.opts.ParametersAsBucketView {
+		b.buf = z.rt.Zeros(dt, b.numel).Persist()
+		if err := b.buf.Err(); err != nil {
+			return err
+		}
+		for i, p := range b.params {
+			view := b.buf.Narrow(0, b.offsets[i], p.Numel())
+			err := view.View(p.Shape()...).CopyFrom(p)
+			if err == nil {
+				err = p.SetData(view)
+			}
+			view.Release()
+			if err != nil {
+				return fmt.Errorf("zero: parameters as bucket view: %w", err)
+			}
+		}
+	}
+	if z.opts.Stage == 2 {
+		b.gradShard = z.rt.Zeros(dt, b.slice).Persist()
+		b.ready = make([]bool, len(b.params))
+		if f.where == nil {
+			f.where = map[*tensor.Tensor][2]int{}
+		}
+		bi := len(f.buckets)
+		for i, p := range b.params {
+			f.where[p] = [2]int{bi, i}
+			f.removes = append(f.removes, p.OnGradReady(f.ready))
+		}
+	}
+	return nil
+}
+
+// ready is stage 2's gradient-ready hook: p's gradient for this backward
+// pass is final. It moves into the bucket (p's own gradient is dropped,
+// so that the full gradients do not outlive their reduce-scatter), and
+// full buckets are launched.
+func (f *flatLayout) ready(p *tensor.Tensor) {
+	if !f.sync || f.err != nil {
+		return
+	}
+	if !f.active {
+		f.start()
+	}
+	w := f.where[p]
+	b := f.buckets[w[0]]
+	if b.ready[w[1]] {
+		f.err = fmt.Errorf("zero: %s got a gradient twice before a step (use setRequireSync(false) to accumulate gradients locally)", paramLabel(p, f.z.index[p]))
+		return
+	}
+	if err := f.stage(b, w[1], p.GradNoSync()); err != nil {
+		f.err = err
+		return
+	}
+	if err := p.SetGrad(nil); err != nil {
+		f.err = err
+		return
+	}
+	f.launchReady()
+}
+
+func (f *flatLayout) start() {
+	f.active = true
+	f.next = 0
+	for _, b := range f.buckets {
+		clear(b.ready)
+		b.pending = len(b.params)
+	}
+}
+
+// stage copies parameter i's gradient (nil: zeros) into the bucket.
+func (f *flatLayout) stage(b *flatBucket, i int, g *tensor.Tensor) error {
+	if b.grads == nil {
+		b.grads = f.z.rt.Zeros(b.params[0].DType(), b.numel).Persist()
+	}
+	p := b.params[i]
+	view := b.grads.Narrow(0, b.offsets[i], p.Numel())
+	defer view.Release()
+	var err error
+	if g != nil {
+		err = view.View(p.Shape()...).CopyFrom(g)
+	} else {
+		err = view.Zero()
+	}
+	if err != nil {
+		return fmt.Errorf("zero: gradient of %s: %w", paramLabel(p, f.z.index[p]), err)
+	}
+	b.ready[i] = true
+	b.pending--
+	return nil
+}
+
+// launchReady reduce-scatters full buckets in bucket order, so that every
+// rank issues the same collectives in the same order. The gradients are
+// divided by the world size first, as DDP's all-reduce hook does.
+func (f *flatLayout) launchReady() {
+	z := f.z
+	for f.next < len(f.buckets) && f.buckets[f.next].pending == 0 {
+		b := f.buckets[f.next]
+		if err := b.grads.MulScalarInPlace(1 / float64(z.pg.Size())); err != nil {
+			f.err = err
+			return
+		}
+		b.scatter = z.pg.ReduceScatter(b.gradShard, b.grads, dist.Sum)
+		f.next++
+	}
+}
+
+// SetRequireSync turns stage 2's gradient reduction off (gradients
+// accumulate in the parameters' .grad over several backward passes) and
+// back on: the next backward pass then reduces the accumulated gradients.
+// It is DDP's noSync for an optimizer that reduces gradients itself.
+func (z *Optimizer) SetRequireSync(on bool) {
+	if z.flat != nil {
+		z.flat.sync = on
+	}
+}
+
+// Close removes stage 2's gradient hooks and frees the optimizer's
+// buffers; the parameters keep their values.
+func (z *Optimizer) Close() {
+	if f := z.flat; f != nil {
+		for _, r := range f.removes {
+			r()
+		}
+		f.removes = nil
+		for _, b := range f.buckets {
+			if b.scatter != nil {
+				_ = b.scatter.Wait()
+			}
+			b.grads.Release()
+			b.gradShard.Release()
+			b.grads, b.gradShard = nil, nil
+		}
+	}
+}
+
+// step is the flat partition's Step: each rank updates its pieces with
+// their gradients (stage 1: the parameters' gradients, averaged by DDP;
+// stage 2: its slice of the reduce-scattered gradients), then every
+// bucket's slices are all-gathered, bucket by bucket so that one bucket's
+// all-gather runs while the next is updated.
+func (f *flatLayout) step() (err error) {
+	z := f.z
+	sc := z.rt.OpenScope()
+	defer sc.Close()
+	if z.opts.Stage == 2 {
+		if err := f.finishPass(); err != nil {
+			return err
+		}
+	}
+	me := z.pg.Rank()
+	var works []*dist.Work
+	var copyBack []func() error
+	z.rt.NoGrad(func() {
+		for _, b := range f.buckets {
+			for _, pc := range b.pieces {
+				var g *tensor.Tensor
+				if z.opts.Stage == 2 {
+					g = b.gradShard.Narrow(0, pc.in, pc.n)
+				} else {
+					full := pc.param.Grad()
+					if full == nil {
+						continue
+					}
+					if err = full.Err(); err != nil {
+						return
+					}
+					g = full.Reshape(-1).Narrow(0, pc.at, pc.n)
+				}
+				p := pc.param.View(-1).Narrow(0, pc.at, pc.n)
+				states := []*optim.State{pc.state}
+				if err = optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g}, states); err != nil {
+					err = fmt.Errorf("zero: %s: %w", paramLabel(pc.param, z.index[pc.param]), err)
+					return
+				}
+				pc.state = states[0]
+			}
+			flat := b.buf
+			if flat == nil {
+				// The parameters are separate tensors: gather through a
+				// scratch buffer, this rank's pieces copied in.
+				flat = z.rt.Empty(b.params[0].DType(), b.numel)
+				for _, pc := range b.pieces {
+					dst := flat.Narrow(0, me*b.slice+pc.in, pc.n)
+					if err = dst.CopyFrom(pc.param.View(-1).Narrow(0, pc.at, pc.n)); err != nil {
+						return
+					}
+				}
+				copyBack = append(copyBack, func() error {
+					for i, p := range b.params {
+						if err := p.View(-1).CopyFrom(flat.Narrow(0, b.offsets[i], p.Numel())); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
+			works = append(works, z.pg.AllGather(flat, flat.Narrow(0, me*b.slice, b.slice)))
+		}
+	})
+	if werr := waitAll(works, "all-gathering the updated parameters"); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	z.rt.NoGrad(func() {
+		for _, c := range copyBack {
+			if err = c(); err != nil {
+				return
+			}
+		}
+	})
+	return err
+}
+
+// finishPass ends stage 2's backward pass: parameters that got no
+// gradient are reduced as zeros, every reduce-scatter is waited for and
+// the full gradients freed.
+func (f *flatLayout) finishPass() error {
+	if !f.active {
+		if f.err != nil {
+			return f.err
+		}
+		return fmt.Errorf("zero: step without a backward pass since the last step (stage 2 reduces the gradients as backward produces them)")
+	}
+	f.active = false
+	if f.err == nil {
+		for _, b := range f.buckets[f.next:] {
+			for i, ok := range b.ready {
+				if !ok && f.err == nil {
+					f.err = f.stage(b, i, nil)
+				}
+			}
+		}
+		f.launchReady()
+	}
+	for _, b := range f.buckets {
+		if b.scatter != nil {
+			if err := b.scatter.Wait(); err != nil && f.err == nil {
+				f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
+			}
+			b.scatter = nil
+		}
+		b.grads.Release()
+		b.grads = nil
+	}
+	err := f.err
+	f.err = nil
+	return err
+}
+
+// memory adds the flat partition's bytes to m.
+func (f *flatLayout) memory(m *Memory) {
+	for _, b := range f.buckets {
+		es := int64(b.params[0].DType().Size())
+		m.OwnedParameters += int64(b.slice) * es
+		if b.gradShard != nil {
+			m.Gradients += int64(b.gradShard.Numel()) * es
+		}
+		if b.grads != nil {
+			m.Gradients += int64(b.grads.Numel()) * es
+		}
+		for _, pc := range b.pieces {
+			if pc.state != nil {
+				m.State += pc.state.Bytes()
+			}
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package zero
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// run describes one training run of the MLP on n in-process ranks: DDP
+// (unless stage 2, which reduces gradients itself) with ZeRO or with the
+// plain optimizer, two parameter groups (the last layer at a tenth of the
+// learning rate, added after construction), a StepLR scheduler and a
+// global batch of 24 split across the ranks.
+type run struct {
+	n     int
+	kind  optim.Kind
+	hyper optim.ParamGroup
+	steps int
+
+	zero     bool
+	opts     Options
+	overlap  string // "", "A" (HookWithZeroStep) or "B" (interleaved)
+	shard    bool
+	ddpOpts  ddp.Options
+	seedRank bool // initialise each rank's model differently
+
+	// uneven: rank r stops after steps-r iterations, under Join.
+	uneven bool
+
+	// between is called on every rank after the given step (0-based) with
+	// the rank's optimizer; it may consolidate or load state.
+	between func(step, rank int, opt any) error
+}
+
+type optimizer interface {
+	Step() error
+	ZeroGrad(bool) error
+	ParamGroups() []*optim.ParamGroup
+}
+
+type result struct {
+	params [][]float64 // rank 0's, every rank's being equal
+	mems   []Memory
+	opts   []any
+}
+
+func (c run) train(t *testing.T) result {
+	t.Helper()
+	if c.steps == 0 {
+		c.steps = 6
+	}
+	w, err := dist.NewWorld(c.n, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	vals := make([][][]float64, c.n)
+	res := result{mems: make([]Memory, c.n), opts: make([]any, c.n)}
+	errs := make([]error, c.n)
+	var wg sync.WaitGroup
+	for rank := range c.n {
+		wg.Go(func() { errs[rank] = c.rank(t, w, rank, &vals[rank], &res) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	for r := 1; r < c.n; r++ {
+		for i := range vals[0] {
+			if !slices.Equal(vals[r][i], vals[0][i]) {
+				t.Fatalf("rank %d's parameter %d differs from rank 0's", r, i)
+			}
+		}
+	}
+	res.params = vals[0]
+	return res
+}
+
+func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res *result) error {
+	seed := uint64(0)
+	if c.seedRank {
+		seed = uint64(rank)
+	}
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), seed)
+	m := mlp(t, rt)
+	pg := w.Group(rank)
+	params := m.Parameters()
+	var d *ddp.DDP
+	if !c.zero || c.opts.Stage != 2 {
+		var named []ddp.Param
+		for _, p := range m.NamedParameters() {
+			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})
+		}
+		var err error
+		if d, err = ddp.New(pg, named, c.ddpOpts); err != nil {
+			return err
+		}
+		defer d.Close()
+	}
+	first, last := params[:4], params[4:]
+	var opt optimizer
+	var z *Optimizer
+	var err error
+	if c.zero {
+		z, err = New(pg, c.kind, first, c.hyper, c.opts)
+		opt = z
+	} else {
+		var o *optim.Optimizer
+		o, err = optim.New(c.kind, first, c.hyper)
+		opt = o
+	}
+	if err != nil {
+		return err
+	}
+	if z != nil {
+		defer z.Close()
+	}
+	g := c.hyper.Hyper()
+	g.LR /= 10
+	g.Params = last
+	switch o := opt.(type) {
+	case *Optimizer:
+		err = o.AddParamGroup(g)
+	case *optim.Optimizer:
+		err = o.AddParamGroup(g)
+	}
+	if err != nil {
+		return err
+	}
+	res.opts[rank] = opt
+	if c.overlap != "" {
+		make := HookWithZeroStep
+		if c.overlap == "B" {
+			make = HookWithZeroStepInterleaved
+		}
+		hook, err := make(ddp.AllReduceHook(pg), d, z, OverlapOptions{ShardBuckets: c.shard})
+		if err != nil {
+			return err
+		}
+		if err := d.RegisterCommHook(hook); err != nil {
+			return err
+		}
+	}
+	sched, err := optim.NewStepLR(opt, 2, 0.5)
+	if err != nil {
+		return err
+	}
+	per := 24 / c.n
+	steps := c.steps
+	if c.uneven {
+		steps -= rank
+	}
+	loop := func() error {
+		for step := range steps {
+			sc := rt.OpenScope()
+			xs := make([]float64, 24*16)
+			ys := make([]int64, 24)
+			for i := range xs {
+				xs[i] = math.Sin(float64(i*3 + step))
+			}
+			for i := range ys {
+				ys[i] = int64((i + step) % 4)
+			}
+			x, y := rt.FromValues(dtype.Float32, xs, 24, 16), rt.FromInt64s(ys, 24)
+			if err := opt.ZeroGrad(false); err != nil {
+				return err
+			}
+			loss := tensor.CrossEntropy(m.Forward(x.Narrow(0, rank*per, per)), y.Narrow(0, rank*per, per), tensor.DefaultCrossEntropy)
+			if err := loss.Backward(); err != nil {
+				return err
+			}
+			if err := opt.Step(); err != nil {
+				return err
+			}
+			if !c.uneven {
+				// A joined rank no longer steps its scheduler; the
+				// uneven runs keep one learning rate.
+				sched.Step()
+			}
+			sc.Close()
+			if c.between != nil {
+				if err := c.between(step, rank, opt); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	switch {
+	case c.uneven && z != nil:
+		err = z.Join(d, loop)
+	case c.uneven:
+		err = d.Join(loop)
+	default:
+		err = loop()
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range params {
+		v, err := p.Float64s()
+		if err != nil {
+			return err
+		}
+		*vals = append(*vals, v)
+	}
+	if z != nil {
+		res.mems[rank] = z.Memory()
+	}
+	return nil
+}
+
+func closeTo(t *testing.T, got, want [][]float64, what string) {
+	t.Helper()
+	for i := range want {
+		for j := range want[i] {
+			if a, b := got[i][j], want[i][j]; math.Abs(a-b) > 1e-6*math.Max(1, math.Abs(b)) {
+				t.Fatalf("%s: parameter %d, element %d: ZeRO %v, plain %v", what, i, j, a, b)
+			}
+		}
+	}
+}
+
+var kinds = func() []struct {
+	name  string
+	kind  optim.Kind
+	hyper optim.ParamGroup
+} {
+	sgd := optim.SGDConfig{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}.Group()
+	sgdMax := sgd.Hyper()
+	sgdMax.Maximize = true
+	adam := optim.DefaultAdam().Group()
+	adam.LR = 1e-2
+	adamW := optim.DefaultAdamW().Group()
+	adamW.LR = 1e-2
+	return []struct {
+		name  string
+		kind  optim.Kind
+		hyper optim.ParamGroup
+	}{{"SGD", optim.SGD, sgd}, {"SGD maximize", optim.SGD, sgdMax}, {"Adam", optim.Adam, adam}, {"AdamW", optim.AdamW, adamW}}
+}()
+
+// small DDP buckets, so that the MLP spans three of them.
+var smallBuckets = ddp.Options{FirstBucketCapMB: 0.0005, BucketCapMB: 0.001}
+
+func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
+	layouts := []struct {
+		name string
+		opts Options
+	}{
+		{"greedy", Options{}},
+		{"greedy bucket view", Options{ParametersAsBucketView: true}},
+		{"flat", Options{Partition: "flat"}},
+		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
+		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
+	}
+	for _, k := range kinds {
+		for _, l := range layouts {
+			for n := 1; n <= 4; n++ {
+				t.Run(fmt.Sprintf("%s/%s/n=%d", k.name, l.name, n), func(t *testing.T) {
+					plain := run{n: n, kind: k.kind, hyper: k.hyper}
+					want := plain.train(t)
+					z := plain
+					z.zero, z.opts = true, l.opts
+					z.seedRank = l.opts.Stage == 2 // stage 2 makes the replicas equal itself
+					got := z.train(t)
+					closeTo(t, got.params, want.params, l.name)
+					checkMemory(t, got.mems, l.opts.Stage)
+				})
+			}
+		}
+	}
+}
+
+// checkMemory asserts the bounds of the issue: optimizer state per rank at
+// most total/N plus the largest parameter's state (2.weight, 32×32, two
+// float32 tensors at most); under stage 2, gradient bytes per rank about
+// total/N.
+func checkMemory(t *testing.T, mems []Memory, stage int) {
+	t.Helper()
+	n := int64(len(mems))
+	var total int64
+	for _, m := range mems {
+		total += m.State
+	}
+	largest := int64(32 * 32 * 4 * 2)
+	for r, m := range mems {
+		if m.State > total/n+largest {
+			t.Errorf("rank %d holds %d bytes of optimizer state; total %d over %d ranks", r, m.State, total, n)
+		}
+		if stage == 2 {
+			full := m.Parameters // as many gradient bytes as parameter bytes, unsharded
+			if m.Gradients > full/n+int64(4*n*2) {
+				t.Errorf("rank %d holds %d bytes of gradients under stage 2; the full gradients are %d bytes over %d ranks", r, m.Gradients, full, n)
+			}
+		}
+	}
+}
