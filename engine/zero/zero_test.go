@@ -107,7 +107,6 @@ func TestConstructorErrors(t *testing.T) {
 	}
 }
 
-
 func newRuntime() *tensor.Runtime { return tensor.NewRuntime(cpu.New(cpu.Options{}), 0) }
 
 func world(t *testing.T, n int) (*dist.World, *tensor.Runtime) {
