@@ -49,8 +49,9 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 			r.throw(err)
 		}
 		obj := r.vm.NewObject()
+		must(obj.DefineDataProperty("__ddp", r.vm.ToValue(d), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
 		r.fn(obj, "registerCommHook", func(call goja.FunctionCall) goja.Value {
-			h := r.commHook(pg, call.Argument(0), call.Argument(1))
+			h := r.commHook(pg, d, call.Argument(0), call.Argument(1))
 			if err := d.RegisterCommHook(h); err != nil {
 				r.throw(err)
 			}
@@ -93,8 +94,9 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 // commHook makes the Go hook for registerCommHook(state, hook): hook is a
 // JavaScript function, or one of dist.commHooks (marked with a "builtin"
 // property: allreduce, fp16Compress, bf16Compress, powerSGD with a
-// PowerSGDState as state, and the fp16/bf16 wrappers around another hook).
-func (r *Runtime) commHook(pg dist.ProcessGroup, state, hook goja.Value) ddp.CommHook {
+// PowerSGDState as state, the fp16/bf16 wrappers around another hook, and
+// ZeRO's overlap hooks around another hook, for the DDP d).
+func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Value) ddp.CommHook {
 	const fn = "registerCommHook"
 	o, ok := hook.(*goja.Object)
 	if !ok {
@@ -113,7 +115,9 @@ func (r *Runtime) commHook(pg dist.ProcessGroup, state, hook goja.Value) ddp.Com
 			if name == "bf16Wrapper" {
 				dt = dtype.BFloat16
 			}
-			return ddp.CompressHook(dt, r.commHook(pg, state, o.Get("inner")))
+			return ddp.CompressHook(dt, r.commHook(pg, d, state, o.Get("inner")))
+		case "zeroStep":
+			return r.zeroStepHook(pg, d, state, o)
 		case "powerSGD":
 			so, ok := state.(*goja.Object)
 			if !ok || so.Get("powerSGDOptions") == nil {

@@ -66,14 +66,27 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 	})
 }
 
+// scriptOptimizer is what the script face of an optimizer works with: the
+// plain optimizers and ZeroRedundancyOptimizer have it.
+type scriptOptimizer interface {
+	Kind() optim.Kind
+	Defaults() optim.ParamGroup
+	AddParamGroup(optim.ParamGroup) error
+	ParamGroups() []*optim.ParamGroup
+	Step() error
+	ZeroGrad(setToNone bool) error
+	StateDict() (*optim.StateDict, error)
+	LoadStateDict(*optim.StateDict) error
+}
+
 // jsOptimizer ties a Go optimizer to its script object.
 type jsOptimizer struct {
-	opt    *optim.Optimizer
+	opt    scriptOptimizer
 	obj    *goja.Object
 	groups *goja.Object // the live paramGroups array
 }
 
-func (r *Runtime) optimizerArg(fn string, v goja.Value) *optim.Optimizer {
+func (r *Runtime) optimizerArg(fn string, v goja.Value) scriptOptimizer {
 	if obj, ok := v.(*goja.Object); ok {
 		if h, ok := obj.Get("__optimizer").Export().(*jsOptimizer); ok {
 			return h.opt
@@ -143,15 +156,7 @@ func (r *Runtime) floatList(fn, what string, v goja.Value) []float64 {
 // of tensors, or of groups {params, ...options}.
 func (r *Runtime) newOptimizer(kind optim.Kind, call goja.FunctionCall) goja.Value {
 	fn := "optim." + kind.String()
-	var defaults optim.ParamGroup
-	switch kind {
-	case optim.Adam:
-		c := optim.DefaultAdam()
-		defaults = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
-	case optim.AdamW:
-		c := optim.DefaultAdamW()
-		defaults = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
-	}
+	defaults := defaultGroup(kind)
 	ops := r.options(call, 1)
 	if kind == optim.SGD && optValue(ops, "lr") == nil {
 		r.throwf("%s: lr is required", fn)
@@ -161,30 +166,35 @@ func (r *Runtime) newOptimizer(kind optim.Kind, call goja.FunctionCall) goja.Val
 	if err != nil {
 		r.throw(err)
 	}
-	list, ok := call.Argument(0).(*goja.Object)
+	r.addParams(fn, opt, call.Argument(0))
+	return r.optimizerObject(opt)
+}
+
+// addParams adds an optimizer's params argument: an array of tensors (one
+// group with the defaults) or of groups {params, ...options}.
+func (r *Runtime) addParams(fn string, opt scriptOptimizer, v goja.Value) {
+	list, ok := v.(*goja.Object)
 	if !ok || !r.isArray(list) {
-		r.throwf("%s: params must be an array of tensors or of parameter groups, got %s", fn, describe(call.Argument(0)))
+		r.throwf("%s: params must be an array of tensors or of parameter groups, got %s", fn, describe(v))
 	}
 	n := int(list.Get("length").ToInteger())
 	if n == 0 {
 		r.throwf("%s: optimizer got an empty parameter list", fn)
 	}
-	first := list.Get("0")
-	if r.isTensor(first) {
+	if r.isTensor(list.Get("0")) {
 		g := opt.Defaults()
 		g.Params = r.tensorList(fn, list)
 		if err := opt.AddParamGroup(g); err != nil {
 			r.throw(err)
 		}
-	} else {
-		for i := 0; i < n; i++ {
-			r.addGroup(fn, opt, list.Get(strconv.Itoa(i)))
-		}
+		return
 	}
-	return r.optimizerObject(opt)
+	for i := 0; i < n; i++ {
+		r.addGroup(fn, opt, list.Get(strconv.Itoa(i)))
+	}
 }
 
-func (r *Runtime) addGroup(fn string, opt *optim.Optimizer, v goja.Value) {
+func (r *Runtime) addGroup(fn string, opt scriptOptimizer, v goja.Value) {
 	gobj, ok := v.(*goja.Object)
 	if !ok || r.isArray(v) {
 		r.throwf("%s: a parameter group must be an object {params, ...}, got %s", fn, describe(v))
@@ -198,12 +208,12 @@ func (r *Runtime) addGroup(fn string, opt *optim.Optimizer, v goja.Value) {
 }
 
 // optimizerObject builds the script face of an optimizer.
-func (r *Runtime) optimizerObject(opt *optim.Optimizer) goja.Value {
+func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	h := &jsOptimizer{opt: opt, obj: r.vm.NewObject()}
 	obj := h.obj
 	must(obj.DefineDataProperty("__optimizer", r.vm.ToValue(h), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
 	h.groups = r.vm.NewArray()
-	for _, g := range opt.Groups {
+	for _, g := range opt.ParamGroups() {
 		must(h.groups.Set(strconv.Itoa(int(h.groups.Get("length").ToInteger())), r.groupObject(g)))
 	}
 	must(obj.Set("paramGroups", h.groups))
@@ -228,8 +238,8 @@ func (r *Runtime) optimizerObject(opt *optim.Optimizer) goja.Value {
 	})
 	r.fn(obj, "addParamGroup", func(call goja.FunctionCall) goja.Value {
 		r.addGroup("optimizer.addParamGroup", opt, call.Argument(0))
-		g := opt.Groups[len(opt.Groups)-1]
-		must(h.groups.Set(strconv.Itoa(len(opt.Groups)-1), r.groupObject(g)))
+		groups := opt.ParamGroups()
+		must(h.groups.Set(strconv.Itoa(len(groups)-1), r.groupObject(groups[len(groups)-1])))
 		return goja.Undefined()
 	})
 	r.fn(obj, "stateDict", func(call goja.FunctionCall) goja.Value {
@@ -303,7 +313,9 @@ func (r *Runtime) optimizerObject(opt *optim.Optimizer) goja.Value {
 		}
 		return goja.Undefined()
 	})
-	r.fn(obj, "stateBytes", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(opt.StateBytes()) })
+	if plain, ok := opt.(*optim.Optimizer); ok {
+		r.fn(obj, "stateBytes", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(plain.StateBytes()) })
+	}
 	return obj
 }
 

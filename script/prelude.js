@@ -277,7 +277,9 @@
       this.module = module;
       hidden(this, '_reducer', native.ddp(module.namedParameters(), options));
     }
-    forward(...args) { return this.module.forward(...args); }
+    // forward first ends the previous iteration's reduction (and, under a
+    // ZeRO overlap hook, waits for the parameter updates it sent).
+    forward(...args) { this._reducer.finalize(); return this.module.forward(...args); }
     // registerCommHook(state, hook): hook(state, bucket) returns a future
     // of the reduced bucket (or the tensor itself); bucket has index,
     // isLast, buffer, parameters, names and offsets.
@@ -343,6 +345,23 @@
     },
   };
 
+  // ZeRO: ZeroRedundancyOptimizer(params, {optimizer, lr, ..., partition,
+  // parametersAsBucketView, overlapWithDDP, stage}) and the overlap hooks,
+  // which wrap any comm hook: model.registerCommHook(null,
+  // zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, zopt)).
+  const zeroHook = (name, interleaved) => function (hook, model, zopt, options = {}) {
+    if (!(model instanceof DistributedDataParallel)) throw new TypeError(`zero.${name}: the second argument must be the DistributedDataParallel model`);
+    if (typeof hook !== 'function') throw new TypeError(`zero.${name}: the first argument must be a comm hook (for example dist.commHooks.allreduceHook)`);
+    return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, interleaved });
+  };
+  const zero = Object.freeze({
+    ZeroRedundancyOptimizer: function ZeroRedundancyOptimizer(params, options) {
+      return native.zero.ZeroRedundancyOptimizer(Array.from(params), options);
+    },
+    hookWithZeroStep: zeroHook('hookWithZeroStep', false),
+    hookWithZeroStepInterleaved: zeroHook('hookWithZeroStepInterleaved', true),
+  });
+
   const optim = {
     SGD: (params, options) => native.optim.SGD(Array.from(params), options),
     Adam: (params, options) => native.optim.Adam(Array.from(params), options),
@@ -354,6 +373,7 @@
     tensor,
     nn,
     optim,
+    zero,
     io: zeroeng.io,
     dist: Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
       DistributedDataParallel: callable(DistributedDataParallel), commHooks })),

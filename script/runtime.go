@@ -162,6 +162,7 @@ func (r *Runtime) zeroengModule() *goja.Object {
 	r.nativeNN(native)
 	r.nativeOptim(native)
 	r.nativeDDP(native)
+	r.nativeZero(native)
 	// The module system, the layers and the optimizers' JavaScript faces
 	// are written in JavaScript over the native functions (prelude.js).
 	prelude, err := r.runPrelude()

@@ -1,0 +1,263 @@
+package script
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/dop251/goja"
+
+	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/zero"
+)
+
+// zeroOptionKeys are ZeroRedundancyOptimizer's own options; every other
+// key is a hyper-parameter of the wrapped optimizer.
+var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory"}
+
+// nativeZero adds native.zero.ZeroRedundancyOptimizer(params, options),
+// under zero.ZeroRedundancyOptimizer in prelude.js. The optimizer object
+// has the plain optimizers' methods (step, zeroGrad, paramGroups,
+// addParamGroup, stateDict, loadStateDict) and consolidateStateDict(to),
+// memory(), shards(), noSync(fn) (stage 2), join(model, fn) and close().
+func (r *Runtime) nativeZero(native *goja.Object) {
+	o := r.vm.NewObject()
+	must(native.Set("zero", o))
+	r.fn(o, "ZeroRedundancyOptimizer", func(call goja.FunctionCall) goja.Value {
+		const fn = "zero.ZeroRedundancyOptimizer"
+		ops := r.options(call, 1)
+		name := optString(ops, "optimizer", "")
+		if name == "" {
+			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\" or \"sgd\"", fn)
+		}
+		kind, err := optim.ParseKind(name)
+		if err != nil {
+			r.throwf("%s: %v", fn, err)
+		}
+		defaults := defaultGroup(kind)
+		if kind == optim.SGD && optValue(ops, "lr") == nil {
+			r.throwf("%s: lr is required for sgd", fn)
+		}
+		hyper := r.vm.NewObject()
+		if ops != nil {
+			for _, k := range ops.Keys() {
+				if !slices.Contains(zeroOptionKeys, k) {
+					must(hyper.Set(k, ops.Get(k)))
+				}
+			}
+		}
+		r.groupOptions(fn, &defaults, hyper)
+		opts := zero.Options{
+			Partition:              optString(ops, "partition", ""),
+			ParametersAsBucketView: optBool(ops, "parametersAsBucketView", false),
+			Stage:                  r.optInt(fn, ops, "stage", 1),
+			BucketCapMB:            optFloat(ops, "bucketCapMB", 0),
+			OverlapWithDDP:         optBool(ops, "overlapWithDDP", false),
+		}
+		pg := r.group
+		if v := optValue(ops, "processGroup"); v != nil {
+			g, ok := r.groups[v.ToObject(r.vm)]
+			if !ok {
+				r.throwf("%s: processGroup must be a group from dist.newGroup, got %s", fn, describe(v))
+			}
+			pg = g
+		}
+		if pg == nil {
+			r.throwf("%s: this rank is not in the process group", fn)
+		}
+		z := r.newZero(fn, pg, kind, defaults, opts, call.Argument(0))
+		return r.zeroObject(z, pg, optBool(ops, "logMemory", true))
+	})
+}
+
+// defaultGroup has PyTorch's defaults for kind.
+func defaultGroup(kind optim.Kind) optim.ParamGroup {
+	switch kind {
+	case optim.Adam:
+		return optim.DefaultAdam().Group()
+	case optim.AdamW:
+		return optim.DefaultAdamW().Group()
+	}
+	return optim.ParamGroup{}
+}
+
+// newZero builds the optimizer over the params argument: an array of
+// tensors, or of groups {params, ...options}.
+func (r *Runtime) newZero(fn string, pg dist.ProcessGroup, kind optim.Kind, defaults optim.ParamGroup, opts zero.Options, v goja.Value) *zero.Optimizer {
+	list, ok := v.(*goja.Object)
+	if !ok || !r.isArray(list) || list.Get("length").ToInteger() == 0 {
+		r.throwf("%s: params must be a non-empty array of tensors or of parameter groups, got %s", fn, describe(v))
+	}
+	first := list.Get("0")
+	if r.isTensor(first) {
+		z, err := zero.New(pg, kind, r.tensorList(fn, list), defaults, opts)
+		if err != nil {
+			r.throw(err)
+		}
+		return z
+	}
+	// Groups: the first makes the optimizer, with its own options.
+	g0, ok := first.(*goja.Object)
+	if !ok || r.isArray(first) {
+		r.throwf("%s: a parameter group must be an object {params, ...}, got %s", fn, describe(first))
+	}
+	hyper := defaults.Hyper()
+	r.groupOptions(fn, &hyper, g0)
+	z, err := zero.New(pg, kind, r.tensorList(fn+" group params", g0.Get("params")), hyper, opts)
+	if err != nil {
+		r.throw(err)
+	}
+	n := int(list.Get("length").ToInteger())
+	for i := 1; i < n; i++ {
+		g := defaults.Hyper()
+		gobj, ok := list.Get(fmt.Sprint(i)).(*goja.Object)
+		if !ok {
+			r.throwf("%s: a parameter group must be an object {params, ...}, got %s", fn, describe(list.Get(fmt.Sprint(i))))
+		}
+		g.Params = r.tensorList(fn+" group params", gobj.Get("params"))
+		r.groupOptions(fn, &g, gobj)
+		if err := z.AddParamGroup(g); err != nil {
+			r.throw(err)
+		}
+	}
+	return z
+}
+
+// zeroObject is the script face of a ZeroRedundancyOptimizer.
+func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory bool) goja.Value {
+	obj := r.optimizerObject(z)
+	o := z.Options()
+	must(obj.Set("options", map[string]any{"partition": o.Partition, "stage": o.Stage,
+		"parametersAsBucketView": o.ParametersAsBucketView, "overlapWithDDP": o.OverlapWithDDP, "bucketCapMB": o.BucketCapMB}))
+	steps := 0
+	r.fn(obj, "step", func(goja.FunctionCall) goja.Value {
+		if err := z.Step(); err != nil {
+			r.throw(err)
+		}
+		if steps++; steps == 1 && logMemory {
+			// What sharding saved, once per rank, on the log.
+			m := z.Memory()
+			r.writeLines(r.opts.Stderr, fmt.Sprintf("zero: rank %d of %d (stage %d, %s partition) holds parameters %s, gradients %s, optimizer state %s",
+				pg.Rank(), pg.Size(), o.Stage, o.Partition, mib(m.Parameters), mib(m.Gradients), mib(m.State)))
+		}
+		return goja.Undefined()
+	})
+	r.fn(obj, "consolidateStateDict", func(call goja.FunctionCall) goja.Value {
+		to := 0
+		if !isMissing(call.Argument(0)) {
+			to = r.intValue("zopt.consolidateStateDict", "to", call.Argument(0))
+		}
+		if err := z.ConsolidateStateDict(to); err != nil {
+			r.throw(err)
+		}
+		return goja.Undefined()
+	})
+	r.fn(obj, "memory", func(goja.FunctionCall) goja.Value {
+		m := z.Memory()
+		return r.vm.ToValue(map[string]any{"parameters": m.Parameters, "gradients": m.Gradients,
+			"optimizerState": m.State, "ownedParameters": m.OwnedParameters, "total": m.Total()})
+	})
+	r.fn(obj, "shards", func(goja.FunctionCall) goja.Value {
+		// Elements each rank updates.
+		var out []any
+		for _, s := range z.Shards() {
+			n := 0
+			for _, p := range s {
+				n += p.Numel()
+			}
+			out = append(out, n)
+		}
+		if o.Partition == "flat" {
+			m := z.Memory()
+			out = []any{m.OwnedParameters / int64(z.Params()[0].DType().Size())}
+		}
+		return r.vm.NewArray(out...)
+	})
+	r.fn(obj, "noSync", func(call goja.FunctionCall) goja.Value {
+		f, ok := goja.AssertFunction(call.Argument(0))
+		if !ok {
+			r.throwf("zopt.noSync(fn): fn must be a function, got %s", describe(call.Argument(0)))
+		}
+		z.SetRequireSync(false)
+		defer z.SetRequireSync(true)
+		v, err := f(goja.Undefined())
+		if err != nil {
+			panic(err)
+		}
+		return v
+	})
+	r.fn(obj, "join", func(call goja.FunctionCall) goja.Value {
+		const fn = "zopt.join(model, fn)"
+		d := r.ddpOf(fn, call.Argument(0))
+		loop, ok := goja.AssertFunction(call.Argument(1))
+		if !ok {
+			r.throwf("%s: fn must be a function (the training loop), got %s", fn, describe(call.Argument(1)))
+		}
+		var result goja.Value
+		var jsErr error
+		err := z.Join(d, func() error {
+			result, jsErr = loop(goja.Undefined())
+			return jsErr
+		})
+		if jsErr != nil {
+			panic(jsErr)
+		}
+		if err != nil {
+			r.throw(err)
+		}
+		return result
+	})
+	r.fn(obj, "close", func(goja.FunctionCall) goja.Value { z.Close(); return goja.Undefined() })
+	return obj
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }
+
+// ddpOf finds the Go DDP of a DistributedDataParallel model (or of its
+// reducer object).
+func (r *Runtime) ddpOf(fn string, v goja.Value) *ddp.DDP {
+	if obj, ok := v.(*goja.Object); ok {
+		red := obj
+		if inner, ok := obj.Get("_reducer").(*goja.Object); ok {
+			red = inner
+		}
+		if d, ok := red.Get("__ddp").Export().(*ddp.DDP); ok {
+			return d
+		}
+	}
+	r.throwf("%s: expects a DistributedDataParallel model, got %s", fn, describe(v))
+	return nil
+}
+
+// zeroStepHook makes ZeRO's overlap hook (zero.hookWithZeroStep and the
+// interleaved one) around its inner hook, for the DDP d registering it.
+func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Value, o *goja.Object) ddp.CommHook {
+	const fn = "zero.hookWithZeroStep"
+	if r.ddpOf(fn, o.Get("reducer")) != d {
+		r.throwf("%s: the hook was made for another DistributedDataParallel model", fn)
+	}
+	var z *zero.Optimizer
+	if zo, ok := o.Get("zopt").(*goja.Object); ok {
+		if h, ok := zo.Get("__optimizer").Export().(*jsOptimizer); ok {
+			z, _ = h.opt.(*zero.Optimizer)
+		}
+	}
+	if z == nil {
+		r.throwf("%s: the third argument must be a zero.ZeroRedundancyOptimizer, got %s", fn, describe(o.Get("zopt")))
+	}
+	inner := r.commHook(pg, d, state, o.Get("inner"))
+	var opts zero.OverlapOptions
+	if oo, ok := o.Get("options").(*goja.Object); ok {
+		opts.ShardBuckets = optBool(oo, "shardBuckets", false)
+	}
+	make := zero.HookWithZeroStep
+	if o.Get("interleaved").ToBoolean() {
+		make = zero.HookWithZeroStepInterleaved
+	}
+	h, err := make(inner, d, z, opts)
+	if err != nil {
+		r.throw(err)
+	}
+	return h
+}

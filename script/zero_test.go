@@ -1,0 +1,123 @@
+package script
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+)
+
+// zeroScript trains a small model for 4 steps on a global batch of 8 split
+// across the ranks, with the optimizer OPT (and SETUP after it), and
+// prints the parameters as JSON.
+const zeroScript = `const { tensor, nn, optim, dist, zero } = require("zeroeng");
+tensor.manualSeed(3);
+const net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3));
+const WRAP;
+const OPT;
+SETUP
+const n = dist.worldSize, per = 8 / n, r = dist.rank;
+const xs = [], ys = [];
+for (let i = 0; i < 8 * 6; i++) xs.push(Math.sin(i));
+for (let i = 0; i < 8; i++) ys.push(i % 3);
+const x = tensor.fromArray(xs, [8, 6], "float32").narrow(0, r * per, per);
+const y = tensor.fromArray(ys, [8], "int64").narrow(0, r * per, per);
+for (let step = 0; step < 4; step++) {
+  opt.zeroGrad();
+  nn.functional.crossEntropy(model.forward(x), y).backward();
+  opt.step();
+}
+CHECK
+console.log(JSON.stringify(net.parameters().map(p => p.toArray().flat())));
+`
+
+func TestZeroFromJS(t *testing.T) {
+	plain := strings.NewReplacer("WRAP", "model = net", "OPT", `opt = optim.AdamW(net.parameters(), { lr: 0.01 })`, "SETUP", "", "CHECK", "").Replace(zeroScript)
+	want, err := runJob(t, 1, plain, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddpWrap := "model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: 0.0002, firstBucketCapMB: 0.0001 })"
+	zopt := func(extra string) string {
+		return `opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", lr: 0.01, logMemory: false` + extra + ` })`
+	}
+	stateCheck := `opt.consolidateStateDict(0);
+if (r === 0) {
+  const sd = opt.stateDict();
+  if (Object.keys(sd.state).length !== 4 || sd.param_groups[0].lr !== 0.01) throw new Error("state dict: " + JSON.stringify(Object.keys(sd.state)));
+  if (sd.state[2].exp_avg.shape.join() !== "3,8") throw new Error("exp_avg shape " + sd.state[2].exp_avg.shape);
+}
+const m = opt.memory();
+if (!((r > 0 || m.optimizerState > 0) && m.parameters === 4 * (6 * 8 + 8 + 8 * 3 + 3))) throw new Error("memory " + JSON.stringify(m));`
+	for _, c := range []struct{ name, wrap, opt, setup string }{
+		{"greedy", ddpWrap, zopt(""), ""},
+		{"flat bucket view", ddpWrap, zopt(`, partition: "flat", parametersAsBucketView: true`), ""},
+		{"stage 2", "model = net", zopt(`, stage: 2, bucketCapMB: 0.0001`), ""},
+		{"schedule A", ddpWrap, zopt(`, overlapWithDDP: true`),
+			"model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));"},
+		{"schedule B around a JavaScript hook, sharded", ddpWrap, zopt(`, overlapWithDDP: true`),
+			"model.registerCommHook({}, zero.hookWithZeroStepInterleaved((s, b) => dist.allReduce(b.buffer.div(dist.worldSize)), model, opt, { shardBuckets: true }));"},
+		{"groups", ddpWrap, `opt = zero.ZeroRedundancyOptimizer([{ params: net.parameters().slice(0, 2) }, { params: net.parameters().slice(2), lr: 0.01 }], { optimizer: "adamw", lr: 0.01, logMemory: false })`, ""},
+	} {
+		for _, n := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(t *testing.T) {
+				src := strings.NewReplacer("WRAP", c.wrap, "OPT", c.opt, "SETUP", c.setup, "CHECK", stateCheck).Replace(zeroScript)
+				got, err := runJob(t, n, src, dist.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rank, line := range got {
+					line = strings.TrimPrefix(line, fmt.Sprintf("[%d] ", rank))
+					if err := closeJSON(line, want[0]); err != nil {
+						t.Errorf("rank %d: %v", rank, err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// closeJSON compares two JSON arrays of arrays of numbers to 1e-5.
+func closeJSON(got, want string) error {
+	var a, b [][]float64
+	if err := json.Unmarshal([]byte(got), &a); err != nil {
+		return fmt.Errorf("%v in %q", err, got)
+	}
+	if err := json.Unmarshal([]byte(want), &b); err != nil {
+		return err
+	}
+	if len(a) != len(b) {
+		return fmt.Errorf("%d parameters, want %d", len(a), len(b))
+	}
+	for i := range b {
+		for j := range b[i] {
+			if math.Abs(a[i][j]-b[i][j]) > 1e-5 {
+				return fmt.Errorf("parameter %d[%d] = %v, one rank on the whole batch %v", i, j, a[i][j], b[i][j])
+			}
+		}
+	}
+	return nil
+}
+
+func TestZeroErrorsFromJS(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { lr: 0.1 })`, "options.optimizer is required"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "lion" })`, "lion"},
+		{`zero.ZeroRedundancyOptimizer([], { optimizer: "adam" })`, "non-empty array"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adam", stage: 3 })`, "stage 3"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adam", stage: 2, partition: "greedy" })`, "needs partition"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adam" }).stateDict()`, "consolidateStateDict"},
+		{`zero.hookWithZeroStep(dist.commHooks.allreduceHook, net, null)`, "DistributedDataParallel model"},
+		{`const m = nn.parallel.DistributedDataParallel(net); m.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, m, zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adam" })))`, "overlapWithDDP"},
+	} {
+		src := `const { nn, dist, zero } = require("zeroeng"); const net = nn.Linear(2, 2);
+` + c.src
+		_, err := runJob(t, 1, src, dist.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.src, err, c.want)
+		}
+	}
+}
