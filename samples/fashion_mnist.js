@@ -5,6 +5,7 @@
 //   zeroeng run samples/fashion_mnist.js -- --data DIR --epochs 1
 //   ZEROENG_FMNIST_DIR=DIR zeroeng run samples/fashion_mnist.js
 //   zeroeng run --nproc 2 samples/fashion_mnist.js               # data parallel over 2 ranks (DDP)
+//   zeroeng run --nproc 4 samples/fashion_mnist.js -- --zero 2   # ZeRO: 1, 2 or overlap (see below)
 //
 // Every epoch prints the test accuracy; the last line is the result as JSON. With --metrics FILE,
 // every step's loss and every epoch's accuracy go to FILE as JSON lines too.
@@ -12,9 +13,9 @@
 // The random generator starts from --seed (default 0), as torch.manual_seed(0) does in the PyTorch
 // script, and nothing draws from it before the model is built: the initial weights and the batch
 // order of each epoch (one randperm per epoch) are PyTorch's, so the run follows PyTorch's.
-const { tensor, nn, optim, io, dist, progress, metrics } = require("zeroeng");
+const { tensor, nn, optim, io, dist, zero, progress, metrics } = require("zeroeng");
 
-const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N]";
+const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--zero 1|2|overlap]";
 const opts = { data: process.env.ZEROENG_FMNIST_DIR || "/usr/share/datasets/fashion-mnist", epochs: 5 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -23,12 +24,17 @@ for (let i = 0; i < argv.length; i++) {
   switch (name) {
     case "--data": opts.data = value(); break;
     case "--epochs": opts.epochs = Number(value()); break;
+    case "--zero": opts.zero = value(); break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: console.error(`fashion_mnist.js: unknown argument ${argv[i]}\n${usage}`); process.exit(2);
   }
 }
 if (!opts.data || !(Number.isInteger(opts.epochs) && opts.epochs > 0)) {
   console.error(`fashion_mnist.js: --data needs a directory and --epochs a positive integer\n${usage}`);
+  process.exit(2);
+}
+if (opts.zero !== undefined && !["1", "2", "overlap"].includes(opts.zero)) {
+  console.error(`fashion_mnist.js: --zero takes 1 (sharded optimizer state), 2 (sharded gradients too) or overlap (stage 1, step overlapped with backward)\n${usage}`);
   process.exit(2);
 }
 
@@ -58,10 +64,24 @@ const n = xTrain.shape[0], batch = 128, steps = Math.ceil(n / batch);
 // so the run follows the one-rank run up to rounding.
 const world = dist.worldSize, rank = dist.rank;
 let model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10));
-if (world > 1) model = nn.parallel.DistributedDataParallel(model);
-const opt = optim.Adam(model.parameters(), { lr: 1e-3 });
+// --zero shards Adam's state over the ranks (ZeroRedundancyOptimizer): stage 1 under DDP; stage 2
+// without DDP, the optimizer reduce-scattering the gradients itself; overlap runs the sharded step
+// inside DDP's backward (schedule B).
+let opt;
+if (opts.zero === undefined) {
+  if (world > 1) model = nn.parallel.DistributedDataParallel(model);
+  opt = optim.Adam(model.parameters(), { lr: 1e-3 });
+} else {
+  if (opts.zero !== "2") model = nn.parallel.DistributedDataParallel(model);
+  opt = zero.ZeroRedundancyOptimizer(model.parameters(), {
+    optimizer: "adam", lr: 1e-3, stage: opts.zero === "2" ? 2 : 1, overlapWithDDP: opts.zero === "overlap",
+  });
+  if (opts.zero === "overlap") {
+    model.registerCommHook(null, zero.hookWithZeroStepInterleaved(dist.commHooks.allreduceHook, model, opt, { shardBuckets: true }));
+  }
+}
 console.log(`fashion-mnist: ${n} training and ${xTest.shape[0]} test images (${opts.data}), ` +
-  `MLP 784-256-128-10, Adam lr 1e-3, batch ${batch}${world > 1 ? ` over ${world} ranks` : ""}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
+  `MLP 784-256-128-10, Adam lr 1e-3${opts.zero ? ` (ZeRO ${opts.zero})` : ""}, batch ${batch}${world > 1 ? ` over ${world} ranks` : ""}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
 
 const accuracy = () =>
   tensor.noGrad(() => tensor.scope(() => model.forward(xTest).argmax(1).eq(yTest).float().mean().item()));

@@ -593,24 +593,37 @@ func TestFashionMNIST(t *testing.T) {
 	}
 	t.Logf("1 epoch: test accuracy %.4f, training %.2fs", res.TestAcc, res.TrainS)
 
-	// Data parallel over 2 ranks: the same run up to rounding.
-	r2 := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "2", "samples/fashion_mnist.js", "--", "--data", dir, "--epochs", "1")
-	if r2.code != 0 {
-		t.Fatalf("--nproc 2: status %d\n%s\n%s", r2.code, r2.stdout, r2.stderr)
-	}
-	for rank := range 2 {
-		prefix := fmt.Sprintf("[%d] {", rank)
-		var got struct {
-			TestAcc float64 `json:"test_acc"`
+	// Data parallel, with DDP and with ZeRO (stage 1 under DDP, stage 2,
+	// stage 1 overlapped with backward): the same run up to rounding.
+	for _, c := range []struct {
+		ranks int
+		zero  string
+	}{{2, ""}, {2, "1"}, {4, "2"}, {4, "overlap"}} {
+		args := []string{"run", "--quiet", "--nproc", fmt.Sprint(c.ranks), "samples/fashion_mnist.js", "--", "--data", dir, "--epochs", "1"}
+		if c.zero != "" {
+			args = append(args, "--zero", c.zero)
 		}
-		found := false
-		for _, line := range strings.Split(r2.stdout, "\n") {
-			if strings.HasPrefix(line, prefix) {
-				found = json.Unmarshal([]byte(line[len(prefix)-1:]), &got) == nil
+		r2 := zeroeng(t, "../..", nil, args...)
+		if r2.code != 0 {
+			t.Fatalf("%v: status %d\n%s\n%s", args, r2.code, r2.stdout, r2.stderr)
+		}
+		for rank := range c.ranks {
+			prefix := fmt.Sprintf("[%d] {", rank)
+			var got struct {
+				TestAcc float64 `json:"test_acc"`
+			}
+			found := false
+			for _, line := range strings.Split(r2.stdout, "\n") {
+				if strings.HasPrefix(line, prefix) {
+					found = json.Unmarshal([]byte(line[len(prefix)-1:]), &got) == nil
+				}
+			}
+			if !found || math.Abs(got.TestAcc-res.TestAcc) > 0.002 {
+				t.Errorf("--nproc %d --zero %q, rank %d: test accuracy %v (found %v), one rank %v\n%s", c.ranks, c.zero, rank, got.TestAcc, found, res.TestAcc, r2.stdout)
 			}
 		}
-		if !found || math.Abs(got.TestAcc-res.TestAcc) > 0.002 {
-			t.Errorf("--nproc 2, rank %d: test accuracy %v (found %v), one rank %v\n%s", rank, got.TestAcc, found, res.TestAcc, r2.stdout)
+		if c.zero != "" && !strings.Contains(r2.stderr, "zero: rank 0 of") {
+			t.Errorf("--zero %s: no memory line on the log:\n%s", c.zero, r2.stderr)
 		}
 	}
 }
