@@ -142,7 +142,8 @@ func measure(workload string, rt *tensor.Runtime, step func() error) (Result, er
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
 // Workloads lists the names Run accepts.
-var Workloads = []string{"gemm", "mlp", "gpt", "fmnist", "ddp2"}
+var Workloads = []string{"gemm", "mlp", "gpt", "fmnist", "ddp2", "ddp2-replicated", "ddp2-flat", "ddp2-stage2",
+	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "zero-memory-0", "zero-memory-1", "zero-memory-2"}
 
 // Run measures a workload by name and returns its JSON-ready result.
 func Run(name string) (any, error) {
@@ -157,6 +158,15 @@ func Run(name string) (any, error) {
 		return RunDDP2(false)
 	case "ddp2-replicated":
 		return RunDDP2(true)
+	case "ddp2-flat", "ddp2-stage2", "ddp2-overlap-a", "ddp2-overlap-b":
+		return RunDDP(DDPConfig{Workload: name, World: 2, Batch: 128, Variant: strings.TrimPrefix(name, "ddp2-")})
+	case "overlap4-none", "overlap4-a", "overlap4-b":
+		// The mlp workload's batch of 256 over 4 ranks, on an emulated
+		// 10 Gbit/s link, with rank 0's timeline of one step.
+		v := map[string]string{"overlap4-none": "zero", "overlap4-a": "overlap-a", "overlap4-b": "overlap-b"}[name]
+		return RunDDP(DDPConfig{Workload: name, World: 4, Batch: 64, Variant: v, Net: "10Gbit,20us", Timeline: true})
+	case "zero-memory-0", "zero-memory-1", "zero-memory-2":
+		return RunZeroMemory(int(name[len(name)-1] - '0'))
 	case "fmnist":
 		return FashionMNIST(io.Discard, FashionMNISTOptions{Epochs: 5, DataDir: FashionMNISTDir})
 	}

@@ -260,7 +260,9 @@ func (d *DDP) build(order []int) error {
 	if d.opts.GradientAsBucketView {
 		for _, b := range d.buckets {
 			for pos, p := range b.Params {
-				view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel()).View(p.Shape()...).Persist()
+				flat := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel())
+				view := flat.View(p.Shape()...).Persist()
+				flat.Release() // the view holds its own reference
 				if g := p.GradNoSync(); g != nil && g.Err() == nil {
 					if err := view.CopyFrom(g); err != nil {
 						return err
@@ -324,6 +326,8 @@ func (d *DDP) start() {
 // stage puts parameter pos's gradient into its bucket (nothing to do when
 // the gradient is a view of the bucket) and marks it ready.
 func (d *DDP) stage(b *bucket, pos int) error {
+	sc := d.rt.OpenScope() // the views below
+	defer sc.Close()
 	p := b.Params[pos]
 	view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel())
 	defer view.Release()
@@ -438,6 +442,8 @@ func (d *DDP) firstOrder() []int {
 
 // unstage writes the reduced bucket out into the gradients.
 func (d *DDP) unstage(b *bucket, out *tensor.Tensor) error {
+	sc := d.rt.OpenScope() // the views below
+	defer sc.Close()
 	if err := out.Err(); err != nil {
 		return err
 	}

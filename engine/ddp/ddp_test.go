@@ -396,3 +396,42 @@ func TestJoinUnevenInputs(t *testing.T) {
 		}
 	}
 }
+
+// The buckets rebuilt after the first iteration replace the first ones:
+// with gradients as bucket views the rank holds its parameters and one
+// bucket copy of them, nothing more (the first buckets used to stay alive
+// through the views' intermediate tensors).
+func TestRebuildFreesTheFirstBuckets(t *testing.T) {
+	w, _ := dist.NewWorld(1, dist.Options{})
+	defer w.Close()
+	dev := cpu.New(cpu.Options{})
+	rt := tensor.NewRuntime(dev, 0)
+	l, err := nn.NewLinear(rt, 256, 256, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []Param
+	for _, p := range l.NamedParameters() {
+		params = append(params, Param{Name: p.Name, Tensor: p.Tensor})
+	}
+	d, err := New(w.Group(0), params, Options{GradientAsBucketView: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for range 3 {
+		sc := rt.OpenScope()
+		x := rt.Randn(dtype.Float32, 4, 256)
+		if err := tensor.MSELoss(l.Forward(x), x, tensor.ReduceMean).Backward(); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Finalize(); err != nil {
+			t.Fatal(err)
+		}
+		sc.Close()
+	}
+	want := int64(2 * (256*256 + 256) * 4)
+	if got := dev.MemStats().LiveBytes; got != want {
+		t.Errorf("%d bytes live after three iterations, want %d (parameters and one bucket copy)", got, want)
+	}
+}

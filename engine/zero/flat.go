@@ -118,6 +118,8 @@ func (b *flatBucket) piecesOf(r int) []*piece {
 // the gradient slice and the gradient-ready hooks.
 func (f *flatLayout) attach(b *flatBucket) error {
 	z := f.z
+	sc := z.rt.OpenScope() // the views below
+	defer sc.Close()
 	dt := b.params[0].DType()
 	if z.opts.ParametersAsBucketView {
 		b.buf = z.rt.Zeros(dt, b.numel).Persist()
@@ -190,6 +192,8 @@ func (f *flatLayout) start() {
 
 // stage copies parameter i's gradient (nil: zeros) into the bucket.
 func (f *flatLayout) stage(b *flatBucket, i int, g *tensor.Tensor) error {
+	sc := f.z.rt.OpenScope() // the views below
+	defer sc.Close()
 	if b.grads == nil {
 		b.grads = f.z.rt.Zeros(b.params[0].DType(), b.numel).Persist()
 	}

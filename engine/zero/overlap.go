@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
@@ -16,6 +17,11 @@ type OverlapOptions struct {
 	// that every rank updates about total/N elements; without it bucket i
 	// belongs wholly to rank i mod N (PyTorch's shard_buckets).
 	ShardBuckets bool
+	// Trace, when set, is told of every bucket's "update" (this rank's
+	// optimizer step on it) and "broadcast" (from launch until its last
+	// broadcast completed; called on the communication goroutine), for
+	// timelines.
+	Trace func(event string, bucket int, start, end time.Time)
 }
 
 // overlap runs the ZeRO step inside a DDP comm hook. Unlike PyTorch's, it
@@ -29,6 +35,7 @@ type overlap struct {
 	inner       ddp.CommHook
 	interleaved bool
 	buckets     []*ddp.Bucket
+	trace       func(event string, bucket int, start, end time.Time)
 
 	// One backward pass.
 	waits []func() (*tensor.Tensor, error)
@@ -92,7 +99,7 @@ func newOverlap(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapOptions
 	d.KeepBuckets()
 	z.assignBuckets(buckets, opts.ShardBuckets)
 	n := len(buckets)
-	ov := &overlap{z: z, d: d, inner: hook, interleaved: interleaved, buckets: buckets,
+	ov := &overlap{z: z, d: d, inner: hook, interleaved: interleaved, buckets: buckets, trace: opts.Trace,
 		waits: make([]func() (*tensor.Tensor, error), n), outs: make([]*tensor.Tensor, n),
 		done: make([]bool, n), sent: make([][]*dist.Work, n), errs: make([]error, n)}
 	z.ov = ov
@@ -196,6 +203,7 @@ func (ov *overlap) process(k int) {
 	me := z.pg.Rank()
 	sc := z.rt.OpenScope()
 	defer sc.Close()
+	start := time.Now()
 	grads := map[*tensor.Tensor]*tensor.Tensor{}
 	byGroup := make([][]*tensor.Tensor, len(z.Groups))
 	z.rt.NoGrad(func() {
@@ -218,8 +226,19 @@ func (ov *overlap) process(k int) {
 		ov.errs[k] = err
 		return
 	}
+	sending := time.Now()
+	if ov.trace != nil {
+		ov.trace("update", k, start, sending)
+	}
 	for _, p := range b.Params {
 		ov.sent[k] = append(ov.sent[k], z.pg.Broadcast(p, z.owner[p]))
+	}
+	if ov.trace != nil && len(ov.sent[k]) > 0 {
+		last := ov.sent[k][len(ov.sent[k])-1]
+		ov.sent[k][len(ov.sent[k])-1] = last.Then(func(err error) error {
+			ov.trace("broadcast", k, sending, time.Now())
+			return err
+		})
 	}
 }
 

@@ -258,6 +258,8 @@ func (z *Optimizer) viewRankBuffers() error {
 	if !z.opts.ParametersAsBucketView {
 		return nil
 	}
+	sc := z.rt.OpenScope() // the views below
+	defer sc.Close()
 	shards := z.Shards()
 	bufs := make([]*tensor.Tensor, len(shards))
 	for r, shard := range shards {
