@@ -23,9 +23,9 @@ type ZeroMemoryResult struct {
 	// FormulaBytesPerParam is 4 + 4 + 8 (stage 0), 4 + 4 + 8/N (stage 1),
 	// 4 + 12/N (stage 2): fp32 parameters and gradients, AdamW's two fp32
 	// moments.
-	FormulaBytesPerParam float64      `json:"formula_bytes_per_param"`
+	FormulaBytesPerParam float64       `json:"formula_bytes_per_param"`
 	Ranks                []zero.Memory `json:"ranks"`
-	BytesPerParam        []float64    `json:"bytes_per_param"`
+	BytesPerParam        []float64     `json:"bytes_per_param"`
 	// LiveBytesPerParam is each rank's device memory in use after the
 	// step (every live buffer, pooled ones excluded) per parameter.
 	LiveBytesPerParam []float64 `json:"live_bytes_per_param"`
