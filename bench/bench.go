@@ -143,7 +143,7 @@ func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
 // Workloads lists the names Run accepts.
 var Workloads = []string{"gemm", "mlp", "gpt", "fmnist", "ddp2", "ddp2-replicated", "ddp2-flat", "ddp2-stage2",
-	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "zero-memory-0", "zero-memory-1", "zero-memory-2"}
+	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "overlap4-flat", "overlap4-stage2", "zero-memory-0", "zero-memory-1", "zero-memory-2"}
 
 // Run measures a workload by name and returns its JSON-ready result.
 func Run(name string) (any, error) {
@@ -160,10 +160,11 @@ func Run(name string) (any, error) {
 		return RunDDP2(true)
 	case "ddp2-flat", "ddp2-stage2", "ddp2-overlap-a", "ddp2-overlap-b":
 		return RunDDP(DDPConfig{Workload: name, World: 2, Batch: 128, Variant: strings.TrimPrefix(name, "ddp2-")})
-	case "overlap4-none", "overlap4-a", "overlap4-b":
+	case "overlap4-none", "overlap4-a", "overlap4-b", "overlap4-flat", "overlap4-stage2":
 		// The mlp workload's batch of 256 over 4 ranks, on an emulated
 		// 10 Gbit/s link, with rank 0's timeline of one step.
-		v := map[string]string{"overlap4-none": "zero", "overlap4-a": "overlap-a", "overlap4-b": "overlap-b"}[name]
+		v := map[string]string{"overlap4-none": "zero", "overlap4-a": "overlap-a", "overlap4-b": "overlap-b",
+			"overlap4-flat": "flat", "overlap4-stage2": "stage2"}[name]
 		return RunDDP(DDPConfig{Workload: name, World: 4, Batch: 64, Variant: v, Net: "10Gbit,20us", Timeline: true})
 	case "zero-memory-0", "zero-memory-1", "zero-memory-2":
 		return RunZeroMemory(int(name[len(name)-1] - '0'))

@@ -4,6 +4,7 @@
 # line per run, then a summary of medians and ratios (docs/benchmarks.md quotes it).
 #
 #   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js ddp2 (default: all)
+#   bench/sidebyside.sh overlap            # ZeRO overlap on 4 ranks and an emulated 10 Gbit/s link (zeroeng only)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
@@ -51,6 +52,9 @@ for w in "${workloads[@]}"; do
         ./bin/zeroeng bench gemm | tag zeroeng
         ZEROENG_BLAS=none ./bin/zeroeng bench gemm | tag zeroeng-go
         ;;
+      overlap)
+        for v in none a b flat stage2; do ./bin/zeroeng bench "overlap4-$v" | tag zeroeng; done
+        ;;
       fmnist)
         env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_fmnist.py" | tag torch
         OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_fmnist.py" | tag torch-skylakex
@@ -61,6 +65,16 @@ for w in "${workloads[@]}"; do
         timed env OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_fmnist.py" | tag torch-skylakex
         timed ./bin/zeroeng bench fmnist | tag zeroeng
         timed ./bin/zeroeng run --quiet samples/fashion_mnist.js | tag zeroeng-js
+        ;;
+      ddp2)
+        # PyTorch's gloo DDP + ZeroRedundancyOptimizer(AdamW) against ours, and our other ZeRO
+        # variants of the same step (sides zeroeng-flat, ...; see docs/benchmarks.md).
+        env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" ddp2 | tag torch
+        OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_cpu.py" ddp2 | tag torch-skylakex
+        ./bin/zeroeng bench ddp2 | tag zeroeng
+        for v in flat stage2 overlap-a overlap-b; do
+          ./bin/zeroeng bench "ddp2-$v" | sed 's/"workload":"ddp2-[a-z0-9-]*"/"workload":"ddp2"/' | tag "zeroeng-$v"
+        done
         ;;
       *)
         env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" "$w" | tag torch
@@ -73,7 +87,7 @@ done
 $PY - "$out" <<'PY'
 import json, statistics, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1])]
-key = {"gemm": "gflops", "mlp": "step_ms_median", "gpt": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s"}
+key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "mlp": "step_ms_median", "gpt": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s"}
 by = collections.defaultdict(list)
 for r in rows:
     by[(r["workload"], r["side"])].append(r[key[r["workload"]]])
@@ -81,7 +95,7 @@ print("\nworkload | side | metric | median of rounds | rounds")
 for (w, s), v in sorted(by.items()):
     print(f"{w} | {s} | {key[w]} | {statistics.median(v):.1f} | {', '.join(f'{x:.1f}' for x in v)}")
 for w in sorted({w for w, _ in by}):
-    for zs in ("zeroeng", "zeroeng-js"):
+    for zs in sorted({s for ww, s in by if ww == w and s.startswith("zeroeng")}):
         z = by.get((w, zs))
         for s in ("torch", "torch-skylakex"):
             t = by.get((w, s))

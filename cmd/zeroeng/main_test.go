@@ -634,3 +634,24 @@ func TestFashionMNISTMissingData(t *testing.T) {
 		t.Errorf("status %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
+
+// TestZeroOverlapSample runs samples/zero_overlap.js on 4 ranks with each
+// schedule: it checks itself (ranks in sync, loss falling) and exits 1
+// otherwise.
+func TestZeroOverlapSample(t *testing.T) {
+	for _, sched := range []string{"A", "B", "none"} {
+		r := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "4", "samples/zero_overlap.js", "--", "--schedule", sched, "--steps", "6")
+		if r.code != 0 {
+			t.Fatalf("--schedule %s: status %d\n%s\n%s", sched, r.code, r.stdout, r.stderr)
+		}
+		for rank := range 4 {
+			if !strings.Contains(r.stdout, fmt.Sprintf(`[%d] {"workload":"zero_overlap","schedule":%q`, rank, sched)) || !strings.Contains(r.stdout, `"in_sync":true`) {
+				t.Errorf("--schedule %s: rank %d printed no result:\n%s", sched, rank, r.stdout)
+			}
+		}
+	}
+	r := zeroeng(t, "../..", nil, "run", "samples/zero_overlap.js", "--", "--schedule", "C")
+	if r.code != 2 || !strings.Contains(r.stderr, "--schedule takes A, B or none") {
+		t.Errorf("--schedule C: status %d, stderr %q", r.code, r.stderr)
+	}
+}
