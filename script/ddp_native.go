@@ -36,14 +36,7 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 			GradientAsBucketView: optBool(o, "gradientAsBucketView", false),
 			FindUnusedParameters: optBool(o, "findUnusedParameters", false),
 		}
-		pg := r.group
-		if v := optValue(o, "processGroup"); v != nil {
-			g, ok := r.groups[v.ToObject(r.vm)]
-			if !ok {
-				r.throwf("%s: processGroup must be a group from dist.newGroup, got %s", fn, describe(v))
-			}
-			pg = g
-		}
+		pg := r.processGroupOption(fn, o)
 		d, err := ddp.New(pg, params, opts)
 		if err != nil {
 			r.throw(err)

@@ -55,20 +55,24 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 			BucketCapMB:            optFloat(ops, "bucketCapMB", 0),
 			OverlapWithDDP:         optBool(ops, "overlapWithDDP", false),
 		}
-		pg := r.group
-		if v := optValue(ops, "processGroup"); v != nil {
-			g, ok := r.groups[v.ToObject(r.vm)]
-			if !ok {
-				r.throwf("%s: processGroup must be a group from dist.newGroup, got %s", fn, describe(v))
-			}
-			pg = g
-		}
-		if pg == nil {
-			r.throwf("%s: this rank is not in the process group", fn)
-		}
+		pg := r.processGroupOption(fn, ops)
 		z := r.newZero(fn, pg, kind, defaults, opts, call.Argument(0))
 		return r.zeroObject(z, pg, optBool(ops, "logMemory", true))
 	})
+}
+
+// processGroupOption is options.processGroup (a group from dist.newGroup),
+// or the group of all ranks.
+func (r *Runtime) processGroupOption(fn string, o *goja.Object) dist.ProcessGroup {
+	v := optValue(o, "processGroup")
+	if v == nil {
+		return r.group
+	}
+	g, ok := r.groups[v.ToObject(r.vm)]
+	if !ok || g == nil {
+		r.throwf("%s: processGroup must be a group from dist.newGroup that this rank belongs to, got %s", fn, describe(v))
+	}
+	return g
 }
 
 // defaultGroup has PyTorch's defaults for kind.

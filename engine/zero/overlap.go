@@ -1,7 +1,6 @@
 package zero
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -127,18 +126,7 @@ func (z *Optimizer) assignBuckets(buckets []*ddp.Bucket, shard bool) {
 	// contiguous and the balance gets better (the tests show it).
 	load := make([]int, n)
 	for _, b := range buckets {
-		sorted := slices.Clone(b.Params)
-		slices.SortStableFunc(sorted, func(a, b *tensor.Tensor) int { return cmp.Compare(b.Numel(), a.Numel()) })
-		for _, p := range sorted {
-			r := 0
-			for k := 1; k < n; k++ {
-				if load[k] < load[r] {
-					r = k
-				}
-			}
-			z.owner[p] = r
-			load[r] += p.Numel()
-		}
+		z.assignLargestFirst(b.Params, load)
 	}
 	z.dropForeignState()
 }

@@ -197,15 +197,7 @@ func TestStateDictConsolidatesAndLoadsUnderAnyWorldSize(t *testing.T) {
 								return err
 							}
 						}
-						got := values(ps)
-						for i := range want {
-							for j := range want[i] {
-								if math.Abs(got[i][j]-want[i][j]) > 1e-6 {
-									return fmt.Errorf("parameter %d[%d] = %v after resuming, plain %v", i, j, got[i][j], want[i][j])
-								}
-							}
-						}
-						return nil
+						return sameValues(values(ps), want, "after resuming")
 					})
 				})
 			}
@@ -317,14 +309,18 @@ func TestSubgroup(t *testing.T) {
 				return err
 			}
 		}
-		got := values(ps)
-		for i := range want {
-			for j := range want[i] {
-				if math.Abs(got[i][j]-want[i][j]) > 1e-6 {
-					return fmt.Errorf("parameter %d[%d] = %v, plain %v", i, j, got[i][j], want[i][j])
-				}
+		return sameValues(values(ps), want, "on the subgroup")
+	})
+}
+
+// sameValues compares parameter values to 1e-6.
+func sameValues(got, want [][]float64, when string) error {
+	for i := range want {
+		for j := range want[i] {
+			if math.Abs(got[i][j]-want[i][j]) > 1e-6 {
+				return fmt.Errorf("parameter %d[%d] = %v %s, plain %v", i, j, got[i][j], when, want[i][j])
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }

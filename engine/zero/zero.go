@@ -221,24 +221,30 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 // first (a stable sort), each go to the rank with the smallest total, ties
 // to the lowest rank. Parameters are never split.
 func (z *Optimizer) partition() {
-	n := z.pg.Size()
-	sizes := make([]int, n)
 	clear(z.owner)
+	load := make([]int, z.pg.Size())
 	for _, g := range z.Groups {
-		sorted := slices.Clone(g.Params)
-		slices.SortStableFunc(sorted, func(a, b *tensor.Tensor) int { return cmp.Compare(b.Numel(), a.Numel()) })
-		for _, p := range sorted {
-			r := 0
-			for k := 1; k < n; k++ {
-				if sizes[k] < sizes[r] {
-					r = k
-				}
-			}
-			z.owner[p] = r
-			sizes[r] += p.Numel()
-		}
+		z.assignLargestFirst(g.Params, load)
 	}
 	z.dropForeignState()
+}
+
+// assignLargestFirst gives params, largest first (a stable sort), each to
+// the rank with the smallest load, ties to the lowest rank, and adds
+// their sizes to load.
+func (z *Optimizer) assignLargestFirst(params []*tensor.Tensor, load []int) {
+	sorted := slices.Clone(params)
+	slices.SortStableFunc(sorted, func(a, b *tensor.Tensor) int { return cmp.Compare(b.Numel(), a.Numel()) })
+	for _, p := range sorted {
+		r := 0
+		for k := 1; k < len(load); k++ {
+			if load[k] < load[r] {
+				r = k
+			}
+		}
+		z.owner[p] = r
+		load[r] += p.Numel()
+	}
 }
 
 // dropForeignState frees the state of parameters this rank no longer owns.
