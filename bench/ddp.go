@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -174,12 +175,12 @@ func runDDPRank(c DDPConfig, w *dist.World, rank int, res *DDPResult) error {
 		if err != nil {
 			return err
 		}
-		make := zero.HookWithZeroStep
+		wrap := zero.HookWithZeroStep
 		if c.Variant == "overlap-b" {
-			make = zero.HookWithZeroStepInterleaved
+			wrap = zero.HookWithZeroStepInterleaved
 		}
 		var hook ddp.CommHook
-		hook, err = make(tracedAllReduce(pg, tl), d, z, zero.OverlapOptions{ShardBuckets: true, Trace: func(ev string, b int, s, e time.Time) {
+		hook, err = wrap(tracedAllReduce(pg, tl), d, z, zero.OverlapOptions{ShardBuckets: true, Trace: func(ev string, b int, s, e time.Time) {
 			tl.add(fmt.Sprintf("%s %d", ev, b), s, e)
 		}})
 		if err == nil {
@@ -210,15 +211,7 @@ func runDDPRank(c DDPConfig, w *dist.World, rank int, res *DDPResult) error {
 		res.StepMsMedian, res.StepMsMin = median, minimum
 		if tl != nil {
 			res.Timeline = tl.events
-			slices.SortStableFunc(res.Timeline, func(a, b Event) int {
-				switch {
-				case a.StartMs < b.StartMs:
-					return -1
-				case a.StartMs > b.StartMs:
-					return 1
-				}
-				return 0
-			})
+			slices.SortStableFunc(res.Timeline, func(a, b Event) int { return cmp.Compare(a.StartMs, b.StartMs) })
 		}
 	}
 	return nil

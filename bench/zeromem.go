@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -65,8 +66,8 @@ func RunZeroMemory(stage int) (ZeroMemoryResult, error) {
 				return
 			}
 			res.Ranks[rank] = m
-			res.BytesPerParam[rank] = round1(float64(m.Total())/float64(res.Params)*100) / 100
-			res.LiveBytesPerParam[rank] = round1(float64(live)/float64(res.Params)*100) / 100
+			res.BytesPerParam[rank] = math.Round(float64(m.Total())/float64(res.Params)*100) / 100
+			res.LiveBytesPerParam[rank] = math.Round(float64(live)/float64(res.Params)*100) / 100
 		})
 	}
 	wg.Wait()

@@ -106,24 +106,18 @@ func (r *Runtime) newZero(fn string, pg dist.ProcessGroup, kind optim.Kind, defa
 	if !ok || r.isArray(first) {
 		r.throwf("%s: a parameter group must be an object {params, ...}, got %s", fn, describe(first))
 	}
-	hyper := defaults.Hyper()
-	r.groupOptions(fn, &hyper, g0)
-	z, err := zero.New(pg, kind, r.tensorList(fn+" group params", g0.Get("params")), hyper, opts)
+	z, err := zero.New(pg, kind, r.tensorList(fn+" group params", g0.Get("params")), defaults, opts)
 	if err != nil {
 		r.throw(err)
 	}
-	n := int(list.Get("length").ToInteger())
-	for i := 1; i < n; i++ {
-		g := defaults.Hyper()
-		gobj, ok := list.Get(fmt.Sprint(i)).(*goja.Object)
-		if !ok {
-			r.throwf("%s: a parameter group must be an object {params, ...}, got %s", fn, describe(list.Get(fmt.Sprint(i))))
-		}
-		g.Params = r.tensorList(fn+" group params", gobj.Get("params"))
-		r.groupOptions(fn, &g, gobj)
-		if err := z.AddParamGroup(g); err != nil {
-			r.throw(err)
-		}
+	// The first group's own options; the others go through addParamGroup.
+	g0Hyper := z.ParamGroups()[0]
+	r.groupOptions(fn, g0Hyper, g0)
+	if err := g0Hyper.Validate(kind); err != nil {
+		r.throw(err)
+	}
+	for i := 1; i < int(list.Get("length").ToInteger()); i++ {
+		r.addGroup(fn, z, list.Get(fmt.Sprint(i)))
 	}
 	return z
 }
@@ -162,22 +156,7 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 		return r.vm.ToValue(map[string]any{"parameters": m.Parameters, "gradients": m.Gradients,
 			"optimizerState": m.State, "ownedParameters": m.OwnedParameters, "total": m.Total()})
 	})
-	r.fn(obj, "shards", func(goja.FunctionCall) goja.Value {
-		// Elements each rank updates.
-		var out []any
-		for _, s := range z.Shards() {
-			n := 0
-			for _, p := range s {
-				n += p.Numel()
-			}
-			out = append(out, n)
-		}
-		if o.Partition == "flat" {
-			m := z.Memory()
-			out = []any{m.OwnedParameters / int64(z.Params()[0].DType().Size())}
-		}
-		return r.vm.NewArray(out...)
-	})
+	r.fn(obj, "shards", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(z.ShardSizes()) })
 	r.fn(obj, "noSync", func(call goja.FunctionCall) goja.Value {
 		f, ok := goja.AssertFunction(call.Argument(0))
 		if !ok {
@@ -255,11 +234,11 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 	if oo, ok := o.Get("options").(*goja.Object); ok {
 		opts.ShardBuckets = optBool(oo, "shardBuckets", false)
 	}
-	make := zero.HookWithZeroStep
+	wrap := zero.HookWithZeroStep
 	if o.Get("interleaved").ToBoolean() {
-		make = zero.HookWithZeroStepInterleaved
+		wrap = zero.HookWithZeroStepInterleaved
 	}
-	h, err := make(inner, d, z, opts)
+	h, err := wrap(inner, d, z, opts)
 	if err != nil {
 		r.throw(err)
 	}

@@ -121,3 +121,19 @@ func TestZeroErrorsFromJS(t *testing.T) {
 		}
 	}
 }
+
+func TestZeroGroupOptionsFromJS(t *testing.T) {
+	src := `const { nn, zero } = require("zeroeng");
+const net = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2));
+const ps = net.parameters();
+const opt = zero.ZeroRedundancyOptimizer([{ params: ps.slice(0, 2), lr: 0.5 }, { params: ps.slice(2) }], { optimizer: "sgd", lr: 0.1, momentum: 0.9 });
+opt.addParamGroup({ params: [nn.Parameter(ps[0].detach().clone())], momentum: 0 });
+console.log(opt.paramGroups.map(g => g.lr + "/" + g.momentum).join(" "), JSON.stringify(opt.shards()));`
+	got, err := runJob(t, 1, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `0.5/0.9 0.1/0.9 0.1/0 [16]`; got[0] != want {
+		t.Errorf("got %q, want %q (group options on the first group only; later groups start from the defaults)", got[0], want)
+	}
+}

@@ -140,11 +140,11 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	}
 	res.opts[rank] = opt
 	if c.overlap != "" {
-		make := HookWithZeroStep
+		wrap := HookWithZeroStep
 		if c.overlap == "B" {
-			make = HookWithZeroStepInterleaved
+			wrap = HookWithZeroStepInterleaved
 		}
-		hook, err := make(ddp.AllReduceHook(pg), d, z, OverlapOptions{ShardBuckets: c.shard})
+		hook, err := wrap(ddp.AllReduceHook(pg), d, z, OverlapOptions{ShardBuckets: c.shard})
 		if err != nil {
 			return err
 		}

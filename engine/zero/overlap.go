@@ -2,7 +2,6 @@ package zero
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/zeroeng/zeroeng/engine/ddp"
@@ -231,16 +230,9 @@ func (ov *overlap) process(k int) {
 }
 
 // finish is Step under overlap: DDP's Finalize waits for every bucket's
-// hook, that is for every update and broadcast of this iteration.
-func (ov *overlap) finish() error {
-	if err := ov.d.Finalize(); err != nil {
-		return err
-	}
-	if i := slices.IndexFunc(ov.errs, func(e error) bool { return e != nil }); i >= 0 {
-		return ov.errs[i]
-	}
-	return nil
-}
+// hook, that is for every update and broadcast of this iteration, and
+// returns the first bucket's error.
+func (ov *overlap) finish() error { return ov.d.Finalize() }
 
 // Join is DDP's uneven-inputs support with this optimizer: fn is the
 // rank's training loop; once it returns, the rank shadows the others'

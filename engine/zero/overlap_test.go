@@ -79,14 +79,7 @@ func TestShardBucketsBalance(t *testing.T) {
 			t.Fatal(err)
 		}
 		z.assignBuckets(buckets, shard)
-		var totals []int
-		for _, s := range z.Shards() {
-			n := 0
-			for _, p := range s {
-				n += p.Numel()
-			}
-			totals = append(totals, n)
-		}
+		totals := z.ShardSizes()
 		want := []int{676, 1056}
 		if shard {
 			// 4.weight → 0, 4.bias → 1, 2.weight → 1, 2.bias → 0,

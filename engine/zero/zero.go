@@ -337,6 +337,25 @@ func (z *Optimizer) Shards() [][]*tensor.Tensor {
 	return out
 }
 
+// ShardSizes is the number of elements each rank updates: the sizes of
+// its whole parameters (greedy), or of its slices (flat, padding
+// included, so every rank's is the same). The balance of a partition.
+func (z *Optimizer) ShardSizes() []int {
+	out := make([]int, z.pg.Size())
+	if z.flat != nil {
+		for _, b := range z.flat.buckets {
+			for r := range out {
+				out[r] += b.slice
+			}
+		}
+		return out
+	}
+	for p, r := range z.owner {
+		out[r] += p.Numel()
+	}
+	return out
+}
+
 // Step updates this rank's shard, then the updated parameters reach every
 // rank. With the greedy partition each owned parameter with a gradient is
 // updated and every parameter broadcast from its owner; with the flat one

@@ -78,13 +78,31 @@ func TestPartitionBalance(t *testing.T) {
 		if err := z.AddParamGroup(g); err != nil {
 			t.Fatal(err)
 		}
-		for r, shard := range z.Shards() {
-			total := 0
-			for _, p := range shard {
-				total += p.Numel()
-			}
+		for r, total := range z.ShardSizes() {
 			if total != 24 {
 				t.Errorf("n=%d: rank %d holds %d elements, want 24", n, r, total)
+			}
+		}
+		// The flat partition: equal slices of each group's bucket,
+		// padded to a multiple of n.
+		f, err := New(w.Group(0), optim.SGD, params[:2*n], optim.SGDConfig{LR: 0.1}.Group(), Options{Partition: "flat"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.AddParamGroup(g); err != nil {
+			t.Fatal(err)
+		}
+		per := 0
+		for _, half := range [][]*tensor.Tensor{params[:2*n], params[2*n:]} {
+			sum := 0
+			for _, p := range half {
+				sum += p.Numel()
+			}
+			per += (sum + n - 1) / n
+		}
+		for r, total := range f.ShardSizes() {
+			if total != per {
+				t.Errorf("n=%d, flat: rank %d holds %d elements, want %d", n, r, total, per)
 			}
 		}
 		w.Close()
