@@ -2,7 +2,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build run test test-race bench fuzz vet fmt
+.PHONY: build run test test-race bench fuzz vet fmt hooks
 
 build:
 	$(GO) build -o bin/zeroeng ./cmd/zeroeng
@@ -14,11 +14,12 @@ run: build
 # The race detector needs cgo (gcc); everything else builds and tests with CGO_ENABLED=0.
 test: vet
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./script/... ./cmd/...
+	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./hooks/... ./script/... ./cmd/...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet ./...
+	cd samples/hooks/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
 # Benchmarks report speed; see docs/benchmarks.md for the side-by-side runs.
 bench:
@@ -29,3 +30,21 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/safetensors
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/npy
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/idx
+	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 30s -fuzzminimizetime 3s ./hooks/wasm
+
+# The sample Wasm comm hooks (docs/wasm-hook-abi.md, samples/hooks/README.md) into
+# samples/hooks/build/: Go (its own module, so that ./... above never sees wasm-only code),
+# WAT (wat2wasm, Debian package wabt) and C (clang and wasm-ld, Debian packages clang and lld).
+HOOKS_OUT := samples/hooks/build
+GO_HOOKS := allreduce bf16 topk logstats codec
+WAT2WASM ?= wat2wasm
+CLANG ?= clang
+
+hooks:
+	mkdir -p $(HOOKS_OUT)
+	cd samples/hooks/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	for h in $(GO_HOOKS); do \
+		(cd samples/hooks/go && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o ../build/$$h.wasm ./$$h) || exit 1; \
+	done
+	$(WAT2WASM) samples/hooks/wat/allreduce.wat -o $(HOOKS_OUT)/allreduce_wat.wasm
+	$(CLANG) --target=wasm32 -nostdlib -O2 -Wall -Wextra -Wl,--no-entry -o $(HOOKS_OUT)/codec_c.wasm samples/hooks/c/codec.c

@@ -41,6 +41,11 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		if err != nil {
 			r.throw(err)
 		}
+		if r.opts.Hooks.Path != "" {
+			if err := d.RegisterCommHook(r.defaultWasmHook(pg)); err != nil {
+				r.throw(err)
+			}
+		}
 		obj := r.vm.NewObject()
 		must(obj.DefineDataProperty("__ddp", r.vm.ToValue(d), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
 		r.fn(obj, "registerCommHook", func(call goja.FunctionCall) goja.Value {
@@ -88,7 +93,8 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 // JavaScript function, or one of dist.commHooks (marked with a "builtin"
 // property: allreduce, fp16Compress, bf16Compress, powerSGD with a
 // PowerSGDState as state, the fp16/bf16 wrappers around another hook, and
-// ZeRO's overlap hooks around another hook, for the DDP d).
+// ZeRO's overlap hooks around another hook, for the DDP d) or a Wasm
+// hook from hooks.wasm(path, options)).
 func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Value) ddp.CommHook {
 	const fn = "registerCommHook"
 	o, ok := hook.(*goja.Object)
@@ -111,6 +117,8 @@ func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Va
 			return ddp.CompressHook(dt, r.commHook(pg, d, state, o.Get("inner")))
 		case "zeroStep":
 			return r.zeroStepHook(pg, d, state, o)
+		case "wasm":
+			return r.wasmHook(pg, o)
 		case "powerSGD":
 			so, ok := state.(*goja.Object)
 			if !ok || so.Get("powerSGDOptions") == nil {

@@ -283,7 +283,12 @@
     // registerCommHook(state, hook): hook(state, bucket) returns a future
     // of the reduced bucket (or the tensor itself); bucket has index,
     // isLast, buffer, parameters, names and offsets.
-    registerCommHook(state, hook) { this._reducer.registerCommHook(state, hook); }
+    // registerCommHook(hook) alone takes a hook that needs no state, such
+    // as hooks.wasm('topk.wasm').
+    registerCommHook(state, hook) {
+      if (hook === undefined && typeof state === 'function') [state, hook] = [null, state];
+      this._reducer.registerCommHook(state, hook);
+    }
     // noSync(fn): gradients of the backward passes inside fn accumulate
     // locally; the next synchronised backward reduces the sum.
     noSync(fn) {
@@ -315,6 +320,19 @@
     fp16CompressWrapper: hook => builtinHook('fp16Wrapper', { inner: hook }),
     bf16CompressWrapper: hook => builtinHook('bf16Wrapper', { inner: hook }),
   };
+
+  // Wasm comm hooks (docs/wasm-hook-abi.md), sandboxed modules built
+  // from any language: model.registerCommHook(hooks.wasm('topk.wasm',
+  // { config: { ratio: 0.01 }, onError: 'fallback' })). Options:
+  // memoryLimitMB, timeoutMs, onError ('abort' or 'fallback') and config
+  // (a string, or a value handed to the module as JSON).
+  const hooks = Object.freeze({
+    wasm(path, options = {}) {
+      if (typeof path !== 'string') throw new TypeError(`hooks.wasm(path, options): path must be the .wasm file's path, got ${typeof path}`);
+      if (options === null || typeof options !== 'object') throw new TypeError('hooks.wasm(path, options): options must be an object');
+      return builtinHook('wasm', { path, options });
+    },
+  });
 
   const nn = {
     Module,
@@ -374,6 +392,7 @@
     nn,
     optim,
     zero,
+    hooks,
     io: zeroeng.io,
     dist: Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
       DistributedDataParallel: callable(DistributedDataParallel), commHooks })),

@@ -55,6 +55,8 @@ type Options struct {
 	// Interactive says that Stdout is a terminal whose last line progress
 	// output may redraw; Quiet silences progress output.
 	Interactive, Quiet bool
+	// Hooks are the command line's settings for Wasm comm hooks.
+	Hooks WasmHookOptions
 }
 
 // Runtime is one rank's JavaScript runtime.
@@ -81,6 +83,9 @@ type Runtime struct {
 	// inCollective counts the waits on collectives in progress (the REPL
 	// aborts the process group when Ctrl-C finds a rank blocked in one).
 	inCollective atomic.Int32
+	// closers end what the script made that outlives a call (Wasm hook
+	// instances), when the runtime closes.
+	closers []func()
 }
 
 // New makes a runtime with the host API installed.
@@ -273,6 +278,10 @@ func (r *Runtime) ClearInterrupt() {
 
 // Close releases the tensors the script still holds.
 func (r *Runtime) Close() {
+	for _, c := range r.closers {
+		c()
+	}
+	r.closers = nil
 	r.life.releaseAll()
 	if r.ownWorld != nil {
 		r.ownWorld.Close()

@@ -129,6 +129,7 @@ func commands() []*cli.Command {
 				return json.NewEncoder(os.Stdout).Encode(r)
 			},
 		},
+		hookCommand(),
 		infoCommand(),
 		versionCommand(),
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/hooks/wasm"
 	"github.com/zeroeng/zeroeng/script"
 )
 
@@ -37,6 +38,12 @@ command line wins over the variable:
    ZEROENG_NET=10Gbit,20us     --net 10Gbit,20us     collectives last as long as on that link (bus-bandwidth model)
    ZEROENG_DIST_TIMEOUT=30s    --dist-timeout 30s    a collective waits this long for the other ranks (default 10m)
    ZEROENG_DIST_DEBUG=1        --dist-debug          check that all ranks call each collective with the same shapes
+   ZEROENG_HOOK=topk.wasm      --hook topk.wasm      every DistributedDataParallel reduces with this Wasm comm hook
+   ZEROENG_HOOK_CONFIG=...     --hook-config '{"ratio":0.01}'  handed to that hook's configure export
+   ZEROENG_HOOK_MEMORY_MB=256  --hook-memory-mb 256  memory limit of every Wasm hook (default 512)
+   ZEROENG_HOOK_TIMEOUT=2s     --hook-timeout 2s     time limit of every call into a Wasm hook (default none)
+   ZEROENG_HOOK_ON_ERROR=fallback  --hook-on-error fallback  a failed Wasm hook ends the run (abort) or
+                                                     hands its buckets to the built-in all-reduce
 
 Examples:
 
@@ -45,6 +52,7 @@ Examples:
    zeroeng run --nproc 2 --seed 1 train.js -- --lr 3e-4
    ZEROENG_METRICS=metrics.jsonl ZEROENG_QUIET=1 zeroeng run train.js
    zeroeng run --log-format json train.js 2>job.log
+   zeroeng run --nproc 4 --hook samples/hooks/build/topk.wasm samples/fashion_mnist.js
 
 Errors print the script position (file:line:column), the message (for engine
 errors the op and the shapes) and the JavaScript stack; with several ranks, the
@@ -75,6 +83,11 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "net", Value: "none", Usage: "emulate a network link between the ranks: `BANDWIDTH[,LATENCY]`, e.g. 10Gbit,20us", EnvVars: []string{"ZEROENG_NET"}},
 			&cli.DurationFlag{Name: "dist-timeout", Value: dist.DefaultTimeout, Usage: "how long a collective waits for the other ranks", EnvVars: []string{"ZEROENG_DIST_TIMEOUT"}},
 			&cli.BoolFlag{Name: "dist-debug", Usage: "check that every rank calls each collective with the same shapes, and name the calls that differ", EnvVars: []string{"ZEROENG_DIST_DEBUG"}},
+			&cli.StringFlag{Name: "hook", Usage: "reduce the gradients of every DistributedDataParallel with the Wasm comm hook `FILE.wasm` (docs/wasm-hook-abi.md)", EnvVars: []string{"ZEROENG_HOOK"}},
+			&cli.StringFlag{Name: "hook-config", Usage: "configuration handed to the --hook module's configure export (JSON for the samples)", EnvVars: []string{"ZEROENG_HOOK_CONFIG"}},
+			&cli.IntFlag{Name: "hook-memory-mb", Value: wasm.DefaultMemoryLimitMB, Usage: "memory limit of every Wasm hook in MiB (its linear memory, and as much for the host tensors it makes)", EnvVars: []string{"ZEROENG_HOOK_MEMORY_MB"}},
+			&cli.DurationFlag{Name: "hook-timeout", Usage: "time limit of every call into a Wasm hook (0: none; a limit slows guest loops slightly)", EnvVars: []string{"ZEROENG_HOOK_TIMEOUT"}},
+			&cli.StringFlag{Name: "hook-on-error", Value: "abort", Usage: "when a Wasm hook fails: abort the run, or fallback to the built-in all-reduce for the rest of it", EnvVars: []string{"ZEROENG_HOOK_ON_ERROR"}},
 		},
 		Action: runAction,
 	}
@@ -90,6 +103,7 @@ type runConfig struct {
 	metrics   string
 	quiet     bool
 	dist      dist.Options
+	hooks     script.WasmHookOptions
 }
 
 func parseRun(c *cli.Context) (runConfig, error) {
@@ -132,6 +146,28 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		return cfg, usagef("run", "run: --dist-timeout must be positive, got %v", c.Duration("dist-timeout"))
 	}
 	cfg.dist = dist.Options{Net: net, Timeout: c.Duration("dist-timeout"), Debug: c.Bool("dist-debug")}
+	cfg.hooks = script.WasmHookOptions{
+		Path:   c.String("hook"),
+		Config: c.String("hook-config"),
+		Limits: wasm.Config{MemoryLimitMB: c.Int("hook-memory-mb"), Timeout: c.Duration("hook-timeout")},
+	}
+	if m := cfg.hooks.Limits.MemoryLimitMB; m < 1 || m > 4096 {
+		return cfg, usagef("run", "run: --hook-memory-mb must be between 1 and 4096, got %d", m)
+	}
+	if cfg.hooks.Limits.Timeout < 0 {
+		return cfg, usagef("run", "run: --hook-timeout must not be negative, got %v", cfg.hooks.Limits.Timeout)
+	}
+	if cfg.hooks.OnError, err = wasm.ParsePolicy(c.String("hook-on-error")); err != nil {
+		return cfg, usagef("run", "run: --hook-on-error must be abort or fallback, got %q", c.String("hook-on-error"))
+	}
+	if cfg.hooks.Config != "" && cfg.hooks.Path == "" {
+		return cfg, usagef("run", "run: --hook-config needs --hook")
+	}
+	if p := cfg.hooks.Path; p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return cfg, usagef("run", "run: --hook: %v", err)
+		}
+	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return cfg, usagef("run", "run: --log-format must be text or json, got %q", cfg.logFormat)
 	}
@@ -182,6 +218,7 @@ func runAction(c *cli.Context) error {
 			// must be a terminal for a redrawn status line.
 			Interactive: term.IsTerminal(int(os.Stderr.Fd())),
 			Quiet:       cfg.quiet,
+			Hooks:       cfg.hooks,
 		},
 		Setup: func(r *script.Runtime) error {
 			runtimes = append(runtimes, r) // called in rank order

@@ -1,0 +1,542 @@
+// Package wasm runs gradient-communication hooks compiled to WebAssembly
+// (docs/wasm-hook-abi.md): it checks a module against the ABI, compiles it
+// once per process with wazero (cached on disk), gives every rank its own
+// sandboxed instance, provides the host functions through which the guest
+// drives collectives and engine primitives on opaque tensor handles, and
+// turns a trap, an ABI violation, the memory limit or the time limit into
+// an error naming the module, the export, the rank and the step, or, by
+// policy, into a fallback to the built-in all-reduce.
+//
+// A Hook is used by one rank's goroutine only, as DDP calls its hooks.
+package wasm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Policy is what a failed hook does to the run.
+type Policy uint8
+
+const (
+	// Abort ends the run with the hook's error (the default).
+	Abort Policy = iota
+	// Fallback reduces the failed bucket, and every later one, with the
+	// built-in averaging all-reduce from the gradients as they were
+	// before the hook touched them, after a warning.
+	Fallback
+)
+
+func (p Policy) String() string {
+	if p == Fallback {
+		return "fallback"
+	}
+	return "abort"
+}
+
+// ParsePolicy reads "abort" or "fallback".
+func ParsePolicy(s string) (Policy, error) {
+	switch s {
+	case "abort", "":
+		return Abort, nil
+	case "fallback":
+		return Fallback, nil
+	}
+	return Abort, fmt.Errorf("wasm hook: unknown failure policy %q (abort or fallback)", s)
+}
+
+// Options configure one rank's instance of a hook.
+type Options struct {
+	// OnError is the failure policy.
+	OnError Policy
+	// Configuration, when not nil, is handed to the guest's configure
+	// export before init (the samples take JSON).
+	Configuration []byte
+	// Stdout and Stderr are the rank's log: the guest's output and its
+	// log calls land there line by line, after Prefix and the module's
+	// name. os.Stdout and os.Stderr when nil.
+	Stdout, Stderr io.Writer
+	Prefix         string
+	// Warn receives the fallback warning; nil writes it to Stderr.
+	Warn func(msg string)
+}
+
+// Error is the failure of a hook.
+type Error struct {
+	Module string
+	Export string // the export being called ("on_bucket")
+	Rank   int
+	// Step counts the synchronised iterations before the failure; -1
+	// while the instance was being set up.
+	Step int64
+	// Bucket is the bucket's index, -1 outside a bucket.
+	Bucket int
+	Err    error
+}
+
+func (e *Error) Error() string {
+	var where []string
+	where = append(where, fmt.Sprintf("rank %d", e.Rank))
+	if e.Step >= 0 {
+		where = append(where, fmt.Sprintf("step %d", e.Step))
+	}
+	if e.Bucket >= 0 {
+		where = append(where, fmt.Sprintf("bucket %d", e.Bucket))
+	}
+	return fmt.Sprintf("wasm hook %s: %s (%s): %v", e.Module, e.Export, strings.Join(where, ", "), e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Hook is one rank's instance of a module: its CommHook goes to
+// ddp.RegisterCommHook.
+type Hook struct {
+	m    *Module
+	pg   dist.ProcessGroup
+	rt   *tensor.Runtime
+	opts Options
+
+	mod   api.Module
+	ctx   context.Context // carries the Hook to the host functions
+	fns   map[string]api.Function
+	stack [8]uint64
+
+	handles    map[uint32]*handle
+	nextHandle uint32
+	ownedBytes int
+	step       int64
+
+	// The export call in progress: the first host-call failure and the
+	// collectives it issued.
+	callErr error
+	works   []issued
+
+	dead   error // the failure that ended the instance
+	fallen bool  // every bucket goes to the built-in all-reduce
+
+	stdout, stderr *lineWriter
+}
+
+// handle is a tensor the guest names by number: a bucket in flight or a
+// tensor it made.
+type handle struct {
+	t       *tensor.Tensor
+	pending []*dist.Work // collectives that use t and may not have completed
+	bucket  *bucketCall  // set for a bucket's handle
+	bytes   int          // counted against the memory limit (tensors the guest made)
+}
+
+// settle waits for the collectives pending on the handle.
+func (hd *handle) settle() error {
+	var first error
+	for _, w := range hd.pending {
+		if err := w.Wait(); err != nil && first == nil {
+			first = err
+		}
+	}
+	hd.pending = hd.pending[:0]
+	return first
+}
+
+type issued struct {
+	name string
+	w    *dist.Work
+}
+
+// bucketCall is one bucket's passage through the hook.
+type bucketCall struct {
+	b        *ddp.Bucket
+	handle   uint32
+	works    []issued
+	count    int   // collectives issued for the bucket
+	err      error // the hook's failure on this bucket
+	snapshot *tensor.Tensor
+}
+
+// NewHook instantiates the module for one rank of pg, whose tensors live
+// on rt: it runs _initialize, configure and init.
+func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*Hook, error) {
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	h := &Hook{m: m, pg: pg, rt: rt, opts: o, handles: map[uint32]*handle{}, step: -1}
+	prefix := o.Prefix + m.name + ": "
+	h.stdout = &lineWriter{w: o.Stdout, prefix: prefix}
+	h.stderr = &lineWriter{w: o.Stderr, prefix: prefix}
+	h.ctx = context.WithValue(context.Background(), hookKey{}, h)
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
+		WithStdout(h.stdout).WithStderr(h.stderr)
+	mod, err := m.rt.rt.InstantiateModule(h.ctx, m.cm, cfg)
+	if err != nil {
+		return nil, h.wrap("instantiate", -1, fmt.Errorf("%v", err))
+	}
+	h.mod = mod
+	h.fns = map[string]api.Function{}
+	for _, e := range exportSpecs {
+		if f := mod.ExportedFunction(e.name); f != nil {
+			h.fns[e.name] = f
+		}
+	}
+	if err := h.setup(o.Configuration); err != nil {
+		h.Close()
+		return nil, err
+	}
+	h.step = 0
+	return h, nil
+}
+
+func (h *Hook) setup(config []byte) error {
+	if _, ok := h.fns["_initialize"]; ok {
+		if err := h.call("_initialize", -1); err != nil {
+			return err
+		}
+	}
+	if config != nil {
+		if _, ok := h.fns["configure"]; !ok {
+			return h.wrap("configure", -1, errors.New("the hook was given a configuration, but the module exports no configure"))
+		}
+		if err := h.call("alloc", -1, uint64(len(config))); err != nil {
+			return err
+		}
+		ptr := uint32(h.stack[0])
+		if !h.mod.Memory().Write(ptr, config) {
+			return h.wrap("alloc", -1, fmt.Errorf("alloc(%d) returned %d, outside the %d bytes of memory", len(config), ptr, h.mod.Memory().Size()))
+		}
+		if err := h.call("configure", -1, uint64(ptr), uint64(len(config))); err != nil {
+			return err
+		}
+		if err := h.waitIssued("configure", -1, nil); err != nil {
+			return err
+		}
+	}
+	if _, ok := h.fns["init"]; ok {
+		if err := h.call("init", -1, uint64(h.pg.Rank()), uint64(h.pg.Size())); err != nil {
+			return err
+		}
+		return h.waitIssued("init", -1, nil)
+	}
+	return nil
+}
+
+// Close ends the instance and frees the tensors the guest made.
+func (h *Hook) Close() error {
+	h.stdout.flush()
+	h.stderr.flush()
+	for id, hd := range h.handles {
+		if hd.bucket == nil {
+			h.free(id, hd)
+		}
+	}
+	if h.mod != nil {
+		return h.mod.Close(context.Background())
+	}
+	return nil
+}
+
+// Err is the failure that ended the instance, if any.
+func (h *Hook) Err() error { return h.dead }
+
+// FellBack reports whether the hook has handed its buckets to the
+// built-in all-reduce after a failure.
+func (h *Hook) FellBack() bool { return h.fallen }
+
+// CommHook is the hook for ddp.DDP.RegisterCommHook.
+func (h *Hook) CommHook() ddp.CommHook { return h.launch }
+
+func (h *Hook) add(hd *handle) uint32 {
+	for {
+		h.nextHandle++
+		if h.nextHandle > 1<<31-1 {
+			h.nextHandle = 1
+		}
+		if _, taken := h.handles[h.nextHandle]; !taken {
+			h.handles[h.nextHandle] = hd
+			return h.nextHandle
+		}
+	}
+}
+
+func (h *Hook) free(id uint32, hd *handle) {
+	delete(h.handles, id)
+	h.ownedBytes -= hd.bytes
+	// A collective still using the tensor keeps its memory alive.
+	hd.t.Release()
+}
+
+// launch is the comm hook: the guest's on_bucket, as soon as the bucket's
+// gradients are in.
+func (h *Hook) launch(b *ddp.Bucket) func() (*tensor.Tensor, error) {
+	if h.fallen {
+		return ddp.AllReduceHook(h.pg)(b)
+	}
+	bc := &bucketCall{b: b}
+	if h.opts.OnError == Fallback && h.dead == nil {
+		bc.snapshot = b.Buffer.Clone().Persist()
+	}
+	if h.dead != nil {
+		bc.err = h.dead
+	} else {
+		bc.handle = h.add(&handle{t: b.Buffer, bucket: bc})
+		bc.err = h.call("on_bucket", b.Index, uint64(bc.handle))
+		bc.works, h.works = h.works, nil
+		bc.count = len(bc.works)
+	}
+	return func() (*tensor.Tensor, error) { return h.finish(bc) }
+}
+
+// finish completes a bucket: its collectives, on_bucket_done and, after
+// the last bucket, on_step_end; then the failure policy.
+func (h *Hook) finish(bc *bucketCall) (*tensor.Tensor, error) {
+	b := bc.b
+	// The collectives on_bucket issued complete even when it failed, so
+	// that nothing writes the bucket after this.
+	err := h.waitIssued("on_bucket", b.Index, bc.works)
+	if bc.err != nil {
+		err = bc.err
+	}
+	if _, ok := h.fns["on_bucket_done"]; ok && err == nil {
+		if err = h.call("on_bucket_done", b.Index, uint64(bc.handle)); err == nil || h.works != nil {
+			bc.count += len(h.works)
+			if werr := h.waitIssued("on_bucket_done", b.Index, h.works); err == nil {
+				err = werr
+			}
+		}
+	}
+	if bc.handle != 0 {
+		if hd := h.handles[bc.handle]; hd != nil && hd.bucket == bc {
+			delete(h.handles, bc.handle)
+		}
+	}
+	if _, ok := h.fns["on_step_end"]; ok && b.IsLast && err == nil {
+		if err = h.call("on_step_end", b.Index, uint64(h.step)); err == nil || h.works != nil {
+			bc.count += len(h.works)
+			if werr := h.waitIssued("on_step_end", b.Index, h.works); err == nil {
+				err = werr
+			}
+		}
+	}
+	if b.IsLast {
+		h.step++
+	}
+	if err != nil && h.dead == nil {
+		h.kill(err)
+	}
+	if h.opts.OnError == Abort {
+		if err != nil {
+			return nil, err
+		}
+		return b.Buffer, nil
+	}
+	return h.agree(bc, err)
+}
+
+// agree settles the fallback policy for one bucket: the ranks learn
+// whether the hook failed anywhere, and if so all reduce the bucket from
+// its snapshot with the built-in all-reduce.
+func (h *Hook) agree(bc *bucketCall, err error) (*tensor.Tensor, error) {
+	b := bc.b
+	if bc.snapshot != nil {
+		defer bc.snapshot.Release()
+	}
+	sc := h.rt.OpenScope()
+	defer sc.Close()
+	failed := int64(0)
+	if err != nil {
+		failed = 1
+	}
+	n := int64(bc.count)
+	votes := h.rt.FromInt64s([]int64{failed, n, -n}, 3)
+	if cerr := h.pg.AllReduce(votes, dist.Max).Wait(); cerr != nil {
+		return nil, h.wrap("fallback", b.Index, fmt.Errorf("the ranks could not agree on the hook's outcome: %w", cerr))
+	}
+	v, cerr := votes.Int64s()
+	if cerr != nil {
+		return nil, cerr
+	}
+	if v[0] == 0 {
+		return b.Buffer, nil
+	}
+	if v[1] != -v[2] {
+		why := "it failed on another rank"
+		if err != nil {
+			why = err.Error()
+		}
+		return nil, h.wrap("fallback", b.Index, fmt.Errorf("cannot fall back to the all-reduce: the ranks issued different collectives for this bucket (%d to %d) before the hook failed (%s)", -v[2], v[1], why))
+	}
+	if !h.fallen {
+		h.fallen = true
+		why := "it failed on another rank"
+		if err != nil {
+			why = err.Error()
+		}
+		msg := fmt.Sprintf("%swarning: wasm hook %s failed (%s); bucket %d and every later bucket are reduced with the built-in all-reduce", h.opts.Prefix, h.m.name, why, b.Index)
+		if h.opts.Warn != nil {
+			h.opts.Warn(msg)
+		} else {
+			fmt.Fprintln(h.opts.Stderr, msg)
+		}
+		if h.dead == nil {
+			h.kill(errors.New("another rank's instance failed"))
+		}
+	}
+	if bc.snapshot != nil {
+		if cerr := b.Buffer.CopyFrom(bc.snapshot); cerr != nil {
+			return nil, cerr
+		}
+	}
+	return ddp.AllReduceHook(h.pg)(b)()
+}
+
+// kill ends the instance after a failure: it is never called again.
+func (h *Hook) kill(err error) {
+	h.dead = err
+	h.stdout.flush()
+	h.stderr.flush()
+	if h.mod != nil {
+		h.mod.Close(context.Background())
+	}
+}
+
+// waitIssued waits for the collectives an export call issued.
+func (h *Hook) waitIssued(export string, bucket int, works []issued) error {
+	if works == nil {
+		works = h.works
+	}
+	h.works = nil
+	var first error
+	for _, is := range works {
+		if err := is.w.Wait(); err != nil && first == nil {
+			first = h.wrap(export, bucket, fmt.Errorf("%s failed: %w", is.name, err))
+		}
+	}
+	return first
+}
+
+// call calls an export with args and turns every way it can fail into an
+// *Error; the results are left in h.stack.
+func (h *Hook) call(export string, bucket int, args ...uint64) error {
+	fn := h.fns[export]
+	h.callErr = nil
+	copy(h.stack[:], args)
+	ctx := h.ctx
+	if t := h.m.cfg.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	err := fn.CallWithStack(ctx, h.stack[:])
+	switch {
+	case h.callErr != nil && err != nil:
+		return h.wrap(export, bucket, fmt.Errorf("%w (the module then stopped: %v)", h.callErr, h.trap(err)))
+	case h.callErr != nil:
+		return h.wrap(export, bucket, h.callErr)
+	case err != nil:
+		return h.wrap(export, bucket, h.trap(err))
+	case export != "alloc" && len(fn.Definition().ResultTypes()) == 1 && uint32(h.stack[0]) != 0:
+		return h.wrap(export, bucket, fmt.Errorf("returned status %d", int32(h.stack[0])))
+	}
+	return nil
+}
+
+func (h *Hook) wrap(export string, bucket int, err error) error {
+	return &Error{Module: h.m.name, Export: export, Rank: h.pg.Rank(), Step: h.step, Bucket: bucket, Err: err}
+}
+
+// trap describes why a guest call stopped: a trap, WASI proc_exit or the
+// time limit, and whether the memory limit was the likely cause.
+func (h *Hook) trap(err error) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return fmt.Errorf("ran past its time limit of %v", h.m.cfg.Timeout)
+		case sys.ExitCodeContextCanceled:
+			return errors.New("cancelled")
+		}
+		return fmt.Errorf("the module exited with status %d%s", exit.ExitCode(), h.memoryNote())
+	}
+	msg := err.Error()
+	// wazero appends the guest's stack; keep its first frames.
+	lines := strings.Split(msg, "\n")
+	if len(lines) > 8 {
+		lines = append(lines[:8], "\t...")
+	}
+	return fmt.Errorf("trap: %s%s", strings.Join(lines, "\n"), h.memoryNote())
+}
+
+func (h *Hook) memoryNote() string {
+	if h.mod == nil || h.mod.Memory() == nil {
+		return ""
+	}
+	size := uint64(h.mod.Memory().Size())
+	limit := uint64(h.m.cfg.memoryLimitMB()) << 20
+	// A failed memory.grow leaves the memory below the limit by less
+	// than the request; Go's runtime asks for 4 MiB arenas at a time.
+	if size+max(limit/16, 8<<20) >= limit {
+		return fmt.Sprintf(" (its memory had reached %d MiB of its %d MiB limit)", size>>20, limit>>20)
+	}
+	return ""
+}
+
+// lineWriter writes the guest's output to the rank's log a line at a
+// time, each after the prefix.
+type lineWriter struct {
+	w      io.Writer
+	prefix string
+	buf    []byte
+	open   bool // a line has begun
+}
+
+// maxLine bounds a line held back waiting for its newline.
+const maxLine = 4096
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := slices.Index(p, '\n')
+		l.open = true
+		if i < 0 {
+			l.buf = append(l.buf, p...)
+			if len(l.buf) >= maxLine {
+				l.flush()
+			}
+			break
+		}
+		l.buf = append(l.buf, p[:i]...)
+		l.flush()
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+func (l *lineWriter) line(b []byte) {
+	l.flush()
+	l.buf, l.open = append(l.buf, b...), true
+	l.flush()
+}
+
+func (l *lineWriter) flush() {
+	if !l.open {
+		return
+	}
+	out := make([]byte, 0, len(l.prefix)+len(l.buf)+1)
+	out = append(append(append(out, l.prefix...), l.buf...), '\n')
+	l.w.Write(out)
+	l.buf, l.open = l.buf[:0], false
+}

@@ -1,0 +1,256 @@
+package wasm
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+)
+
+// DefaultMemoryLimitMB bounds a hook's linear memory, and as much again
+// the host tensors it makes, unless Config says otherwise.
+const DefaultMemoryLimitMB = 512
+
+// Config is what a module is compiled for: the limits that shape the
+// wazero runtime it runs on.
+type Config struct {
+	// MemoryLimitMB bounds the guest's linear memory (and the host
+	// tensors it makes); 0 means DefaultMemoryLimitMB. At most 4096.
+	MemoryLimitMB int
+	// Timeout bounds the wall time of every call into the guest, host
+	// calls included; 0 means no limit. A limit makes the compiled code
+	// check for it in every loop (see docs/benchmarks.md for the cost).
+	Timeout time.Duration
+}
+
+func (c Config) memoryLimitMB() int {
+	if c.MemoryLimitMB == 0 {
+		return DefaultMemoryLimitMB
+	}
+	return c.MemoryLimitMB
+}
+
+func (c Config) validate() error {
+	if c.MemoryLimitMB < 0 || c.MemoryLimitMB > 4096 {
+		return fmt.Errorf("wasm hook: memory limit %d MiB is outside 1..4096 (WebAssembly's 32-bit memory)", c.MemoryLimitMB)
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("wasm hook: negative time limit %v", c.Timeout)
+	}
+	return nil
+}
+
+// runtimeKey identifies the wazero runtimes that differ in compiled code
+// or limits; each is made once per process and shared.
+type runtimeKey struct {
+	memoryPages uint32
+	timeout     bool
+	uncached    bool // Check's: nothing it compiles is kept
+}
+
+type sharedRuntime struct {
+	rt   wazero.Runtime
+	wasi map[string]api.FunctionDefinition
+}
+
+var (
+	runtimesMu sync.Mutex
+	runtimes   = map[runtimeKey]*sharedRuntime{}
+	cacheOnce  sync.Once
+	cache      wazero.CompilationCache
+
+	compiledMu sync.Mutex
+	compiled   = map[compiledKey]*compiledEntry{}
+)
+
+type compiledKey struct {
+	sum [sha256.Size]byte
+	rt  runtimeKey
+}
+
+// compiledEntry is compiled once; every Module over the same bytes and
+// limits shares it.
+type compiledEntry struct {
+	once sync.Once
+	cm   wazero.CompiledModule
+	err  error
+}
+
+// CacheDirEnv names the variable that moves the on-disk compilation
+// cache ("off" keeps compiled code in memory only).
+const CacheDirEnv = "ZEROENG_WASM_CACHE"
+
+// compilationCache is the process's cache of compiled code, on disk
+// (under the user's cache directory) so that a module compiles once per
+// machine rather than once per run.
+func compilationCache() wazero.CompilationCache {
+	cacheOnce.Do(func() {
+		dir := os.Getenv(CacheDirEnv)
+		if dir == "" {
+			if base, err := os.UserCacheDir(); err == nil {
+				dir = filepath.Join(base, "zeroeng", "wasm")
+			}
+		}
+		if dir != "" && dir != "off" {
+			if c, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
+				cache = c
+				return
+			}
+		}
+		cache = wazero.NewCompilationCache()
+	})
+	return cache
+}
+
+// runtimeFor returns the shared runtime for the limits, with WASI and
+// the host module instantiated.
+func runtimeFor(key runtimeKey) (*sharedRuntime, error) {
+	runtimesMu.Lock()
+	defer runtimesMu.Unlock()
+	if s, ok := runtimes[key]; ok {
+		return s, nil
+	}
+	ctx := context.Background()
+	cfg := wazero.NewRuntimeConfig().
+		WithMemoryLimitPages(key.memoryPages).
+		WithCloseOnContextDone(key.timeout)
+	if !key.uncached {
+		cfg = cfg.WithCompilationCache(compilationCache())
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("wasm hook: WASI: %w", err)
+	}
+	if err := instantiateHost(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, fmt.Errorf("wasm hook: host module: %w", err)
+	}
+	s := &sharedRuntime{rt: rt, wasi: rt.Module(wasiModule).ExportedFunctionDefinitions()}
+	runtimes[key] = s
+	return s, nil
+}
+
+// Module is a compiled hook module, valid against the ABI. One Module
+// serves every rank of the process: each makes its own instance with
+// NewHook.
+type Module struct {
+	name string
+	cfg  Config
+	rt   *sharedRuntime
+	cm   wazero.CompiledModule
+	info *Info
+}
+
+// Name is the module's name in messages.
+func (m *Module) Name() string { return m.name }
+
+// Info describes the module's exports and imports.
+func (m *Module) Info() *Info { return m.info }
+
+// Load reads and compiles the hook module at path (see Compile).
+func Load(path string, cfg Config) (*Module, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("wasm hook: %w", err)
+	}
+	return Compile(filepath.Base(path), b, cfg)
+}
+
+// Compile compiles a hook module for the limits of cfg and checks it
+// against the ABI. The compiled code is shared by every caller in the
+// process that passes the same bytes and limits, and cached on disk.
+func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, timeout: cfg.Timeout > 0}
+	s, err := runtimeFor(key)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := compile(s, key, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
+	}
+	info := inspectCompiled(name, cm, s)
+	if err := info.Err(); err != nil {
+		return nil, err
+	}
+	return &Module{name: name, cfg: cfg, rt: s, cm: cm, info: info}, nil
+}
+
+func compile(s *sharedRuntime, key runtimeKey, wasm []byte) (wazero.CompiledModule, error) {
+	if err := prescan(wasm); err != nil {
+		return nil, err
+	}
+	ck := compiledKey{sha256.Sum256(wasm), key}
+	compiledMu.Lock()
+	e, ok := compiled[ck]
+	if !ok {
+		e = &compiledEntry{}
+		compiled[ck] = e
+	}
+	compiledMu.Unlock()
+	e.once.Do(func() {
+		e.cm, e.err = s.rt.CompileModule(context.Background(), wasm)
+		if e.err != nil {
+			e.err = fmt.Errorf("invalid WebAssembly: %w", e.err)
+		}
+	})
+	return e.cm, e.err
+}
+
+func inspectCompiled(name string, cm wazero.CompiledModule, s *sharedRuntime) *Info {
+	info := inspect(name, cm.ExportedFunctions(), cm.ImportedFunctions(), cm.ExportedMemories(), cm.ImportedMemories())
+	for _, d := range cm.ImportedFunctions() {
+		mod, n, _ := d.Import()
+		if mod != wasiModule {
+			continue
+		}
+		switch w, ok := s.wasi[n]; {
+		case !ok:
+			info.Problems = append(info.Problems, fmt.Sprintf("imports %s.%s, which is not a WASI preview 1 function", mod, n))
+		case !(signature{w.ParamTypes(), w.ResultTypes()}).matches(d):
+			info.Problems = append(info.Problems, fmt.Sprintf("imports %s.%s with type %s, want %s", mod, n,
+				formatSignature(d.ParamTypes(), d.ResultTypes()), formatSignature(w.ParamTypes(), w.ResultTypes())))
+		}
+	}
+	return info
+}
+
+// Check compiles wasm and describes it against the ABI without running
+// anything: `zeroeng hook check`. The error is for bytes that are not a
+// WebAssembly module at all; ABI problems are in Info.Problems.
+func Check(name string, wasm []byte) (*Info, error) {
+	s, err := runtimeFor(runtimeKey{memoryPages: DefaultMemoryLimitMB * 16, uncached: true})
+	if err != nil {
+		return nil, err
+	}
+	// Checked modules are not kept: a check is a one-off (and the
+	// fuzzer checks millions).
+	if err := prescan(wasm); err != nil {
+		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
+	}
+	cm, err := s.rt.CompileModule(context.Background(), wasm)
+	if err != nil {
+		return nil, fmt.Errorf("wasm hook %s: invalid WebAssembly: %w", name, err)
+	}
+	defer cm.Close(context.Background())
+	return inspectCompiled(name, cm, s), nil
+}
+
+func looksLikeWasm(b []byte) error {
+	if len(b) < 4 || string(b[:4]) != "\x00asm" {
+		return errors.New("not a WebAssembly module (it does not start with \\0asm)")
+	}
+	return nil
+}

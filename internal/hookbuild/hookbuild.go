@@ -1,0 +1,269 @@
+// Package hookbuild builds WebAssembly comm hooks (docs/wasm-hook-abi.md) for tests: the
+// samples of samples/hooks, WAT text, and single-file Go guests that use the samples' SDK
+// (samples/hooks/go/hookabi).
+//
+// Each module is built once per process, the first time a test asks for it, and every
+// caller gets its own copy of the bytes. Go guests are built with the go command the tests
+// run with, offline (GOPROXY=off, GOWORK=off, GOTOOLCHAIN=local); WAT needs wat2wasm (Debian
+// package wabt) and C needs clang and wasm-ld (Debian packages clang and lld): without
+// them the test is skipped, saying which is missing.
+package hookbuild
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+const (
+	rootModule = "github.com/zeroeng/zeroeng"
+	sdkModule  = "github.com/zeroeng/zeroeng/samples/hooks/go"
+)
+
+// goSamples are the samples in samples/hooks/go, one main package each.
+var goSamples = []string{"allreduce", "bf16", "topk", "logstats", "codec"}
+
+// Names lists the samples Sample builds: the Go ones, then "allreduce_wat"
+// (samples/hooks/wat/allreduce.wat) and "codec_c" (samples/hooks/c/codec.c).
+func Names() []string { return append(slices.Clone(goSamples), "allreduce_wat", "codec_c") }
+
+// Sample returns the wasm bytes of the sample hook name (one of Names), building it on
+// first use.
+func Sample(tb testing.TB, name string) []byte {
+	tb.Helper()
+	return cached(tb, "sample:"+name, func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		hooks := filepath.Join(root, "samples", "hooks")
+		switch {
+		case slices.Contains(goSamples, name):
+			return goBuild(filepath.Join(hooks, "go"), "./"+name, "")
+		case name == "allreduce_wat":
+			return watBuild(filepath.Join(hooks, "wat", "allreduce.wat"))
+		case name == "codec_c":
+			return clangBuild(filepath.Join(hooks, "c", "codec.c"))
+		}
+		return nil, "", fmt.Errorf("hookbuild: no sample %q (the samples are %s)", name, strings.Join(Names(), ", "))
+	})
+}
+
+// WAT compiles WebAssembly text with wat2wasm (its default features).
+func WAT(tb testing.TB, src string) []byte {
+	tb.Helper()
+	return cached(tb, "wat:"+hash(src), func() ([]byte, string, error) {
+		dir, err := os.MkdirTemp("", "hookbuild-wat-")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "module.wat")
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			return nil, "", err
+		}
+		return watBuild(path)
+	})
+}
+
+// GoSource builds a Go guest from the source of its one file, a main package (with
+// func main() {} and //go:wasmexport functions) that may import
+// github.com/zeroeng/zeroeng/samples/hooks/go/hookabi, which brings the ABI marker export.
+func GoSource(tb testing.TB, src string) []byte {
+	tb.Helper()
+	return cached(tb, "go:"+hash(src), func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		dir, err := os.MkdirTemp("", "hookbuild-go-")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		sdk := filepath.ToSlash(filepath.Join(root, "samples", "hooks", "go"))
+		mod := "module hookbuild.test/guest\n\ngo 1.26\n\nrequire " + sdkModule + " v0.0.0\n\nreplace " +
+			sdkModule + " => " + strconv.Quote(sdk) + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+			return nil, "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+			return nil, "", err
+		}
+		return goBuild(dir, ".", "-mod=mod")
+	})
+}
+
+// build is the outcome of one build, shared by every caller.
+type build struct {
+	once sync.Once
+	wasm []byte
+	skip string // why the tools are missing
+	err  error
+}
+
+var (
+	mu     sync.Mutex
+	builds = map[string]*build{}
+)
+
+// cached runs f once per key and process, and turns its outcome into the caller's bytes,
+// skip or failure.
+func cached(tb testing.TB, key string, f func() (wasm []byte, skip string, err error)) []byte {
+	tb.Helper()
+	mu.Lock()
+	b := builds[key]
+	if b == nil {
+		b = &build{}
+		builds[key] = b
+	}
+	mu.Unlock()
+	b.once.Do(func() { b.wasm, b.skip, b.err = f() })
+	if b.skip != "" {
+		tb.Skip(b.skip)
+	}
+	if b.err != nil {
+		tb.Fatal(b.err)
+	}
+	return slices.Clone(b.wasm)
+}
+
+func hash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// goBuild builds package pkg of the module in dir for wasip1/wasm as a reactor.
+func goBuild(dir, pkg, goflags string) ([]byte, string, error) {
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		if _, err := os.Stat(goCmd); err != nil {
+			return nil, "go command not found (neither in PATH nor in GOROOT/bin)", nil
+		}
+	}
+	out, err := os.MkdirTemp("", "hookbuild-out-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(out)
+	wasm := filepath.Join(out, "hook.wasm")
+	cmd := exec.Command(goCmd, "build", "-buildmode=c-shared", "-o", wasm, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOWORK=off",
+		"GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false "+goflags)
+	return run(cmd, wasm)
+}
+
+func watBuild(src string) ([]byte, string, error) {
+	tool, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		return nil, "wat2wasm not found (Debian package wabt)", nil
+	}
+	out, err := os.MkdirTemp("", "hookbuild-out-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(out)
+	wasm := filepath.Join(out, "hook.wasm")
+	return run(exec.Command(tool, src, "-o", wasm), wasm)
+}
+
+func clangBuild(src string) ([]byte, string, error) {
+	tool, err := exec.LookPath("clang")
+	if err != nil {
+		return nil, "clang not found (Debian packages clang and lld)", nil
+	}
+	out, err := os.MkdirTemp("", "hookbuild-out-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(out)
+	wasm := filepath.Join(out, "hook.wasm")
+	b, skip, err := run(exec.Command(tool, "--target=wasm32", "-nostdlib", "-O2", "-Wl,--no-entry", "-o", wasm, src), wasm)
+	if err != nil {
+		if _, lerr := exec.LookPath("wasm-ld"); lerr != nil {
+			return nil, "clang cannot link wasm: wasm-ld not found (Debian package lld)", nil
+		}
+	}
+	return b, skip, err
+}
+
+// run runs cmd and returns the file it wrote at wasm.
+func run(cmd *exec.Cmd, wasm string) ([]byte, string, error) {
+	var output bytes.Buffer
+	cmd.Stdout = &output
+	cmd.Stderr = &output
+	if err := cmd.Run(); err != nil {
+		return nil, "", fmt.Errorf("hookbuild: %s (in %s): %v\n%s", strings.Join(cmd.Args, " "), cmd.Dir, err, output.Bytes())
+	}
+	b, err := os.ReadFile(wasm)
+	return b, "", err
+}
+
+var (
+	rootOnce sync.Once
+	root     string
+	rootErr  error
+)
+
+// repoRoot is the directory of the root module's go.mod, found from this source file's
+// directory or, when that is not known (-trimpath), from the working directory.
+func repoRoot() (string, error) {
+	rootOnce.Do(func() {
+		var starts []string
+		if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+			starts = append(starts, filepath.Dir(file))
+		}
+		if wd, err := os.Getwd(); err == nil {
+			starts = append(starts, wd)
+		}
+		for _, dir := range starts {
+			for {
+				if modulePath(filepath.Join(dir, "go.mod")) == rootModule {
+					root = dir
+					return
+				}
+				parent := filepath.Dir(dir)
+				if parent == dir {
+					break
+				}
+				dir = parent
+			}
+		}
+		rootErr = errors.New("hookbuild: no go.mod of module " + rootModule + " above " + strings.Join(starts, " or "))
+	})
+	return root, rootErr
+}
+
+// modulePath is the module path a go.mod declares ("" if it cannot be read).
+func modulePath(gomod string) string {
+	f, err := os.Open(gomod)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line, _, _ := strings.Cut(s.Text(), "//")
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "module" {
+			if u, err := strconv.Unquote(f[1]); err == nil {
+				return u
+			}
+			return f[1]
+		}
+	}
+	return ""
+}

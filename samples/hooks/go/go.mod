@@ -1,0 +1,3 @@
+module github.com/zeroeng/zeroeng/samples/hooks/go
+
+go 1.26

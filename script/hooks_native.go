@@ -1,0 +1,80 @@
+package script
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/hooks/wasm"
+)
+
+// WasmHookOptions are the command line's settings for Wasm comm hooks
+// (docs/wasm-hook-abi.md).
+type WasmHookOptions struct {
+	// Path, when set, is the hook every DistributedDataParallel starts
+	// with (zeroeng run --hook); a registerCommHook replaces it.
+	Path string
+	// Config is handed to that hook's configure export.
+	Config string
+	// Limits and OnError are the defaults of every Wasm hook the job
+	// makes; a script's options override them.
+	Limits  wasm.Config
+	OnError wasm.Policy
+}
+
+// wasmHook makes this rank's instance of the Wasm hook described by the
+// object hooks.wasm(path, options) returned: options are memoryLimitMB,
+// timeoutMs, onError ("abort" or "fallback") and config (a string, or a
+// value passed as JSON).
+func (r *Runtime) wasmHook(pg dist.ProcessGroup, o *goja.Object) ddp.CommHook {
+	const fn = "hooks.wasm"
+	path := o.Get("path").String()
+	opts, _ := optValue(o, "options").(*goja.Object)
+	def := r.opts.Hooks
+	cfg := wasm.Config{
+		MemoryLimitMB: r.optInt(fn, opts, "memoryLimitMB", def.Limits.MemoryLimitMB),
+		Timeout:       time.Duration(r.optNumber(fn, opts, "timeoutMs", float64(def.Limits.Timeout)/1e6) * 1e6),
+	}
+	policy, err := wasm.ParsePolicy(optString(opts, "onError", def.OnError.String()))
+	if err != nil {
+		r.throw(err)
+	}
+	var config []byte
+	if v := optValue(opts, "config"); v != nil {
+		if s, ok := v.Export().(string); ok {
+			config = []byte(s)
+		} else if config, err = json.Marshal(v.Export()); err != nil {
+			r.throwf("%s: option config: %v", fn, err)
+		}
+	}
+	return r.newWasmHook(pg, path, cfg, wasm.Options{OnError: policy, Configuration: config})
+}
+
+// newWasmHook loads the module at path (compiled once per process) and
+// instantiates it for this rank, until the runtime closes.
+func (r *Runtime) newWasmHook(pg dist.ProcessGroup, path string, cfg wasm.Config, o wasm.Options) ddp.CommHook {
+	m, err := wasm.Load(path, cfg)
+	if err != nil {
+		r.throw(err)
+	}
+	o.Stdout, o.Stderr, o.Prefix = r.opts.Stdout, r.opts.Stderr, r.opts.Prefix
+	h, err := m.NewHook(pg, r.rt, o)
+	if err != nil {
+		r.throw(err)
+	}
+	r.closers = append(r.closers, func() { h.Close() })
+	return h.CommHook()
+}
+
+// defaultWasmHook is the hook of zeroeng run --hook, for a new DDP.
+func (r *Runtime) defaultWasmHook(pg dist.ProcessGroup) ddp.CommHook {
+	def := r.opts.Hooks
+	var config []byte
+	if def.Config != "" {
+		config = []byte(def.Config)
+	}
+	return r.newWasmHook(pg, def.Path, def.Limits, wasm.Options{OnError: def.OnError, Configuration: config})
+}
