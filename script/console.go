@@ -35,6 +35,16 @@ func (r *Runtime) newConsole() *goja.Object {
 // outputMu keeps the lines of ranks that share a writer whole.
 var outputMu sync.Mutex
 
+// sharedWriter writes to w under outputMu: output that does not come
+// through the console (a Wasm hook's) but shares its writers.
+type sharedWriter struct{ w io.Writer }
+
+func (s sharedWriter) Write(p []byte) (int, error) {
+	outputMu.Lock()
+	defer outputMu.Unlock()
+	return s.w.Write(p)
+}
+
 // writeLines writes text with the rank prefix at the start of every line.
 func (r *Runtime) writeLines(w io.Writer, text string) {
 	var b strings.Builder

@@ -60,7 +60,7 @@ func (r *Runtime) newWasmHook(pg dist.ProcessGroup, path string, cfg wasm.Config
 	if err != nil {
 		r.throw(err)
 	}
-	o.Stdout, o.Stderr, o.Prefix = r.opts.Stdout, r.opts.Stderr, r.opts.Prefix
+	o.Stdout, o.Stderr, o.Prefix = sharedWriter{r.opts.Stdout}, sharedWriter{r.opts.Stderr}, r.opts.Prefix
 	h, err := m.NewHook(pg, r.rt, o)
 	if err != nil {
 		r.throw(err)

@@ -145,7 +145,7 @@ func TestWasmHookErrorsFromJS(t *testing.T) {
 		{"not wasm", `model.registerCommHook(hooks.wasm(` + quote(notWasm) + `));`, "wasm hook notes.wasm: not a WebAssembly module"},
 		{"bad policy", `model.registerCommHook(hooks.wasm(` + quote(trap) + `, { onError: "retry" }));`, `unknown failure policy "retry" (abort or fallback)`},
 		{"config the module cannot take", `model.registerCommHook(hooks.wasm(` + quote(trap) + `, { config: { ratio: 1 } }));`, "the hook was given a configuration, but the module exports no configure"},
-		{"trap", `model.registerCommHook(hooks.wasm(` + quote(trap) + `));`, "wasm hook trap.wasm: on_bucket (rank 0, step 0, bucket 0): trap: wasm error: unreachable"},
+		{"trap", `model.registerCommHook(hooks.wasm(` + quote(trap) + `));`, "step 0, bucket 0): trap: wasm error: unreachable"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := "const { hooks } = require('zeroeng');\n" + ddpWith(c.hook)
