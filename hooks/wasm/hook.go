@@ -525,9 +525,11 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// line writes b as a line of its own (several, if it holds newlines).
 func (l *lineWriter) line(b []byte) {
 	l.flush()
-	l.buf, l.open = append(l.buf, b...), true
+	l.open = true
+	l.Write(b)
 	l.flush()
 }
 
