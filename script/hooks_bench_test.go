@@ -1,11 +1,11 @@
 package script
 
 import (
-	"encoding/binary"
 	"io"
 	"math"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/dop251/goja"
 
@@ -140,20 +140,23 @@ func nativeBF16Codec(pg dist.ProcessGroup) ddp.CommHook {
 		if half == nil {
 			half = bk.Buffer.Runtime().Zeros(dtype.BFloat16, bk.Buffer.Numel()).Persist()
 		}
-		src, _ := tensor.HostBytes(bk.Buffer)
-		dst, _ := tensor.HostBytes(half)
+		srcBytes, _ := tensor.HostBytes(bk.Buffer)
+		dstBytes, _ := tensor.HostBytes(half)
+		// The engine's buffers are aligned host memory; view them as
+		// elements (little-endian, as the ABI's bytes are).
+		src := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(srcBytes))), len(srcBytes)/4)
+		dst := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dstBytes))), len(dstBytes)/2)
 		inv := float32(1) / float32(pg.Size())
-		for i := range bk.Buffer.Numel() {
-			f := math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:])) * inv
-			binary.LittleEndian.PutUint16(dst[2*i:], toBF16(f))
+		for i, f := range src {
+			dst[i] = toBF16(f * inv)
 		}
 		w := pg.AllReduce(half, dist.Sum)
 		return func() (*tensor.Tensor, error) {
 			if err := w.Wait(); err != nil {
 				return nil, err
 			}
-			for i := range bk.Buffer.Numel() {
-				binary.LittleEndian.PutUint32(src[4*i:], uint32(binary.LittleEndian.Uint16(dst[2*i:]))<<16)
+			for i, h := range dst {
+				src[i] = math.Float32frombits(uint32(h) << 16)
 			}
 			return bk.Buffer, nil
 		}
