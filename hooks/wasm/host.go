@@ -345,11 +345,7 @@ func (h *Hook) broadcast(_ api.Memory, s []uint64) Status {
 
 func (h *Hook) reduceScatter(_ api.Memory, s []uint64) Status {
 	const fn = "reduce_scatter"
-	out, st := h.tensorArg(fn, s[0])
-	if st != OK {
-		return st
-	}
-	in, st := h.tensorArg(fn, s[1])
+	out, in, st := h.blocks(fn, s, "in", false)
 	if st != OK {
 		return st
 	}
@@ -357,32 +353,39 @@ func (h *Hook) reduceScatter(_ api.Memory, s []uint64) Status {
 	if st != OK {
 		return st
 	}
-	if out.t.DType() != in.t.DType() {
-		return h.fail(fn, ErrDType, "out is %v, in is %v", out.t.DType(), in.t.DType())
-	}
-	if in.t.Numel() != out.t.Numel()*h.pg.Size() {
-		return h.fail(fn, ErrSize, "in has %d elements, want %d ranks × %d", in.t.Numel(), h.pg.Size(), out.t.Numel())
-	}
 	return h.collective(fn, h.pg.ReduceScatter(out.t, in.t, op), out, in)
 }
 
 func (h *Hook) allGather(_ api.Memory, s []uint64) Status {
 	const fn = "all_gather"
-	out, st := h.tensorArg(fn, s[0])
+	out, in, st := h.blocks(fn, s, "out", true)
 	if st != OK {
 		return st
-	}
-	in, st := h.tensorArg(fn, s[1])
-	if st != OK {
-		return st
-	}
-	if out.t.DType() != in.t.DType() {
-		return h.fail(fn, ErrDType, "out is %v, in is %v", out.t.DType(), in.t.DType())
-	}
-	if out.t.Numel() != in.t.Numel()*h.pg.Size() {
-		return h.fail(fn, ErrSize, "out has %d elements, want %d ranks × %d", out.t.Numel(), h.pg.Size(), in.t.Numel())
 	}
 	return h.collective(fn, h.pg.AllGather(out.t, in.t), out, in)
+}
+
+// blocks returns the operands out and in of reduce_scatter and
+// all_gather: the same dtype, and the whole one (out when outWhole)
+// holding a block of the other's size per rank.
+func (h *Hook) blocks(fn string, s []uint64, wholeName string, outWhole bool) (out, in *handle, st Status) {
+	if out, st = h.tensorArg(fn, s[0]); st != OK {
+		return
+	}
+	if in, st = h.tensorArg(fn, s[1]); st != OK {
+		return
+	}
+	if out.t.DType() != in.t.DType() {
+		return nil, nil, h.fail(fn, ErrDType, "out is %v, in is %v", out.t.DType(), in.t.DType())
+	}
+	whole, part := in, out
+	if outWhole {
+		whole, part = out, in
+	}
+	if whole.t.Numel() != part.t.Numel()*h.pg.Size() {
+		return nil, nil, h.fail(fn, ErrSize, "%s has %d elements, want %d ranks × %d", wholeName, whole.t.Numel(), h.pg.Size(), part.t.Numel())
+	}
+	return out, in, OK
 }
 
 // pair returns the handles dst and src of a two-operand primitive, with
