@@ -2,7 +2,6 @@ package script
 
 import (
 	"io"
-	"math"
 	"testing"
 	"time"
 	"unsafe"
@@ -126,6 +125,15 @@ func BenchmarkCodec4MiB(b *testing.B) {
 		_, pg, bucket := benchBucket(b, numel)
 		runHook(b, nativeBF16Codec(pg), bucket)
 	})
+	// What every variant shares: the bfloat16 all-reduce alone.
+	b.Run("allreduce-only", func(b *testing.B) {
+		rt, pg, bucket := benchBucket(b, numel)
+		half := rt.Zeros(dtype.BFloat16, numel).Persist()
+		runHook(b, func(*ddp.Bucket) func() (*tensor.Tensor, error) {
+			w := pg.AllReduce(half, dist.Sum)
+			return func() (*tensor.Tensor, error) { return bucket.Buffer, w.Wait() }
+		}, bucket)
+	})
 	b.Run("wasm-go", func(b *testing.B) { benchWasm(b, "codec.wasm", hookbuild.Sample(b, "codec"), wasm.Config{}, numel) })
 	b.Run("wasm-go-timeout", func(b *testing.B) {
 		benchWasm(b, "codec.wasm", hookbuild.Sample(b, "codec"), wasm.Config{Timeout: time.Minute}, numel)
@@ -148,7 +156,7 @@ func nativeBF16Codec(pg dist.ProcessGroup) ddp.CommHook {
 		dst := unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(dstBytes))), len(dstBytes)/2)
 		inv := float32(1) / float32(pg.Size())
 		for i, f := range src {
-			dst[i] = toBF16(f * inv)
+			dst[i] = uint16(dtype.BF16FromFloat32(f * inv))
 		}
 		w := pg.AllReduce(half, dist.Sum)
 		return func() (*tensor.Tensor, error) {
@@ -156,18 +164,9 @@ func nativeBF16Codec(pg dist.ProcessGroup) ddp.CommHook {
 				return nil, err
 			}
 			for i, h := range dst {
-				src[i] = math.Float32frombits(uint32(h) << 16)
+				src[i] = dtype.BF16(h).Float32()
 			}
 			return bk.Buffer, nil
 		}
 	}
-}
-
-// toBF16 rounds to the nearest bfloat16, ties to even; NaN stays NaN.
-func toBF16(f float32) uint16 {
-	u := math.Float32bits(f)
-	if u&0x7fffffff > 0x7f800000 {
-		return uint16(u>>16) | 0x40
-	}
-	return uint16((u + 0x7fff + (u>>16)&1) >> 16)
 }

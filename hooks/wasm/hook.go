@@ -124,8 +124,9 @@ type Hook struct {
 	callErr error
 	works   []issued
 
-	dead   error // the failure that ended the instance
-	fallen bool  // every bucket goes to the built-in all-reduce
+	dead    error        // the failure that ended the instance
+	fallen  bool         // every bucket goes to the built-in all-reduce
+	builtin ddp.CommHook // the built-in hook the fallback uses
 
 	stdout, stderr *lineWriter
 }
@@ -175,7 +176,7 @@ func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	h := &Hook{m: m, pg: pg, rt: rt, opts: o, handles: map[uint32]*handle{}, step: -1}
+	h := &Hook{m: m, pg: pg, rt: rt, opts: o, handles: map[uint32]*handle{}, step: -1, builtin: ddp.AllReduceHook(pg)}
 	prefix := o.Prefix + m.name + ": "
 	h.stdout = &lineWriter{w: o.Stdout, prefix: prefix}
 	h.stderr = &lineWriter{w: o.Stderr, prefix: prefix}
@@ -218,18 +219,13 @@ func (h *Hook) setup(config []byte) error {
 		if !h.mod.Memory().Write(ptr, config) {
 			return h.wrap("alloc", -1, fmt.Errorf("alloc(%d) returned %d, outside the %d bytes of memory", len(config), ptr, h.mod.Memory().Size()))
 		}
-		if err := h.call("configure", -1, uint64(ptr), uint64(len(config))); err != nil {
-			return err
-		}
-		if err := h.waitIssued("configure", -1, nil); err != nil {
+		if _, err := h.run("configure", -1, uint64(ptr), uint64(len(config))); err != nil {
 			return err
 		}
 	}
 	if _, ok := h.fns["init"]; ok {
-		if err := h.call("init", -1, uint64(h.pg.Rank()), uint64(h.pg.Size())); err != nil {
-			return err
-		}
-		return h.waitIssued("init", -1, nil)
+		_, err := h.run("init", -1, uint64(h.pg.Rank()), uint64(h.pg.Size()))
+		return err
 	}
 	return nil
 }
@@ -283,7 +279,7 @@ func (h *Hook) free(id uint32, hd *handle) {
 // gradients are in.
 func (h *Hook) launch(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 	if h.fallen {
-		return ddp.AllReduceHook(h.pg)(b)
+		return h.builtin(b)
 	}
 	bc := &bucketCall{b: b}
 	if h.opts.OnError == Fallback && h.dead == nil {
@@ -311,12 +307,9 @@ func (h *Hook) finish(bc *bucketCall) (*tensor.Tensor, error) {
 		err = bc.err
 	}
 	if _, ok := h.fns["on_bucket_done"]; ok && err == nil {
-		if err = h.call("on_bucket_done", b.Index, uint64(bc.handle)); err == nil || h.works != nil {
-			bc.count += len(h.works)
-			if werr := h.waitIssued("on_bucket_done", b.Index, h.works); err == nil {
-				err = werr
-			}
-		}
+		var n int
+		n, err = h.run("on_bucket_done", b.Index, uint64(bc.handle))
+		bc.count += n
 	}
 	if bc.handle != 0 {
 		if hd := h.handles[bc.handle]; hd != nil && hd.bucket == bc {
@@ -324,12 +317,9 @@ func (h *Hook) finish(bc *bucketCall) (*tensor.Tensor, error) {
 		}
 	}
 	if _, ok := h.fns["on_step_end"]; ok && b.IsLast && err == nil {
-		if err = h.call("on_step_end", b.Index, uint64(h.step)); err == nil || h.works != nil {
-			bc.count += len(h.works)
-			if werr := h.waitIssued("on_step_end", b.Index, h.works); err == nil {
-				err = werr
-			}
-		}
+		var n int
+		n, err = h.run("on_step_end", b.Index, uint64(h.step))
+		bc.count += n
 	}
 	if b.IsLast {
 		h.step++
@@ -372,19 +362,15 @@ func (h *Hook) agree(bc *bucketCall, err error) (*tensor.Tensor, error) {
 	if v[0] == 0 {
 		return b.Buffer, nil
 	}
+	why := "it failed on another rank"
+	if err != nil {
+		why = err.Error()
+	}
 	if v[1] != -v[2] {
-		why := "it failed on another rank"
-		if err != nil {
-			why = err.Error()
-		}
 		return nil, h.wrap("fallback", b.Index, fmt.Errorf("cannot fall back to the all-reduce: the ranks issued different collectives for this bucket (%d to %d) before the hook failed (%s)", -v[2], v[1], why))
 	}
 	if !h.fallen {
 		h.fallen = true
-		why := "it failed on another rank"
-		if err != nil {
-			why = err.Error()
-		}
 		msg := fmt.Sprintf("%swarning: wasm hook %s failed (%s); bucket %d and every later bucket are reduced with the built-in all-reduce", h.opts.Prefix, h.m.name, why, b.Index)
 		if h.opts.Warn != nil {
 			h.opts.Warn(msg)
@@ -400,7 +386,7 @@ func (h *Hook) agree(bc *bucketCall, err error) (*tensor.Tensor, error) {
 			return nil, cerr
 		}
 	}
-	return ddp.AllReduceHook(h.pg)(b)()
+	return h.builtin(b)()
 }
 
 // kill ends the instance after a failure: it is never called again.
@@ -413,11 +399,21 @@ func (h *Hook) kill(err error) {
 	}
 }
 
-// waitIssued waits for the collectives an export call issued.
-func (h *Hook) waitIssued(export string, bucket int, works []issued) error {
-	if works == nil {
-		works = h.works
+// run calls an export and waits for the collectives it issued, even when
+// it failed, so that none is still writing when the caller goes on; it
+// returns how many it issued and the first failure.
+func (h *Hook) run(export string, bucket int, args ...uint64) (issued int, err error) {
+	err = h.call(export, bucket, args...)
+	issued = len(h.works)
+	if werr := h.waitIssued(export, bucket, h.works); err == nil {
+		err = werr
 	}
+	return issued, err
+}
+
+// waitIssued waits for the collectives of an export call (works, taken
+// from h.works).
+func (h *Hook) waitIssued(export string, bucket int, works []issued) error {
 	h.works = nil
 	var first error
 	for _, is := range works {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -467,27 +468,13 @@ func (h *Hook) norm(mem api.Memory, s []uint64) Status {
 	if st != OK {
 		return st
 	}
-	sc := h.rt.OpenScope()
-	defer sc.Close()
-	// Accumulate in float64 so that the norm of a large bucket does not
-	// depend on the order of a float32 sum.
-	a := hd.t.To(dtype.Float64).Abs()
-	var r *tensor.Tensor
-	switch p {
-	case 1:
-		r = a.SumAll()
-	case 2:
-		r = a.Square().SumAll().Sqrt()
-	default:
-		if a.Numel() == 0 {
-			r = h.rt.Zeros(dtype.Float64, 1)
-		} else {
-			r = a.MaxAll()
+	// torch.norm's formula, the one gradient clipping uses.
+	v := 0.0
+	if hd.t.Numel() > 0 {
+		var err error
+		if v, err = optim.GradNorm([]*tensor.Tensor{hd.t}, p); err != nil {
+			return h.fail(fn, ErrInvalid, "%v", err)
 		}
-	}
-	v, err := r.Item()
-	if err != nil {
-		return h.fail(fn, ErrInvalid, "%v", err)
 	}
 	binary.LittleEndian.PutUint64(out, math.Float64bits(v))
 	return OK
