@@ -234,26 +234,25 @@ func (h *Hook) tensorInfo(mem api.Memory, s []uint64) Status {
 	return OK
 }
 
-// byteRange checks [off, off+n) against the tensor's bytes.
-func (h *Hook) byteRange(fn string, t *tensor.Tensor, off int64, n uint32) Status {
-	size := int64(t.Numel() * t.DType().Size())
-	if off < 0 || off > size || int64(n) > size-off {
-		return h.fail(fn, ErrBounds, "bytes [%d, %d) of a tensor of %d bytes", off, off+int64(n), size)
+// transfer reads the arguments (handle, byte_offset, ptr, len) of
+// tensor_read and tensor_write: the tensor, the offset in its bytes and
+// the guest's bytes, both ranges checked.
+func (h *Hook) transfer(fn string, mem api.Memory, s []uint64) (hd *handle, off int64, guest []byte, st Status) {
+	if hd, st = h.tensorArg(fn, s[0]); st != OK {
+		return
 	}
-	return OK
+	off, n := int64(s[1]), u32(s[3])
+	size := int64(hd.t.Numel() * hd.t.DType().Size())
+	if off < 0 || off > size || int64(n) > size-off {
+		return nil, 0, nil, h.fail(fn, ErrBounds, "bytes [%d, %d) of a tensor of %d bytes", off, off+int64(n), size)
+	}
+	guest, st = h.guest(fn, mem, u32(s[2]), n)
+	return
 }
 
 func (h *Hook) tensorRead(mem api.Memory, s []uint64) Status {
 	const fn = "tensor_read"
-	hd, st := h.tensorArg(fn, s[0])
-	if st != OK {
-		return st
-	}
-	off, n := int64(s[1]), u32(s[3])
-	if st := h.byteRange(fn, hd.t, off, n); st != OK {
-		return st
-	}
-	dst, st := h.guest(fn, mem, u32(s[2]), n)
+	hd, off, dst, st := h.transfer(fn, mem, s)
 	if st != OK {
 		return st
 	}
@@ -271,18 +270,11 @@ func (h *Hook) tensorRead(mem api.Memory, s []uint64) Status {
 
 func (h *Hook) tensorWrite(mem api.Memory, s []uint64) Status {
 	const fn = "tensor_write"
-	hd, st := h.tensorArg(fn, s[0])
+	hd, off, src, st := h.transfer(fn, mem, s)
 	if st != OK {
 		return st
 	}
-	off, n := int64(s[1]), u32(s[3])
-	if st := h.byteRange(fn, hd.t, off, n); st != OK {
-		return st
-	}
-	src, st := h.guest(fn, mem, u32(s[2]), n)
-	if st != OK {
-		return st
-	}
+	n := uint32(len(src))
 	if dst, ok := tensor.HostBytes(hd.t); ok {
 		copy(dst[off:], src)
 		return OK
