@@ -1,0 +1,209 @@
+// Package nccl binds NVIDIA's collective communication library, NCCL
+// (libnccl.so.2), at run time: communicators and the collectives and
+// point-to-point calls that the engine's distributed training uses.
+//
+// The binding (lib.go, comm.go, errors.go) only binds: it takes device
+// pointers as uint64 (CUdeviceptr) and streams as uintptr (CUstream), so
+// that it does not depend on the CUDA driver binding, and leaves buffers,
+// streams and the exchange of the unique id to its callers. The library is
+// found by gpu/libs (Spec; the wheels' folder is nvidia/nccl/lib) and
+// called with purego, so the binary builds without cgo and without NCCL.
+// Every call's ncclResult_t is checked: a failure is an *Error naming the
+// call and the result, with ncclGetLastError's message
+// ("ncclAllReduce: ncclUnhandledCudaError: Cuda failure 'out of memory'").
+//
+// NCCL keeps its group state per OS thread (thread_local in group.cc):
+// GroupStart locks the calling goroutine to its thread until GroupEnd, so
+// the calls between them must come from that goroutine.
+//
+// The C signatures and enumeration values bound here are those of nccl.h
+// (NCCL 2.x).
+package nccl
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/zeroeng/zeroeng/gpu/libs"
+)
+
+// Spec describes NCCL for gpu/libs.
+var Spec = libs.Spec{
+	Name:    "NCCL",
+	Sonames: []string{"libnccl.so.2", "libnccl.so"},
+	Symbol:  "ncclCommInitRank",
+}
+
+// DataType is an ncclDataType_t.
+type DataType int32
+
+const (
+	Int8       DataType = 0  // ncclInt8, ncclChar
+	Uint8      DataType = 1  // ncclUint8
+	Int32      DataType = 2  // ncclInt32, ncclInt
+	Uint32     DataType = 3  // ncclUint32
+	Int64      DataType = 4  // ncclInt64
+	Uint64     DataType = 5  // ncclUint64
+	Float16    DataType = 6  // ncclFloat16, ncclHalf
+	Float32    DataType = 7  // ncclFloat32, ncclFloat
+	Float64    DataType = 8  // ncclFloat64, ncclDouble
+	BFloat16   DataType = 9  // ncclBfloat16 (NCCL 2.10)
+	Float8E4M3 DataType = 10 // ncclFloat8e4m3 (recent NCCL only)
+	Float8E5M2 DataType = 11 // ncclFloat8e5m2 (recent NCCL only)
+)
+
+// RedOp is an ncclRedOp_t.
+type RedOp int32
+
+const (
+	Sum  RedOp = 0 // ncclSum
+	Prod RedOp = 1 // ncclProd
+	Max  RedOp = 2 // ncclMax
+	Min  RedOp = 3 // ncclMin
+	Avg  RedOp = 4 // ncclAvg (NCCL 2.10)
+)
+
+// UniqueID is an ncclUniqueId: NCCL_UNIQUE_ID_BYTES (128) opaque bytes that
+// rank 0 makes with GetUniqueID and every rank passes to CommInitRank.
+type UniqueID [128]byte
+
+// uniqueID is the C struct { char internal[128]; }, which ncclCommInitRank
+// takes by value.
+type uniqueID struct{ Internal UniqueID }
+
+// Lib is a loaded NCCL.
+type Lib struct {
+	Lib *libs.Library
+	// Version is ncclGetVersion's code: 10000·major + 100·minor + patch
+	// since NCCL 2.9 (22105 for 2.21.5), 1000·major + 100·minor + patch
+	// before.
+	Version int
+
+	getErrorString, getLastError                               uintptr // getLastError 0 before NCCL 2.13
+	getUniqueID, commInitAll, commDestroy, commAbort           uintptr
+	commGetAsyncError, commCount, commCuDevice, commUserRank   uintptr
+	groupStart, groupEnd                                       uintptr
+	allReduce, broadcast, reduceScatter, allGather, send, recv uintptr
+
+	// ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks,
+	//     ncclUniqueId commId, int rank): the id is a 128-byte struct
+	// passed by value (on the stack on amd64, by a hidden copy's address
+	// on arm64), which purego.RegisterFunc lays out.
+	commInitRank func(comm *uintptr, nranks int32, id uniqueID, rank int32) int32
+}
+
+// Load finds NCCL (gpu/libs) and binds it, once per process; later calls
+// return the same Lib or the same error. It needs no GPU.
+func Load() (*Lib, error) { return load() }
+
+var load = sync.OnceValues(func() (*Lib, error) {
+	l, err := libs.Open(Spec)
+	if err != nil {
+		return nil, err
+	}
+	return bind(l)
+})
+
+// LoadFrom loads and binds the library at path, without caching.
+func LoadFrom(path string) (*Lib, error) {
+	l, err := libs.OpenFrom(Spec, []libs.Candidate{{Source: libs.FromEnv, Path: path}})
+	if err != nil {
+		return nil, err
+	}
+	return bind(l)
+}
+
+func bind(lib *libs.Library) (l *Lib, err error) {
+	l = &Lib{Lib: lib}
+	var missing []string
+	need := func(p *uintptr, name string) {
+		if sym, err := lib.Sym(name); err == nil {
+			*p = sym
+		} else {
+			missing = append(missing, name)
+		}
+	}
+	var getVersion, commInitRank uintptr
+	need(&getVersion, "ncclGetVersion")
+	need(&l.getErrorString, "ncclGetErrorString")
+	need(&l.getUniqueID, "ncclGetUniqueId")
+	need(&commInitRank, "ncclCommInitRank")
+	need(&l.commInitAll, "ncclCommInitAll")
+	need(&l.commDestroy, "ncclCommDestroy")
+	need(&l.commAbort, "ncclCommAbort")
+	need(&l.commGetAsyncError, "ncclCommGetAsyncError")
+	need(&l.commCount, "ncclCommCount")
+	need(&l.commCuDevice, "ncclCommCuDevice")
+	need(&l.commUserRank, "ncclCommUserRank")
+	need(&l.groupStart, "ncclGroupStart")
+	need(&l.groupEnd, "ncclGroupEnd")
+	need(&l.allReduce, "ncclAllReduce")
+	need(&l.broadcast, "ncclBroadcast")
+	need(&l.reduceScatter, "ncclReduceScatter")
+	need(&l.allGather, "ncclAllGather")
+	need(&l.send, "ncclSend")
+	need(&l.recv, "ncclRecv")
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("nccl: %s (%s) does not export %s", lib.Spec.Name, lib.Path, strings.Join(missing, ", "))
+	}
+	if p, err := lib.Sym("ncclGetLastError"); err == nil {
+		l.getLastError = p
+	}
+	defer func() {
+		// purego panics where it cannot pass a struct by value (32-bit
+		// platforms); NCCL does not exist there either.
+		if r := recover(); r != nil {
+			l, err = nil, fmt.Errorf("nccl: binding ncclCommInitRank: %v", r)
+		}
+	}()
+	registerFunc(&l.commInitRank, commInitRank)
+
+	// ncclResult_t ncclGetVersion(int *version)
+	var v int32
+	if r := call(getVersion, uintptr(unsafe.Pointer(&v))); r != success {
+		return nil, l.err("ncclGetVersion", r, 0)
+	}
+	l.Version = int(v)
+	return l, nil
+}
+
+// GetUniqueID makes the id of a new communicator (ncclGetUniqueId), on the
+// rank that then sends it to the others.
+func (l *Lib) GetUniqueID() (UniqueID, error) {
+	// ncclResult_t ncclGetUniqueId(ncclUniqueId *uniqueId)
+	var id UniqueID
+	if r := call(l.getUniqueID, uintptr(unsafe.Pointer(&id))); r != success {
+		return UniqueID{}, l.err("ncclGetUniqueId", r, 0)
+	}
+	return id, nil
+}
+
+// GroupStart starts a group of calls (ncclGroupStart), which NCCL runs
+// together at GroupEnd. NCCL's group state belongs to the OS thread, so
+// GroupStart locks the calling goroutine to its thread (counted, as
+// runtime.LockOSThread is) and GroupEnd unlocks it: the calls of the group
+// and its GroupEnd must come from the same goroutine.
+func (l *Lib) GroupStart() error {
+	runtime.LockOSThread()
+	// ncclResult_t ncclGroupStart(void)
+	if r := call(l.groupStart); r != success {
+		runtime.UnlockOSThread()
+		return l.err("ncclGroupStart", r, 0)
+	}
+	return nil
+}
+
+// GroupEnd ends the group that GroupStart started (ncclGroupEnd), which
+// enqueues its calls, and unlocks the goroutine from its thread, also when
+// NCCL reports an error.
+func (l *Lib) GroupEnd() error {
+	defer runtime.UnlockOSThread()
+	// ncclResult_t ncclGroupEnd(void)
+	if r := call(l.groupEnd); r != success {
+		return l.err("ncclGroupEnd", r, 0)
+	}
+	return nil
+}
