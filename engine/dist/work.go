@@ -15,6 +15,17 @@ type Work struct {
 
 func newWork() *Work { return &Work{done: make(chan struct{})} }
 
+// NewWork returns a Work and the function that completes it, for process
+// groups implemented outside this package (nccl): complete must be called
+// exactly once, from any goroutine, and runs the work's continuations.
+func NewWork() (w *Work, complete func(error)) {
+	w = newWork()
+	return w, w.finish
+}
+
+// Failed returns a Work that has already completed with err.
+func Failed(err error) *Work { return failed(err) }
+
 // failed returns a Work that has already completed with err.
 func failed(err error) *Work {
 	w := newWork()
