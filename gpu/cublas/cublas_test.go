@@ -13,8 +13,8 @@ import (
 
 	"github.com/ebitengine/purego"
 
-	"github.com/zeroeng/zeroeng/internal/fake"
 	"github.com/zeroeng/zeroeng/gpu/libs"
+	"github.com/zeroeng/zeroeng/internal/fake"
 )
 
 // open loads the fake cuBLAS (internal/fake/cublas.c) through the

@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/zeroeng/zeroeng/gpu/cuda"
-	"github.com/zeroeng/zeroeng/internal/fake"
 	"github.com/zeroeng/zeroeng/gpu/libs"
+	"github.com/zeroeng/zeroeng/internal/fake"
 )
 
 // load opens the fake driver, skipping the test without a C compiler.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/zeroeng/zeroeng/internal/fake"
 	"github.com/zeroeng/zeroeng/gpu/libs"
+	"github.com/zeroeng/zeroeng/internal/fake"
 )
 
 // open loads the fake NVRTC (internal/fake/nvrtc.c) through the
