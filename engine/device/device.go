@@ -140,7 +140,7 @@ func (o UnaryOp) String() string {
 type ActivationOp uint8
 
 const (
-	ReluBackward     ActivationOp = iota // dx = dy·[y > 0], given the output y
+	ReluBackward     ActivationOp = iota // dx = (y ≤ 0 ? 0 : dy), given the output y (a NaN y passes dy, as PyTorch)
 	GeluBackward                         // given the input x
 	GeluTanhBackward                     // given the input x
 	SiluBackward                         // given the input x
