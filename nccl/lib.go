@@ -18,6 +18,61 @@
 //
 // The C signatures and enumeration values bound here are those of nccl.h
 // (NCCL 2.x).
+//
+// # Process groups
+//
+// Group implements dist.ProcessGroup on a communicator and a rank's CUDA
+// device (Device, which gpu.Device implements): World makes the ranks of
+// one process, one per GPU (ncclCommInitAll); NewGroupFromID makes one
+// rank of a job of several processes (ncclCommInitRank). Tensors must be
+// contiguous and on the rank's device; bool travels as uint8 (max and
+// min only), bfloat16 and avg need NCCL 2.10.
+//
+// Streams and events. A collective records an event on the device's
+// compute stream and makes its communication stream wait for it, so that
+// it sees every kernel queued before it; then, with the device's context
+// current on a locked OS thread, it queues the NCCL call on the
+// communication stream and records a completion event after it. The
+// memory it uses is marked for the allocator (Device.MarkCommUse, so that
+// it is not handed out again before the communication stream is past it)
+// and kept alive (tensor.Retain) until the work completes; outputs are
+// marked as written (tensor.WritableView).
+//
+// Completion. One watcher goroutine per group, running while works are in
+// flight, polls the head work's completion event (cuEventQuery: a few
+// yields, then sleeps from 4µs doubling to 1ms) and ncclCommGetAsyncError,
+// and completes the works in order; a Work's continuations run on it and
+// must not wait for a later work of the same group. Work.Wait blocks the
+// host until the collective has run: nothing makes the compute stream
+// wait for the communication stream, so kernels queued after Wait see
+// the result because the host saw it first. The cost is the polling
+// interval at each Wait (the watcher notices completion at most 1ms late,
+// less for short collectives), and no overlap is lost: the compute stream
+// keeps running while the collective is in flight, and a data-parallel
+// step waits only at the end of its backward pass.
+//
+// Timeouts and aborts. A work still running at its deadline
+// (dist.Options.Timeout from when it was issued, dist.DefaultTimeout when
+// zero), an asynchronous NCCL error, a CUDA error of its event, or a
+// failure to issue it, aborts the communicator (ncclCommAbort) and fails
+// that work with an error naming it, its rank and the cause ("nccl:
+// AllReduce of 1048576 float32 on rank 1 timed out after 10s; the
+// communicator was aborted"); the later works in flight fail with an error
+// that wraps it, and later calls fail at once. A work counts from before
+// its call into NCCL, so a call that blocks inside NCCL (connecting to a
+// rank that never comes) times out too: the abort waits up to 200ms for
+// the call to return, then aborts the communicator under it, as NCCL
+// allows from another thread. In a World the ranks share their fate: one
+// rank's failure, or World.Abort, aborts every communicator. Calls that
+// fail their checks (a nil or strided tensor, a wrong size) issue
+// nothing and leave the group usable, as in the in-process backend.
+//
+// NCCL does not check that the ranks' calls match: a mismatch hangs until
+// the timeout, or moves the wrong bytes. Send and Recv are queued in
+// order with the group's other calls on one stream, so the ranks must
+// issue them in matching orders: a ring in which every rank sends before
+// it receives waits until the timeout (use AllToAll for exchanges).
+// Subgroups (NewGroup) need ncclCommSplit and are not supported yet.
 package nccl
 
 import (
