@@ -2,7 +2,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build run test test-race bench fuzz vet fmt hooks
+.PHONY: build run test test-race bench fuzz vet fmt hooks gpu-check
 
 build:
 	$(GO) build -o bin/zeroeng ./cmd/zeroeng
@@ -48,3 +48,24 @@ hooks:
 	done
 	$(WAT2WASM) samples/hooks/wat/allreduce.wat -o $(HOOKS_OUT)/allreduce_wat.wasm
 	$(CLANG) --target=wasm32 -nostdlib -O2 -Wall -Wextra -Wl,--no-entry -o $(HOOKS_OUT)/codec_c.wasm samples/hooks/c/codec.c
+
+# GPU validation kit: static binaries and test binaries that a GPU machine runs without Go, the
+# script that runs them (tools/gpucheck/run.sh), the PyTorch side of the GPU benchmarks and the
+# Fashion-MNIST data when this machine has it. Copy build/gpu-check to the GPU machine and run
+# build/gpu-check/run.sh there; docs/gpu-validation.md records what it showed.
+GPU_CHECK := build/gpu-check
+FMNIST_DIR ?= /usr/share/datasets/fashion-mnist
+GPU_LDFLAGS := -s -w
+
+gpu-check:
+	rm -rf $(GPU_CHECK)
+	mkdir -p $(GPU_CHECK)/samples $(GPU_CHECK)/data/fashion-mnist
+	$(GO) build -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/zeroeng ./cmd/zeroeng
+	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/gpu.test ./gpu
+	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/cuda.test ./gpu/cuda
+	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/nccl.test ./nccl
+	cp tools/gpucheck/run.sh bench/torch_gpu.py $(GPU_CHECK)/
+	cp samples/fashion_mnist.js $(GPU_CHECK)/samples/
+	if [ -d $(FMNIST_DIR) ]; then cp $(FMNIST_DIR)/*.gz $(GPU_CHECK)/data/fashion-mnist/; \
+	else echo "gpu-check: no Fashion-MNIST data in $(FMNIST_DIR) (Debian package dataset-fashion-mnist); the fmnist step will fail"; fi
+	du -sh $(GPU_CHECK)

@@ -142,8 +142,9 @@ func measure(workload string, rt *tensor.Runtime, step func() error) (Result, er
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
 // Workloads lists the names Run accepts.
-var Workloads = []string{"gemm", "mlp", "gpt", "fmnist", "ddp2", "ddp2-replicated", "ddp2-flat", "ddp2-stage2",
-	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "overlap4-flat", "overlap4-stage2", "zero-memory-0", "zero-memory-1", "zero-memory-2"}
+var Workloads = append([]string{"gemm", "mlp", "gpt", "fmnist", "ddp2", "ddp2-replicated", "ddp2-flat", "ddp2-stage2",
+	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "overlap4-flat", "overlap4-stage2", "zero-memory-0", "zero-memory-1", "zero-memory-2"},
+	GPUWorkloads...)
 
 // Run measures a workload by name and returns its JSON-ready result.
 func Run(name string) (any, error) {
@@ -170,6 +171,9 @@ func Run(name string) (any, error) {
 		return RunZeroMemory(int(name[len(name)-1] - '0'))
 	case "fmnist":
 		return FashionMNIST(io.Discard, FashionMNISTOptions{Epochs: 5, DataDir: FashionMNISTDir})
+	}
+	if slices.Contains(GPUWorkloads, name) {
+		return RunGPU(name)
 	}
 	return nil, fmt.Errorf("bench: unknown workload %q (%s)", name, strings.Join(Workloads, ", "))
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
@@ -24,6 +25,67 @@ type JobOptions struct {
 	// Setup, when set, runs on each rank's runtime before the script (the
 	// command line uses it to install its options).
 	Setup func(r *Runtime) error
+	// NewDevice, when set, makes each rank's device (a GPU); the CPU
+	// otherwise. Devices with a Close method are closed after the job.
+	NewDevice func(rank int) (device.Device, error)
+	// NewBackend, when set, makes the ranks' process groups over their
+	// devices (NCCL for GPUs); the in-process backend otherwise.
+	NewBackend func(devs []device.Device) (Backend, error)
+}
+
+// Backend is what a job needs of its ranks' communication: a process group
+// per rank, and a way to stop every rank's collectives when one rank fails.
+type Backend interface {
+	Group(rank int) dist.ProcessGroup
+	Abort(err error)
+}
+
+// leaver is implemented by backends that learn when a rank has finished,
+// so that collectives waiting for it fail at once (the in-process one).
+type leaver interface{ Leave(rank int) }
+
+// makeBackend makes the job's devices and process groups, and returns what
+// closes them.
+func makeBackend(n int, jo JobOptions) (Backend, []device.Device, func(), error) {
+	devs := make([]device.Device, n)
+	closeDevs := func() {
+		for _, d := range devs {
+			if c, ok := d.(interface{ Close() error }); ok {
+				c.Close()
+			}
+		}
+	}
+	for rank := range devs {
+		if jo.NewDevice == nil {
+			devs[rank] = cpu.New(cpu.Options{Index: rank})
+			continue
+		}
+		d, err := jo.NewDevice(rank)
+		if err != nil {
+			closeDevs()
+			return nil, nil, nil, &RankError{rank, n, err}
+		}
+		devs[rank] = d
+	}
+	if jo.NewBackend == nil {
+		world, err := dist.NewWorld(n, jo.Dist)
+		if err != nil {
+			closeDevs()
+			return nil, nil, nil, err
+		}
+		return world, devs, func() { world.Close(); closeDevs() }, nil
+	}
+	b, err := jo.NewBackend(devs)
+	if err != nil {
+		closeDevs()
+		return nil, nil, nil, err
+	}
+	return b, devs, func() {
+		if c, ok := b.(interface{ Close() error }); ok {
+			c.Close()
+		}
+		closeDevs()
+	}, nil
 }
 
 // RankError is the failure of one rank of a job.
@@ -48,11 +110,11 @@ func (e *RankError) Unwrap() error { return e.Err }
 // failure is returned, once. Cancelling ctx interrupts every rank.
 func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	n := max(1, jo.Ranks)
-	world, err := dist.NewWorld(n, jo.Dist)
+	world, devs, closeAll, err := makeBackend(n, jo)
 	if err != nil {
 		return err
 	}
-	defer world.Close()
+	defer closeAll()
 	runtimes := make([]*Runtime, n)
 	for rank := range runtimes {
 		o := jo.Rank
@@ -61,7 +123,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		if n > 1 {
 			o.Prefix = fmt.Sprintf("[%d] ", rank)
 		}
-		o.Runtime = tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), o.Seed)
+		o.Runtime = tensor.NewRuntime(devs[rank], o.Seed)
 		r, err := New(o)
 		if err != nil {
 			return &RankError{rank, n, err}
@@ -110,7 +172,9 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			err := r.RunFile(path)
 			if err == nil {
 				// Collectives waiting for this rank can never complete.
-				world.Leave(rank)
+				if l, ok := world.(leaver); ok {
+					l.Leave(rank)
+				}
 				return
 			}
 			mu.Lock()

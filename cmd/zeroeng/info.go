@@ -14,11 +14,10 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
+	"github.com/zeroeng/zeroeng/gpu"
+	"github.com/zeroeng/zeroeng/gpu/libs"
+	"github.com/zeroeng/zeroeng/nccl"
 )
-
-// gpuInfo says why no GPU is listed; it changes when the CUDA back end
-// (loaded at run time with purego) joins the build.
-const gpuInfo = "none: the CUDA backend is not part of this build"
 
 func versionLine() string {
 	return fmt.Sprintf("zeroeng %s (%s, %s/%s)", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
@@ -62,7 +61,43 @@ func writeInfo(w io.Writer) {
 	fmt.Fprintf(w, "threads:        %d (--threads, ZEROENG_THREADS)\n", parallel.Threads())
 	fmt.Fprintf(w, "vector kernels: %s (ZEROENG_VMATH=avx512|avx2|go overrides)\n", vmath.Implementation())
 	fmt.Fprintf(w, "blas:           %s\n", strings.TrimPrefix(blas.Info(), "blas: "))
-	fmt.Fprintf(w, "gpus:           %s\n", gpuInfo)
+	writeGPUInfo(w)
+}
+
+// writeGPUInfo prints the GPUs and the NVIDIA libraries: for each library
+// its version and where it was found, or why it was not (every folder
+// tried, and what was wrong with what was there).
+func writeGPUInfo(w io.Writer) {
+	r := gpu.Probe()
+	fmt.Fprintf(w, "cuda driver:    %s\n", r.Driver)
+	if r.DevicesErr != nil {
+		fmt.Fprintf(w, "gpus:           none: %v\n", r.DevicesErr)
+	} else {
+		for i, d := range r.Devices {
+			label := "gpus:          "
+			if i > 0 {
+				label = "               "
+			}
+			fmt.Fprintf(w, "%s %s\n", label, gpu.DeviceLine(d))
+		}
+	}
+	fmt.Fprintf(w, "nvrtc:          %s\n", r.NVRTC)
+	fmt.Fprintf(w, "cublas:         %s\n", r.CUBLAS)
+	if l, err := nccl.Load(); err != nil {
+		fmt.Fprintf(w, "nccl:           missing: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "nccl:           %s (%s, via %s)\n", ncclVersion(l.Version), l.Lib.Path, l.Lib.Source)
+	}
+	fmt.Fprintf(w, "gpu libraries:  searched in $%s, the loader's path, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, site-packages/nvidia/*/lib\n", libs.EnvVar)
+}
+
+// ncclVersion formats NCCL_VERSION_CODE: 10000·major + 100·minor + patch
+// since 2.9, 1000·major + 100·minor + patch before.
+func ncclVersion(v int) string {
+	if v >= 10000 {
+		return fmt.Sprintf("%d.%d.%d", v/10000, v%10000/100, v%100)
+	}
+	return fmt.Sprintf("%d.%d.%d", v/1000, v%1000/100, v%100)
 }
 
 // cpuFeatures lists the x86 features the kernels choose between.

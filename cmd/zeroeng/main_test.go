@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/internal/hookbuild"
 )
 
@@ -134,7 +135,6 @@ func TestExitStatus(t *testing.T) {
 		{"bad nproc", nil, []string{"run", "--nproc", "0", "ok.js"}, 2, "--nproc"},
 		{"nproc not a number", nil, []string{"run", "--nproc", "two", "ok.js"}, 2, "two"},
 		{"bad device", nil, []string{"run", "--device", "tpu", "ok.js"}, 2, "auto, cpu or cuda"},
-		{"cuda", nil, []string{"run", "--device", "cuda", "ok.js"}, 2, "CUDA backend is not available in this build"},
 		{"bad log format", nil, []string{"run", "--log-format", "xml", "ok.js"}, 2, "text or json"},
 		{"bad threads", nil, []string{"run", "--threads", "-1", "ok.js"}, 2, "--threads"},
 		{"device cpu", nil, []string{"run", "--device", "cpu", "ok.js"}, 0, ""},
@@ -156,6 +156,20 @@ func TestExitStatus(t *testing.T) {
 				t.Errorf("stderr shows Go internals:\n%s", r.stderr)
 			}
 		})
+	}
+}
+
+// TestRunCUDAWithoutGPU checks that --device cuda on a machine without the
+// NVIDIA driver fails with a message that says what is missing and where it
+// was looked for.
+func TestRunCUDAWithoutGPU(t *testing.T) {
+	if r := gpu.Probe(); r.Driver.Err == nil {
+		t.Skip("this machine has a CUDA driver; tools/gpucheck/run.sh tests --device cuda there")
+	}
+	dir := scriptDir(t, map[string]string{"ok.js": okJS})
+	r := zeroeng(t, dir, nil, "run", "--device", "cuda", "ok.js")
+	if r.code != 1 || !strings.Contains(r.stderr, "--device cuda: CUDA driver not found (libcuda.so.1") || !strings.Contains(r.stderr, "ZEROENG_CUDA_LIBS") {
+		t.Errorf("exit status %d, stderr:\n%s", r.code, r.stderr)
 	}
 }
 
@@ -524,7 +538,7 @@ func TestInfoAndVersion(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info: status %d\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"zeroeng ", "cpu features:", "vector kernels:", "blas:", "gpus:           none: the CUDA backend is not part of this build"} {
+	for _, want := range []string{"zeroeng ", "cpu features:", "vector kernels:", "blas:", "cuda driver:", "gpus:", "nvrtc:", "cublas:", "nccl:", "ZEROENG_CUDA_LIBS"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("info lacks %q:\n%s", want, r.stdout)
 		}

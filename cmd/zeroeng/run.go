@@ -15,8 +15,11 @@ import (
 	"golang.org/x/term"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/hooks/wasm"
+	"github.com/zeroeng/zeroeng/nccl"
 	"github.com/zeroeng/zeroeng/script"
 )
 
@@ -29,7 +32,7 @@ Every flag can also be set with an environment variable; a flag given on the
 command line wins over the variable:
 
    ZEROENG_NPROC=4             --nproc 4             four ranks on this host (in-process on the CPU)
-   ZEROENG_DEVICE=cpu          --device cpu          auto, cpu or cuda (auto: the CPU in this build)
+   ZEROENG_DEVICE=cuda         --device cuda         auto, cpu or cuda: one GPU per rank, NCCL between them (auto: the CPU for now)
    ZEROENG_SEED=42             --seed 42             every rank's generator starts as torch.manual_seed(42)
    ZEROENG_THREADS=8           --threads 8           CPU threads for the kernels (0: all cores)
    ZEROENG_LOG_FORMAT=json     --log-format json     zeroeng's own messages as JSON lines on stderr
@@ -104,6 +107,52 @@ type runConfig struct {
 	quiet     bool
 	dist      dist.Options
 	hooks     script.WasmHookOptions
+	cuda      bool // one GPU per rank, NCCL between them
+}
+
+// newDevice opens GPU rank for rank under --device cuda; nil means the CPU.
+func (cfg runConfig) newDevice() func(rank int) (device.Device, error) {
+	if !cfg.cuda {
+		return nil
+	}
+	return func(rank int) (device.Device, error) {
+		d, err := gpu.Open(gpu.Options{Ordinal: rank, Index: rank})
+		if err != nil {
+			return nil, fmt.Errorf("--device cuda: %w", err)
+		}
+		return d, nil
+	}
+}
+
+// newBackend connects the ranks' GPUs with NCCL under --device cuda; nil
+// means the in-process backend. One rank without NCCL still runs: its
+// collectives then fail with an error saying they need CPU tensors.
+func (cfg runConfig) newBackend() func(devs []device.Device) (script.Backend, error) {
+	if !cfg.cuda {
+		return nil
+	}
+	return func(devs []device.Device) (script.Backend, error) {
+		lib, err := nccl.Load()
+		if err != nil {
+			if len(devs) == 1 {
+				w, err := dist.NewWorld(1, cfg.dist)
+				if err != nil {
+					return nil, err
+				}
+				return w, nil
+			}
+			return nil, fmt.Errorf("run: --nproc %d --device cuda needs NCCL: %w", len(devs), err)
+		}
+		nd := make([]nccl.Device, len(devs))
+		for i, d := range devs {
+			nd[i] = d.(*gpu.Device)
+		}
+		w, err := nccl.NewWorld(lib, nd, cfg.dist)
+		if err != nil {
+			return nil, err
+		}
+		return w, nil
+	}
 }
 
 func parseRun(c *cli.Context) (runConfig, error) {
@@ -127,9 +176,10 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	}
 	switch d := c.String("device"); d {
 	case "auto", "cpu":
-		// The CPU: it is the only device of this build.
+		// auto stays the CPU until the CUDA back end has passed its
+		// validation on a real GPU (docs/gpu-validation.md).
 	case "cuda":
-		return cfg, usagef("run", "run: --device cuda: the CUDA backend is not available in this build; use --device cpu (or auto)")
+		cfg.cuda = true
 	default:
 		return cfg, usagef("run", "run: --device must be auto, cpu or cuda, got %q", d)
 	}
@@ -224,6 +274,8 @@ func runAction(c *cli.Context) error {
 			runtimes = append(runtimes, r) // called in rank order
 			return nil
 		},
+		NewDevice:  cfg.newDevice(),
+		NewBackend: cfg.newBackend(),
 	})
 	elapsed := time.Since(start)
 	received := sig.received()

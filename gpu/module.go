@@ -1,0 +1,167 @@
+package gpu
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/zeroeng/zeroeng/gpu/cuda"
+	"github.com/zeroeng/zeroeng/gpu/kernels"
+	"github.com/zeroeng/zeroeng/gpu/nvrtc"
+)
+
+// modules are the kernel families a Device has loaded into its context,
+// each compiled at its first launch.
+type modules struct {
+	mu    sync.Mutex
+	mods  map[string]*cuda.Module
+	funcs map[string]cuda.Function // by family + "/" + kernel
+}
+
+func (m *modules) unload() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var first error
+	for name, mod := range m.mods {
+		if err := mod.Unload(); err != nil && first == nil {
+			first = err
+		}
+		delete(m.mods, name)
+	}
+	clear(m.funcs)
+	return first
+}
+
+// launch runs kernel of family on the compute stream, loading the family's
+// module first if needed.
+func (d *Device) launch(family, kernel string, grid, block cuda.Dim3, shared uint32, a *cuda.Args) error {
+	fn, err := d.function(family, kernel)
+	if err != nil {
+		return err
+	}
+	if err := fn.Launch(grid, block, shared, d.compute, a); err != nil {
+		return fmt.Errorf("%v: %w", d, err)
+	}
+	return nil
+}
+
+func (d *Device) function(family, kernel string) (cuda.Function, error) {
+	key := family + "/" + kernel
+	m := &d.mods
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if fn, ok := m.funcs[key]; ok {
+		return fn, nil
+	}
+	mod := m.mods[family]
+	if mod == nil {
+		image, err := compiled(family, d.dev, d.rtc)
+		if err != nil {
+			return cuda.Function{}, err
+		}
+		mod, err = d.ctx.LoadModule(image)
+		if err != nil {
+			return cuda.Function{}, fmt.Errorf("gpu: loading the %s kernels: %w", family, err)
+		}
+		if m.mods == nil {
+			m.mods = map[string]*cuda.Module{}
+			m.funcs = map[string]cuda.Function{}
+		}
+		m.mods[family] = mod
+	}
+	fn, err := mod.Function(kernel)
+	if err != nil {
+		return cuda.Function{}, err
+	}
+	m.funcs[key] = fn
+	return fn, nil
+}
+
+// compileKey identifies one compiled image in this process.
+type compileKey struct{ family, arch string }
+
+// compiledImage is compiled once per process for every rank on GPUs of one
+// architecture: ranks start together, and eight of them compiling the same
+// source at once would cost eight times the NVRTC time.
+type compiledImage struct {
+	once  sync.Once
+	image []byte
+	err   error
+}
+
+var images sync.Map // compileKey → *compiledImage
+
+// compiled returns family's kernels compiled for dev, from the disk cache
+// when an earlier run compiled the same source for the same architecture
+// with the same compiler.
+func compiled(family string, dev *cuda.Device, rtc func() (*nvrtc.Lib, error)) ([]byte, error) {
+	v, _ := images.LoadOrStore(compileKey{family, dev.Arch()}, &compiledImage{})
+	ci := v.(*compiledImage)
+	ci.once.Do(func() { ci.image, ci.err = compile(family, dev, rtc, kernels.DefaultCache()) })
+	return ci.image, ci.err
+}
+
+func compile(family string, dev *cuda.Device, rtc func() (*nvrtc.Lib, error), cache kernels.Cache) ([]byte, error) {
+	src, err := kernels.Source(family)
+	if err != nil {
+		return nil, err
+	}
+	lib, err := rtc()
+	if err != nil {
+		return nil, fmt.Errorf("gpu: compiling the %s kernels: %w", family, err)
+	}
+	target, err := targetArch(lib, dev)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]string{"--gpu-architecture=" + target}, compileOptions...)
+	version := fmt.Sprintf("nvrtc %d.%d", lib.Major, lib.Minor)
+	key := kernels.Key(src, target, version, opts)
+	if image, ok := cache.Get(key); ok {
+		return image, nil
+	}
+	out, err := lib.Compile(src, family+".cu", nil, opts)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: compiling the %s kernels for %s: %w", family, target, err)
+	}
+	image := out.CUBIN
+	if len(image) == 0 {
+		image = out.PTX
+	}
+	// A cache that cannot be written costs the next run a compile, no more.
+	_ = cache.Put(key, image)
+	return image, nil
+}
+
+// compileOptions are NVRTC's flags besides the architecture. No fast-math:
+// the kernels must match the CPU engine's float32 results within 1e-5.
+var compileOptions = []string{"--std=c++17", "--device-as-default-execution-space"}
+
+// targetArch picks what NVRTC compiles for: the device's own architecture
+// (sm_90, a CUBIN the driver loads as is) when this NVRTC knows it, else
+// the newest virtual architecture it knows below the device's (compute_XX,
+// PTX the driver compiles for the device on load).
+func targetArch(lib *nvrtc.Lib, dev *cuda.Device) (string, error) {
+	want := dev.Major*10 + dev.Minor
+	archs, err := lib.SupportedArchs()
+	if err != nil || len(archs) == 0 {
+		// Old NVRTC without the query: ask for the device's own.
+		return "sm_" + strconv.Itoa(want), nil
+	}
+	if slices.Contains(archs, want) {
+		return "sm_" + strconv.Itoa(want), nil
+	}
+	best := -1
+	for _, a := range archs {
+		if a <= want && a > best {
+			best = a
+		}
+	}
+	if best < 0 {
+		return "", fmt.Errorf("gpu: NVRTC %d.%d compiles for %s, none of them at or below the GPU's sm_%d",
+			lib.Major, lib.Minor, strings.Trim(fmt.Sprint(archs), "[]"), want)
+	}
+	return "compute_" + strconv.Itoa(best), nil
+}
