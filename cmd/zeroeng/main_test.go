@@ -296,8 +296,8 @@ const bar = progress.bar({ total: 1, label: "bar" }); bar.update(1); bar.done();
 	if seedEnv != seedFlag || seedEnv == base {
 		t.Errorf("ZEROENG_SEED=7 draws %q, --seed 7 %q, seed 0 %q", seedEnv, seedFlag, base)
 	}
-	if r := zeroeng(t, dir, []string{"ZEROENG_DEVICE=cuda"}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, "CUDA") {
-		t.Errorf("ZEROENG_DEVICE=cuda: status %d\n%s", r.code, r.stderr)
+	if r := zeroeng(t, dir, []string{"ZEROENG_DEVICE=tpu"}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, "auto, cpu or cuda") {
+		t.Errorf("ZEROENG_DEVICE=tpu: status %d\n%s", r.code, r.stderr)
 	}
 	if r := zeroeng(t, dir, []string{"ZEROENG_THREADS=-2"}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, "threads") {
 		t.Errorf("ZEROENG_THREADS=-2: status %d\n%s", r.code, r.stderr)
