@@ -152,9 +152,9 @@ func (a *allocator) reapLocked() error {
 		case err != nil:
 			// The stream failed (a sticky CUDA error); the block cannot be
 			// trusted to be idle, so it is leaked rather than reused.
-			first = cmpErr(first, err)
+			first = firstErr(first, err)
 		case done:
-			first = cmpErr(first, a.cacheLocked(p.b))
+			first = firstErr(first, a.cacheLocked(p.b))
 		default:
 			kept = append(kept, p)
 		}
@@ -164,7 +164,7 @@ func (a *allocator) reapLocked() error {
 	return first
 }
 
-func cmpErr(first, err error) error {
+func firstErr(first, err error) error {
 	if first != nil {
 		return first
 	}
@@ -176,7 +176,7 @@ func (a *allocator) releaseCachedLocked() error {
 	var first error
 	for size, l := range a.free {
 		for _, b := range l {
-			first = cmpErr(first, a.mem.free(b.ptr))
+			first = firstErr(first, a.mem.free(b.ptr))
 		}
 		delete(a.free, size)
 	}

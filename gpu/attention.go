@@ -80,7 +80,7 @@ func (t *tempBufs) alloc(dt dtype.DType, shape []int) (device.View, error) {
 		return device.View{}, err
 	}
 	t.bufs = append(t.bufs, buf)
-	return device.View{Buf: buf, DType: dt, Shape: shape, Strides: contiguousStrides(shape)}, nil
+	return device.View{Buf: buf, DType: dt, Shape: shape, Strides: device.ContiguousStrides(shape)}, nil
 }
 
 func (t *tempBufs) free() {
@@ -269,7 +269,7 @@ func (d *Device) Attention(out, probs, q, k, v device.View, scale float64, causa
 	}
 	rows := nb * nh * tq
 	group, grid, block := d.rowLaunch(rows, tk)
-	c := d.call(famAttention, "attn_softmax_"+typeSuffix(probs.DType))
+	c := d.call(famAttention, kname("attn_softmax_", typeSuffix(probs.DType)))
 	c.ptr(d.ptr(probs))
 	c.i64(int64(rows))
 	c.i64(int64(tq))
@@ -343,7 +343,7 @@ func (d *Device) AttentionBackward(dq, dk, dv, dout, q, k, v, probs device.View,
 	}
 	rows := nb * nh * tq
 	group, grid, block := d.rowLaunch(rows, tk)
-	c := d.call(famAttention, "attn_softmax_bwd_"+typeSuffix(q.DType))
+	c := d.call(famAttention, kname("attn_softmax_bwd_", typeSuffix(q.DType)))
 	c.ptr(d.ptr(dp))
 	c.ptr(d.ptr(probs))
 	c.i64(int64(rows))

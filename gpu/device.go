@@ -83,6 +83,7 @@ type Device struct {
 	// in the disk cache yet.
 	rtc     func() (*nvrtc.Lib, error)
 	argBuf  cuda.Args
+	cur     call // the launch being packed (a field, so that packing allocates nothing)
 	mods    modules
 	closed  bool
 	closeMu sync.Mutex
@@ -232,8 +233,6 @@ func (d *Device) String() string { return fmt.Sprintf("cuda:%d", d.opt.Index) }
 
 // Props describes the GPU.
 func (d *Device) Props() *cuda.Device { return d.dev }
-
-func (d *Device) props() *cuda.Device { return d.dev }
 
 // Context is the GPU's primary context, for libraries that work on the
 // current context (NCCL).
@@ -392,19 +391,9 @@ func (d *Device) Download(dst []byte, src device.View) error {
 		return err
 	}
 	defer d.Free(buf)
-	packed := device.View{Buf: buf, DType: src.DType, Shape: src.Shape, Strides: contiguousStrides(src.Shape)}
+	packed := device.View{Buf: buf, DType: src.DType, Shape: src.Shape, Strides: device.ContiguousStrides(src.Shape)}
 	if err := d.Copy(packed, src); err != nil {
 		return err
 	}
 	return d.read(dst, d.ptr(packed))
-}
-
-func contiguousStrides(shape []int) []int {
-	st := make([]int, len(shape))
-	s := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		st[i] = s
-		s *= shape[i]
-	}
-	return st
 }

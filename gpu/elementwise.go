@@ -76,12 +76,39 @@ var (
 	sizeSuffixes  = []string{"s1", "s2", "s4", "s8"}
 )
 
+// nameKey is a kernel name in parts: prefix + suffix, then "_" + suffix2
+// when there is one (convert_f32_bf16).
+type nameKey struct{ prefix, suffix, suffix2 string }
+
+// names holds every name of kernelsUsed by its parts. It is filled while
+// kernelsUsed is built and only read after, so that a launch names its
+// kernel without allocating a string.
+var names = map[nameKey]string{}
+
+func intern(k nameKey) string {
+	n := k.prefix + k.suffix
+	if k.suffix2 != "" {
+		n += "_" + k.suffix2
+	}
+	names[k] = n
+	return n
+}
+
 func kernelNames(prefix string, suffixes ...string) []string {
 	out := make([]string, len(suffixes))
 	for i, s := range suffixes {
-		out[i] = prefix + s
+		out[i] = intern(nameKey{prefix, s, ""})
 	}
 	return out
+}
+
+// kname is prefix + suffix, the interned string when the kernel is one of
+// kernelsUsed (a name that is not fails at launch).
+func kname(prefix, suffix string) string {
+	if n, ok := names[nameKey{prefix, suffix, ""}]; ok {
+		return n
+	}
+	return prefix + suffix
 }
 
 // kernelsUsed lists, per family, every kernel this package launches. A
@@ -93,7 +120,7 @@ var kernelsUsed = func() map[string][]string {
 	for _, d := range allSuffixes {
 		for _, s := range allSuffixes {
 			if d != s {
-				conv = append(conv, "convert_"+d+"_"+s)
+				conv = append(conv, intern(nameKey{"convert_", d, s}))
 			}
 		}
 	}
@@ -117,17 +144,17 @@ var kernelsUsed = func() map[string][]string {
 	}
 }()
 
-// declared maps family/kernel to the parameter sizes the source declares,
+// declared maps a kernel to the parameter sizes the source declares,
 // for kernels in kernelsUsed.
-var declared = sync.OnceValues(func() (map[string][]int, error) {
-	m := make(map[string][]int)
+var declared = sync.OnceValues(func() (map[kernelKey][]int, error) {
+	m := make(map[kernelKey][]int)
 	for fam, ks := range kernelsUsed {
 		for _, k := range ks {
 			sig, err := kernels.Lookup(fam, k)
 			if err != nil {
 				return nil, err
 			}
-			m[fam+"/"+k] = sig.Sizes()
+			m[kernelKey{fam, k}] = sig.Sizes()
 		}
 	}
 	return m, nil
@@ -149,8 +176,9 @@ type call struct {
 	n            int
 }
 
-func (d *Device) call(family, name string) call {
-	return call{d: d, family: family, name: name, a: d.args()}
+func (d *Device) call(family, name string) *call {
+	d.cur = call{d: d, family: family, name: name, a: d.args()}
+	return &d.cur
 }
 
 func (c *call) push(size int) {
@@ -180,7 +208,7 @@ func (c *call) launch(grid, block cuda.Dim3, shared uint32) error {
 	if err != nil {
 		return err
 	}
-	want, ok := decl[c.family+"/"+c.name]
+	want, ok := decl[kernelKey{c.family, c.name}]
 	if !ok {
 		return fmt.Errorf("gpu: kernel %s/%s is not in kernelsUsed", c.family, c.name)
 	}
@@ -217,13 +245,17 @@ func (d *Device) blocksFor(n int64, block int) int {
 // of blockSize threads per SM (or as many threads in blocks of other
 // sizes); the kernels loop over the rest.
 func (d *Device) capBlocks(blocks int64, block int) int {
-	limit := int64(max(1, d.props().SMs) * wavesPerSM * blockSize / block)
+	limit := int64(max(1, d.dev.SMs) * wavesPerSM * blockSize / block)
 	return int(max(1, min(blocks, limit)))
 }
 
 // layout coalesces a walk of the views over shape (see kernels.NewLayout).
-func layoutOf(shape []int, views ...device.View) (*kernels.Layout, error) {
-	st := make([][]int, len(views))
+func layoutOf(shape []int, views ...device.View) (kernels.Layout, error) {
+	var buf [kernels.MaxOps][]int
+	if len(views) > len(buf) {
+		return kernels.Layout{}, fmt.Errorf("gpu: %d operands in one layout, at most %d", len(views), len(buf))
+	}
+	st := buf[:len(views)]
 	for i, v := range views {
 		st[i] = v.Strides
 	}
@@ -249,12 +281,12 @@ func (d *Device) elementwise(name string, shape []int, views []device.View, extr
 		return nil
 	}
 	c := d.call(famElementwise, name)
-	c.layout(l)
+	c.layout(&l)
 	for _, v := range views {
 		c.ptr(d.ptr(v))
 	}
 	if extra != nil {
-		extra(&c)
+		extra(c)
 	}
 	return c.launch(d.gridFor(l.Numel), dim1(blockSize), 0)
 }
@@ -266,13 +298,13 @@ func (d *Device) Copy(dst, src device.View) error {
 	if dst.Numel() == 0 {
 		return nil
 	}
-	name := "copy_" + sizeSuffix(dst.DType)
+	name := kname("copy_", sizeSuffix(dst.DType))
 	if dst.DType != src.DType {
 		ds, ss := typeSuffix(dst.DType), typeSuffix(src.DType)
 		if ds == "" || ss == "" {
 			return fmt.Errorf("%v: copy of %v into %v", d, src.DType, dst.DType)
 		}
-		name = "convert_" + ds + "_" + ss
+		name = names[nameKey{"convert_", ds, ss}]
 	}
 	return d.elementwise(name, dst.Shape, []device.View{dst, src}, nil)
 }
@@ -287,7 +319,7 @@ func (d *Device) Fill(dst device.View, value float64) error {
 	if err != nil {
 		return err
 	}
-	return d.elementwise("fill_"+sizeSuffix(dst.DType), dst.Shape, []device.View{dst}, func(c *call) { c.i64(int64(bits)) })
+	return d.elementwise(kname("fill_", sizeSuffix(dst.DType)), dst.Shape, []device.View{dst}, func(c *call) { c.i64(int64(bits)) })
 }
 
 // elementBits is value stored as dt (engine/cpu's store).
@@ -344,7 +376,7 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.View, s float64) error
 	views := []device.View{dst, src}
 	switch {
 	case isFloat(dst.DType):
-		return d.elementwise("unary_"+typeSuffix(dst.DType), dst.Shape, views, func(c *call) {
+		return d.elementwise(kname("unary_", typeSuffix(dst.DType)), dst.Shape, views, func(c *call) {
 			c.i32(int32(op))
 			c.f64(s)
 		})
@@ -374,7 +406,7 @@ func (d *Device) ActivationBackward(op device.ActivationOp, dx, dy, saved device
 	if !isFloat(dx.DType) || dy.DType != dx.DType || saved.DType != dx.DType {
 		return fmt.Errorf("%v: activation backward of %v", d, dx.DType)
 	}
-	return d.elementwise("act_bwd_"+typeSuffix(dx.DType), dx.Shape, []device.View{dx, dy, saved},
+	return d.elementwise(kname("act_bwd_", typeSuffix(dx.DType)), dx.Shape, []device.View{dx, dy, saved},
 		func(c *call) { c.i32(int32(op)) })
 }
 
@@ -399,14 +431,14 @@ func (d *Device) Binary(op device.BinaryOp, dst, a, b device.View) error {
 		if sfx == "" {
 			return fmt.Errorf("%v: %v of %v", d, op, a.DType)
 		}
-		return d.elementwise("compare_"+sfx, dst.Shape, views, opArg)
+		return d.elementwise(kname("compare_", sfx), dst.Shape, views, opArg)
 	}
 	if dst.DType != a.DType {
 		return fmt.Errorf("%v: %v of %v into %v", d, op, a.DType, dst.DType)
 	}
 	switch {
 	case isFloat(dst.DType):
-		return d.elementwise("binary_"+typeSuffix(dst.DType), dst.Shape, views, opArg)
+		return d.elementwise(kname("binary_", typeSuffix(dst.DType)), dst.Shape, views, opArg)
 	case dst.DType == dtype.Int64:
 		switch op {
 		case device.Add, device.Sub, device.Mul, device.Maximum, device.Minimum:
@@ -428,5 +460,5 @@ func (d *Device) Where(dst, cond, a, b device.View) error {
 	if a.DType != dst.DType || b.DType != dst.DType {
 		return fmt.Errorf("%v: where of %v and %v into %v", d, a.DType, b.DType, dst.DType)
 	}
-	return d.elementwise("where_"+sizeSuffix(dst.DType), dst.Shape, []device.View{dst, cond, a, b}, nil)
+	return d.elementwise(kname("where_", sizeSuffix(dst.DType)), dst.Shape, []device.View{dst, cond, a, b}, nil)
 }

@@ -22,7 +22,7 @@ import (
 // internal/fake: "device" memory is host memory, cuBLAS computes float32
 // GEMMs on it for real, NVRTC returns the source as its "PTX", and the fake
 // driver finds a kernel when its name is in that text. Kernels do not run.
-func openFake(t *testing.T) (*Device, *fake.CUDAControl) {
+func openFake(t testing.TB) (*Device, *fake.CUDAControl) {
 	t.Helper()
 	t.Setenv("ZEROENG_KERNEL_CACHE", t.TempDir())
 	ctl := fake.OpenCUDA(t)
@@ -218,5 +218,26 @@ func TestFakeKernelCompileAndLaunch(t *testing.T) {
 	}
 	if got := ctl.Calls(t, "cuModuleLoadDataEx"); got != loads {
 		t.Errorf("module loaded %d more times", got-loads)
+	}
+}
+
+// BenchmarkFakeFill measures the host side of one op on the fake driver:
+// argument packing, the checks against the kernel's declaration, the
+// kernel lookup and cuLaunchKernel (the fake returns at once).
+func BenchmarkFakeFill(b *testing.B) {
+	d, _ := openFake(b)
+	buf, err := d.Alloc(dtype.Float32, 4096)
+	if err != nil {
+		b.Fatal(err)
+	}
+	v := device.View{Buf: buf, DType: dtype.Float32, Shape: []int{64, 64}, Strides: []int{64, 1}}
+	if err := d.Fill(v, 1); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Fill(v, 1); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

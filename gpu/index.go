@@ -34,10 +34,10 @@ func (d *Device) indexCheck(index device.View, extent int) (flag cuda.DevicePtr,
 		return 0, nil, err
 	}
 	if err = d.zeroWords(flag, 1); err == nil && index.Numel() > 0 {
-		var l *kernels.Layout
+		var l kernels.Layout
 		if l, err = layoutOf(index.Shape, index); err == nil {
 			c := d.call(famIndex, "index_check")
-			c.layout(l)
+			c.layout(&l)
 			c.ptr(d.ptr(index))
 			c.i64(int64(extent))
 			c.ptr(flag)
@@ -127,8 +127,8 @@ func (d *Device) gatherKernel(dst, src, index device.View, shape, dstSt, srcSt, 
 	if err != nil || l.Numel == 0 {
 		return err
 	}
-	c := d.call(famIndex, "index_gather_"+sizeSuffix(dst.DType))
-	c.layout(l)
+	c := d.call(famIndex, kname("index_gather_", sizeSuffix(dst.DType)))
+	c.layout(&l)
 	c.ptr(d.ptr(dst))
 	c.ptr(d.ptr(src))
 	c.ptr(d.ptr(index))
@@ -199,7 +199,7 @@ func (d *Device) accumulateKernel(dst, src, index device.View, axis int, shape, 
 			return err
 		}
 		defer d.Free(buf)
-		acc = device.View{Buf: buf, DType: dtype.Float32, Shape: dst.Shape, Strides: contiguousStrides(dst.Shape)}
+		acc = device.View{Buf: buf, DType: dtype.Float32, Shape: dst.Shape, Strides: device.ContiguousStrides(dst.Shape)}
 		if err := d.Copy(acc, dst); err != nil {
 			return err
 		}
@@ -210,8 +210,8 @@ func (d *Device) accumulateKernel(dst, src, index device.View, axis int, shape, 
 		return err
 	}
 	if l.Numel > 0 {
-		c := d.call(famIndex, "index_add_"+sfx)
-		c.layout(l)
+		c := d.call(famIndex, kname("index_add_", sfx))
+		c.layout(&l)
 		c.ptr(d.ptr(acc))
 		c.ptr(d.ptr(src))
 		c.ptr(d.ptr(index))

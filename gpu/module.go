@@ -17,8 +17,12 @@ import (
 type modules struct {
 	mu    sync.Mutex
 	mods  map[string]*cuda.Module
-	funcs map[string]cuda.Function // by family + "/" + kernel
+	funcs map[kernelKey]cuda.Function
 }
+
+// kernelKey names a kernel. Launches look kernels up by it on every call,
+// so it is a struct rather than a joined string, which would allocate.
+type kernelKey struct{ family, kernel string }
 
 func (m *modules) unload() error {
 	m.mu.Lock()
@@ -48,7 +52,7 @@ func (d *Device) launch(family, kernel string, grid, block cuda.Dim3, shared uin
 }
 
 func (d *Device) function(family, kernel string) (cuda.Function, error) {
-	key := family + "/" + kernel
+	key := kernelKey{family, kernel}
 	m := &d.mods
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -67,7 +71,7 @@ func (d *Device) function(family, kernel string) (cuda.Function, error) {
 		}
 		if m.mods == nil {
 			m.mods = map[string]*cuda.Module{}
-			m.funcs = map[string]cuda.Function{}
+			m.funcs = map[kernelKey]cuda.Function{}
 		}
 		m.mods[family] = mod
 	}

@@ -41,7 +41,7 @@ func rowShape(shape []int) (rows, n int) {
 func (d *Device) rowLaunch(rows, n int) (group int, grid, block cuda.Dim3) {
 	g, b := 32, blockSize
 	if n > 1024 {
-		limit := max(128, min(1024, d.props().MaxThreadsPerBlock))
+		limit := max(128, min(1024, d.dev.MaxThreadsPerBlock))
 		g = min(limit, max(128, 1<<bits.Len(uint((n+7)/8-1))))
 		b = g
 	}
@@ -96,7 +96,7 @@ func (d *Device) Softmax(dst, src device.View, log bool) error {
 		return err
 	}
 	group, grid, block := d.rowLaunch(rows, n)
-	c := d.call(famNN, "softmax_"+typeSuffix(dst.DType))
+	c := d.call(famNN, kname("softmax_", typeSuffix(dst.DType)))
 	c.ptr(d.ptr(dst))
 	c.ptr(d.ptr(src))
 	c.i64(int64(rows))
@@ -119,7 +119,7 @@ func (d *Device) SoftmaxBackward(dx, dy, y device.View, log bool) error {
 		return err
 	}
 	group, grid, block := d.rowLaunch(rows, n)
-	c := d.call(famNN, "softmax_bwd_"+typeSuffix(dx.DType))
+	c := d.call(famNN, kname("softmax_bwd_", typeSuffix(dx.DType)))
 	c.ptr(d.ptr(dx))
 	c.ptr(d.ptr(dy))
 	c.ptr(d.ptr(y))
@@ -150,7 +150,7 @@ func (d *Device) LayerNorm(dst, mean, rstd, x, w, b device.View, eps float64) er
 		return fmt.Errorf("%v: layer_norm of %d rows with %d means and %d rstds", d, rows, mean.Numel(), rstd.Numel())
 	}
 	group, grid, block := d.rowLaunch(rows, n)
-	c := d.call(famNN, "layernorm_"+typeSuffix(x.DType))
+	c := d.call(famNN, kname("layernorm_", typeSuffix(x.DType)))
 	c.ptr(d.ptr(dst))
 	c.ptr(d.ptr(mean))
 	c.ptr(d.ptr(rstd))
@@ -199,7 +199,7 @@ func (d *Device) LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w device.View)
 	sfx := typeSuffix(x.DType)
 	if dx.Buf != nil {
 		group, grid, block := d.rowLaunch(rows, n)
-		c := d.call(famNN, "layernorm_bwd_dx_"+sfx)
+		c := d.call(famNN, kname("layernorm_bwd_dx_", sfx))
 		c.ptr(d.ptr(dx))
 		c.ptr(d.ptr(dy))
 		c.ptr(d.ptr(x))
@@ -219,7 +219,7 @@ func (d *Device) LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w device.View)
 	// Chunks of rows: enough (column, chunk) threads to fill the GPU, at
 	// most 65535 (the grid's y limit).
 	colBlocks := (n + blockSize - 1) / blockSize
-	threads := max(1, d.props().SMs) * 2048
+	threads := max(1, d.dev.SMs) * 2048
 	chunks := min(rows, 65535, max(1, threads/(colBlocks*blockSize)))
 	chunk := (rows + chunks - 1) / chunks
 	chunks = (rows + chunk - 1) / chunk
@@ -235,7 +235,7 @@ func (d *Device) LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w device.View)
 	if db.Buf != nil {
 		pb = scratch + cuda.DevicePtr(chunks*n*8)
 	}
-	c := d.call(famNN, "layernorm_bwd_dwdb_"+sfx)
+	c := d.call(famNN, kname("layernorm_bwd_dwdb_", sfx))
 	c.ptr(pw)
 	c.ptr(pb)
 	c.ptr(d.ptr(dy))
@@ -248,7 +248,7 @@ func (d *Device) LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w device.View)
 	if err := c.launch(cuda.Dim3{X: uint32(colBlocks), Y: uint32(chunks), Z: 1}, dim1(blockSize), 0); err != nil {
 		return err
 	}
-	f := d.call(famNN, "layernorm_bwd_finish_"+sfx)
+	f := d.call(famNN, kname("layernorm_bwd_finish_", sfx))
 	f.ptr(d.optPtr(dw))
 	f.ptr(d.optPtr(db))
 	f.ptr(pw)
@@ -265,7 +265,7 @@ func (d *Device) zeroWords(p cuda.DevicePtr, n int) error {
 		return err
 	}
 	c := d.call(famElementwise, "fill_s8")
-	c.layout(l)
+	c.layout(&l)
 	c.ptr(p)
 	c.i64(0)
 	return c.launch(d.gridFor(int64(n)), dim1(blockSize), 0)
@@ -354,7 +354,7 @@ func (d *Device) CrossEntropy(loss, logits, target device.View, opt device.Cross
 		return 0, err
 	}
 	group, grid, block := d.rowLaunch(rows, classes)
-	c := d.call(famNN, "cross_entropy_"+typeSuffix(logits.DType))
+	c := d.call(famNN, kname("cross_entropy_", typeSuffix(logits.DType)))
 	c.ptr(d.ptr(loss))
 	c.i64(int64(loss.Strides[0]))
 	c.ptr(d.ptr(logits))
@@ -402,7 +402,7 @@ func (d *Device) CrossEntropyBackward(dlogits, dloss, logits, target device.View
 	}
 	if classes > 0 {
 		group, grid, block := d.rowLaunch(rows, classes)
-		c := d.call(famNN, "cross_entropy_bwd_"+typeSuffix(logits.DType))
+		c := d.call(famNN, kname("cross_entropy_bwd_", typeSuffix(logits.DType)))
 		c.ptr(d.ptr(dlogits))
 		c.ptr(d.ptr(dloss))
 		c.i64(int64(dloss.Strides[0]))

@@ -76,7 +76,7 @@ func (d *Device) AdamStep(p, g, m, v, vmax device.View, h device.AdamHyper) erro
 	negStep := -(h.LR / h.BiasCorrection1)
 	bc2Sqrt := math.Sqrt(h.BiasCorrection2)
 
-	c := d.call(famOptim, "adam_"+typeSuffix(p.DType))
+	c := d.call(famOptim, kname("adam_", typeSuffix(p.DType)))
 	c.ptr(d.ptr(p))
 	c.ptr(d.ptr(g))
 	c.ptr(d.ptr(m))
@@ -129,7 +129,7 @@ func (d *Device) SGDStep(p, g, buf device.View, h device.SGDHyper) error {
 	if h.Maximize {
 		gsign = -1
 	}
-	c := d.call(famOptim, "sgd_"+typeSuffix(p.DType))
+	c := d.call(famOptim, kname("sgd_", typeSuffix(p.DType)))
 	c.ptr(d.ptr(p))
 	c.ptr(d.ptr(g))
 	bufPtr := d.optPtr(buf)

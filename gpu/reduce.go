@@ -60,7 +60,7 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 		return d.Copy(dst, src)
 	}
 	outputs, count := r.Outputs, r.RCount
-	threads := int64(max(1, d.props().SMs) * 2048) // what the GPU holds at once
+	threads := int64(max(1, d.dev.SMs) * 2048) // what the GPU holds at once
 	innerContig := r.RSrc[0] == 1 || r.RShape[0] == 1
 	keptContig := r.KSrc[0] == 1 && r.KShape[0] > 1
 	// Short reductions into many outputs run a thread per output whatever
@@ -96,13 +96,13 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 	}
 	defer release()
 
-	var c call
+	var c *call
 	var grid cuda.Dim3
 	if cols {
-		c = d.call(famReduce, "reduce_cols_"+sfx)
+		c = d.call(famReduce, kname("reduce_cols_", sfx))
 		grid = dim1(d.blocksFor(outputs*splits, block))
 	} else {
-		c = d.call(famReduce, "reduce_rows_"+sfx)
+		c = d.call(famReduce, kname("reduce_rows_", sfx))
 		perBlock := int64(block / group)
 		grid = dim1(d.capBlocks((outputs*splits+perBlock-1)/perBlock, block))
 	}
@@ -127,7 +127,7 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 	if cols {
 		pso, pss = 1, outputs
 	}
-	f := d.call(famReduce, "reduce_finish_"+sfx)
+	f := d.call(famReduce, kname("reduce_finish_", sfx))
 	f.reduce(r)
 	f.ptr(d.ptr(dst))
 	f.ptr(partial)
@@ -164,11 +164,11 @@ func (d *Device) ArgMax(values, indices, src device.View, axis int) error {
 	n, stride := int64(src.Shape[axis]), int64(src.Strides[axis])
 	outputs := l.Numel
 	group := int64(1)
-	if n >= 64 && (stride == 1 || outputs <= int64(max(1, d.props().SMs)*64)) {
+	if n >= 64 && (stride == 1 || outputs <= int64(max(1, d.dev.SMs)*64)) {
 		group = 32
 	}
-	c := d.call(famReduce, "argmax_"+sfx)
-	c.layout(l)
+	c := d.call(famReduce, kname("argmax_", sfx))
+	c.layout(&l)
 	c.ptr(d.ptr(values))
 	c.ptr(d.ptr(indices))
 	c.ptr(d.ptr(src))
@@ -196,7 +196,7 @@ func (d *Device) SumSquares(x device.View) (float64, error) {
 			return 0, err
 		}
 		defer d.Free(buf)
-		tmp := device.View{Buf: buf, DType: dtype.Float32, Shape: x.Shape, Strides: contiguousStrides(x.Shape)}
+		tmp := device.View{Buf: buf, DType: dtype.Float32, Shape: x.Shape, Strides: device.ContiguousStrides(x.Shape)}
 		if err := d.Copy(tmp, x); err != nil {
 			return 0, err
 		}
@@ -208,7 +208,7 @@ func (d *Device) SumSquares(x device.View) (float64, error) {
 		return 0, err
 	}
 	defer release()
-	c := d.call(famReduce, "sumsq_"+typeSuffix(x.DType))
+	c := d.call(famReduce, kname("sumsq_", typeSuffix(x.DType)))
 	c.ptr(d.ptr(x))
 	c.i64(int64(n))
 	c.ptr(partial)

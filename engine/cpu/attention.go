@@ -285,7 +285,7 @@ func (d *Device) denseRows(vs ...*device.View) ([]device.Buffer, error) {
 			return temps, err
 		}
 		temps = append(temps, buf)
-		dense := device.View{Buf: buf, DType: v.DType, Shape: v.Shape, Strides: contiguousStrides(v.Shape)}
+		dense := device.View{Buf: buf, DType: v.DType, Shape: v.Shape, Strides: device.ContiguousStrides(v.Shape)}
 		if err := d.Copy(dense, *v); err != nil {
 			return temps, err
 		}

@@ -23,7 +23,7 @@ func bwView(b *testing.B, d *Device, shape ...int) device.View {
 	if err != nil {
 		b.Fatal(err)
 	}
-	v := device.View{Buf: buf, DType: dtype.Float32, Shape: shape, Strides: contiguousStrides(shape)}
+	v := device.View{Buf: buf, DType: dtype.Float32, Shape: shape, Strides: device.ContiguousStrides(shape)}
 	s := elems[float32](buf)
 	for i := range s {
 		s[i] = float32(i%1000)/1000 - 0.5

@@ -174,23 +174,13 @@ func (d *Device) Download(dst []byte, src device.View) error {
 		return nil
 	}
 	hostDst := &Buffer{data: dst}
-	return d.Copy(device.View{Buf: hostDst, DType: src.DType, Shape: src.Shape, Strides: contiguousStrides(src.Shape)}, src)
+	return d.Copy(device.View{Buf: hostDst, DType: src.DType, Shape: src.Shape, Strides: device.ContiguousStrides(src.Shape)}, src)
 }
 
 // bytesOf returns the bytes of a contiguous view.
 func bytesOf(v device.View) []byte {
 	es := v.DType.Size()
 	return v.Buf.(*Buffer).data[v.Offset*es : (v.Offset+v.Numel())*es]
-}
-
-func contiguousStrides(shape []int) []int {
-	st := make([]int, len(shape))
-	s := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		st[i] = s
-		s *= shape[i]
-	}
-	return st
 }
 
 // elems reinterprets a whole buffer as a slice of T (base of every kernel's

@@ -67,7 +67,7 @@ func emptyOperand(t testing.TB, d *Device, dt dtype.DType, shape []int, l layout
 		if err != nil {
 			t.Fatal(err)
 		}
-		v := device.View{Buf: buf, DType: dt, Shape: append([]int(nil), shape...), Strides: contiguousStrides(shape)}
+		v := device.View{Buf: buf, DType: dt, Shape: append([]int(nil), shape...), Strides: device.ContiguousStrides(shape)}
 		poison(t, d, v)
 		return v
 	}
@@ -105,7 +105,7 @@ func hostView(dt dtype.DType, shape []int, data []float64) device.View {
 	for i, x := range data {
 		binary.LittleEndian.PutUint64(b.data[8*i:], math.Float64bits(x))
 	}
-	return device.View{Buf: b, DType: dt, Shape: shape, Strides: contiguousStrides(shape)}
+	return device.View{Buf: b, DType: dt, Shape: shape, Strides: device.ContiguousStrides(shape)}
 }
 
 // indexOperand returns an int64 view of the given indices.
@@ -123,7 +123,7 @@ func values(t testing.TB, d *Device, v device.View) []float64 {
 	t.Helper()
 	n := v.Numel()
 	host := &Buffer{data: make([]byte, 8*n)}
-	dst := device.View{Buf: host, DType: dtype.Float64, Shape: v.Shape, Strides: contiguousStrides(v.Shape)}
+	dst := device.View{Buf: host, DType: dtype.Float64, Shape: v.Shape, Strides: device.ContiguousStrides(v.Shape)}
 	if n > 0 {
 		if err := d.Copy(dst, v); err != nil {
 			t.Fatal(err)

@@ -325,7 +325,7 @@ func (d *Device) SumSquares(x device.View) (float64, error) {
 			return 0, err
 		}
 		defer d.Free(buf)
-		tmp := device.View{Buf: buf, DType: dtype.Float32, Shape: x.Shape, Strides: contiguousStrides(x.Shape)}
+		tmp := device.View{Buf: buf, DType: dtype.Float32, Shape: x.Shape, Strides: device.ContiguousStrides(x.Shape)}
 		if err := d.Copy(tmp, x); err != nil {
 			return 0, err
 		}

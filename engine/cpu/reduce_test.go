@@ -20,7 +20,7 @@ func filledView(t *testing.T, d *Device, r *rand.Rand, shape ...int) (device.Vie
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := device.View{Buf: buf, DType: dtype.Float32, Shape: shape, Strides: contiguousStrides(shape)}
+	v := device.View{Buf: buf, DType: dtype.Float32, Shape: shape, Strides: device.ContiguousStrides(shape)}
 	s := elems[float32](buf)[:n]
 	for i := range s {
 		s[i] = float32(r.NormFloat64())

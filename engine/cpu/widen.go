@@ -31,7 +31,7 @@ func (d *Device) widened(outs, ins []*device.View, kernel func() error) error {
 		if err != nil {
 			return err
 		}
-		tmp := device.View{Buf: buf, DType: dtype.Float32, Shape: p.Shape, Strides: contiguousStrides(p.Shape)}
+		tmp := device.View{Buf: buf, DType: dtype.Float32, Shape: p.Shape, Strides: device.ContiguousStrides(p.Shape)}
 		if fill {
 			if err := d.Copy(tmp, *p); err != nil {
 				return err

@@ -88,6 +88,18 @@ func (v View) Contiguous() bool {
 	return true
 }
 
+// ContiguousStrides returns the row-major strides of shape, as PyTorch
+// computes them (an extent of 0 steps like an extent of 1).
+func ContiguousStrides(shape []int) []int {
+	st := make([]int, len(shape))
+	s := 1
+	for i := len(shape) - 1; i >= 0; i-- {
+		st[i] = s
+		s *= max(shape[i], 1)
+	}
+	return st
+}
+
 // MemStats describes the memory a device holds for one owner (a rank).
 type MemStats struct {
 	LiveBuffers int64 // buffers handed out and not yet freed

@@ -2,6 +2,8 @@ package tensor
 
 import (
 	"slices"
+
+	"github.com/zeroeng/zeroeng/engine/device"
 )
 
 // indexOperand checks that index holds integers and returns it as int64.
@@ -110,7 +112,7 @@ func Embedding(indices, weight *Tensor, paddingIdx int64) *Tensor {
 		return errTensor(rt, rows.err)
 	}
 	shape := append(slices.Clone(idx.shape), weight.shape[1])
-	rows.shape, rows.strides = shape, contiguousStrides(shape)
+	rows.shape, rows.strides = shape, device.ContiguousStrides(shape)
 	if n := rows.record("EmbeddingBackward", nil, weight); n != nil {
 		saved := n.save(flat)
 		ws := weight.shape

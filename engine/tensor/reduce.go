@@ -82,7 +82,7 @@ func (t *Tensor) reduce(opName string, op device.ReduceOp, dims []int, keepDim b
 		return rt.failErr(opName, err)
 	}
 	if !keepDim {
-		out.shape, out.strides = final, contiguousStrides(final)
+		out.shape, out.strides = final, device.ContiguousStrides(final)
 	}
 	return out
 }
@@ -239,8 +239,8 @@ func (t *Tensor) Max(dim int, keepDim bool) (values, indices *Tensor) {
 	}
 	if !keepDim {
 		final := slices.Delete(slices.Clone(keep), d, d+1)
-		values.shape, values.strides = final, contiguousStrides(final)
-		indices.shape, indices.strides = slices.Clone(final), contiguousStrides(final)
+		values.shape, values.strides = final, device.ContiguousStrides(final)
+		indices.shape, indices.strides = slices.Clone(final), device.ContiguousStrides(final)
 	}
 	if n := values.record("MaxBackward", t); n != nil {
 		idx := n.save(indices)

@@ -348,5 +348,5 @@ func (rt *Runtime) FromHostMemory(dt DType, data []byte, shape ...int) *Tensor {
 	}
 	st := &storage{rt: rt, buf: hm.WrapHost(data)}
 	st.refs.Store(1)
-	return rt.wrap(st, dt, 0, slices.Clone(shape), contiguousStrides(shape))
+	return rt.wrap(st, dt, 0, slices.Clone(shape), device.ContiguousStrides(shape))
 }

@@ -379,16 +379,6 @@ func numel(shape []int) int {
 	return n
 }
 
-func contiguousStrides(shape []int) []int {
-	st := make([]int, len(shape))
-	s := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		st[i] = s
-		s *= max(shape[i], 1)
-	}
-	return st
-}
-
 func isContiguous(shape, strides []int) bool {
 	want := 1
 	for i := len(shape) - 1; i >= 0; i-- {
@@ -433,7 +423,7 @@ func (t *Tensor) SetData(src *Tensor) error {
 	old := t.st
 	t.st = src.st
 	t.off = src.off
-	t.strides = contiguousStrides(t.shape)
+	t.strides = device.ContiguousStrides(t.shape)
 	if old != nil {
 		old.release()
 	}

@@ -2,6 +2,8 @@ package tensor
 
 import (
 	"slices"
+
+	"github.com/zeroeng/zeroeng/engine/device"
 )
 
 // Views share storage with their input; their backward maps the gradient
@@ -41,7 +43,7 @@ func (t *Tensor) inferShape(op string, shape []int) ([]int, *Tensor) {
 // under newShape without copying (ATen's computeStride), if they exist.
 func viewStrides(old, oldStrides, newShape []int) ([]int, bool) {
 	if len(old) == 0 || numel(old) == 0 {
-		return contiguousStrides(newShape), true
+		return device.ContiguousStrides(newShape), true
 	}
 	st := make([]int, len(newShape))
 	viewD := len(newShape) - 1
@@ -81,7 +83,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 		return t.viewAs("ViewBackward", ns, st)
 	}
 	c := t.Contiguous()
-	out := c.viewAs("ViewBackward", ns, contiguousStrides(ns))
+	out := c.viewAs("ViewBackward", ns, device.ContiguousStrides(ns))
 	return out
 }
 

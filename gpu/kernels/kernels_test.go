@@ -1,6 +1,8 @@
 package kernels
 
 import (
+	"bytes"
+	"encoding/binary"
 	"math/rand"
 	"regexp"
 	"slices"
@@ -288,8 +290,8 @@ func TestLayoutCoalesce(t *testing.T) {
 		if l.NDim != c.ndim || l.Shape[0] != c.inner {
 			t.Errorf("%v %v: ndim %d inner %d, want %d %d", c.shape, c.strides, l.NDim, l.Shape[0], c.ndim, c.inner)
 		}
-		if b := l.Bytes(); len(b) != LayoutSize {
-			t.Errorf("layout encodes to %d bytes, want %d", len(b), LayoutSize)
+		if b := l.Bytes(); !bytes.Equal(b, encodeLayout(&l)) {
+			t.Errorf("%v: Bytes is %d bytes that differ from the little-endian encoding of ZeLayout", c.shape, len(b))
 		}
 	}
 	// Nine dimensions that cannot merge are refused.
@@ -443,4 +445,21 @@ func TestNewReduce(t *testing.T) {
 	if _, _, err := NewReduce([]int{3}, []int{1}, []int{3, 1}, []int{1, 1}); err == nil {
 		t.Error("rank mismatch accepted")
 	}
+}
+
+// encodeLayout writes struct ZeLayout field by field, little-endian, with
+// its 4 bytes of tail padding zero: what Bytes must equal.
+func encodeLayout(l *Layout) []byte {
+	b := make([]byte, 0, LayoutSize)
+	for _, v := range l.Shape {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	for k := range l.Stride {
+		for _, v := range l.Stride[k] {
+			b = binary.LittleEndian.AppendUint64(b, uint64(v))
+		}
+	}
+	b = binary.LittleEndian.AppendUint64(b, uint64(l.Numel))
+	b = binary.LittleEndian.AppendUint32(b, uint32(l.NDim))
+	return binary.LittleEndian.AppendUint32(b, 0)
 }

@@ -3,6 +3,7 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 )
 
 // The by-value structs of the kernel ABI and their construction from
@@ -39,17 +40,27 @@ type Layout struct {
 // extents of 1 and merges adjacent dimensions wherever every operand allows,
 // so that contiguous operands become one dimension however many they had
 // (and the kernels need no division). It fails beyond MaxDim dimensions.
-func NewLayout(shape []int, strides ...[]int) (*Layout, error) {
+//
+// It is called for every launch, so it works in fixed-size arrays and
+// returns the Layout by value: nothing is allocated.
+func NewLayout(shape []int, strides ...[]int) (Layout, error) {
 	if len(strides) == 0 || len(strides) > MaxOps {
-		return nil, fmt.Errorf("kernels: a layout has 1 to %d operands, not %d", MaxOps, len(strides))
+		return Layout{}, fmt.Errorf("kernels: a layout has 1 to %d operands, not %d", MaxOps, len(strides))
 	}
 	for k, st := range strides {
 		if len(st) != len(shape) {
-			return nil, fmt.Errorf("kernels: operand %d has %d strides for %d dimensions", k, len(st), len(shape))
+			return Layout{}, fmt.Errorf("kernels: operand %d has %d strides for %d dimensions", k, len(st), len(shape))
 		}
 	}
-	var ext []int64
+	// Room for twice MaxDim dimensions before coalescing; more spill to
+	// the heap, and fail below.
+	var extBuf [2 * MaxDim]int64
+	var stBuf [MaxOps][2 * MaxDim]int64
+	ext := extBuf[:0]
 	var st [MaxOps][]int64
+	for k := range st {
+		st[k] = stBuf[k][:0]
+	}
 	numel := int64(1)
 	for i, e := range shape {
 		numel *= int64(e)
@@ -75,16 +86,16 @@ func NewLayout(shape []int, strides ...[]int) (*Layout, error) {
 		}
 	}
 	if len(ext) > MaxDim {
-		return nil, fmt.Errorf("kernels: %d dimensions after coalescing, at most %d are supported", len(ext), MaxDim)
+		return Layout{}, fmt.Errorf("kernels: %d dimensions after coalescing, at most %d are supported", len(ext), MaxDim)
 	}
 	// The kernels index a walk of 2^32 elements or more with one 64-bit
 	// division for the outermost dimension and 32-bit ones for the others,
 	// which must then hold fewer than 2^32 elements together.
 	if len(ext) > 1 && numel > maxIndex32 && numel/ext[0] > maxIndex32 {
-		return nil, fmt.Errorf("kernels: a strided walk of shape %v has %d elements inside its outermost dimension, at most %d are supported",
+		return Layout{}, fmt.Errorf("kernels: a strided walk of shape %v has %d elements inside its outermost dimension, at most %d are supported",
 			shape, numel/ext[0], int64(maxIndex32))
 	}
-	l := &Layout{Numel: numel, NDim: 1}
+	l := Layout{Numel: numel, NDim: 1}
 	l.Shape[0] = 1
 	if len(ext) > 0 {
 		l.NDim = int32(len(ext))
@@ -98,22 +109,16 @@ func NewLayout(shape []int, strides ...[]int) (*Layout, error) {
 	return l, nil
 }
 
-// Bytes encodes l as the kernels receive it (little-endian).
+// Bytes is l as the kernels receive it: l's own memory, which has
+// ZeLayout's layout on the little-endian hosts CUDA runs on (the test checks
+// it against an explicit encoding). Args.Raw copies it.
 func (l *Layout) Bytes() []byte {
-	b := make([]byte, 0, LayoutSize)
-	for _, v := range l.Shape {
-		b = binary.LittleEndian.AppendUint64(b, uint64(v))
-	}
-	for k := range l.Stride {
-		for _, v := range l.Stride[k] {
-			b = binary.LittleEndian.AppendUint64(b, uint64(v))
-		}
-	}
-	b = binary.LittleEndian.AppendUint64(b, uint64(l.Numel))
-	b = binary.LittleEndian.AppendUint32(b, uint32(l.NDim))
-	b = binary.LittleEndian.AppendUint32(b, 0)
-	return b
+	return unsafe.Slice((*byte)(unsafe.Pointer(l)), LayoutSize)
 }
+
+// The Go struct must be exactly the C struct's size.
+var _ [LayoutSize - unsafe.Sizeof(Layout{})]byte
+var _ [unsafe.Sizeof(Layout{}) - LayoutSize]byte
 
 // Offsets returns each operand's element offset of the i-th element in
 // row-major order, computed as ze_offsets does (for tests and host-side

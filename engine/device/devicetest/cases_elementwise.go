@@ -167,7 +167,7 @@ func memDownload(e *env, dt dtype.DType, n int) {
 			e.failf("dut: Sync after Download: %v", err)
 		}
 		tmp := &tensor{name: "download", dt: dt, n: numel(v.shape)}
-		tmp.locs = []locator{{"view", 0, v.shape, rowMajor(v.shape)}}
+		tmp.locs = []locator{{"view", 0, v.shape, device.ContiguousStrides(v.shape)}}
 		if got[1] != nil {
 			e.report(tmp, "dut's Download of view "+v.describe(), want, got[1], rule{exact: true}, "want")
 		}

@@ -3,6 +3,7 @@ package devicetest
 import (
 	"fmt"
 
+	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
 
@@ -203,7 +204,7 @@ func scatterAddCase(e *env, dt dtype.DType, sp indexSpec, dl, sl, il layout) {
 	// The largest number of additions into one element of dst.
 	counts := map[int]int{}
 	m := 0
-	forEach(sp.index, rowMajor(sp.index), 0, func(i, _ int) {
+	forEach(sp.index, device.ContiguousStrides(sp.index), 0, func(i, _ int) {
 		pos := unravel(i, sp.index)
 		pos[sp.axis] = int(iv[i])
 		k := 0

@@ -42,16 +42,6 @@ type broken struct {
 	bug string
 }
 
-func rowMajor(shape []int) []int {
-	st := make([]int, len(shape))
-	s := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		st[i] = s
-		s *= max(shape[i], 1)
-	}
-	return st
-}
-
 // Unary skips the last element of every row (a kernel that drops its tail),
 // and with the "leak" bug allocates scratch it never frees.
 func (b *broken) Unary(op device.UnaryOp, dst, src device.View, s float64) error {
@@ -117,7 +107,7 @@ func (b *broken) Copy(dst, src device.View) error {
 		return err
 	}
 	defer b.Device.Free(tmp)
-	tv := device.View{Buf: tmp, DType: dtype.BFloat16, Shape: src.Shape, Strides: rowMajor(src.Shape)}
+	tv := device.View{Buf: tmp, DType: dtype.BFloat16, Shape: src.Shape, Strides: device.ContiguousStrides(src.Shape)}
 	if err := b.Device.Upload(tv, out); err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func (p *precise) widen(outs, ins []*device.View, halves bool, kernel func() err
 		if err != nil {
 			return err
 		}
-		tmp := device.View{Buf: buf, DType: dtype.Float64, Shape: v.Shape, Strides: rowMajor(v.Shape)}
+		tmp := device.View{Buf: buf, DType: dtype.Float64, Shape: v.Shape, Strides: device.ContiguousStrides(v.Shape)}
 		if load {
 			if err := p.Device.Copy(tmp, *v); err != nil {
 				return err

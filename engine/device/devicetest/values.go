@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 
+	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
 
@@ -232,21 +233,11 @@ type layout struct {
 	fn   func(shape []int) (off int, strides []int)
 }
 
-func rowMajor(shape []int) []int {
-	st := make([]int, len(shape))
-	s := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		st[i] = s
-		s *= max(shape[i], 1)
-	}
-	return st
-}
-
 var (
 	// contig is row-major from element 0.
-	contig = layout{"contig", func(shape []int) (int, []int) { return 0, rowMajor(shape) }}
+	contig = layout{"contig", func(shape []int) (int, []int) { return 0, device.ContiguousStrides(shape) }}
 	// offset is row-major from element 5.
-	offset = layout{"offset", func(shape []int) (int, []int) { return 5, rowMajor(shape) }}
+	offset = layout{"offset", func(shape []int) (int, []int) { return 5, device.ContiguousStrides(shape) }}
 	// strided has an inner stride of 2 and rows padded by 3 elements,
 	// from element 3.
 	strided = layout{"strided", func(shape []int) (int, []int) {
