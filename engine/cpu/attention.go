@@ -425,6 +425,12 @@ func attentionBackward[T float](d *Device, dq, dk, dv, dout, q, k, v, probs devi
 		zeroHeads(&a, a.dq, a.hdq, a.tq)
 		return nil
 	}
+	if a.tq == 0 {
+		// No queries: the keys and values get no gradient.
+		zeroHeads(&a, a.dk, a.hdk, a.tk)
+		zeroHeads(&a, a.dv, a.hdv, a.tk)
+		return nil
+	}
 	chunks := 1
 	if par {
 		chunks = min(heads, 4*parallel.Threads())

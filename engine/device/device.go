@@ -77,13 +77,21 @@ func (v View) Numel() int {
 }
 
 // Contiguous reports whether the view is densely packed in row-major order.
-func (v View) Contiguous() bool {
+func (v View) Contiguous() bool { return IsContiguous(v.Shape, v.Strides) }
+
+// IsContiguous reports whether strides lay shape out densely in row-major
+// order. Extents of 1 may have any stride, and an empty shape is
+// contiguous whatever its strides, as in PyTorch.
+func IsContiguous(shape, strides []int) bool {
 	want := 1
-	for i := len(v.Shape) - 1; i >= 0; i-- {
-		if v.Shape[i] != 1 && v.Strides[i] != want {
+	for i := len(shape) - 1; i >= 0; i-- {
+		if shape[i] == 0 {
+			return true
+		}
+		if shape[i] != 1 && strides[i] != want {
 			return false
 		}
-		want *= v.Shape[i]
+		want *= shape[i]
 	}
 	return true
 }

@@ -171,7 +171,7 @@ func (t *Tensor) Numel() int { return numel(t.shape) }
 func (t *Tensor) Offset() int { return t.off }
 
 // IsContiguous reports whether t is densely packed in row-major order.
-func (t *Tensor) IsContiguous() bool { return isContiguous(t.shape, t.strides) }
+func (t *Tensor) IsContiguous() bool { return device.IsContiguous(t.shape, t.strides) }
 
 // RequiresGrad reports whether autograd records ops on t.
 func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
@@ -377,17 +377,6 @@ func numel(shape []int) int {
 		n *= s
 	}
 	return n
-}
-
-func isContiguous(shape, strides []int) bool {
-	want := 1
-	for i := len(shape) - 1; i >= 0; i-- {
-		if shape[i] != 1 && strides[i] != want {
-			return false
-		}
-		want *= shape[i]
-	}
-	return true
 }
 
 // normDim maps a possibly negative dimension into [0, ndim).
