@@ -78,8 +78,6 @@ package nccl
 import (
 	"fmt"
 	"runtime"
-	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/gpu/libs"
@@ -154,59 +152,38 @@ type Lib struct {
 // return the same Lib or the same error. It needs no GPU.
 func Load() (*Lib, error) { return load() }
 
-var load = sync.OnceValues(func() (*Lib, error) {
-	l, err := libs.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	return bind(l)
-})
-
 // LoadFrom loads and binds the library at path, without caching.
-func LoadFrom(path string) (*Lib, error) {
-	l, err := libs.OpenFrom(Spec, []libs.Candidate{{Source: libs.FromEnv, Path: path}})
-	if err != nil {
-		return nil, err
-	}
-	return bind(l)
-}
+func LoadFrom(path string) (*Lib, error) { return loadFrom(path) }
+
+var load, loadFrom = libs.Loaders(Spec, bind)
 
 func bind(lib *libs.Library) (l *Lib, err error) {
 	l = &Lib{Lib: lib}
-	var missing []string
-	need := func(p *uintptr, name string) {
-		if sym, err := lib.Sym(name); err == nil {
-			*p = sym
-		} else {
-			missing = append(missing, name)
-		}
-	}
+	syms := lib.Symbols()
 	var getVersion, commInitRank uintptr
-	need(&getVersion, "ncclGetVersion")
-	need(&l.getErrorString, "ncclGetErrorString")
-	need(&l.getUniqueID, "ncclGetUniqueId")
-	need(&commInitRank, "ncclCommInitRank")
-	need(&l.commInitAll, "ncclCommInitAll")
-	need(&l.commDestroy, "ncclCommDestroy")
-	need(&l.commAbort, "ncclCommAbort")
-	need(&l.commGetAsyncError, "ncclCommGetAsyncError")
-	need(&l.commCount, "ncclCommCount")
-	need(&l.commCuDevice, "ncclCommCuDevice")
-	need(&l.commUserRank, "ncclCommUserRank")
-	need(&l.groupStart, "ncclGroupStart")
-	need(&l.groupEnd, "ncclGroupEnd")
-	need(&l.allReduce, "ncclAllReduce")
-	need(&l.broadcast, "ncclBroadcast")
-	need(&l.reduceScatter, "ncclReduceScatter")
-	need(&l.allGather, "ncclAllGather")
-	need(&l.send, "ncclSend")
-	need(&l.recv, "ncclRecv")
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("nccl: %s (%s) does not export %s", lib.Spec.Name, lib.Path, strings.Join(missing, ", "))
+	syms.Need(&getVersion, "ncclGetVersion")
+	syms.Need(&l.getErrorString, "ncclGetErrorString")
+	syms.Need(&l.getUniqueID, "ncclGetUniqueId")
+	syms.Need(&commInitRank, "ncclCommInitRank")
+	syms.Need(&l.commInitAll, "ncclCommInitAll")
+	syms.Need(&l.commDestroy, "ncclCommDestroy")
+	syms.Need(&l.commAbort, "ncclCommAbort")
+	syms.Need(&l.commGetAsyncError, "ncclCommGetAsyncError")
+	syms.Need(&l.commCount, "ncclCommCount")
+	syms.Need(&l.commCuDevice, "ncclCommCuDevice")
+	syms.Need(&l.commUserRank, "ncclCommUserRank")
+	syms.Need(&l.groupStart, "ncclGroupStart")
+	syms.Need(&l.groupEnd, "ncclGroupEnd")
+	syms.Need(&l.allReduce, "ncclAllReduce")
+	syms.Need(&l.broadcast, "ncclBroadcast")
+	syms.Need(&l.reduceScatter, "ncclReduceScatter")
+	syms.Need(&l.allGather, "ncclAllGather")
+	syms.Need(&l.send, "ncclSend")
+	syms.Need(&l.recv, "ncclRecv")
+	if err := syms.Err(); err != nil {
+		return nil, err
 	}
-	if p, err := lib.Sym("ncclGetLastError"); err == nil {
-		l.getLastError = p
-	}
+	l.getLastError = syms.Optional("ncclGetLastError")
 	defer func() {
 		// purego panics where it cannot pass a struct by value (32-bit
 		// platforms); NCCL does not exist there either.

@@ -24,8 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
@@ -165,55 +163,30 @@ type Lib struct {
 // return the same Lib or the same error. It needs no GPU.
 func Load() (*Lib, error) { return load() }
 
-var load = sync.OnceValues(func() (*Lib, error) {
-	l, err := libs.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	return bind(l)
-})
-
 // LoadFrom loads and binds the library at path, without caching.
-func LoadFrom(path string) (*Lib, error) {
-	l, err := libs.OpenFrom(Spec, []libs.Candidate{{Source: libs.FromEnv, Path: path}})
-	if err != nil {
-		return nil, err
-	}
-	return bind(l)
-}
+func LoadFrom(path string) (*Lib, error) { return loadFrom(path) }
+
+var load, loadFrom = libs.Loaders(Spec, bind)
 
 func bind(lib *libs.Library) (*Lib, error) {
 	l := &Lib{Lib: lib}
-	var missing []string
-	need := func(p *uintptr, name string) {
-		if sym, err := lib.Sym(name); err == nil {
-			*p = sym
-		} else {
-			missing = append(missing, name)
-		}
+	syms := lib.Symbols()
+	syms.Need(&l.create, "cublasCreate_v2")
+	syms.Need(&l.destroy, "cublasDestroy_v2")
+	syms.Need(&l.setStream, "cublasSetStream_v2")
+	syms.Need(&l.setMathMode, "cublasSetMathMode")
+	syms.Need(&l.gemm, "cublasGemmStridedBatchedEx")
+	if err := syms.Err(); err != nil {
+		return nil, err
 	}
-	need(&l.create, "cublasCreate_v2")
-	need(&l.destroy, "cublasDestroy_v2")
-	need(&l.setStream, "cublasSetStream_v2")
-	need(&l.setMathMode, "cublasSetMathMode")
-	need(&l.gemm, "cublasGemmStridedBatchedEx")
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("cublas: %s (%s) does not export %s", lib.Spec.Name, lib.Path, strings.Join(missing, ", "))
-	}
-	optional := func(name string) uintptr {
-		if sym, err := lib.Sym(name); err == nil {
-			return sym
-		}
-		return 0
-	}
-	l.setWorkspace = optional("cublasSetWorkspace_v2")
-	l.statusName = optional("cublasGetStatusName")
-	l.statusString = optional("cublasGetStatusString")
+	l.setWorkspace = syms.Optional("cublasSetWorkspace_v2")
+	l.statusName = syms.Optional("cublasGetStatusName")
+	l.statusString = syms.Optional("cublasGetStatusString")
 
 	// cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value),
 	// with MAJOR_VERSION = 0, MINOR_VERSION = 1, PATCH_LEVEL = 2
 	// (library_types.h).
-	if prop := optional("cublasGetProperty"); prop != 0 {
+	if prop := syms.Optional("cublasGetProperty"); prop != 0 {
 		var v [3]int32
 		for i := range v {
 			if s := call(prop, uintptr(i), uintptr(unsafe.Pointer(&v[i]))); s != success {

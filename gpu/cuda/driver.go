@@ -1,7 +1,6 @@
 package cuda
 
 import (
-	"sync"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/gpu/libs"
@@ -77,99 +76,67 @@ type functions struct {
 	cuLaunchKernel uintptr
 }
 
-// symbol is a function to bind: its address, the symbol, then older names
-// tried when the library lacks it.
-type symbol struct {
-	p        *uintptr
-	names    []string
-	optional bool
+// bind resolves the driver's functions; the error names every missing one.
+func (f *functions) bind(s *libs.Symbols) error {
+	s.Need(&f.cuInit, "cuInit")
+	s.Need(&f.cuDriverGetVersion, "cuDriverGetVersion")
+	s.Need(&f.cuGetErrorName, "cuGetErrorName")
+	s.Need(&f.cuGetErrorString, "cuGetErrorString")
+	s.Need(&f.cuDeviceGetCount, "cuDeviceGetCount")
+	s.Need(&f.cuDeviceGet, "cuDeviceGet")
+	s.Need(&f.cuDeviceGetName, "cuDeviceGetName")
+	s.Need(&f.cuDeviceGetAttribute, "cuDeviceGetAttribute")
+	s.Need(&f.cuDeviceTotalMem, "cuDeviceTotalMem_v2")
+	f.cuDeviceGetUuid = s.Optional("cuDeviceGetUuid_v2", "cuDeviceGetUuid")
+	s.Need(&f.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain")
+	s.Need(&f.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2")
+	s.Need(&f.cuCtxSetCurrent, "cuCtxSetCurrent")
+	s.Need(&f.cuCtxSynchronize, "cuCtxSynchronize")
+	s.Need(&f.cuMemAlloc, "cuMemAlloc_v2")
+	s.Need(&f.cuMemFree, "cuMemFree_v2")
+	s.Need(&f.cuMemGetInfo, "cuMemGetInfo_v2")
+	s.Need(&f.cuMemAllocHost, "cuMemAllocHost_v2")
+	s.Need(&f.cuMemFreeHost, "cuMemFreeHost")
+	s.Need(&f.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2")
+	s.Need(&f.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2")
+	s.Need(&f.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2")
+	s.Need(&f.cuMemsetD8Async, "cuMemsetD8Async")
+	s.Need(&f.cuMemsetD32Async, "cuMemsetD32Async")
+	s.Need(&f.cuStreamCreate, "cuStreamCreate")
+	s.Need(&f.cuStreamDestroy, "cuStreamDestroy_v2")
+	s.Need(&f.cuStreamSynchronize, "cuStreamSynchronize")
+	s.Need(&f.cuStreamQuery, "cuStreamQuery")
+	s.Need(&f.cuStreamWaitEvent, "cuStreamWaitEvent")
+	s.Need(&f.cuEventCreate, "cuEventCreate")
+	s.Need(&f.cuEventDestroy, "cuEventDestroy_v2")
+	s.Need(&f.cuEventRecord, "cuEventRecord")
+	s.Need(&f.cuEventSynchronize, "cuEventSynchronize")
+	s.Need(&f.cuEventQuery, "cuEventQuery")
+	s.Need(&f.cuEventElapsedTime, "cuEventElapsedTime")
+	s.Need(&f.cuModuleLoadDataEx, "cuModuleLoadDataEx")
+	s.Need(&f.cuModuleUnload, "cuModuleUnload")
+	s.Need(&f.cuModuleGetFunction, "cuModuleGetFunction")
+	s.Need(&f.cuFuncSetAttribute, "cuFuncSetAttribute")
+	s.Need(&f.cuLaunchKernel, "cuLaunchKernel")
+	return s.Err()
 }
-
-func (f *functions) symbols() []symbol {
-	one := func(p *uintptr, name string) symbol { return symbol{p, []string{name}, false} }
-	return []symbol{
-		one(&f.cuInit, "cuInit"),
-		one(&f.cuDriverGetVersion, "cuDriverGetVersion"),
-		one(&f.cuGetErrorName, "cuGetErrorName"),
-		one(&f.cuGetErrorString, "cuGetErrorString"),
-		one(&f.cuDeviceGetCount, "cuDeviceGetCount"),
-		one(&f.cuDeviceGet, "cuDeviceGet"),
-		one(&f.cuDeviceGetName, "cuDeviceGetName"),
-		one(&f.cuDeviceGetAttribute, "cuDeviceGetAttribute"),
-		one(&f.cuDeviceTotalMem, "cuDeviceTotalMem_v2"),
-		{&f.cuDeviceGetUuid, []string{"cuDeviceGetUuid_v2", "cuDeviceGetUuid"}, true},
-		one(&f.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain"),
-		one(&f.cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2"),
-		one(&f.cuCtxSetCurrent, "cuCtxSetCurrent"),
-		one(&f.cuCtxSynchronize, "cuCtxSynchronize"),
-		one(&f.cuMemAlloc, "cuMemAlloc_v2"),
-		one(&f.cuMemFree, "cuMemFree_v2"),
-		one(&f.cuMemGetInfo, "cuMemGetInfo_v2"),
-		one(&f.cuMemAllocHost, "cuMemAllocHost_v2"),
-		one(&f.cuMemFreeHost, "cuMemFreeHost"),
-		one(&f.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
-		one(&f.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
-		one(&f.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2"),
-		one(&f.cuMemsetD8Async, "cuMemsetD8Async"),
-		one(&f.cuMemsetD32Async, "cuMemsetD32Async"),
-		one(&f.cuStreamCreate, "cuStreamCreate"),
-		one(&f.cuStreamDestroy, "cuStreamDestroy_v2"),
-		one(&f.cuStreamSynchronize, "cuStreamSynchronize"),
-		one(&f.cuStreamQuery, "cuStreamQuery"),
-		one(&f.cuStreamWaitEvent, "cuStreamWaitEvent"),
-		one(&f.cuEventCreate, "cuEventCreate"),
-		one(&f.cuEventDestroy, "cuEventDestroy_v2"),
-		one(&f.cuEventRecord, "cuEventRecord"),
-		one(&f.cuEventSynchronize, "cuEventSynchronize"),
-		one(&f.cuEventQuery, "cuEventQuery"),
-		one(&f.cuEventElapsedTime, "cuEventElapsedTime"),
-		one(&f.cuModuleLoadDataEx, "cuModuleLoadDataEx"),
-		one(&f.cuModuleUnload, "cuModuleUnload"),
-		one(&f.cuModuleGetFunction, "cuModuleGetFunction"),
-		one(&f.cuFuncSetAttribute, "cuFuncSetAttribute"),
-		one(&f.cuLaunchKernel, "cuLaunchKernel"),
-	}
-}
-
-var load = sync.OnceValues(func() (*Driver, error) {
-	lib, err := libs.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	return open(lib)
-})
 
 // Load finds the driver library (see package libs for where), binds it and
 // initializes it with cuInit, once per process: later calls return the
 // same Driver, or the same error.
 func Load() (*Driver, error) { return load() }
 
-// fromCaller is the libs.Source of a library named to LoadFrom.
-const fromCaller libs.Source = "LoadFrom"
-
 // LoadFrom loads the driver library at path, binds it and initializes it,
 // without caching: tests load a fake driver this way. (The dynamic loader
 // still opens a path only once per process.)
-func LoadFrom(path string) (*Driver, error) {
-	lib, err := libs.OpenFrom(Spec, []libs.Candidate{{Source: fromCaller, Path: path}})
-	if err != nil {
-		return nil, err
-	}
-	return open(lib)
-}
+func LoadFrom(path string) (*Driver, error) { return loadFrom(path) }
+
+var load, loadFrom = libs.Loaders(Spec, open)
 
 func open(lib *libs.Library) (*Driver, error) {
 	d := &Driver{Lib: lib}
-	for _, s := range d.fn.symbols() {
-		var err error
-		for _, name := range s.names {
-			if *s.p, err = lib.Sym(name); err == nil {
-				break
-			}
-		}
-		if err != nil && !s.optional {
-			return nil, err
-		}
+	if err := d.fn.bind(lib.Symbols()); err != nil {
+		return nil, err
 	}
 	if r := ccall(d.fn.cuInit, 0); r != Success {
 		return nil, d.newError("cuInit", r, "driver "+lib.Path)

@@ -157,3 +157,25 @@ func TestOpenFromRequiresSymbol(t *testing.T) {
 		t.Errorf("got %v, want the missing symbol named", err)
 	}
 }
+
+func TestSymbols(t *testing.T) {
+	libc, err := OpenFrom(Spec{Name: "libc", Sonames: []string{"libc.so.6"}}, []Candidate{{Source: FromLoader, Path: "libc.so.6"}})
+	if err != nil {
+		t.Skipf("no libc.so.6: %v", err)
+	}
+	s := libc.Symbols()
+	var strlen, old, missing uintptr
+	s.Need(&strlen, "strlen")
+	s.Need(&old, "zeroeng_new_name", "strlen") // an older name serves
+	if strlen == 0 || old != strlen || s.Err() != nil {
+		t.Fatalf("strlen %#x, by its older name %#x, err %v", strlen, old, s.Err())
+	}
+	if p := s.Optional("zeroeng_absent"); p != 0 {
+		t.Errorf("an absent optional symbol gave %#x", p)
+	}
+	s.Need(&missing, "zeroeng_a")
+	s.Need(&missing, "zeroeng_b", "zeroeng_b_old")
+	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "libc (libc.so.6) does not export zeroeng_a, zeroeng_b") {
+		t.Errorf("got %v, want both missing functions named", err)
+	}
+}

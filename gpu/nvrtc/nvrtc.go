@@ -21,7 +21,6 @@ import (
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/gpu/libs"
@@ -109,56 +108,32 @@ type Lib struct {
 // return the same Lib or the same error.
 func Load() (*Lib, error) { return load() }
 
-var load = sync.OnceValues(func() (*Lib, error) {
-	l, err := libs.Open(Spec)
-	if err != nil {
-		return nil, err
-	}
-	return bind(l)
-})
-
 // LoadFrom loads and binds the library at path, without caching: for
 // tests and for a user's explicit choice.
-func LoadFrom(path string) (*Lib, error) {
-	l, err := libs.OpenFrom(Spec, []libs.Candidate{{Source: libs.FromEnv, Path: path}})
-	if err != nil {
-		return nil, err
-	}
-	return bind(l)
-}
+func LoadFrom(path string) (*Lib, error) { return loadFrom(path) }
+
+var load, loadFrom = libs.Loaders(Spec, bind)
 
 func bind(lib *libs.Library) (*Lib, error) {
 	l := &Lib{Lib: lib}
-	var missing []string
-	need := func(p *uintptr, name string) {
-		if sym, err := lib.Sym(name); err == nil {
-			*p = sym
-		} else {
-			missing = append(missing, name)
-		}
-	}
+	syms := lib.Symbols()
 	var version uintptr
-	need(&version, "nvrtcVersion")
-	need(&l.getErrorString, "nvrtcGetErrorString")
-	need(&l.createProgram, "nvrtcCreateProgram")
-	need(&l.destroyProgram, "nvrtcDestroyProgram")
-	need(&l.compileProgram, "nvrtcCompileProgram")
-	need(&l.getPTXSize, "nvrtcGetPTXSize")
-	need(&l.getPTX, "nvrtcGetPTX")
-	need(&l.getLogSize, "nvrtcGetProgramLogSize")
-	need(&l.getLog, "nvrtcGetProgramLog")
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("nvrtc: %s (%s) does not export %s", lib.Spec.Name, lib.Path, strings.Join(missing, ", "))
+	syms.Need(&version, "nvrtcVersion")
+	syms.Need(&l.getErrorString, "nvrtcGetErrorString")
+	syms.Need(&l.createProgram, "nvrtcCreateProgram")
+	syms.Need(&l.destroyProgram, "nvrtcDestroyProgram")
+	syms.Need(&l.compileProgram, "nvrtcCompileProgram")
+	syms.Need(&l.getPTXSize, "nvrtcGetPTXSize")
+	syms.Need(&l.getPTX, "nvrtcGetPTX")
+	syms.Need(&l.getLogSize, "nvrtcGetProgramLogSize")
+	syms.Need(&l.getLog, "nvrtcGetProgramLog")
+	if err := syms.Err(); err != nil {
+		return nil, err
 	}
-	optional := func(p *uintptr, name string) {
-		if sym, err := lib.Sym(name); err == nil {
-			*p = sym
-		}
-	}
-	optional(&l.getCUBINSize, "nvrtcGetCUBINSize")
-	optional(&l.getCUBIN, "nvrtcGetCUBIN")
-	optional(&l.numSupportedArchs, "nvrtcGetNumSupportedArchs")
-	optional(&l.supportedArchs, "nvrtcGetSupportedArchs")
+	l.getCUBINSize = syms.Optional("nvrtcGetCUBINSize")
+	l.getCUBIN = syms.Optional("nvrtcGetCUBIN")
+	l.numSupportedArchs = syms.Optional("nvrtcGetNumSupportedArchs")
+	l.supportedArchs = syms.Optional("nvrtcGetSupportedArchs")
 	if l.getCUBINSize == 0 || l.getCUBIN == 0 {
 		l.getCUBINSize, l.getCUBIN = 0, 0
 	}
