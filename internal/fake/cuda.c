@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dlfcn.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -843,6 +844,7 @@ struct module {
 	int magic;
 	struct ctx *ctx;
 	char *image;
+	void *emu;
 };
 
 struct func {
@@ -850,6 +852,7 @@ struct func {
 	struct module *mod;
 	char name[256];
 	int max_dynamic_shared;
+	void *emu;
 };
 
 static const char bad_image_log[] =
@@ -903,6 +906,23 @@ static CUresult load(struct module **pm, const void *image, unsigned n, const in
 	}
 	m->magic = MAGIC_MODULE;
 	m->ctx = current;
+	{
+		// EMU: the family is named by the second #line directive.
+		const char *p = strstr(text, "#line 1 \"common.cuh\"");
+		p = p ? strstr(p + 10, "#line 1 \"") : NULL;
+		const char *dir = getenv("ZEEMU_DIR");
+		if (p && dir) {
+			p += strlen("#line 1 \"");
+			const char *q = strstr(p, ".cu\"");
+			char path[1024];
+			snprintf(path, sizeof path, "%s/%.*s.so", dir, (int)(q - p), p);
+			m->emu = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+			if (!m->emu) {
+				fprintf(stderr, "EMU: %s\n", dlerror());
+				return CUDA_ERROR_INVALID_IMAGE;
+			}
+		}
+	}
 	*pm = m;
 	return CUDA_SUCCESS;
 }
@@ -968,6 +988,16 @@ EXPORT CUresult cuModuleGetFunction(struct func **pf, struct module *m, const ch
 	f->mod = m;
 	strcpy(f->name, name);
 	f->max_dynamic_shared = 49152;
+	if (m->emu) {
+		char sym[300];
+		snprintf(sym, sizeof sym, "zeemu_%s", name);
+		f->emu = dlsym(m->emu, sym);
+		if (!f->emu) {
+			fprintf(stderr, "EMU: no %s\n", sym);
+			free(f);
+			return CUDA_ERROR_NOT_FOUND;
+		}
+	}
 	*pf = f;
 	return CUDA_SUCCESS;
 }
@@ -1041,6 +1071,11 @@ EXPORT CUresult cuLaunchKernel(struct func *f, unsigned gx, unsigned gy, unsigne
 	}
 	last.nparams = off;
 	UNLOCK();
+	if (f->emu) {
+		void (*launch)(void *, const unsigned *, void **) = (void (*)(void *, const unsigned *, void **))dlsym(f->mod->emu, "zeemu_launch");
+		unsigned d[7] = {gx, gy, gz, bx, by, bz, shared};
+		launch(f->emu, d, params);
+	}
 	return CUDA_SUCCESS;
 }
 
