@@ -6,3 +6,4 @@ package cublas
 
 func call(fn uintptr, args ...uintptr) int32      { panic("cublas: no C calls on this platform") }
 func callPtr(fn uintptr, args ...uintptr) uintptr { panic("cublas: no C calls on this platform") }
+func callv(fn uintptr, args []uintptr) int32      { panic("cublas: no C calls on this platform") }

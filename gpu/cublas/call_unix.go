@@ -24,3 +24,11 @@ func callPtr(fn uintptr, args ...uintptr) uintptr {
 	r, _, _ := purego.SyscallN(fn, args...)
 	return r
 }
+
+// callv calls fn with args, which must be heap memory, without allocating
+// (call's variadic slice escapes). Addresses among args must be of memory
+// that stays alive and in place for the call.
+func callv(fn uintptr, args []uintptr) int32 {
+	r, _, _ := purego.SyscallN(fn, args...)
+	return int32(uint32(r))
+}

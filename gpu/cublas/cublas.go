@@ -24,6 +24,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
@@ -336,8 +338,12 @@ func (h *Handle) GemmStridedBatchedAlgo(transA, transB Op, m, n, k int, alpha fl
 		}
 	}
 	// alpha at scalars[0:8], beta at scalars[8:16], each in the compute
-	// type's scalar type.
-	var scalars [16]byte
+	// type's scalar type. The frame is pooled heap memory, which Go does
+	// not move, kept alive until the call returns: the call allocates
+	// nothing.
+	f := gemmFrames.Get().(*gemmFrame)
+	defer gemmFrames.Put(f)
+	scalars := &f.scalars
 	if err := putScalar(scalars[0:8], alpha, compute); err != nil {
 		return fmt.Errorf("cublas: GemmStridedBatched: alpha: %w", err)
 	}
@@ -355,18 +361,29 @@ func (h *Handle) GemmStridedBatchedAlgo(transA, transB Op, m, n, k int, alpha fl
 	//
 	// 23 integer arguments: 6 in registers, 17 on the stack (System V),
 	// each int widened to a slot as C reads only its low 32 bits.
-	s := call(h.lib.gemm, h.h, uintptr(transA), uintptr(transB),
+	f.args = [23]uintptr{h.h, uintptr(transA), uintptr(transB),
 		uintptr(m), uintptr(n), uintptr(k), uintptr(unsafe.Pointer(&scalars[0])),
 		uintptr(a), uintptr(aType), uintptr(lda), uintptr(strideA),
 		uintptr(b), uintptr(bType), uintptr(ldb), uintptr(strideB),
 		uintptr(unsafe.Pointer(&scalars[8])),
 		uintptr(c), uintptr(cType), uintptr(ldc), uintptr(strideC),
-		uintptr(batch), uintptr(compute), uintptr(algo))
+		uintptr(batch), uintptr(compute), uintptr(algo)}
+	s := callv(h.lib.gemm, f.args[:])
+	runtime.KeepAlive(f)
 	if s != success {
 		return h.lib.err("cublasGemmStridedBatchedEx", s)
 	}
 	return nil
 }
+
+// gemmFrame is the memory of one GEMM call: its arguments and the scalars
+// they point to.
+type gemmFrame struct {
+	args    [23]uintptr
+	scalars [16]byte
+}
+
+var gemmFrames = sync.Pool{New: func() any { return new(gemmFrame) }}
 
 // putScalar writes v into b as the scalar type of compute, in the
 // machine's byte order.
