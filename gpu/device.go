@@ -91,9 +91,15 @@ type Device struct {
 
 var _ device.Device = (*Device)(nil)
 
-// blasWorkspaceBytes is the workspace cuBLAS gets: 32 MiB, what PyTorch
-// gives it on Hopper (CUBLAS_WORKSPACE_CONFIG's default there).
-const blasWorkspaceBytes = 32 << 20
+// blasWorkspaceBytes is the workspace cuBLAS gets: what the cuBLAS
+// documentation of cublasSetWorkspace recommends and PyTorch gives it,
+// 32 MiB on Hopper (compute capability 9.x), 4 MiB elsewhere.
+func blasWorkspaceBytes(dev *cuda.Device) int {
+	if dev.Major == 9 {
+		return 32 << 20
+	}
+	return 4 << 20
+}
 
 // ctxMemory is the allocator's memory on a CUDA context.
 type ctxMemory struct{ ctx *cuda.Context }
@@ -169,12 +175,13 @@ func (d *Device) openBLAS(lib *cublas.Lib) error {
 		if err := h.SetStream(d.compute.Handle()); err != nil {
 			return err
 		}
-		ws, err := d.Alloc(dtype.Uint8, blasWorkspaceBytes)
+		wsBytes := blasWorkspaceBytes(d.dev)
+		ws, err := d.Alloc(dtype.Uint8, wsBytes)
 		if err != nil {
 			return err
 		}
 		d.blasWorkspace = ws.(*Buffer)
-		err = h.SetWorkspace(uint64(d.blasWorkspace.Ptr()), blasWorkspaceBytes)
+		err = h.SetWorkspace(uint64(d.blasWorkspace.Ptr()), wsBytes)
 		if errors.Is(err, errors.ErrUnsupported) {
 			// cuBLAS before 11.? allocates its own workspace.
 			return nil

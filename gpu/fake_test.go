@@ -96,7 +96,7 @@ func TestFakeDeviceBasics(t *testing.T) {
 		t.Errorf("offset view read %v, want %v", f32s(part)[0], want[500])
 	}
 	st := d.MemStats()
-	if st.LiveBuffers != 2 || st.LiveBytes != 4000+blasWorkspaceBytes {
+	if st.LiveBuffers != 2 || st.LiveBytes != int64(4000+blasWorkspaceBytes(d.Props())) {
 		t.Errorf("stats %+v: want the buffer and cuBLAS's workspace", st)
 	}
 	d.Free(buf)
