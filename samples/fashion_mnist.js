@@ -6,6 +6,7 @@
 //   ZEROENG_FMNIST_DIR=DIR zeroeng run samples/fashion_mnist.js
 //   zeroeng run --nproc 2 samples/fashion_mnist.js               # data parallel over 2 ranks (DDP)
 //   zeroeng run --nproc 4 samples/fashion_mnist.js -- --zero 2   # ZeRO: 1, 2 or overlap (see below)
+//   zeroeng run samples/fashion_mnist.js -- --bf16               # bfloat16 model, float32 master weights
 //
 // Every epoch prints the test accuracy; the last line is the result as JSON. With --metrics FILE,
 // every step's loss and every epoch's accuracy go to FILE as JSON lines too.
@@ -15,7 +16,7 @@
 // order of each epoch (one randperm per epoch) are PyTorch's, so the run follows PyTorch's.
 const { tensor, nn, optim, io, dist, zero, progress, metrics } = require("zeroeng");
 
-const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--zero 1|2|overlap]";
+const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--zero 1|2|overlap] [--bf16]";
 const opts = { data: process.env.ZEROENG_FMNIST_DIR || "/usr/share/datasets/fashion-mnist", epochs: 5 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -25,6 +26,7 @@ for (let i = 0; i < argv.length; i++) {
     case "--data": opts.data = value(); break;
     case "--epochs": opts.epochs = Number(value()); break;
     case "--zero": opts.zero = value(); break;
+    case "--bf16": opts.bf16 = true; break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: console.error(`fashion_mnist.js: unknown argument ${argv[i]}\n${usage}`); process.exit(2);
   }
@@ -64,6 +66,10 @@ const n = xTrain.shape[0], batch = 128, steps = Math.ceil(n / batch);
 // so the run follows the one-rank run up to rounding.
 const world = dist.worldSize, rank = dist.rank;
 let model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10));
+// --bf16 trains in bfloat16 (weights, activations, gradients); the optimizer keeps float32 master
+// weights and state, which ZeRO shards like the rest of its state.
+if (opts.bf16) model.bfloat16();
+const input = x => (opts.bf16 ? x.bfloat16() : x);
 // --zero shards Adam's state over the ranks (ZeroRedundancyOptimizer): stage 1 under DDP; stage 2
 // without DDP, the optimizer reduce-scattering the gradients itself; overlap runs the sharded step
 // inside DDP's backward (schedule B).
@@ -81,10 +87,10 @@ if (opts.zero === undefined) {
   }
 }
 console.log(`fashion-mnist: ${n} training and ${xTest.shape[0]} test images (${opts.data}), ` +
-  `MLP 784-256-128-10, Adam lr 1e-3${opts.zero ? ` (ZeRO ${opts.zero})` : ""}, batch ${batch}${world > 1 ? ` over ${world} ranks` : ""}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
+  `MLP 784-256-128-10${opts.bf16 ? " in bfloat16" : ""}, Adam lr 1e-3${opts.zero ? ` (ZeRO ${opts.zero})` : ""}, batch ${batch}${world > 1 ? ` over ${world} ranks` : ""}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
 
 const accuracy = () =>
-  tensor.noGrad(() => tensor.scope(() => model.forward(xTest).argmax(1).eq(yTest).float().mean().item()));
+  tensor.noGrad(() => tensor.scope(() => model.forward(input(xTest)).argmax(1).eq(yTest).float().mean().item()));
 
 let trainMs = 0, acc = 0, step = 0;
 for (let epoch = 1; epoch <= opts.epochs; epoch++) {
@@ -98,7 +104,7 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
     const lo = Math.floor(size * rank / world), hi = Math.floor(size * (rank + 1) / world);
     const idx = perm.narrow(0, i + lo, hi - lo);
     opt.zeroGrad();
-    const loss = nn.functional.crossEntropy(model.forward(xTrain.indexSelect(0, idx)), yTrain.indexSelect(0, idx));
+    const loss = nn.functional.crossEntropy(model.forward(input(xTrain.indexSelect(0, idx))), yTrain.indexSelect(0, idx));
     loss.backward();
     opt.step();
     const l = loss.item();
@@ -116,6 +122,6 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
 }
 
 // The result in shared/bench/torch_fmnist.py's form; train_s counts the training steps only, as there.
-const result = { workload: "fashion_mnist_mlp", epochs: opts.epochs, test_acc: Number(acc.toFixed(4)), train_s: trainMs / 1e3 };
+const result = { workload: "fashion_mnist_mlp", dtype: opts.bf16 ? "bfloat16" : "float32", epochs: opts.epochs, test_acc: Number(acc.toFixed(4)), train_s: trainMs / 1e3 };
 metrics.log(result);
 console.log(JSON.stringify(result));

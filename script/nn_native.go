@@ -187,6 +187,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		return r.vm.ToValue(ok && j.param)
 	}))
 	r.fn(native, "loadStateDict", r.loadStateDict)
+	r.fn(native, "moduleTo", r.moduleTo)
 	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.utils.clipGradNorm_"
 		params := r.tensorList(fn, call.Argument(0))
@@ -205,6 +206,62 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		}
 		return r.vm.ToValue(total)
 	})
+}
+
+// moduleTo(entries, arg) is Module.to: entries are [name, tensor] pairs
+// (parameters, then buffers); arg is a dtype ("bfloat16"), a device, or
+// {dtype}. Floating-point entries are converted in place (module.to keeps
+// every parameter's identity, so optimizers made before still hold them).
+// Each rank's tensors already live on its device: a device of that kind
+// ("cuda" on a cuda:3 rank) is accepted and changes nothing.
+func (r *Runtime) moduleTo(call goja.FunctionCall) goja.Value {
+	const fn = "Module.to"
+	arg := call.Argument(1)
+	if o, ok := arg.(*goja.Object); ok && !r.isTensor(arg) {
+		if _, isArr := o.Export().([]any); !isArr {
+			arg = optValue(o, "dtype")
+		}
+	}
+	if isMissing(arg) {
+		r.throwf("%s: expects a dtype (\"bfloat16\") or a device", fn)
+	}
+	s := arg.String()
+	dt, ok := dtype.Parse(s)
+	if !ok {
+		here := r.rt.Device().String()
+		kind, _, _ := strings.Cut(here, ":")
+		if want, _, _ := strings.Cut(s, ":"); want == kind {
+			return call.Argument(0)
+		}
+		if s == "cpu" || strings.HasPrefix(s, "cuda") {
+			r.throwf("%s(%q): this rank runs on %s; tensors live on the rank's device (zeroeng run --device)", fn, s, here)
+		}
+		r.throwf("%s: unknown dtype or device %s", fn, describe(arg))
+	}
+	if !dt.IsFloat() {
+		r.throwf("%s(%q): only a floating-point dtype converts a module", fn, s)
+	}
+	entries, ok := call.Argument(0).Export().([]any)
+	if !ok {
+		r.throwf("%s: internal: entries must be an array", fn)
+	}
+	for _, e := range entries {
+		pair, _ := e.([]any)
+		if len(pair) != 2 {
+			r.throwf("%s: internal: entries must be [name, tensor] pairs", fn)
+		}
+		j, ok := pair[1].(*jsTensor)
+		if !ok {
+			continue
+		}
+		if !j.t.DType().IsFloat() {
+			continue
+		}
+		if err := j.t.Retype(dt); err != nil {
+			r.throwf("%s(%q): %v: %v", fn, s, pair[0], err)
+		}
+	}
+	return goja.Undefined()
 }
 
 // loadStateDict(own, sd, strict): own maps a module's names to its tensors,

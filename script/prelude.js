@@ -141,6 +141,18 @@
       return this;
     }
 
+    // to(dtype) converts floating-point parameters and buffers in place
+    // (each keeps its identity); to(device) accepts the rank's own device.
+    // A bfloat16 model trains with float32 master weights in the optimizer.
+    to(arg) {
+      native.moduleTo([...this.namedParameters(), ...this.namedBuffers()], arg);
+      return this;
+    }
+    bfloat16() { return this.to('bfloat16'); }
+    half() { return this.to('float16'); }
+    float() { return this.to('float32'); }
+    double() { return this.to('float64'); }
+
     numParameters() { return this.parameters().reduce((n, p) => n + p.numel(), 0); }
 
     extraRepr() { return ''; }

@@ -133,6 +133,20 @@ const s = optim.lrScheduler.StepLR(opt, { stepSize: 1, gamma: 0.5 }); opt.step()
 			"10.0 0.60 0.80", ""},
 		{"save and load", `const m = nn.Linear(2, 2); io.saveSafetensors("m.safetensors", m.stateDict()); const sd = io.loadSafetensors("m.safetensors"); const m2 = nn.Linear(2, 2); m2.loadStateDict(sd); console.log(m2.weight.eq(m.weight).all === undefined, m2.weight.sub(m.weight).abs().sum().item())`,
 			"true 0", ""},
+		{"module.to(bfloat16) keeps parameter identity", `const m = nn.Sequential(nn.Linear(2, 3), nn.LayerNorm(3)); const before = m.parameters(); const opt = optim.SGD(before, { lr: 0.1 });
+console.log(m.bfloat16() === m, m.parameters().every((p, i) => p === before[i] && p.dtype === "bfloat16" && p.requiresGrad), m.forward(tensor.ones([1, 2]).bfloat16()).dtype, m.float()[0].weight.dtype)`,
+			"true true bfloat16 float32", ""},
+		{"module.to accepts the rank's device and {dtype}", `const m = nn.Linear(1, 1); m.to("cpu").to({ dtype: "float16" }); console.log(m.weight.dtype)`, "float16", ""},
+		{"module.to another device", `nn.Linear(1, 1).to("cuda:1")`, "", `Module.to("cuda:1"): this rank runs on cpu`},
+		{"module.to an integer dtype", `nn.Linear(1, 1).to("int64")`, "", "only a floating-point dtype"},
+		{"bfloat16 training keeps float32 master weights", `tensor.manualSeed(0);
+const m = nn.Linear(4, 1).bfloat16(); const w0 = m.weight.float(); const opt = optim.AdamW(m.parameters(), { lr: 1e-3, weightDecay: 0 });
+for (let i = 0; i < 3; i++) { opt.zeroGrad(); m.forward(tensor.ones([2, 4]).bfloat16()).sum().backward(); opt.step(); }
+const st = opt.stateDict().state[0];
+console.log(Object.keys(st).sort().join(" "), st.master_param.dtype, st.exp_avg.dtype, st.master_param.sub(w0).abs().max().item().toFixed(4), m.weight.sub(st.master_param).abs().max().item() <= 0.004)`,
+			// Three steps of lr 1e-3 move each master weight by 0.003: less than
+			// half a bfloat16 unit at |w| in [0.25, 0.5), so only the master records it.
+			"exp_avg exp_avg_sq master_param step float32 float32 0.0030 true", ""},
 		{"subclassing a layer", `class Scaled extends nn.Linear { forward(x) { return super.forward(x).mul(2); } } const s = new Scaled(2, 1); console.log(s instanceof nn.Linear, s instanceof nn.Module, s.forward(tensor.ones([1, 2])).shape)`,
 			"true true [ 1, 1 ]", ""},
 	})

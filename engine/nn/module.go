@@ -326,6 +326,33 @@ func ZeroGradOf(p *tensor.Tensor, setToNone bool) error {
 	return err
 }
 
+// To converts every floating-point parameter and buffer to the
+// floating-point dtype dt in place, as PyTorch's module.to(dtype): each
+// keeps its identity, so optimizers and hooks made before still hold it,
+// and a gradient is converted too. Integer buffers are left alone.
+// Training in bfloat16 this way, an optimizer keeps float32 master
+// weights (optim.StateDType).
+func (b *Base) To(dt tensor.DType) error {
+	if !dt.IsFloat() {
+		return fmt.Errorf("nn: module.to(%v): only a floating-point dtype converts a module", dt)
+	}
+	convert := func(kind string, all []NamedTensor) error {
+		for _, e := range all {
+			if !e.Tensor.DType().IsFloat() {
+				continue
+			}
+			if err := e.Tensor.Retype(dt); err != nil {
+				return fmt.Errorf("nn: module.to(%v): %s %q: %w", dt, kind, e.Name, err)
+			}
+		}
+		return nil
+	}
+	if err := convert("parameter", b.NamedParameters()); err != nil {
+		return err
+	}
+	return convert("buffer", b.NamedBuffers())
+}
+
 // NumParameters is the number of trainable scalars.
 func (b *Base) NumParameters() int {
 	n := 0

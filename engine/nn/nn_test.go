@@ -277,3 +277,38 @@ func TestDropoutMatchesPyTorch(t *testing.T) {
 	}
 	assertClose(t, "dropout grad", x.Grad(), fx["dropout/grad"], 0, 0)
 }
+
+// module.to(dtype) converts floating-point parameters and buffers in
+// place and leaves integer buffers alone, as PyTorch does.
+func TestModuleTo(t *testing.T) {
+	rt := newRT(0)
+	b := newBlock(t, rt)
+	if err := b.RegisterBuffer("scale", rt.Ones(tensor.Float32, 4).Persist()); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.RegisterBuffer("count", rt.Zeros(tensor.Int64, 1).Persist()); err != nil {
+		t.Fatal(err)
+	}
+	before := b.Parameters()
+	if err := b.To(tensor.BFloat16); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range b.NamedParameters() {
+		if p.Tensor != before[i] || p.Tensor.DType() != tensor.BFloat16 || !p.Tensor.RequiresGrad() {
+			t.Errorf("%s: %v, requires_grad %v, same tensor %v", p.Name, p.Tensor.DType(), p.Tensor.RequiresGrad(), p.Tensor == before[i])
+		}
+	}
+	want := map[string]tensor.DType{"scale": tensor.BFloat16, "count": tensor.Int64}
+	for _, e := range b.NamedBuffers() {
+		if e.Tensor.DType() != want[e.Name] {
+			t.Errorf("buffer %s is %v, want %v", e.Name, e.Tensor.DType(), want[e.Name])
+		}
+	}
+	x := rt.Ones(tensor.BFloat16, 2, 4)
+	if y := b.fc.Forward(b.ln1.Forward(x)); y.Err() != nil || y.DType() != tensor.BFloat16 {
+		t.Fatalf("forward in bfloat16: %v %v", y.DType(), y.Err())
+	}
+	if err := b.To(tensor.Int32); err == nil || !strings.Contains(err.Error(), "floating-point") {
+		t.Fatalf("to(int32): %v", err)
+	}
+}

@@ -167,19 +167,38 @@ func (g *ParamGroup) Validate(kind Kind) error {
 // State is the per-parameter state, in PyTorch's terms: step (Adam, AdamW),
 // exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad), momentum_buffer (SGD with
 // momentum). Tensors are persistent and live on the parameter's device.
+//
+// A half-precision (bfloat16, float16) parameter also has master_param:
+// its float32 master copy, which the update runs on; the other state
+// tensors are float32 too (StateDType). Under ZeRO the state of a slice
+// is that slice's, so the master weights are sharded with the rest.
 type State struct {
 	Step           int64
 	ExpAvg         *tensor.Tensor
 	ExpAvgSq       *tensor.Tensor
 	MaxExpAvgSq    *tensor.Tensor
 	MomentumBuffer *tensor.Tensor
+	Master         *tensor.Tensor
 }
+
+// StateDType is the dtype of p's state tensors: float32 for a
+// half-precision parameter (mixed precision with float32 master weights),
+// else p's own.
+func StateDType(p *tensor.Tensor) tensor.DType {
+	if isHalf(p.DType()) {
+		return tensor.Float32
+	}
+	return p.DType()
+}
+
+func isHalf(dt tensor.DType) bool { return dt == tensor.BFloat16 || dt == tensor.Float16 }
 
 // Tensors lists the state tensors with their PyTorch names.
 func (s *State) Tensors() []nn.NamedTensor {
 	var out []nn.NamedTensor
 	for _, e := range []nn.NamedTensor{{Name: "exp_avg", Tensor: s.ExpAvg}, {Name: "exp_avg_sq", Tensor: s.ExpAvgSq},
-		{Name: "max_exp_avg_sq", Tensor: s.MaxExpAvgSq}, {Name: "momentum_buffer", Tensor: s.MomentumBuffer}} {
+		{Name: "max_exp_avg_sq", Tensor: s.MaxExpAvgSq}, {Name: "momentum_buffer", Tensor: s.MomentumBuffer},
+		{Name: "master_param", Tensor: s.Master}} {
 		if e.Tensor != nil {
 			out = append(out, e)
 		}
@@ -248,6 +267,9 @@ func label(p *tensor.Tensor, i int) string {
 }
 
 func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
+	if isHalf(p.DType()) {
+		return masterStep(kind, h, p, g, s)
+	}
 	dev := p.Device()
 	pc, gc := p, g
 	var cleanup []*tensor.Tensor
@@ -300,4 +322,29 @@ func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 		return dev.AdamStep(tensor.WritableView(pc), tensor.DeviceView(gc), tensor.WritableView(s.ExpAvg), tensor.WritableView(s.ExpAvgSq), vmax, hyper)
 	}
 	return fmt.Errorf("unknown optimizer kind %v", kind)
+}
+
+// masterStep updates a half-precision parameter through its float32
+// master copy, as DeepSpeed's bf16 optimizer and llm.c do: the gradient is
+// widened, the update runs in float32 on the master and its state, and the
+// parameter becomes the master rounded to nearest-even. Updates smaller
+// than half a unit in the last place of the parameter, which a bf16 update
+// would lose, accumulate in the master.
+func masterStep(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
+	if !p.IsContiguous() {
+		return fmt.Errorf("parameters must be contiguous")
+	}
+	if s.Master == nil {
+		m := p.Detach().To(tensor.Float32)
+		if err := m.Err(); err != nil {
+			return fmt.Errorf("master weights: %w", err)
+		}
+		s.Master = m.Persist()
+	}
+	g32 := g.Detach().To(tensor.Float32)
+	defer g32.Release()
+	if err := step(kind, h, s.Master, g32, s); err != nil {
+		return err
+	}
+	return p.Device().Copy(tensor.WritableView(p), tensor.DeviceView(s.Master))
 }

@@ -180,7 +180,7 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 					prefix := fmt.Sprintf("%s/step%d/p%d/", name, s, j)
 					closeTo(t, prefix+"param", p, fx.t[prefix+"param"], 1e-5)
 					st := opt.State(p)
-					for _, key := range []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer"} {
+					for _, key := range []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "master_param"} {
 						want, ok := fx.t[prefix+key]
 						if !ok {
 							continue
@@ -390,5 +390,46 @@ func TestFunctionalUpdateSkipsMissingGradients(t *testing.T) {
 	}
 	if v, _ := a.SumAll().Item(); v == 3 || states[0].Step != 1 {
 		t.Fatalf("parameter with gradient unchanged or step %d", states[0].Step)
+	}
+}
+
+// TestLoadStateDictRejects checks that a bad dict is refused with a
+// message naming the entry, and that nothing changes.
+func TestLoadStateDictRejects(t *testing.T) {
+	rt := newRT()
+	p := rt.Ones(tensor.Float32, 3)
+	_ = p.SetRequiresGrad(true)
+	o, err := optim.NewAdamW([]*tensor.Tensor{p}, optim.DefaultAdamW())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.SetGrad(rt.Ones(tensor.Float32, 3))
+	if err := o.Step(); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := o.State(p).ExpAvg.Float64s()
+	for _, tc := range []struct {
+		name string
+		edit func(sd *optim.StateDict)
+		want string
+	}{
+		{"unknown entry", func(sd *optim.StateDict) { sd.State[0]["velocity"] = rt.Zeros(tensor.Float32, 3) }, `unknown entry "velocity"`},
+		{"wrong shape", func(sd *optim.StateDict) { sd.State[0]["exp_avg"] = rt.Zeros(tensor.Float32, 4) }, `"exp_avg" has shape [4]`},
+		{"master weights of a float32 parameter", func(sd *optim.StateDict) { sd.State[0]["master_param"] = rt.Zeros(tensor.Float32, 3) },
+			"master_param, but the parameter is float32"},
+		{"index out of range", func(sd *optim.StateDict) { sd.State[5] = sd.State[0] }, "parameter index 5"},
+		{"groups", func(sd *optim.StateDict) { sd.ParamGroups = append(sd.ParamGroups, sd.ParamGroups[0]) }, "number of parameter groups"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sd, _ := o.StateDict()
+			tc.edit(sd)
+			err := o.LoadStateDict(sd)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+			if after, _ := o.State(p).ExpAvg.Float64s(); !slices.Equal(after, before) {
+				t.Fatal("a rejected dict changed the state")
+			}
+		})
 	}
 }

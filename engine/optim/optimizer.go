@@ -425,6 +425,9 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 			if _, ok := stateField(&State{}, name); !ok {
 				return nil, nil, fmt.Errorf("optim: state %d: unknown entry %q for %v", k, name, kind)
 			}
+			if name == "master_param" && !isHalf(p.DType()) {
+				return nil, nil, fmt.Errorf("optim: state %d has master_param, but the parameter is %v (master weights are kept for bfloat16 and float16 parameters)", k, p.DType())
+			}
 			if fmt.Sprint(t.Shape()) != fmt.Sprint(p.Shape()) {
 				return nil, nil, fmt.Errorf("optim: state %d %q has shape %v, the parameter %v", k, name, t.Shape(), p.Shape())
 			}
@@ -444,7 +447,7 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 				continue
 			}
 			field, _ := stateField(s, name)
-			c := t.To(p.DType()).Clone()
+			c := t.To(StateDType(p)).Clone()
 			if err := c.Err(); err != nil {
 				s.Release()
 				for _, o := range states {
@@ -473,6 +476,8 @@ func stateField(s *State, name string) (**tensor.Tensor, bool) {
 		return &s.MaxExpAvgSq, true
 	case "momentum_buffer":
 		return &s.MomentumBuffer, true
+	case "master_param":
+		return &s.Master, true
 	}
 	return nil, false
 }

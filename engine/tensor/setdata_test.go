@@ -54,3 +54,62 @@ func TestSetData(t *testing.T) {
 		}
 	}
 }
+
+func TestRetype(t *testing.T) {
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+	leaf := func() *tensor.Tensor {
+		p := rt.FromFloat32s([]float32{1, 2.5, -3, 1.00390625}, 2, 2).Persist()
+		p.SetName("w")
+		_ = p.SetRequiresGrad(true)
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		make    func() *tensor.Tensor
+		to      tensor.DType
+		want    []float32 // after converting back to float32
+		wantErr string
+	}{
+		{"bfloat16 rounds to nearest even", leaf, tensor.BFloat16, []float32{1, 2.5, -3, 1}, ""},
+		{"float16 keeps these", leaf, tensor.Float16, []float32{1, 2.5, -3, 1.00390625}, ""},
+		{"float64", leaf, tensor.Float64, []float32{1, 2.5, -3, 1.00390625}, ""},
+		{"same dtype", leaf, tensor.Float32, []float32{1, 2.5, -3, 1.00390625}, ""},
+		{"integer for a parameter", leaf, tensor.Int64, nil, "must stay floating-point"},
+		{"not a leaf", func() *tensor.Tensor { return leaf().MulScalar(2) }, tensor.BFloat16, nil, "only leaves"},
+		{"released", func() *tensor.Tensor { p := leaf(); p.Release(); return p }, tensor.BFloat16, nil, "released"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := tc.make()
+			if p.IsLeaf() {
+				_ = p.SetGrad(rt.FromFloat32s([]float32{0.5, 1, 1.5, 2}, 2, 2))
+			}
+			err := p.Retype(tc.to)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.DType() != tc.to || !slices.Equal(p.Shape(), []int{2, 2}) || !p.RequiresGrad() || p.Name() != "w" {
+				t.Fatalf("after retype: %v %v requires_grad=%v name=%q", p.DType(), p.Shape(), p.RequiresGrad(), p.Name())
+			}
+			if got, _ := p.To(tensor.Float32).Float32s(); !slices.Equal(got, tc.want) {
+				t.Fatalf("values %v, want %v", got, tc.want)
+			}
+			if g := p.Grad(); g == nil || g.DType() != tc.to {
+				t.Fatalf("gradient not converted: %v", g)
+			}
+			// Backward now accumulates in the new dtype.
+			_ = p.SetGrad(nil)
+			if err := p.SumAll().Backward(); err != nil {
+				t.Fatal(err)
+			}
+			if g := p.Grad(); g == nil || g.DType() != tc.to {
+				t.Fatalf("gradient after backward: %v", g)
+			}
+		})
+	}
+}

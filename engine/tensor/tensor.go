@@ -387,6 +387,55 @@ func normDim(dim, ndim int) (int, bool) {
 	return dim, dim >= 0 && dim < ndim
 }
 
+// Retype converts a leaf's data to dt in place of its identity, as
+// PyTorch's module.to(dtype) does for each parameter and buffer
+// (param.data = param.data.to(dtype)): t keeps its name, autograd flag and
+// hooks, and a gradient it holds is converted too. The old storage is
+// released. Views of t made before keep the old data.
+func (t *Tensor) Retype(dt DType) error {
+	if t.err != nil {
+		return t.err
+	}
+	if t.Released() {
+		return fmt.Errorf("tensor: retype of a released tensor (%s)", t.label())
+	}
+	if !t.IsLeaf() {
+		return fmt.Errorf("tensor: retype of %s: only leaves (parameters, buffers) change dtype in place", t.label())
+	}
+	if !dt.Valid() || (t.requiresGrad && !dt.IsFloat()) {
+		return fmt.Errorf("tensor: retype of %s to %v: a tensor that requires grad must stay floating-point", t.label(), dt)
+	}
+	if dt == t.dt {
+		return nil
+	}
+	var grad *Tensor
+	if g := t.Grad(); g != nil {
+		if grad = g.Detach().To(dt).Persist(); grad.err != nil {
+			return fmt.Errorf("tensor: retype of the gradient of %s: %w", t.label(), grad.err)
+		}
+	}
+	data, err := t.rt.empty(dt, t.shape)
+	if err == nil {
+		err = kernel(func() error { return t.rt.dev.Copy(data.view(), t.view()) })
+	}
+	if err != nil {
+		grad.Release()
+		data.Release()
+		return fmt.Errorf("tensor: retype of %s to %v: %w", t.label(), dt, err)
+	}
+	data.st.refs.Add(1)
+	old := t.st
+	t.st, t.dt, t.off = data.st, dt, 0
+	t.strides = device.ContiguousStrides(t.shape)
+	old.release()
+	data.Release()
+	if grad != nil {
+		t.grad.Release()
+		t.grad = grad
+	}
+	return nil
+}
+
 // SetData makes t a view of src's memory, keeping t's identity, autograd
 // flag, gradient and hooks: PyTorch's `p.data = src`. src must have t's
 // dtype and number of elements; t keeps its shape. ZeRO uses it to turn

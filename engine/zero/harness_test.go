@@ -32,6 +32,9 @@ type run struct {
 	shard    bool
 	ddpOpts  ddp.Options
 	seedRank bool // initialise each rank's model differently
+	// dt, when valid, is the model's dtype (bfloat16: mixed precision
+	// with float32 master weights); the inputs are converted to it.
+	dt dtype.DType
 
 	// uneven: rank r stops after steps-r iterations, under Join.
 	uneven bool
@@ -94,6 +97,11 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	}
 	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), seed)
 	m := mlp(t, rt)
+	if c.dt.Valid() {
+		if err := m.To(c.dt); err != nil {
+			return err
+		}
+	}
 	pg := w.Group(rank)
 	params := m.Parameters()
 	var d *ddp.DDP
@@ -173,6 +181,9 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 				ys[i] = int64((i + step) % 4)
 			}
 			x, y := rt.FromValues(dtype.Float32, xs, 24, 16), rt.FromInt64s(ys, 24)
+			if c.dt.Valid() {
+				x = x.To(c.dt)
+			}
 			if err := opt.ZeroGrad(false); err != nil {
 				return err
 			}

@@ -17,7 +17,7 @@ type stateChunk struct {
 	At    int // first element, in the flattened parameter
 	Step  int64
 	Names []string // "exp_avg", ...
-	Data  [][]byte // each entry's elements in the parameter's dtype, little-endian
+	Data  [][]byte // each entry's elements in optim.StateDType, little-endian
 }
 
 // ConsolidateStateDict gathers every rank's optimizer state on rank to
@@ -67,14 +67,15 @@ func (z *Optimizer) ConsolidateStateDict(to int) error {
 				if !ok {
 					return fmt.Errorf("zero: consolidateStateDict: rank %d sent an unknown entry %q", r, name)
 				}
+				dt := optim.StateDType(p)
 				if *field == nil {
-					*field = z.rt.Zeros(p.DType(), p.Shape()...).Persist()
+					*field = z.rt.Zeros(dt, p.Shape()...).Persist()
 				}
-				n := len(c.Data[i]) / p.DType().Size()
+				n := len(c.Data[i]) / dt.Size()
 				if c.At+n > p.Numel() {
 					return fmt.Errorf("zero: consolidateStateDict: rank %d sent %d elements at %d of %s", r, n, c.At, paramLabel(p, c.Index))
 				}
-				src := z.rt.FromBytes(p.DType(), c.Data[i], n)
+				src := z.rt.FromBytes(dt, c.Data[i], n)
 				dst := (*field).View(-1).Narrow(0, c.At, n)
 				err := dst.CopyFrom(src)
 				src.Release()

@@ -34,8 +34,13 @@ func onRanks(t *testing.T, n int, fn func(rank int, pg dist.ProcessGroup, rt *te
 	}
 }
 
-// toyParams are parameters of sizes 9, 7, 5, 3 and 4×6 with fixed values.
+// toyParams are float32 parameters of sizes 9, 7, 5, 3 and 4×6 with fixed values.
 func toyParams(rt *tensor.Runtime, values [][]float64) []*tensor.Tensor {
+	return toyParamsOf(rt, values, dtype.Float32)
+}
+
+// toyParamsOf are toyParams of dtype dt.
+func toyParamsOf(rt *tensor.Runtime, values [][]float64, dt dtype.DType) []*tensor.Tensor {
 	shapes := [][]int{{9}, {7}, {5}, {3}, {4, 6}}
 	var ps []*tensor.Tensor
 	for i, sh := range shapes {
@@ -50,7 +55,7 @@ func toyParams(rt *tensor.Runtime, values [][]float64) []*tensor.Tensor {
 		if values != nil {
 			v = values[i]
 		}
-		p := rt.FromValues(dtype.Float32, v, sh...).Persist()
+		p := rt.FromValues(dt, v, sh...).Persist()
 		p.SetName(fmt.Sprintf("p%d", i))
 		_ = p.SetRequiresGrad(true)
 		ps = append(ps, p)
@@ -66,7 +71,7 @@ func setToyGrads(rt *tensor.Runtime, ps []*tensor.Tensor, step int) error {
 		for j := range v {
 			v[j] = math.Sin(float64(step*7 + i*3 + j))
 		}
-		if err := p.SetGrad(rt.FromValues(dtype.Float32, v, p.Shape()...).Persist()); err != nil {
+		if err := p.SetGrad(rt.FromValues(p.DType(), v, p.Shape()...).Persist()); err != nil {
 			return err
 		}
 	}
@@ -94,11 +99,21 @@ func twoGroups(hyper optim.ParamGroup, ps []*tensor.Tensor) (optim.ParamGroup, o
 }
 
 func TestStateDictConsolidatesAndLoadsUnderAnyWorldSize(t *testing.T) {
+	for _, dt := range []dtype.DType{dtype.Float32, dtype.BFloat16} {
+		t.Run(dt.String(), func(t *testing.T) { consolidateAndResume(t, dt) })
+	}
+}
+
+// consolidateAndResume checks every layout and world size against the
+// plain optimizer on parameters of dtype dt. With bfloat16 the state dict
+// carries the float32 master weights (master_param): resuming from it
+// continues the plain run exactly.
+func consolidateAndResume(t *testing.T, dt dtype.DType) {
 	hyper := optim.DefaultAdamW().Group()
 	hyper.LR = 0.05
 	// The plain optimizer over 6 steps, and its state dict after 3.
 	rt := newRuntime()
-	ps := toyParams(rt, nil)
+	ps := toyParamsOf(rt, nil, dt)
 	g1, g2 := twoGroups(hyper, ps)
 	plain, err := optim.New(optim.AdamW, g1.Params, g1)
 	if err != nil {
@@ -128,6 +143,12 @@ func TestStateDictConsolidatesAndLoadsUnderAnyWorldSize(t *testing.T) {
 		}
 	}
 	want := values(ps)
+	if dt == dtype.BFloat16 {
+		m := plainSD.State[0]["master_param"]
+		if m == nil || m.DType() != dtype.Float32 || m.Numel() != ps[0].Numel() {
+			t.Fatalf("the state dict of a bfloat16 parameter has no float32 master_param: %v", keys(plainSD.State[0]))
+		}
+	}
 
 	layouts := []Options{{}, {Partition: "flat"}, {Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.0001}, {ParametersAsBucketView: true}}
 	for _, first := range layouts {
@@ -139,7 +160,7 @@ func TestStateDictConsolidatesAndLoadsUnderAnyWorldSize(t *testing.T) {
 					var consolidated *optim.StateDict
 					// Three steps on sizes[0] ranks, consolidated on the last rank.
 					onRanks(t, sizes[0], func(rank int, pg dist.ProcessGroup, rt *tensor.Runtime) error {
-						ps := toyParams(rt, nil)
+						ps := toyParamsOf(rt, nil, dt)
 						g1, g2 := twoGroups(hyper, ps)
 						z, err := New(pg, optim.AdamW, g1.Params, g1, first)
 						if err != nil {
@@ -177,7 +198,7 @@ func TestStateDictConsolidatesAndLoadsUnderAnyWorldSize(t *testing.T) {
 					})
 					// Loaded on sizes[1] ranks, three more steps equal the plain run.
 					onRanks(t, sizes[1], func(rank int, pg dist.ProcessGroup, rt *tensor.Runtime) error {
-						ps := toyParams(rt, at3)
+						ps := toyParamsOf(rt, at3, dt)
 						g1, g2 := twoGroups(optim.DefaultAdamW().Group(), ps) // hyper-parameters come from the dict
 						z, err := New(pg, optim.AdamW, g1.Params, g1, second)
 						if err != nil {

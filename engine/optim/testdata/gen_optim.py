@@ -96,6 +96,57 @@ trajectory("adamw_weight_decay", AdamW, None, weight_decay=0.1)
 trajectory("adamw_amsgrad", AdamW, None, amsgrad=True)
 trajectory("adamw_groups", AdamW, [([0, 1], {"lr": 1e-2, "weight_decay": 0.1}), ([2], {"lr": 1e-3, "weight_decay": 0.0})])
 
+# ---- mixed precision: half-precision parameters with float32 master weights ---------------------------
+def master_trajectory(name, cls, dt, skip=None, **kwargs):
+    """Like trajectory, for parameters of dtype dt (bfloat16, float16) updated through float32 master
+    copies, as DeepSpeed's bf16 optimizer and llm.c do: the optimizer runs on the masters with the
+    gradients widened to float32, and each parameter is its master rounded to dt after every step.
+    The state of parameter j gains master_param, its master."""
+    skip = skip or {}
+    torch.manual_seed(sum(map(ord, name)))
+    params = [torch.randn(s).to(dt) for s in SHAPES]
+    masters = [torch.nn.Parameter(p.float()) for p in params]
+    for j, p in enumerate(params):
+        put(f"{name}/p{j}/init", p)
+    opt = cls(masters, **kwargs)
+    names = {}
+    for s in range(1, STEPS + 1):
+        for j, m in enumerate(masters):
+            g = torch.randn(m.shape).to(dt)
+            if s in skip.get(j, ()):
+                m.grad = None
+            else:
+                m.grad = g.float()
+                put(f"{name}/step{s}/p{j}/grad", g)
+        opt.step()
+        for j, m in enumerate(masters):
+            params[j] = m.detach().to(dt)
+            put(f"{name}/step{s}/p{j}/param", params[j])
+            if opt.state[m]:
+                names[id(m)] = put(f"{name}/step{s}/p{j}/master_param", m)
+            for key, v in opt.state[m].items():
+                if isinstance(v, torch.Tensor):
+                    names[id(v)] = put(f"{name}/step{s}/p{j}/{key}", v)
+    sd = opt.state_dict()
+    for j, m in enumerate(masters):
+        if j in sd["state"]:
+            sd["state"][j]["master_param"] = m
+    meta[name] = json.dumps({
+        "optimizer": cls.__name__,
+        "dtype": str(dt).removeprefix("torch."),
+        "kwargs": kwargs,
+        "groups": None,
+        "steps": STEPS,
+        "no_grad": {str(j): steps for j, steps in skip.items()},
+        "state_dict": jsonable(sd, names),
+    })
+
+
+master_trajectory("bf16_adamw", AdamW, torch.bfloat16, weight_decay=0.1)
+master_trajectory("bf16_adamw_skip", AdamW, torch.bfloat16, skip={1: [2, 4]})
+master_trajectory("bf16_sgd_momentum", SGD, torch.bfloat16, lr=0.01, momentum=0.9)
+master_trajectory("fp16_adam", Adam, torch.float16, lr=1e-4)
+
 # ---- clip_grad_norm_ ----------------------------------------------------------------------------------
 torch.manual_seed(7)
 clip_in = [torch.randn(s) for s in SHAPES]  # total 2-norm ~4.6
