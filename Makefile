@@ -30,6 +30,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/safetensors
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/npy
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/idx
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/tokens
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 30s -fuzzminimizetime 3s ./hooks/wasm
 
 # The sample Wasm comm hooks (docs/wasm-hook-abi.md, samples/hooks/README.md) into

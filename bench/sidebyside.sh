@@ -4,6 +4,7 @@
 # line per run, then a summary of medians and ratios (docs/benchmarks.md quotes it).
 #
 #   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js ddp2 (default: all)
+#                                          # gpt runs the Go model and samples/gpt.js (side zeroeng-js)
 #   bench/sidebyside.sh overlap            # ZeRO overlap on 4 ranks and an emulated 10 Gbit/s link (zeroeng only)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
@@ -75,6 +76,15 @@ for w in "${workloads[@]}"; do
         for v in flat stage2 overlap-a overlap-b; do
           ./bin/zeroeng bench "ddp2-$v" | sed 's/"workload":"ddp2-[a-z0-9-]*"/"workload":"ddp2"/' | tag "zeroeng-$v"
         done
+        ;;
+      gpt)
+        # The Go model (zeroeng bench gpt) and the JavaScript sample a user runs (side zeroeng-js):
+        # samples/gpt.js --bench, 3 warm-up and 20 timed steps on random tokens, without clipping
+        # (torch_cpu.py does not clip; the sample's weight decay skips biases and LayerNorms).
+        env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" gpt | tag torch
+        OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_cpu.py" gpt | tag torch-skylakex
+        ./bin/zeroeng bench gpt | tag zeroeng
+        ./bin/zeroeng run --quiet samples/gpt.js -- --config bench --bench --steps 23 --clip 0 | tail -n 1 | tag zeroeng-js
         ;;
       *)
         env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" "$w" | tag torch

@@ -11,10 +11,15 @@
   const F = native.functional;
 
   // callable makes a class usable with and without `new`, as nn.Linear(…)
-  // and optim.AdamW(…) are in the host API, and still subclassable.
+  // and optim.AdamW(…) are in the host API, and still subclassable. A
+  // construct call is told from a plain one by `this`, not by new.target
+  // alone: goja leaks the enclosing constructor's new.target into plain
+  // calls made inside it, so nn.Linear(…) in a Module's constructor would
+  // build a Linear with the enclosing class's prototype.
   function callable(Cls) {
     function Factory(...args) {
-      return Reflect.construct(Cls, args, new.target || Factory);
+      const constructing = new.target !== undefined && this instanceof Factory;
+      return Reflect.construct(Cls, args, constructing ? new.target : Factory);
     }
     Object.defineProperty(Factory, 'name', { value: Cls.name });
     Factory.prototype = Cls.prototype;
@@ -165,6 +170,22 @@
       return `${this.constructor.name}(\n${lines.join('\n')}\n)`;
     }
   }
+
+  // nn.init: torch.nn.init's in-place initialisers, drawing from the
+  // rank's generator.
+  const init = Object.freeze({
+    normal_(t, mean = 0, std = 1) {
+      tensor.noGrad(() => t.copy_(tensor.randn(t.shape, { dtype: t.dtype }).mul(std).add(mean)));
+      return t;
+    },
+    uniform_(t, a = 0, b = 1) {
+      tensor.noGrad(() => t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)));
+      return t;
+    },
+    constant_(t, v) { tensor.noGrad(() => t.fill_(v)); return t; },
+    zeros_(t) { tensor.noGrad(() => t.zero_()); return t; },
+    ones_(t) { tensor.noGrad(() => t.fill_(1)); return t; },
+  });
 
   const pyBool = b => (b ? 'True' : 'False');
 
@@ -368,6 +389,7 @@
     Identity: activation('Identity', x => x),
     Flatten: activation('Flatten', (x, start = 1, end = -1) => x.flatten(start, end)),
     functional: F,
+    init,
     parallel: { DistributedDataParallel: callable(DistributedDataParallel), commHooks },
     utils: {
       clipGradNorm_: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
@@ -406,6 +428,7 @@
     zero,
     hooks,
     io: zeroeng.io,
+    data: zeroeng.data,
     dist: Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
       DistributedDataParallel: callable(DistributedDataParallel), commHooks })),
     progress: zeroeng.progress,

@@ -160,6 +160,7 @@ func (r *Runtime) zeroengModule() *goja.Object {
 	must(m.Set("tensor", r.tensorModule()))
 	must(m.Set("dist", r.distModule()))
 	must(m.Set("io", r.ioModule()))
+	must(m.Set("data", r.dataModule()))
 	must(m.Set("progress", r.progressModule()))
 	must(m.Set("metrics", r.metricsModule()))
 	must(m.Set("version", Version))

@@ -147,6 +147,9 @@ console.log(Object.keys(st).sort().join(" "), st.master_param.dtype, st.exp_avg.
 			// Three steps of lr 1e-3 move each master weight by 0.003: less than
 			// half a bfloat16 unit at |w| in [0.25, 0.5), so only the master records it.
 			"exp_avg exp_avg_sq master_param step float32 float32 0.0030 true", ""},
+		{"layers made without new inside a module's constructor", `class A extends nn.Module { constructor() { super(); this.l = nn.Linear(2, 3); this.n = nn.LayerNorm(3); } forward(x) { return this.n.forward(this.l.forward(x)); } }
+const a = new A(); console.log(String(a.l), a.l instanceof nn.Linear, a.forward(tensor.ones([1, 2])).shape)`,
+			"Linear(in_features=2, out_features=3, bias=True) true [ 1, 3 ]", ""},
 		{"subclassing a layer", `class Scaled extends nn.Linear { forward(x) { return super.forward(x).mul(2); } } const s = new Scaled(2, 1); console.log(s instanceof nn.Linear, s instanceof nn.Module, s.forward(tensor.ones([1, 2])).shape)`,
 			"true true [ 1, 1 ]", ""},
 	})

@@ -157,6 +157,19 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 			"optimizerState": m.State, "ownedParameters": m.OwnedParameters, "total": m.Total()})
 	})
 	r.fn(obj, "shards", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(z.ShardSizes()) })
+	r.fn(obj, "clipGradNorm_", func(call goja.FunctionCall) goja.Value {
+		const fn = "zopt.clipGradNorm_"
+		maxNorm := r.numberValue(fn, "maxNorm", call.Argument(0))
+		normType := 2.0
+		if v := call.Argument(1); !isMissing(v) {
+			normType = r.numberValue(fn, "normType", v)
+		}
+		total, err := z.ClipGradNorm(maxNorm, normType)
+		if err != nil {
+			r.throw(err)
+		}
+		return r.vm.ToValue(total)
+	})
 	r.fn(obj, "noSync", func(call goja.FunctionCall) goja.Value {
 		f, ok := goja.AssertFunction(call.Argument(0))
 		if !ok {

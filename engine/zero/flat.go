@@ -25,6 +25,7 @@ type flatLayout struct {
 	removes []func()
 	sync    bool // false while gradients accumulate locally (SetRequireSync)
 	active  bool // a backward pass has staged gradients not yet stepped on
+	reduced bool // ClipGradNorm already finished the pass this step
 	next    int  // the next bucket to launch
 	err     error
 }
@@ -269,7 +270,9 @@ func (f *flatLayout) step() (err error) {
 	sc := z.rt.OpenScope()
 	defer sc.Close()
 	if z.opts.Stage == 2 {
-		if err := f.finishPass(); err != nil {
+		if f.reduced {
+			f.reduced = false
+		} else if err := f.finishPass(); err != nil {
 			return err
 		}
 	}

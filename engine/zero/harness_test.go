@@ -35,6 +35,8 @@ type run struct {
 	// dt, when valid, is the model's dtype (bfloat16: mixed precision
 	// with float32 master weights); the inputs are converted to it.
 	dt dtype.DType
+	// clip, when positive, clips the gradients' 2-norm before each step.
+	clip float64
 
 	// uneven: rank r stops after steps-r iterations, under Join.
 	uneven bool
@@ -190,6 +192,17 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 			loss := tensor.CrossEntropy(m.Forward(x.Narrow(0, rank*per, per)), y.Narrow(0, rank*per, per), tensor.DefaultCrossEntropy)
 			if err := loss.Backward(); err != nil {
 				return err
+			}
+			if c.clip > 0 {
+				var err error
+				if z != nil {
+					_, err = z.ClipGradNorm(c.clip, 2)
+				} else {
+					_, err = optim.ClipGradNorm(params, c.clip, 2)
+				}
+				if err != nil {
+					return err
+				}
 			}
 			if err := opt.Step(); err != nil {
 				return err

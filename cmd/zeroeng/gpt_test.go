@@ -1,0 +1,126 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type gptResult struct {
+	Workload string  `json:"workload"`
+	Loss     float64 `json:"loss"`
+	ValLoss  float64 `json:"val_loss"`
+	StepMs   float64 `json:"step_ms_median"`
+}
+
+// runGPT runs samples/gpt.js and returns each rank's JSON result.
+func runGPT(t *testing.T, ranks int, args ...string) []gptResult {
+	t.Helper()
+	all := append([]string{"run", "--quiet", "--nproc", fmt.Sprint(ranks), "samples/gpt.js", "--"}, args...)
+	r := zeroeng(t, "../..", nil, all...)
+	if r.code != 0 {
+		t.Fatalf("%v: status %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+	}
+	out := make([]gptResult, ranks)
+	for rank := range ranks {
+		prefix := ""
+		if ranks > 1 {
+			prefix = fmt.Sprintf("[%d] ", rank)
+		}
+		found := false
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if rest, ok := strings.CutPrefix(line, prefix+"{"); ok {
+				found = json.Unmarshal([]byte("{"+rest), &out[rank]) == nil
+			}
+		}
+		if !found {
+			t.Fatalf("%v: rank %d printed no result:\n%s", args, rank, r.stdout)
+		}
+	}
+	return out
+}
+
+// TestGPTSampleLearns: the tiny GPT on this repository's Markdown, byte by
+// byte, gets well below the uniform loss ln 256 = 5.55 in a few seconds.
+func TestGPTSampleLearns(t *testing.T) {
+	res := runGPT(t, 1, "--steps", "100", "--eval-every", "100")[0]
+	if res.ValLoss == 0 || res.ValLoss > 3.6 || res.Loss > 3.6 {
+		t.Errorf("after 100 steps: loss %v, validation loss %v; want both below 3.6", res.Loss, res.ValLoss)
+	}
+}
+
+// TestGPTSampleParallelForms: one global batch of 8 sequences per step,
+// served as 8 on one rank, 4+4 accumulated on one rank, 4 per rank on two
+// ranks under DDP, and under ZeRO stages 1 and 2, trains the same model
+// up to rounding (the loader hands out the same windows, gradients are
+// averaged the same way, clipping sees the same norm).
+func TestGPTSampleParallelForms(t *testing.T) {
+	common := []string{"--steps", "8", "--eval-every", "8", "--eval-batches", "2"}
+	want := runGPT(t, 1, append([]string{"--batch", "8"}, common...)...)[0]
+	for _, c := range []struct {
+		name  string
+		ranks int
+		args  []string
+	}{
+		{"accumulation", 1, []string{"--batch", "4", "--accum", "2"}},
+		{"DDP", 2, []string{"--batch", "4"}},
+		{"ZeRO 1", 2, []string{"--batch", "4", "--zero", "1"}},
+		{"ZeRO 2 with accumulation", 2, []string{"--batch", "2", "--accum", "2", "--zero", "2"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for rank, got := range runGPT(t, c.ranks, append(c.args, common...)...) {
+				if math.Abs(got.Loss-want.Loss) > 2e-3 || math.Abs(got.ValLoss-want.ValLoss) > 2e-3 {
+					t.Errorf("rank %d: loss %v, validation %v; one rank with batch 8: %v, %v", rank, got.Loss, got.ValLoss, want.Loss, want.ValLoss)
+				}
+			}
+		})
+	}
+	// bfloat16 with float32 master weights sharded by ZeRO: the same
+	// trajectory within bfloat16's precision.
+	for rank, got := range runGPT(t, 2, append([]string{"--batch", "4", "--zero", "2", "--dtype", "bfloat16"}, common...)...) {
+		if math.Abs(got.Loss-want.Loss) > 0.05 {
+			t.Errorf("bfloat16, rank %d: loss %v, float32 %v", rank, got.Loss, want.Loss)
+		}
+	}
+}
+
+// TestGPTSampleData: llm.c shards and .npy token files are read, and bad
+// input fails with a message naming the file.
+func TestGPTSampleData(t *testing.T) {
+	dir := t.TempDir()
+	shard := make([]byte, 1024+2*4000)
+	le := func(at int, v uint32) {
+		shard[at], shard[at+1], shard[at+2], shard[at+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	le(0, 20240520)
+	le(4, 1)
+	le(8, 4000)
+	for i := range 4000 {
+		tok := uint16(i*7) % 300 // a pattern the model can learn
+		shard[1024+2*i], shard[1024+2*i+1] = byte(tok), byte(tok>>8)
+	}
+	train := filepath.Join(dir, "train_000001.bin")
+	if err := os.WriteFile(train, shard, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Vocabulary 300 is beyond tiny's 256.
+	r := zeroeng(t, "../..", nil, "run", "samples/gpt.js", "--", "--data", filepath.Join(dir, "train_*.bin"), "--steps", "2")
+	if r.code == 0 || !strings.Contains(r.stderr, "token ids up to 299, beyond the tiny model's vocabulary of 256") {
+		t.Errorf("vocabulary check: status %d\n%s", r.code, r.stderr)
+	}
+	res := runGPT(t, 1, "--config", "bench", "--seq-len", "32", "--batch", "4", "--data", filepath.Join(dir, "train_*.bin"), "--steps", "30", "--eval-every", "30", "--lr", "3e-3")[0]
+	if res.Loss > 5 {
+		t.Errorf("on the llm.c shard: loss %v after 30 steps (uniform: %.2f)", res.Loss, math.Log(512))
+	}
+	if err := os.WriteFile(train, shard[:2000], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = zeroeng(t, "../..", nil, "run", "samples/gpt.js", "--", "--data", train)
+	if r.code == 0 || !strings.Contains(r.stderr, "train_000001.bin: the header declares 4000 tokens") {
+		t.Errorf("truncated shard: status %d\n%s", r.code, r.stderr)
+	}
+}

@@ -1,0 +1,286 @@
+package tokens
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/npy"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// shard builds an llm.c shard with the given header words and token bytes.
+func shard(magic, version, n int32, body []byte) []byte {
+	h := make([]byte, headerBytes)
+	binary.LittleEndian.PutUint32(h[0:], uint32(magic))
+	binary.LittleEndian.PutUint32(h[4:], uint32(version))
+	binary.LittleEndian.PutUint32(h[8:], uint32(n))
+	return append(h, body...)
+}
+
+func u16s(v ...uint16) []byte {
+	b := make([]byte, 2*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint16(b[2*i:], x)
+	}
+	return b
+}
+
+func u32s(v ...uint32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], x)
+	}
+	return b
+}
+
+func npyOf(t *testing.T, dt dtype.DType, shape []int, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := npy.Write(&b, &npy.Array{DType: dt, Shape: shape, Data: data}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func values(d *Dataset) []int64 {
+	out := make([]int64, d.Len())
+	for i := range out {
+		out[i] = d.At(i)
+	}
+	return out
+}
+
+func TestParse(t *testing.T) {
+	i64 := func(v ...int64) []byte {
+		b := make([]byte, 8*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint64(b[8*i:], uint64(x))
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		want    []int64
+		vocab   int
+		wantErr string
+	}{
+		{"llm.c GPT-2 shard", shard(magicGPT2, 1, 4, u16s(50256, 1, 2, 3)), []int64{50256, 1, 2, 3}, 50257, ""},
+		{"llm.c Llama 3 shard", shard(magicLlama3, 7, 3, u32s(128000, 9, 70000)), []int64{128000, 9, 70000}, 128001, ""},
+		{"empty shard", shard(magicGPT2, 1, 0, nil), []int64{}, 0, ""},
+		{"truncated shard", shard(magicGPT2, 1, 4, u16s(1, 2, 3)), nil, 0, "declares 4 tokens (8 bytes) but 6 bytes follow"},
+		{"trailing bytes", shard(magicGPT2, 1, 1, u16s(1, 2)), nil, 0, "declares 1 tokens"},
+		{"negative count", shard(magicGPT2, 1, -1, nil), nil, 0, "declares -1 tokens"},
+		{"unknown version", shard(magicGPT2, 2, 0, nil), nil, 0, "magic 20240520 with version 2"},
+		{"short header", shard(magicGPT2, 1, 0, nil)[:100], nil, 0, "needs a 1024-byte header, the file has 100 bytes"},
+		{"uint32 beyond int32", shard(magicLlama3, 7, 1, u32s(1<<31)), nil, 0, "beyond the int32 token ids"},
+		{"npy int64", npyOf(t, dtype.Int64, []int{3}, i64(5, 0, 70000)), []int64{5, 0, 70000}, 70001, ""},
+		{"npy uint8", npyOf(t, dtype.Uint8, []int{2}, []byte{7, 255}), []int64{7, 255}, 256, ""},
+		{"npy 2-d", npyOf(t, dtype.Int64, []int{1, 2}, i64(1, 2)), nil, 0, "must be a 1-d array, the file holds shape [1 2]"},
+		{"npy float", npyOf(t, dtype.Float32, []int{1}, u32s(0)), nil, 0, "must be integers, the array is float32"},
+		{"npy negative", npyOf(t, dtype.Int64, []int{2}, i64(1, -4)), nil, 0, "element 1 is -4"},
+		{"npy broken", npyOf(t, dtype.Int64, []int{2}, i64(1, 2))[:60], nil, 0, "tokens: data.npy: npy:"},
+		{"text", []byte("héllo"), []int64{'h', 0xc3, 0xa9, 'l', 'l', 'o'}, 256, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := Parse(tc.data, "data.npy")
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "data.npy") {
+					t.Fatalf("error %v, want one naming the file and containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := values(d); !slices.Equal(got, tc.want) || d.Vocab != tc.vocab {
+				t.Fatalf("tokens %v vocab %d, want %v vocab %d", got, d.Vocab, tc.want, tc.vocab)
+			}
+		})
+	}
+}
+
+func TestLoadConcatenatesShardsInOrder(t *testing.T) {
+	dir := t.TempDir()
+	for i, toks := range [][]uint16{{1, 2, 3}, {4, 5}, {6}} {
+		if err := WriteShard(filepath.Join(dir, "train_00000"+string(rune('0'+2-i))+".bin"), toks); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Written in reverse: the files are 000002 {1,2,3}, 000001 {4,5}, 000000 {6}.
+	d, err := Load(filepath.Join(dir, "train_*.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(d); !slices.Equal(got, []int64{6, 4, 5, 1, 2, 3}) || d.Vocab != 7 {
+		t.Fatalf("tokens %v vocab %d", got, d.Vocab)
+	}
+	os.WriteFile(filepath.Join(dir, "wide.npy"), npyOf(t, dtype.Int64, []int{1}, []byte{0x80, 0x38, 1, 0, 0, 0, 0, 0}), 0o644)
+	d, err = Load(filepath.Join(dir, "train_000000.bin"), filepath.Join(dir, "wide.npy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(d); !slices.Equal(got, []int64{6, 80000}) || d.Vocab != 80001 {
+		t.Fatalf("mixed widths: tokens %v vocab %d", got, d.Vocab)
+	}
+	if _, err := Load(filepath.Join(dir, "val_*.bin")); err == nil || !strings.Contains(err.Error(), "no file matches") {
+		t.Fatalf("missing files: %v", err)
+	}
+	s, err := d.Slice(1, 2)
+	if err != nil || !slices.Equal(values(s), []int64{80000}) {
+		t.Fatalf("slice: %v %v", values(s), err)
+	}
+	if _, err := d.Slice(1, 3); err == nil {
+		t.Fatal("slice past the end")
+	}
+}
+
+// seq is a dataset whose token i is i, so that a window's first token
+// names it.
+func seq(n int) *Dataset {
+	d := &Dataset{i32: make([]int32, n), Vocab: n, Source: "seq"}
+	for i := range d.i32 {
+		d.i32[i] = int32(i)
+	}
+	return d
+}
+
+func newRT() *tensor.Runtime { return tensor.NewRuntime(cpu.New(cpu.Options{}), 0) }
+
+// batch draws one batch from l and returns the window index of each row,
+// checking that targets are the inputs shifted by one.
+func batch(t *testing.T, rt *tensor.Runtime, l *Loader, T int) []int {
+	t.Helper()
+	x, y := l.Next(rt)
+	xs, _ := x.Int64s()
+	ys, _ := y.Int64s()
+	var rows []int
+	for i := 0; i < len(xs); i += T {
+		if xs[i]%int64(T) != 0 {
+			t.Fatalf("row starts at token %d, not a window start", xs[i])
+		}
+		for j := range T {
+			if xs[i+j] != xs[i]+int64(j) || ys[i+j] != xs[i+j]+1 {
+				t.Fatalf("row %d: inputs %v targets %v", i/T, xs[i:i+T], ys[i:i+T])
+			}
+		}
+		rows = append(rows, int(xs[i])/T)
+	}
+	return rows
+}
+
+func TestLoaderSplitsEpochsAcrossRanks(t *testing.T) {
+	rt := newRT()
+	const T, B, world = 4, 2, 3
+	ds := seq(4*50 + 1) // 50 windows: 8 global batches of 6, 2 left over
+	var ranks []*Loader
+	for r := range world {
+		l, err := NewLoader(ds, LoaderOptions{Batch: B, SeqLen: T, Rank: r, World: world, Shuffle: true, Seed: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranks = append(ranks, l)
+	}
+	one, _ := NewLoader(ds, LoaderOptions{Batch: B * world, SeqLen: T, Shuffle: true, Seed: 7})
+	if ranks[0].StepsPerEpoch() != 8 {
+		t.Fatalf("%d steps per epoch, want 8", ranks[0].StepsPerEpoch())
+	}
+	var epochs [2][]int
+	for step := range 16 {
+		want := batch(t, rt, one, T) // the one-rank run's global batch
+		var got []int
+		for _, l := range ranks {
+			got = append(got, batch(t, rt, l, T)...)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("step %d: ranks take %v, the global batch is %v", step, got, want)
+		}
+		epochs[step/8] = append(epochs[step/8], got...)
+	}
+	for e, ws := range epochs {
+		sorted := slices.Clone(ws)
+		slices.Sort(sorted)
+		if len(slices.Compact(sorted)) != 48 {
+			t.Fatalf("epoch %d repeats windows: %v", e, ws)
+		}
+	}
+	if slices.Equal(epochs[0], epochs[1]) {
+		t.Fatal("the second epoch has the first one's order")
+	}
+	if p := ranks[1].Position(); p != (Position{Epoch: 1, Windows: 48}) {
+		t.Fatalf("position %+v", p)
+	}
+}
+
+func TestLoaderResumesAndKeepsFileOrder(t *testing.T) {
+	rt := newRT()
+	ds := seq(8*10 + 1)
+	a, _ := NewLoader(ds, LoaderOptions{Batch: 2, SeqLen: 8, Shuffle: true, Seed: 3})
+	for range 7 {
+		a.Next(rt)
+	}
+	saved := a.Position()
+	b, _ := NewLoader(ds, LoaderOptions{Batch: 1, SeqLen: 8, Rank: 1, World: 2, Shuffle: true, Seed: 3})
+	if err := b.SetPosition(saved); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		want := batch(t, rt, a, 8)[1]
+		if got := batch(t, rt, b, 8)[0]; got != want {
+			t.Fatalf("resumed on 2 ranks: rank 1 got window %d, want %d", got, want)
+		}
+	}
+	plain, _ := NewLoader(ds, LoaderOptions{Batch: 5, SeqLen: 8})
+	if got := batch(t, rt, plain, 8); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("without shuffle: %v", got)
+	}
+	for _, p := range []Position{{Epoch: -1}, {Windows: 3}, {Windows: 12}} {
+		if err := a.SetPosition(p); err == nil {
+			t.Errorf("position %+v accepted", p)
+		}
+	}
+}
+
+func TestLoaderErrors(t *testing.T) {
+	for _, tc := range []struct {
+		ds   *Dataset
+		o    LoaderOptions
+		want string
+	}{
+		{seq(10), LoaderOptions{Batch: 0, SeqLen: 4}, "must be positive"},
+		{seq(10), LoaderOptions{Batch: 1, SeqLen: 4, Rank: 2, World: 2}, "rank 2 of 2"},
+		{seq(10), LoaderOptions{Batch: 2, SeqLen: 4, World: 2}, "holds 10 tokens, 2 windows of 4+1, fewer than a global batch of 2×2"},
+		{seq(0), LoaderOptions{Batch: 1, SeqLen: 4}, "holds 0 tokens"},
+	} {
+		if _, err := NewLoader(tc.ds, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// FuzzParse: no input makes Parse panic, and what it accepts has every
+// token below the vocabulary size.
+func FuzzParse(f *testing.F) {
+	f.Add(shard(magicGPT2, 1, 2, u16s(1, 2)))
+	f.Add(shard(magicLlama3, 7, 1, u32s(5)))
+	f.Add([]byte("\x93NUMPY\x01\x00v\x00{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }"))
+	f.Add([]byte("plain text"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := Parse(data, "fuzz")
+		if err != nil {
+			return
+		}
+		for i := range d.Len() {
+			if v := d.At(i); v < 0 || v >= int64(d.Vocab) {
+				t.Fatalf("token %d = %d outside vocab %d", i, v, d.Vocab)
+			}
+		}
+	})
+}

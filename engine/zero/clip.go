@@ -1,0 +1,67 @@
+package zero
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// ClipGradNorm is torch.nn.utils.clip_grad_norm_ over every parameter's
+// gradient as the plain optimizer would see it, collective under stage 2:
+// every rank calls it between backward and Step. Under stage 1 the
+// gradients are whole on every rank (DDP averaged them), so the local norm
+// is the global one. Under stage 2 each rank holds only its slices of the
+// averaged gradients: the backward pass's reduce-scatters are finished,
+// each rank's sum of squares is all-reduced, and every rank scales its
+// slices by the same coefficient. It returns the total norm before
+// clipping. Stage 2 supports the 2-norm only.
+func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
+	if z.opts.OverlapWithDDP {
+		return 0, fmt.Errorf("zero: clipGradNorm with overlapWithDDP: the step runs during backward, before the gradients' norm is known")
+	}
+	if z.opts.Stage != 2 || z.flat == nil {
+		return optim.ClipGradNorm(z.Params(), maxNorm, normType)
+	}
+	if normType != 2 {
+		return 0, fmt.Errorf("zero: clipGradNorm under stage 2 computes the 2-norm only (norm type %v asked)", normType)
+	}
+	f := z.flat
+	if f.reduced {
+		return 0, fmt.Errorf("zero: clipGradNorm called twice before a step")
+	}
+	if err := f.finishPass(); err != nil {
+		return 0, err
+	}
+	f.reduced = true
+	ss := 0.0
+	for _, b := range f.buckets {
+		v, err := b.gradShard.Device().SumSquares(tensor.DeviceView(b.gradShard))
+		if err != nil {
+			return 0, fmt.Errorf("zero: clipGradNorm: %w", err)
+		}
+		ss += v
+	}
+	total := z.rt.FromValues(tensor.Float64, []float64{ss})
+	defer total.Release()
+	if err := z.pg.AllReduce(total, dist.Sum).Wait(); err != nil {
+		return 0, fmt.Errorf("zero: clipGradNorm: all-reducing the sum of squares: %w", err)
+	}
+	sum, err := total.Item()
+	if err != nil {
+		return 0, err
+	}
+	norm := float64(float32(math.Sqrt(sum)))
+	// The coefficient as PyTorch computes it: in float32, clamped to 1.
+	coef := min(float32(maxNorm)/(float32(norm)+float32(1e-6)), 1)
+	for _, b := range f.buckets {
+		var err error
+		z.rt.NoGrad(func() { err = b.gradShard.MulScalarInPlace(float64(coef)) })
+		if err != nil {
+			return 0, fmt.Errorf("zero: clipGradNorm: %w", err)
+		}
+	}
+	return norm, nil
+}

@@ -1,0 +1,294 @@
+// GPT: a GPT-2 style decoder (token and position embeddings, pre-LayerNorm blocks with fused causal
+// self-attention and a tanh-GELU MLP, the output tied to the token embedding) trained as nanoGPT and
+// llm.c train GPT-2: AdamW with weight decay on the matrices only, a cosine schedule with warmup,
+// gradient clipping and gradient accumulation; data parallel with DDP, or sharded with ZeRO.
+//
+//   zeroeng run samples/gpt.js                                   # "tiny" on this repository's Markdown, byte-level, seconds
+//   zeroeng run --nproc 2 samples/gpt.js -- --zero 2             # two ranks, optimizer state and gradients sharded
+//   zeroeng run samples/gpt.js -- --data 'fineweb_train_*.bin' --val-data fineweb_val_000000.bin --config gpt2 --dtype bfloat16
+//   zeroeng run samples/gpt.js -- --config bench --bench         # the shared/bench `gpt` step on random tokens, timed
+//
+// Data (--data, --val-data): llm.c token shards (GPT-2: uint16 tokens), .npy token arrays, or any other file
+// as text, one token per byte; shell-style patterns name several shards. Without --val-data the last tenth
+// of --data is held out. Each rank reads its own slice of every batch, reshuffled every epoch from --seed.
+//
+// Parameter names are nanoGPT's and Hugging Face's (transformer.h.0.attn.c_attn.weight); the last line
+// printed is the result as JSON.
+const { tensor, nn, optim, data, dist, zero, progress, metrics } = require("zeroeng");
+const F = nn.functional;
+
+// Configurations: "bench" is shared/bench's `gpt` workload, "gpt2" is GPT-2 124M.
+const configs = {
+  tiny: { nLayer: 2, nHead: 4, nEmbd: 64, seqLen: 64, vocab: 256, batch: 8, steps: 200, lr: 3e-3, warmup: 20 },
+  bench: { nLayer: 4, nHead: 4, nEmbd: 256, seqLen: 128, vocab: 512, batch: 8, steps: 100, lr: 1e-3, warmup: 10 },
+  gpt2: { nLayer: 12, nHead: 12, nEmbd: 768, seqLen: 1024, vocab: 50257, batch: 8, steps: 5000, lr: 6e-4, warmup: 700 },
+};
+
+const usage = `usage: zeroeng run samples/gpt.js [-- options]
+  --config tiny|bench|gpt2   model size (default tiny)
+  --data PATTERN             training tokens (default: this repository's *.md, as bytes)
+  --val-data PATTERN         validation tokens (default: the last tenth of --data)
+  --steps N --batch B --seq-len T --accum K    optimizer steps, sequences per rank, tokens per sequence,
+                                               micro-batches per step (tokens per step: B·T·K·ranks)
+  --lr X --min-lr-ratio R --warmup N --weight-decay W --clip C     AdamW, its schedule, clipping (0: none)
+  --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
+  --zero 0|1|2               ZeRO stage (0: plain AdamW; with --nproc > 1, DDP)
+  --eval-every K --eval-batches N              validation loss every K steps, over N batches
+  --seed S --bench           --bench: random tokens, no evaluation; the median step time of the steps
+                             after the first 3 (shared/bench times 3 warm-up and 20 timed steps)`;
+
+const opts = { config: "tiny", dtype: "float32", zero: 0, accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
+  evalEvery: 50, evalBatches: 8, seed: 1337, bench: false };
+const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
+  "--min-lr-ratio": "minLrRatio", "--warmup": "warmup", "--weight-decay": "weightDecay", "--clip": "clip",
+  "--zero": "zero", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed" };
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  const [name, inline] = argv[i].split(/=(.*)/s);
+  const value = () => {
+    const v = inline !== undefined ? inline : argv[++i];
+    if (v === undefined) fail(`${name} needs a value`);
+    return v;
+  };
+  if (numeric[name]) {
+    const v = Number(value());
+    if (!Number.isFinite(v) || v < 0) fail(`${name} takes a non-negative number`);
+    opts[numeric[name]] = v;
+    continue;
+  }
+  switch (name) {
+    case "--config": opts.config = value(); break;
+    case "--data": opts.data = value(); break;
+    case "--val-data": opts.valData = value(); break;
+    case "--dtype": opts.dtype = value(); break;
+    case "--bench": opts.bench = true; break;
+    case "-h": case "--help": console.log(usage); process.exit(0);
+    default: fail(`unknown argument ${argv[i]}`);
+  }
+}
+function fail(msg) {
+  console.error(`gpt.js: ${msg}\n${usage}`);
+  process.exit(2);
+}
+const cfg = configs[opts.config];
+if (!cfg) fail(`--config is one of ${Object.keys(configs).join(", ")}`);
+for (const k of ["batch", "seqLen", "steps", "lr"]) opts[k] ??= cfg[k];
+opts.warmup ??= Math.min(cfg.warmup, Math.floor(opts.steps / 10)); // a short run keeps a tenth for warm-up
+if (opts.warmup > opts.steps) fail(`--warmup ${opts.warmup} is longer than the ${opts.steps} steps`);
+for (const k of ["batch", "seqLen", "steps", "accum", "evalBatches"]) {
+  if (!(Number.isInteger(opts[k]) && opts[k] > 0)) fail(`--${k.replace(/[A-Z]/g, c => "-" + c.toLowerCase())} takes a positive integer`);
+}
+if (![0, 1, 2].includes(opts.zero)) fail("--zero is 0, 1 or 2");
+if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or bfloat16");
+if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
+
+// ---- the model ---------------------------------------------------------------------------------------
+class CausalSelfAttention extends nn.Module {
+  constructor(c) {
+    super();
+    this.c_attn = nn.Linear(c.nEmbd, 3 * c.nEmbd);
+    this.c_proj = nn.Linear(c.nEmbd, c.nEmbd);
+    this.nHead = c.nHead;
+  }
+  forward(x) {
+    const [B, T, C] = x.shape, hd = C / this.nHead;
+    const [q, k, v] = this.c_attn.forward(x).split(C, 2).map(t => t.view(B, T, this.nHead, hd).transpose(1, 2));
+    const y = F.scaledDotProductAttention(q, k, v, { isCausal: true });
+    return this.c_proj.forward(y.transpose(1, 2).contiguous().view(B, T, C));
+  }
+}
+
+class MLP extends nn.Module {
+  constructor(c) {
+    super();
+    this.c_fc = nn.Linear(c.nEmbd, 4 * c.nEmbd);
+    this.c_proj = nn.Linear(4 * c.nEmbd, c.nEmbd);
+  }
+  forward(x) { return this.c_proj.forward(this.c_fc.forward(x).gelu({ approximate: "tanh" })); }
+}
+
+class Block extends nn.Module {
+  constructor(c) {
+    super();
+    this.ln_1 = nn.LayerNorm(c.nEmbd);
+    this.attn = new CausalSelfAttention(c);
+    this.ln_2 = nn.LayerNorm(c.nEmbd);
+    this.mlp = new MLP(c);
+  }
+  forward(x) {
+    x = x.add(this.attn.forward(this.ln_1.forward(x)));
+    return x.add(this.mlp.forward(this.ln_2.forward(x)));
+  }
+}
+
+class Transformer extends nn.Module {
+  constructor(c) {
+    super();
+    this.wte = nn.Embedding(c.vocab, c.nEmbd);
+    this.wpe = nn.Embedding(c.seqLen, c.nEmbd);
+    this.h = nn.ModuleList(Array.from({ length: c.nLayer }, () => new Block(c)));
+    this.ln_f = nn.LayerNorm(c.nEmbd);
+  }
+}
+
+class GPT extends nn.Module {
+  constructor(c) {
+    super();
+    this.transformer = new Transformer(c);
+    // GPT-2's initialisation: N(0, 0.02) for every matrix and embedding, zero biases, and the
+    // projections into the residual stream scaled by 1/sqrt(2·layers).
+    for (const [name, p] of this.namedParameters()) {
+      if (name.endsWith(".bias")) nn.init.zeros_(p);
+      else if (p.ndim === 2) nn.init.normal_(p, 0, name.endsWith("c_proj.weight") ? 0.02 / Math.sqrt(2 * c.nLayer) : 0.02);
+    }
+  }
+  // forward maps token ids [B, T] to logits [B, T, vocab]; the output layer is the token embedding.
+  forward(idx) {
+    const t = this.transformer, T = idx.shape[1];
+    let x = t.wte.forward(idx).add(t.wpe.forward(tensor.arange(T)));
+    for (const block of t.h) x = block.forward(x);
+    return F.linear(t.ln_f.forward(x), t.wte.weight);
+  }
+}
+
+// lossOf is the mean cross entropy of the next-token predictions. Training calls it on the DDP
+// wrapper when there is one, whose forward does DDP's bookkeeping.
+function lossOf(m, x, y) {
+  const logits = m.forward(x);
+  return F.crossEntropy(logits.view(-1, logits.shape[2]), y.view(-1));
+}
+
+// ---- data ----------------------------------------------------------------------------------------------
+const world = dist.worldSize, rank = dist.rank;
+tensor.manualSeed(opts.seed);
+let train, val;
+if (opts.bench) {
+  // Random tokens, as shared/bench/torch_cpu.py times the step.
+  const n = opts.steps * opts.batch * world * opts.seqLen * opts.accum + 1;
+  train = data.fromTensor(tensor.randint(0, cfg.vocab, [n]));
+} else {
+  const source = opts.data || `${__dirname}/../*.md`;
+  train = data.loadTokens([source, ...(opts.data ? [] : [`${__dirname}/../docs/*.md`])]);
+  if (opts.valData) {
+    val = data.loadTokens(opts.valData);
+  } else {
+    const cut = Math.floor(train.length * 0.9);
+    val = train.slice(cut);
+    train = train.slice(0, cut);
+  }
+}
+for (const d of [train, val]) {
+  if (d && d.vocabSize > cfg.vocab) {
+    console.error(`gpt.js: ${d.source} has token ids up to ${d.vocabSize - 1}, beyond the ${opts.config} model's vocabulary of ${cfg.vocab}`);
+    process.exit(1);
+  }
+}
+const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seqLen, seed: opts.seed });
+// Validation covers a step's global batch per evaluation batch, the same windows every time.
+const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.accum, seqLen: opts.seqLen, shuffle: false });
+
+// ---- model, optimizer, schedule --------------------------------------------------------------------------
+let model = new GPT(cfg);
+const gpt = model;
+if (opts.dtype === "bfloat16") model.bfloat16();
+// Weight decay on the matrices (embeddings, linear weights), none on biases and LayerNorm parameters.
+const decay = gpt.parameters().filter(p => p.ndim >= 2), noDecay = gpt.parameters().filter(p => p.ndim < 2);
+const groups = [{ params: decay, weightDecay: opts.weightDecay }, { params: noDecay, weightDecay: 0 }];
+const hyper = { lr: opts.lr, betas: [0.9, 0.95], eps: 1e-8 };
+let opt;
+if (opts.zero === 0) {
+  if (world > 1) model = nn.parallel.DistributedDataParallel(model);
+  opt = optim.AdamW(groups, hyper);
+} else {
+  // Stage 1 shards AdamW's state (and the master weights in bfloat16) under DDP; stage 2 also the
+  // gradients, which the optimizer reduce-scatters itself, without DDP.
+  if (opts.zero === 1 && world > 1) model = nn.parallel.DistributedDataParallel(model);
+  opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat" });
+}
+const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
+const params = gpt.parameters();
+// clip scales the gradients to a total norm of at most --clip (0: no clipping) and returns their norm
+// before clipping; under ZeRO stage 2 that is a collective over each rank's gradient slices.
+const clip = () => {
+  if (opts.clip === 0) return null;
+  return opts.zero === 0 ? nn.utils.clipGradNorm_(params, opts.clip) : opt.clipGradNorm_(opts.clip);
+};
+
+// noSync skips the gradient reduction of all but the last micro-batch of a step.
+const noSync = fn => {
+  if (model !== gpt) return model.noSync(fn);
+  if (opts.zero === 2) return opt.noSync(fn);
+  return fn();
+};
+
+function evaluate() {
+  valLoader.position = { epoch: 0, windows: 0 };
+  let sum = 0;
+  tensor.noGrad(() => {
+    for (let i = 0; i < opts.evalBatches; i++) {
+      tensor.scope(() => {
+        const [x, y] = valLoader.next();
+        sum += lossOf(gpt, x, y).item();
+      });
+    }
+  });
+  const local = tensor.fromArray([sum / opts.evalBatches], { dtype: "float64" });
+  if (world > 1) dist.allReduce(local, "avg").wait();
+  return local.item();
+}
+
+const numParams = gpt.numParameters();
+const tokensPerStep = opts.batch * opts.seqLen * opts.accum * world;
+console.log(`gpt: ${opts.config} (${cfg.nLayer} layers, d=${cfg.nEmbd}, ${cfg.nHead} heads, ${(numParams / 1e6).toFixed(2)}M parameters, ${opts.dtype}), ` +
+  `${opts.bench ? "random tokens" : `${train.length} training tokens from ${train.source}`}; ` +
+  `${opts.steps} steps of ${tokensPerStep} tokens (B=${opts.batch} T=${opts.seqLen} accum=${opts.accum} ranks=${world}${opts.zero ? ` ZeRO ${opts.zero}` : ""})`);
+
+// ---- training ----------------------------------------------------------------------------------------------
+const bar = progress.bar({ total: opts.steps, label: "gpt" });
+const stepMs = [];
+let loss = NaN, valLoss = null;
+for (let step = 1; step <= opts.steps; step++) {
+  const start = Date.now();
+  opt.zeroGrad(true);
+  let sum = 0;
+  for (let micro = 1; micro <= opts.accum; micro++) {
+    const [x, y] = loader.next();
+    const run = () => {
+      const l = lossOf(model, x, y);
+      l.div(opts.accum).backward();
+      sum += l.item();
+    };
+    if (micro < opts.accum) noSync(run);
+    else run();
+  }
+  const gradNorm = clip();
+  opt.step();
+  sched.step();
+  loss = sum / opts.accum;
+  if (world > 1) {
+    // Every rank reports the loss of the whole global batch.
+    const t = tensor.fromArray([loss], { dtype: "float64" });
+    dist.allReduce(t, "avg").wait();
+    loss = t.item();
+  }
+  const ms = Date.now() - start;
+  stepMs.push(ms);
+  const lr = opt.paramGroups[0].lr;
+  if (valLoader && (step % opts.evalEvery === 0 || step === opts.steps)) {
+    valLoss = evaluate();
+    console.log(`step ${step}  loss ${loss.toFixed(4)}  val loss ${valLoss.toFixed(4)}`);
+  }
+  if (metrics.enabled) {
+    metrics.log({ step, loss, lr, grad_norm: gradNorm, tokens_per_s: tokensPerStep / (ms / 1e3), ...(valLoss !== null && step % opts.evalEvery === 0 ? { val_loss: valLoss } : {}) });
+  }
+  bar.update(step, { loss, samples: step * opts.batch * opts.accum * world });
+}
+bar.done();
+
+const timed = stepMs.slice(Math.min(3, stepMs.length - 1)).sort((a, b) => a - b);
+const median = timed[Math.floor(timed.length / 2)];
+const result = { workload: opts.bench ? "gpt" : "gpt_train", config: opts.config, dtype: opts.dtype, steps: opts.steps,
+  loss: Number(loss.toFixed(4)), ...(valLoss !== null ? { val_loss: Number(valLoss.toFixed(4)) } : {}),
+  step_ms_median: median, tokens_per_s: Math.round(tokensPerStep / (median / 1e3)) };
+metrics.log(result);
+console.log(JSON.stringify(result));
