@@ -66,7 +66,7 @@ gpu-check:
 	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/cuda.test ./gpu/cuda
 	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/nccl.test ./nccl
 	cp tools/gpucheck/run.sh bench/torch_gpu.py $(GPU_CHECK)/
-	cp samples/fashion_mnist.js $(GPU_CHECK)/samples/
+	cp samples/fashion_mnist.js samples/gpt.js $(GPU_CHECK)/samples/
 	if [ -d $(FMNIST_DIR) ]; then cp $(FMNIST_DIR)/*.gz $(GPU_CHECK)/data/fashion-mnist/; \
 	else echo "gpu-check: no Fashion-MNIST data in $(FMNIST_DIR) (Debian package dataset-fashion-mnist); the fmnist step will fail"; fi
 	du -sh $(GPU_CHECK)

@@ -51,6 +51,13 @@ if has bench; then
       fi
     done
   done
+  # GPT-2 124M, bf16, B x T = 8 x 1024: samples/gpt.js as a user runs it, against PyTorch eager.
+  for round in 1 2 3; do
+    run "bench-gpt2-zeroeng-$round" ./zeroeng run --quiet --device cuda samples/gpt.js -- --config gpt2 --dtype bfloat16 --bench --steps 23
+    if $PY -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+      run "bench-gpt2-torch-$round" $PY torch_gpu.py cuda-gpt2
+    fi
+  done
   cat "$out"/bench-*.log | grep '^{' >"$out/bench.jsonl" || true
 fi
 
