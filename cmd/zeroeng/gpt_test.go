@@ -124,3 +124,37 @@ func TestGPTSampleData(t *testing.T) {
 		t.Errorf("truncated shard: status %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestPlot: the metrics of a gpt.js run become an SVG; bad input is a
+// usage error or names the file and line.
+func TestPlot(t *testing.T) {
+	dir := t.TempDir()
+	metricsFile, svg := filepath.Join(dir, "m.jsonl"), filepath.Join(dir, "loss.svg")
+	r := zeroeng(t, "../..", nil, "run", "--quiet", "--metrics", metricsFile, "samples/gpt.js", "--", "--steps", "20", "--eval-every", "10")
+	if r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	r = zeroeng(t, "../..", nil, "plot", metricsFile, "-o", svg)
+	if r.code != 0 {
+		t.Fatalf("plot: status %d\n%s", r.code, r.stderr)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !strings.HasPrefix(string(b), "<svg") || !strings.Contains(string(b), "val_loss") || !strings.Contains(string(b), "tokens/s") {
+		t.Fatalf("plot wrote %d bytes (%v):\n%.300s", len(b), err, b)
+	}
+	os.WriteFile(filepath.Join(dir, "bad.jsonl"), []byte("{\"step\":1,\"loss\":2}\nnot json\n"), 0o644)
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"plot", metricsFile}, 2, "-o FILE.svg is required"},
+		{[]string{"plot", "-o", svg}, 2, "name one or more metrics files"},
+		{[]string{"plot", filepath.Join(dir, "bad.jsonl"), "-o", svg}, 1, "bad.jsonl:2: not a JSON object"},
+	} {
+		r := zeroeng(t, "../..", nil, c.args...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: status %d, stderr %q; want %d and %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
+	}
+}

@@ -35,9 +35,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"io"
 	"os"
+
+	"github.com/zeroeng/zeroeng/internal/fileio"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )

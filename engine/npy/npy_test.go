@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/fileio"
 	"math/rand/v2"
 	"os"
 	"path/filepath"

@@ -3,7 +3,7 @@ package npy
 import (
 	"bufio"
 	"encoding/binary"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/fileio"
 	"io"
 	"os"
 	"strconv"

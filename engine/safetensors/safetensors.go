@@ -19,7 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/fileio"
 	"io"
 	"os"
 	"slices"

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/fileio"
 	"math"
 	"math/rand/v2"
 	"os"

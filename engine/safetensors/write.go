@@ -3,7 +3,7 @@ package safetensors
 import (
 	"bufio"
 	"encoding/binary"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/fileio"
 	"io"
 	"os"
 	"slices"

@@ -15,8 +15,8 @@ import (
 	"strings"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
-	"github.com/zeroeng/zeroeng/engine/internal/fileio"
 	"github.com/zeroeng/zeroeng/engine/npy"
+	"github.com/zeroeng/zeroeng/internal/fileio"
 )
 
 // llm.c's shard header: 256 little-endian int32, of which the first three
