@@ -28,6 +28,15 @@ def gemm(dtype, tf32):
     return round(2 * n ** 3 / statistics.median(ts[5:]) / 1e12, 1)
 
 
+def timed(step):
+    """WARM untimed steps, then the median and minimum of STEPS timed ones, in ms (step synchronises)."""
+    for _ in range(WARM): step()
+    ts = []
+    for _ in range(STEPS):
+        t = time.perf_counter(); step(); ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts), min(ts)
+
+
 def mlp():
     m = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 4096), nn.GELU(), nn.Linear(4096, 1024)).cuda()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
@@ -38,11 +47,7 @@ def mlp():
         nn.functional.mse_loss(m(x), y).backward()
         opt.step()
         torch.cuda.synchronize()
-    for _ in range(WARM): step()
-    ts = []
-    for _ in range(STEPS):
-        t = time.perf_counter(); step(); ts.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(ts), min(ts)
+    return timed(step)
 
 
 class Block(nn.Module):
@@ -94,11 +99,7 @@ def gpt2(B=8, T=1024, V=50257):
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
         torch.cuda.synchronize()
-    for _ in range(WARM): step()
-    ts = []
-    for _ in range(STEPS):
-        t = time.perf_counter(); step(); ts.append((time.perf_counter() - t) * 1e3)
-    return statistics.median(ts), min(ts), B * T
+    return (*timed(step), B * T)
 
 
 def main():
