@@ -335,8 +335,7 @@ func (d *Device) CrossEntropy(loss, logits, target device.View, opt device.Cross
 	if target.DType != dtype.Int64 {
 		return 0, fmt.Errorf("%v: cross_entropy: target must be int64, not %v", d, target.DType)
 	}
-	rows, classes := logits.Shape[0], logits.Shape[1]
-	if rows == 0 {
+	if logits.Shape[0] == 0 {
 		return 0, nil
 	}
 	if err := d.needContiguous("cross_entropy", "logits", logits); err != nil {
@@ -345,6 +344,15 @@ func (d *Device) CrossEntropy(loss, logits, target device.View, opt device.Cross
 	if err := d.sameFloat("cross_entropy", logits.DType, loss); err != nil {
 		return 0, err
 	}
+	return d.crossEntropyRun(kname("cross_entropy_", typeSuffix(logits.DType)), loss, loss.Strides[0], logits, target, opt)
+}
+
+// crossEntropyRun is the forward's and the backward's common part: the
+// targets are checked on the device, kernel runs over the rows with its
+// output (the losses, or the logits' gradients with dloss) in front of
+// the shared arguments, and the check's outcome is read back.
+func (d *Device) crossEntropyRun(kernel string, out device.View, stride int, logits, target device.View, opt device.CrossEntropyOptions, extra ...device.View) (int, error) {
+	rows, classes := logits.Shape[0], logits.Shape[1]
 	flags, release, err := d.temp(16)
 	if err != nil {
 		return 0, err
@@ -353,10 +361,15 @@ func (d *Device) CrossEntropy(loss, logits, target device.View, opt device.Cross
 	if err := d.crossEntropyCheck(flags, target, rows, classes, opt.IgnoreIndex); err != nil {
 		return 0, err
 	}
+	// With no classes every target is ignored or the check failed: the
+	// kernel then writes nothing.
 	group, grid, block := d.rowLaunch(rows, classes)
-	c := d.call(famNN, kname("cross_entropy_", typeSuffix(logits.DType)))
-	c.ptr(d.ptr(loss))
-	c.i64(int64(loss.Strides[0]))
+	c := d.call(famNN, kernel)
+	c.ptr(d.ptr(out))
+	for _, v := range extra {
+		c.ptr(d.ptr(v))
+	}
+	c.i64(int64(stride))
 	c.ptr(d.ptr(logits))
 	c.ptr(d.ptr(target))
 	c.i64(int64(target.Strides[0]))
@@ -382,8 +395,7 @@ func (d *Device) CrossEntropyBackward(dlogits, dloss, logits, target device.View
 	if target.DType != dtype.Int64 {
 		return fmt.Errorf("%v: cross_entropy: target must be int64, not %v", d, target.DType)
 	}
-	rows, classes := logits.Shape[0], logits.Shape[1]
-	if rows == 0 {
+	if logits.Shape[0] == 0 {
 		return nil
 	}
 	if err := d.needContiguous("cross_entropy backward", "dlogits, logits", dlogits, logits); err != nil {
@@ -392,33 +404,6 @@ func (d *Device) CrossEntropyBackward(dlogits, dloss, logits, target device.View
 	if err := d.sameFloat("cross_entropy backward", logits.DType, dlogits, dloss); err != nil {
 		return err
 	}
-	flags, release, err := d.temp(16)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if err := d.crossEntropyCheck(flags, target, rows, classes, opt.IgnoreIndex); err != nil {
-		return err
-	}
-	if classes > 0 {
-		group, grid, block := d.rowLaunch(rows, classes)
-		c := d.call(famNN, kname("cross_entropy_bwd_", typeSuffix(logits.DType)))
-		c.ptr(d.ptr(dlogits))
-		c.ptr(d.ptr(dloss))
-		c.i64(int64(dloss.Strides[0]))
-		c.ptr(d.ptr(logits))
-		c.ptr(d.ptr(target))
-		c.i64(int64(target.Strides[0]))
-		c.i64(int64(rows))
-		c.i64(int64(classes))
-		c.i64(opt.IgnoreIndex)
-		c.f64(opt.LabelSmoothing)
-		c.ptr(flags)
-		c.i32(int32(group))
-		if err := c.launch(grid, block, 0); err != nil {
-			return err
-		}
-	}
-	_, err = d.crossEntropyResult(flags, target, classes)
+	_, err := d.crossEntropyRun(kname("cross_entropy_bwd_", typeSuffix(logits.DType)), dlogits, dloss.Strides[0], logits, target, opt, dloss)
 	return err
 }
