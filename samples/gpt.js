@@ -192,7 +192,8 @@ let model = new GPT(cfg);
 const gpt = model;
 if (opts.dtype === "bfloat16") model.bfloat16();
 // Weight decay on the matrices (embeddings, linear weights), none on biases and LayerNorm parameters.
-const decay = gpt.parameters().filter(p => p.ndim >= 2), noDecay = gpt.parameters().filter(p => p.ndim < 2);
+const params = gpt.parameters();
+const decay = params.filter(p => p.ndim >= 2), noDecay = params.filter(p => p.ndim < 2);
 const groups = [{ params: decay, weightDecay: opts.weightDecay }, { params: noDecay, weightDecay: 0 }];
 const hyper = { lr: opts.lr, betas: [0.9, 0.95], eps: 1e-8 };
 let opt;
@@ -206,7 +207,6 @@ if (opts.zero === 0) {
   opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat" });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
-const params = gpt.parameters();
 // clip scales the gradients to a total norm of at most --clip (0: no clipping) and returns their norm
 // before clipping; under ZeRO stage 2 that is a collective over each rank's gradient slices.
 const clip = () => {

@@ -192,20 +192,24 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		const fn = "nn.utils.clipGradNorm_"
 		params := r.tensorList(fn, call.Argument(0))
 		maxNorm := r.numberValue(fn, "maxNorm", call.Argument(1))
-		normType := 2.0
-		if v := call.Argument(2); !isMissing(v) {
-			if v.String() == "inf" || v.String() == "Infinity" {
-				normType = math.Inf(1)
-			} else {
-				normType = r.numberValue(fn, "normType", v)
-			}
-		}
-		total, err := optim.ClipGradNorm(params, maxNorm, normType)
+		total, err := optim.ClipGradNorm(params, maxNorm, r.normTypeArg(fn, call.Argument(2)))
 		if err != nil {
 			r.throw(err)
 		}
 		return r.vm.ToValue(total)
 	})
+}
+
+// normTypeArg is clip_grad_norm_'s norm_type: a number, "inf" or
+// Infinity; 2 when absent.
+func (r *Runtime) normTypeArg(fn string, v goja.Value) float64 {
+	switch {
+	case isMissing(v):
+		return 2
+	case v.String() == "inf" || v.String() == "Infinity":
+		return math.Inf(1)
+	}
+	return r.numberValue(fn, "normType", v)
 }
 
 // moduleTo(entries, arg) is Module.to: entries are [name, tensor] pairs

@@ -144,8 +144,9 @@ const m = nn.Linear(4, 1).bfloat16(); const w0 = m.weight.float(); const opt = o
 for (let i = 0; i < 3; i++) { opt.zeroGrad(); m.forward(tensor.ones([2, 4]).bfloat16()).sum().backward(); opt.step(); }
 const st = opt.stateDict().state[0];
 console.log(Object.keys(st).sort().join(" "), st.master_param.dtype, st.exp_avg.dtype, st.master_param.sub(w0).abs().max().item().toFixed(4), m.weight.sub(st.master_param).abs().max().item() <= 0.004)`,
-			// Three steps of lr 1e-3 move each master weight by 0.003: less than
-			// half a bfloat16 unit at |w| in [0.25, 0.5), so only the master records it.
+			// Three Adam steps of lr 1e-3 move each master weight by 0.003; the
+			// bfloat16 weight is the master rounded, within half a bfloat16 unit
+			// (at most 0.0039 for |w| < 1).
 			"exp_avg exp_avg_sq master_param step float32 float32 0.0030 true", ""},
 		{"layers made without new inside a module's constructor", `class A extends nn.Module { constructor() { super(); this.l = nn.Linear(2, 3); this.n = nn.LayerNorm(3); } forward(x) { return this.n.forward(this.l.forward(x)); } }
 const a = new A(); console.log(String(a.l), a.l instanceof nn.Linear, a.forward(tensor.ones([1, 2])).shape)`,

@@ -160,11 +160,7 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 	r.fn(obj, "clipGradNorm_", func(call goja.FunctionCall) goja.Value {
 		const fn = "zopt.clipGradNorm_"
 		maxNorm := r.numberValue(fn, "maxNorm", call.Argument(0))
-		normType := 2.0
-		if v := call.Argument(1); !isMissing(v) {
-			normType = r.numberValue(fn, "normType", v)
-		}
-		total, err := z.ClipGradNorm(maxNorm, normType)
+		total, err := z.ClipGradNorm(maxNorm, r.normTypeArg(fn, call.Argument(1)))
 		if err != nil {
 			r.throw(err)
 		}

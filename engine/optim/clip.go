@@ -27,18 +27,23 @@ func ClipGradNorm(params []*tensor.Tensor, maxNorm, normType float64) (float64, 
 	if err != nil {
 		return 0, err
 	}
-	coef := float32(maxNorm) / (float32(total) + float32(1e-6))
-	if coef > 1 {
-		coef = 1
-	}
+	return total, ScaleToNorm(grads, maxNorm, total)
+}
+
+// ScaleToNorm multiplies the gradients grads, whose total norm is total,
+// by PyTorch's clipping coefficient min(1, maxNorm/(total+1e-6)), computed
+// in float32. ZeRO's stage 2 clips its gradient slices with it once the
+// ranks have agreed on the total.
+func ScaleToNorm(grads []*tensor.Tensor, maxNorm, total float64) error {
+	coef := min(float32(maxNorm)/(float32(total)+float32(1e-6)), 1)
 	for _, g := range grads {
 		var err error
 		g.Runtime().NoGrad(func() { err = g.MulScalarInPlace(float64(coef)) })
 		if err != nil {
-			return 0, fmt.Errorf("optim: clip_grad_norm_: %w", err)
+			return fmt.Errorf("optim: clip_grad_norm_: %w", err)
 		}
 	}
-	return total, nil
+	return nil
 }
 
 // GradNorm is the total normType-norm of the tensors, computed per tensor in

@@ -334,14 +334,17 @@ func masterStep(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 	if !p.IsContiguous() {
 		return fmt.Errorf("parameters must be contiguous")
 	}
+	rt := p.Runtime()
 	if s.Master == nil {
-		m := p.Detach().To(tensor.Float32)
+		var m *tensor.Tensor
+		rt.NoGrad(func() { m = p.To(tensor.Float32) })
 		if err := m.Err(); err != nil {
 			return fmt.Errorf("master weights: %w", err)
 		}
 		s.Master = m.Persist()
 	}
-	g32 := g.Detach().To(tensor.Float32)
+	var g32 *tensor.Tensor
+	rt.NoGrad(func() { g32 = g.To(tensor.Float32) })
 	defer g32.Release()
 	if err := step(kind, h, s.Master, g32, s); err != nil {
 		return err

@@ -410,25 +410,19 @@ func (t *Tensor) Retype(dt DType) error {
 	}
 	var grad *Tensor
 	if g := t.Grad(); g != nil {
-		if grad = g.Detach().To(dt).Persist(); grad.err != nil {
+		if t.rt.NoGrad(func() { grad = g.To(dt).Persist() }); grad.err != nil {
 			return fmt.Errorf("tensor: retype of the gradient of %s: %w", t.label(), grad.err)
 		}
 	}
-	data, err := t.rt.empty(dt, t.shape)
-	if err == nil {
-		err = kernel(func() error { return t.rt.dev.Copy(data.view(), t.view()) })
-	}
-	if err != nil {
+	var data *Tensor
+	t.rt.NoGrad(func() { data = t.To(dt) })
+	defer data.Release()
+	if err := data.Err(); err != nil {
 		grad.Release()
-		data.Release()
 		return fmt.Errorf("tensor: retype of %s to %v: %w", t.label(), dt, err)
 	}
-	data.st.refs.Add(1)
-	old := t.st
-	t.st, t.dt, t.off = data.st, dt, 0
-	t.strides = device.ContiguousStrides(t.shape)
-	old.release()
-	data.Release()
+	t.dt = dt
+	t.adopt(data)
 	if grad != nil {
 		t.grad.Release()
 		t.grad = grad
@@ -457,6 +451,13 @@ func (t *Tensor) SetData(src *Tensor) error {
 	if src.rt != t.rt {
 		return fmt.Errorf("tensor: data of %s cannot come from another runtime", t.label())
 	}
+	t.adopt(src)
+	return nil
+}
+
+// adopt makes t a contiguous view of src's storage (of t's dtype, at least
+// t's size) and releases t's own.
+func (t *Tensor) adopt(src *Tensor) {
 	src.st.refs.Add(1)
 	old := t.st
 	t.st = src.st
@@ -465,5 +466,4 @@ func (t *Tensor) SetData(src *Tensor) error {
 	if old != nil {
 		old.release()
 	}
-	return nil
 }

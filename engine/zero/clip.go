@@ -54,14 +54,12 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 		return 0, err
 	}
 	norm := float64(float32(math.Sqrt(sum)))
-	// The coefficient as PyTorch computes it: in float32, clamped to 1.
-	coef := min(float32(maxNorm)/(float32(norm)+float32(1e-6)), 1)
-	for _, b := range f.buckets {
-		var err error
-		z.rt.NoGrad(func() { err = b.gradShard.MulScalarInPlace(float64(coef)) })
-		if err != nil {
-			return 0, fmt.Errorf("zero: clipGradNorm: %w", err)
-		}
+	shards := make([]*tensor.Tensor, len(f.buckets))
+	for i, b := range f.buckets {
+		shards[i] = b.gradShard
+	}
+	if err := optim.ScaleToNorm(shards, maxNorm, norm); err != nil {
+		return 0, fmt.Errorf("zero: %w", err)
 	}
 	return norm, nil
 }
