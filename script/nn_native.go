@@ -1,14 +1,13 @@
 package script
 
 import (
-	"fmt"
 	"math"
-	"sort"
 	"strings"
 
 	"github.com/dop251/goja"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/rand"
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -279,52 +278,24 @@ func (r *Runtime) loadStateDict(call goja.FunctionCall) goja.Value {
 		r.throwf("%s: expects a state dict (an object of tensors), got %s", fn, describe(call.Argument(1)))
 	}
 	strict := boolArg(call, 2, true)
-	var missing, unexpected, problems []string
-	type pair struct{ dst, src *tensor.Tensor }
-	var copies []pair
-	known := map[string]bool{}
+	var own []nn.NamedTensor
 	for _, name := range ownObj.Keys() {
-		known[name] = true
-		dst := r.unwrap(fn, "parameter "+name, ownObj.Get(name))
+		own = append(own, nn.NamedTensor{Name: name, Tensor: r.unwrap(fn, "parameter "+name, ownObj.Get(name))})
+	}
+	sd := map[string]*tensor.Tensor{}
+	for _, name := range sdObj.Keys() {
 		v := sdObj.Get(name)
 		if isMissing(v) {
-			missing = append(missing, name)
 			continue
 		}
 		if !r.isTensor(v) {
-			problems = append(problems, fmt.Sprintf("%s: expected a tensor, got %s", name, describe(v)))
-			continue
+			r.throwf("Error(s) in loading state_dict:\n\t%s: expected a tensor, got %s", name, describe(v))
 		}
-		src := r.unwrap(fn, name, v)
-		if !equalInts(src.Shape(), dst.Shape()) {
-			problems = append(problems, fmt.Sprintf("size mismatch for %s: copying a param with shape %v from checkpoint, the shape in current model is %v", name, src.Shape(), dst.Shape()))
-			continue
-		}
-		copies = append(copies, pair{dst, src})
+		sd[name] = r.unwrap(fn, name, v)
 	}
-	for _, name := range sdObj.Keys() {
-		if !known[name] {
-			unexpected = append(unexpected, name)
-		}
-	}
-	sort.Strings(unexpected)
-	var msgs []string
-	if strict && len(missing) > 0 {
-		msgs = append(msgs, "Missing key(s) in state_dict: "+quoted(missing))
-	}
-	if strict && len(unexpected) > 0 {
-		msgs = append(msgs, "Unexpected key(s) in state_dict: "+quoted(unexpected))
-	}
-	msgs = append(msgs, problems...)
-	if len(msgs) > 0 {
-		r.throwf("Error(s) in loading state_dict:\n\t%s", strings.Join(msgs, "\n\t"))
-	}
-	restore := r.rt.SetGradEnabled(false)
-	defer restore()
-	for _, c := range copies {
-		if err := c.dst.CopyFrom(c.src); err != nil {
-			r.throw(err)
-		}
+	missing, unexpected, err := nn.CopyStateDict(own, sd, strict)
+	if err != nil {
+		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
 	}
 	return r.vm.ToValue(map[string]any{"missingKeys": toAny(missing), "unexpectedKeys": toAny(unexpected)})
 }
@@ -335,24 +306,4 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
-}
-
-func quoted(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

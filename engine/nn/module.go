@@ -10,6 +10,7 @@
 package nn
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -233,8 +234,20 @@ func (b *Base) StateDict() []NamedTensor {
 // failed load leaves the module unchanged. Values are converted to the
 // parameters' types.
 func (b *Base) LoadStateDict(sd map[string]*tensor.Tensor, strict bool) error {
-	own := b.StateDict()
-	var missing, unexpected, mismatched []string
+	if _, _, err := CopyStateDict(b.StateDict(), sd, strict); err != nil {
+		return fmt.Errorf("nn: error(s) in loading state_dict for %s:\n\t%w", b.typeName, err)
+	}
+	return nil
+}
+
+// CopyStateDict copies the tensors of sd into own's by name, as PyTorch's
+// load_state_dict: with strict, names missing from sd or unknown in own
+// are errors, and every shape must match. Everything is checked before
+// anything is copied, so a failed load changes nothing; the error lists
+// every problem, one per line, in PyTorch's words. Values are converted
+// to the destination's type, without autograd.
+func CopyStateDict(own []NamedTensor, sd map[string]*tensor.Tensor, strict bool) (missing, unexpected []string, err error) {
+	var mismatched []string
 	known := map[string]bool{}
 	for _, p := range own {
 		known[p.Name] = true
@@ -244,7 +257,7 @@ func (b *Base) LoadStateDict(sd map[string]*tensor.Tensor, strict bool) error {
 			continue
 		}
 		if err := src.Err(); err != nil {
-			return fmt.Errorf("nn: load_state_dict: %s: %w", p.Name, err)
+			return nil, nil, fmt.Errorf("%s: %w", p.Name, err)
 		}
 		if !slices.Equal(src.Shape(), p.Tensor.Shape()) {
 			mismatched = append(mismatched, fmt.Sprintf("size mismatch for %s: copying a param with shape %v from checkpoint, the shape in current model is %v", p.Name, src.Shape(), p.Tensor.Shape()))
@@ -265,7 +278,7 @@ func (b *Base) LoadStateDict(sd map[string]*tensor.Tensor, strict bool) error {
 	}
 	msgs = append(msgs, mismatched...)
 	if len(msgs) > 0 {
-		return fmt.Errorf("nn: error(s) in loading state_dict for %s:\n\t%s", b.typeName, strings.Join(msgs, "\n\t"))
+		return missing, unexpected, errors.New(strings.Join(msgs, "\n\t"))
 	}
 	for _, p := range own {
 		src, ok := sd[p.Name]
@@ -275,10 +288,10 @@ func (b *Base) LoadStateDict(sd map[string]*tensor.Tensor, strict bool) error {
 		var err error
 		p.Tensor.Runtime().NoGrad(func() { err = p.Tensor.CopyFrom(src) })
 		if err != nil {
-			return fmt.Errorf("nn: load_state_dict: %s: %w", p.Name, err)
+			return missing, unexpected, fmt.Errorf("%s: %w", p.Name, err)
 		}
 	}
-	return nil
+	return missing, unexpected, nil
 }
 
 func quoteAll(names []string) string {

@@ -3,6 +3,7 @@ package zero
 import (
 	"bytes"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -10,9 +11,11 @@ import (
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
-// stateChunk is the state of one parameter, or of a piece of it under the
-// flat partition, as a rank sends it to the consolidation target.
-type stateChunk struct {
+// Chunk is what one rank holds of one parameter's optimizer state: all of
+// it (greedy partition), or the piece inside the rank's slice (flat
+// partition). Consolidation sends a rank's chunks to the target rank;
+// checkpoints write each rank's chunks to its own file.
+type Chunk struct {
 	Index int // the parameter's global index
 	At    int // first element, in the flattened parameter
 	Step  int64
@@ -28,7 +31,7 @@ func (z *Optimizer) ConsolidateStateDict(to int) error {
 	if to < 0 || to >= z.pg.Size() {
 		return fmt.Errorf("zero: consolidateStateDict: rank %d is not in the group of %d", to, z.pg.Size())
 	}
-	chunks, err := z.localChunks()
+	chunks, err := z.LocalChunks()
 	if err != nil {
 		return err
 	}
@@ -44,57 +47,113 @@ func (z *Optimizer) ConsolidateStateDict(to int) error {
 	if z.pg.Rank() != to {
 		return nil
 	}
-	params := z.Params()
-	full := map[int]*optim.State{}
+	asm := NewAssembly(z.rt, z.Params())
 	for r, payload := range payloads {
-		var got []stateChunk
+		var got []Chunk
 		if err := gob.NewDecoder(bytes.NewReader(payload)).Decode(&got); err != nil {
+			asm.Release()
 			return fmt.Errorf("zero: consolidateStateDict: rank %d's shard: %w", r, err)
 		}
-		for _, c := range got {
-			if c.Index < 0 || c.Index >= len(params) || len(c.Names) != len(c.Data) {
-				return fmt.Errorf("zero: consolidateStateDict: rank %d sent state for parameter %d of %d", r, c.Index, len(params))
-			}
-			p := params[c.Index]
-			s := full[c.Index]
-			if s == nil {
-				s = &optim.State{}
-				full[c.Index] = s
-			}
-			s.Step = max(s.Step, c.Step)
-			for i, name := range c.Names {
-				field, ok := optim.StateField(s, name)
-				if !ok {
-					return fmt.Errorf("zero: consolidateStateDict: rank %d sent an unknown entry %q", r, name)
-				}
-				dt := optim.StateDType(p)
-				if *field == nil {
-					*field = z.rt.Zeros(dt, p.Shape()...).Persist()
-				}
-				n := len(c.Data[i]) / dt.Size()
-				if c.At+n > p.Numel() {
-					return fmt.Errorf("zero: consolidateStateDict: rank %d sent %d elements at %d of %s", r, n, c.At, paramLabel(p, c.Index))
-				}
-				src := z.rt.FromBytes(dt, c.Data[i], n)
-				dst := (*field).View(-1).Narrow(0, c.At, n)
-				err := dst.CopyFrom(src)
-				src.Release()
-				dst.Release()
-				if err != nil {
-					return err
-				}
-			}
+		if err := asm.Add(fmt.Sprintf("rank %d", r), got); err != nil {
+			asm.Release()
+			return fmt.Errorf("zero: consolidateStateDict: %w", err)
 		}
 	}
-	z.consolidated = full
+	z.consolidated = asm.States()
 	return nil
 }
 
-// localChunks lists this rank's state.
-func (z *Optimizer) localChunks() ([]stateChunk, error) {
-	var out []stateChunk
+// Assembly puts chunks from any number of ranks back together into the
+// whole-parameter states of a consolidated state dict.
+type Assembly struct {
+	rt      *tensor.Runtime
+	params  []*tensor.Tensor
+	full    map[int]*optim.State
+	covered map[int]map[string]int // elements written per state entry
+}
+
+// NewAssembly starts an assembly of the states of params (in global
+// index order) on rt.
+func NewAssembly(rt *tensor.Runtime, params []*tensor.Tensor) *Assembly {
+	return &Assembly{rt: rt, params: params, full: map[int]*optim.State{}, covered: map[int]map[string]int{}}
+}
+
+// Add copies chunks into place; from names their source in errors ("rank
+// 2", a file).
+func (a *Assembly) Add(from string, chunks []Chunk) error {
+	for _, c := range chunks {
+		if c.Index < 0 || c.Index >= len(a.params) || len(c.Names) != len(c.Data) {
+			return fmt.Errorf("%s holds state for parameter %d of %d", from, c.Index, len(a.params))
+		}
+		p := a.params[c.Index]
+		s := a.full[c.Index]
+		if s == nil {
+			s = &optim.State{}
+			a.full[c.Index] = s
+			a.covered[c.Index] = map[string]int{}
+		}
+		s.Step = max(s.Step, c.Step)
+		dt := optim.StateDType(p)
+		for i, name := range c.Names {
+			field, ok := optim.StateField(s, name)
+			if !ok {
+				return fmt.Errorf("%s holds an unknown entry %q for %s", from, name, paramLabel(p, c.Index))
+			}
+			n := len(c.Data[i]) / dt.Size()
+			if c.At < 0 || c.At+n > p.Numel() || n*dt.Size() != len(c.Data[i]) {
+				return fmt.Errorf("%s holds %d bytes of %q at element %d of %s (%d %v elements)", from, len(c.Data[i]), name, c.At, paramLabel(p, c.Index), p.Numel(), dt)
+			}
+			if *field == nil {
+				*field = a.rt.Zeros(dt, p.Shape()...).Persist()
+			}
+			src := a.rt.FromBytes(dt, c.Data[i], n)
+			dst := (*field).View(-1).Narrow(0, c.At, n)
+			err := dst.CopyFrom(src)
+			src.Release()
+			dst.Release()
+			if err != nil {
+				return err
+			}
+			a.covered[c.Index][name] += n
+		}
+	}
+	return nil
+}
+
+// Complete checks that every state entry begun was covered whole, by
+// chunks that do not overlap.
+func (a *Assembly) Complete() error {
+	for i, s := range a.full {
+		for _, e := range s.Tensors() {
+			if got, want := a.covered[i][e.Name], a.params[i].Numel(); got != want {
+				return fmt.Errorf("the chunks of %q of %s cover %d of its %d elements", e.Name, paramLabel(a.params[i], i), got, want)
+			}
+		}
+	}
+	return nil
+}
+
+// States hands the assembled states over to the caller, by global index.
+func (a *Assembly) States() map[int]*optim.State {
+	full := a.full
+	a.full = nil
+	return full
+}
+
+// Release frees what was assembled, when it is not handed over.
+func (a *Assembly) Release() {
+	for _, s := range a.full {
+		s.Release()
+	}
+	a.full = nil
+}
+
+// LocalChunks lists this rank's state, one chunk per parameter or piece
+// that has state, in bucket (flat) or index order (greedy).
+func (z *Optimizer) LocalChunks() ([]Chunk, error) {
+	var out []Chunk
 	add := func(p *tensor.Tensor, at int, s *optim.State) error {
-		c := stateChunk{Index: z.index[p], At: at, Step: s.Step}
+		c := Chunk{Index: z.index[p], At: at, Step: s.Step}
 		for _, e := range s.Tensors() {
 			b, err := e.Tensor.Bytes()
 			if err != nil {
@@ -206,6 +265,136 @@ func (z *Optimizer) LoadStateDict(sd *optim.StateDict) error {
 			old.Release()
 		}
 		z.state[p] = s
+	}
+	return nil
+}
+
+// ErrOtherLayout is LoadShard's answer to chunks saved under another
+// world size or partition; the consolidated state dict serves those.
+var ErrOtherLayout = errors.New("zero: the chunks were saved under another partition")
+
+// ownPiece is one parameter, or piece of one, whose state this rank keeps:
+// where its state lives and the shape it has there.
+type ownPiece struct {
+	param *tensor.Tensor
+	at, n int
+	shape []int
+	state **optim.State // the flat partition's; the greedy one keeps z.state
+}
+
+func (z *Optimizer) ownPieces() []ownPiece {
+	var out []ownPiece
+	if z.flat != nil {
+		for _, b := range z.flat.buckets {
+			for _, pc := range b.pieces {
+				out = append(out, ownPiece{pc.param, pc.at, pc.n, []int{pc.n}, &pc.state})
+			}
+		}
+		return out
+	}
+	for _, p := range z.Params() {
+		if z.owner[p] == z.pg.Rank() {
+			out = append(out, ownPiece{p, 0, p.Numel(), p.Shape(), nil})
+		}
+	}
+	return out
+}
+
+// MatchesShard reports whether chunks are exactly this rank's pieces, as
+// LocalChunks gives them under this world size and partition (pieces
+// without state may be missing): what LoadShard accepts.
+func (z *Optimizer) MatchesShard(chunks []Chunk) bool {
+	_, ok := z.matchChunks(z.ownPieces(), chunks)
+	return ok
+}
+
+// matchChunks finds each chunk's piece.
+func (z *Optimizer) matchChunks(pieces []ownPiece, chunks []Chunk) ([]int, bool) {
+	byIndex := map[int]int{}
+	for i, pc := range pieces {
+		byIndex[z.index[pc.param]] = i
+	}
+	at := make([]int, len(chunks))
+	used := make([]bool, len(pieces))
+	for ci, c := range chunks {
+		i, ok := byIndex[c.Index]
+		if !ok || used[i] || pieces[i].at != c.At || len(c.Names) != len(c.Data) {
+			return nil, false
+		}
+		size := optim.StateDType(pieces[i].param).Size()
+		for _, d := range c.Data {
+			if len(d) != pieces[i].n*size {
+				return nil, false
+			}
+		}
+		used[i], at[ci] = true, i
+	}
+	return at, true
+}
+
+// LoadShard restores the hyper-parameters from paramGroups (a state dict's
+// param_groups) and this rank's state from the chunks LocalChunks gave
+// under the same world size and partition, without any communication.
+// Chunks that are not exactly this rank's pieces give ErrOtherLayout;
+// nothing changes unless everything is valid.
+func (z *Optimizer) LoadShard(paramGroups []map[string]any, chunks []Chunk) error {
+	hyper, _, err := optim.ReadStateDict(z.kind, z.Groups, &optim.StateDict{ParamGroups: paramGroups})
+	if err != nil {
+		return fmt.Errorf("zero: loadShard: %w", err)
+	}
+	pieces := z.ownPieces()
+	at, ok := z.matchChunks(pieces, chunks)
+	if !ok {
+		return ErrOtherLayout
+	}
+	states := make([]*optim.State, len(pieces))
+	release := func() {
+		for _, s := range states {
+			if s != nil {
+				s.Release()
+			}
+		}
+	}
+	for ci, c := range chunks {
+		i := at[ci]
+		pc := pieces[i]
+		dt := optim.StateDType(pc.param)
+		s := &optim.State{Step: c.Step}
+		states[i] = s
+		for k, name := range c.Names {
+			field, ok := optim.StateField(s, name)
+			if !ok || *field != nil || (name == "master_param" && optim.StateDType(pc.param) == pc.param.DType()) {
+				release()
+				return fmt.Errorf("zero: loadShard: %s: unexpected state entry %q", paramLabel(pc.param, c.Index), name)
+			}
+			t := z.rt.FromBytes(dt, c.Data[k], pc.shape...)
+			if err := t.Err(); err != nil {
+				release()
+				return fmt.Errorf("zero: loadShard: %s %q: %w", paramLabel(pc.param, c.Index), name, err)
+			}
+			*field = t.Persist()
+		}
+	}
+	for i, g := range z.Groups {
+		ps := g.Params
+		*g = hyper[i]
+		g.Params = ps
+	}
+	for i, pc := range pieces {
+		if z.flat == nil {
+			if old := z.state[pc.param]; old != nil {
+				old.Release()
+			}
+			delete(z.state, pc.param)
+			if states[i] != nil {
+				z.state[pc.param] = states[i]
+			}
+			continue
+		}
+		if *pc.state != nil {
+			(*pc.state).Release()
+		}
+		*pc.state = states[i]
 	}
 	return nil
 }

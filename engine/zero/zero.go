@@ -138,6 +138,9 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 // Kind is the wrapped optimizer's algorithm.
 func (z *Optimizer) Kind() optim.Kind { return z.kind }
 
+// ProcessGroup is the group the state is sharded over.
+func (z *Optimizer) ProcessGroup() dist.ProcessGroup { return z.pg }
+
 // Options returns the options in effect (defaults filled in).
 func (z *Optimizer) Options() Options { return z.opts }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/zeroeng/zeroeng/internal/fileio"
 )
 
 // CacheEnv is the environment variable that chooses the cache directory;
@@ -149,17 +151,6 @@ func (c Cache) Put(key string, image []byte) (err error) {
 	if err = os.Rename(tmp, c.path(key)); err != nil {
 		return err
 	}
-	syncDir(c.Dir)
+	fileio.SyncDir(c.Dir)
 	return nil
-}
-
-// syncDir makes a rename durable where the system allows syncing a
-// directory; where it does not (Windows), the rename is still atomic.
-func syncDir(dir string) {
-	d, err := os.Open(dir)
-	if err != nil {
-		return
-	}
-	_ = d.Sync() // best effort: the image itself was synced before the rename
-	d.Close()
 }

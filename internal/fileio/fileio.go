@@ -49,14 +49,14 @@ func WriteAtomic(pkg, path string, fill func(*os.File) error) (err error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("%s: %w", pkg, err)
 	}
-	syncDir(dir)
+	SyncDir(dir)
 	return nil
 }
 
-// syncDir makes the rename durable. It is best effort: the file itself is
+// SyncDir makes renames in dir durable. It is best effort: the file itself is
 // complete and in place either way, and some systems (Windows) cannot sync a
 // directory.
-func syncDir(dir string) {
+func SyncDir(dir string) {
 	d, err := os.Open(dir)
 	if err != nil {
 		return

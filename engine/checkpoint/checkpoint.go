@@ -1,0 +1,313 @@
+// Package checkpoint saves and restores a training run: model weights in
+// safetensors with PyTorch's names (a file PyTorch and Hugging Face load),
+// optimizer state (one file, or one shard per rank under ZeRO), and a
+// manifest with the step, the world size, every rank's generator state and
+// the JSON state of the rest (schedulers, data loaders, the script's own
+// values).
+//
+// A checkpoint directory holds one folder per saved step and a pointer to
+// the newest:
+//
+//	DIR/latest                    "step-00000100"
+//	DIR/step-00000100/manifest.json
+//	DIR/step-00000100/model.safetensors
+//	DIR/step-00000100/optimizer.safetensors                 a plain optimizer (rank 0 writes it)
+//	DIR/step-00000100/optimizer.rank-00001-of-00004.safetensors   ZeRO: each rank its shard
+//
+// Saving is collective and atomic: the ranks write into a hidden temporary
+// folder, every file is synced, and only when every rank has succeeded does
+// rank 0 write the manifest (with each file's size and CRC-32C), rename the
+// folder into place and then replace latest. A crash or kill -9 at any
+// moment leaves the previous checkpoint as it was and loadable. Loading
+// checks every file against the manifest before anything changes, and
+// reshards ZeRO's optimizer state when the world size or the partition
+// differs (each rank assembles the whole state from the shards and keeps
+// its part).
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/zero"
+)
+
+// Names of the files a checkpoint directory holds.
+const (
+	ManifestName = "manifest.json"
+	LatestName   = "latest"
+	// Format and Version identify the manifest.
+	Format  = "zeroeng-checkpoint"
+	Version = 1
+)
+
+// State is what one rank saves, or restores into.
+type State struct {
+	// Modules are saved by rank 0 as <Key>.safetensors ("model").
+	Modules []Module
+	// Optimizers are saved as <Key>.safetensors by rank 0, or as one
+	// shard per rank for ZeRO.
+	Optimizers []Optimizer
+	// JSON holds the rest by key: schedulers' and loaders' state dicts, the
+	// script's own values. Rank 0's is saved.
+	JSON map[string]json.RawMessage
+	// RNG is this rank's generator state (rand.Generator.State); on load,
+	// SetRNG receives it when the world size is the same.
+	RNG    []byte
+	SetRNG func([]byte) error
+}
+
+// Module is a model's state dict under a key.
+type Module struct {
+	Key     string
+	Tensors []nn.NamedTensor
+}
+
+// Optimizer is an optimizer under a key: an *optim.Optimizer or a
+// *zero.Optimizer.
+type Optimizer struct {
+	Key string
+	Opt any
+}
+
+// Manifest describes one saved step.
+type Manifest struct {
+	Format     string          `json:"format"`
+	Version    int             `json:"version"`
+	Step       int64           `json:"step"`
+	WorldSize  int             `json:"world_size"`
+	Time       string          `json:"time"`
+	Files      []FileInfo      `json:"files"`
+	Modules    []string        `json:"modules"`
+	Optimizers []OptimizerInfo `json:"optimizers"`
+	// RNG holds each rank's generator state.
+	RNG   [][]byte                   `json:"rng"`
+	State map[string]json.RawMessage `json:"state"`
+}
+
+// FileInfo is one file of a checkpoint, for the checks on load.
+type FileInfo struct {
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	CRC32C uint32 `json:"crc32c"`
+}
+
+// OptimizerInfo says how an optimizer's state was saved.
+type OptimizerInfo struct {
+	Key  string `json:"key"`
+	Kind string `json:"kind"`
+	// Shards is the number of files: 1 for a plain optimizer, the world
+	// size for ZeRO. Partition and Stage are ZeRO's.
+	Shards    int    `json:"shards"`
+	Partition string `json:"partition,omitempty"`
+	Stage     int    `json:"stage,omitempty"`
+}
+
+// StepName is the folder of a step's checkpoint.
+func StepName(step int64) string { return fmt.Sprintf("step-%08d", step) }
+
+// shardName is the file of an optimizer's state: one file, or rank's shard.
+func shardName(key string, rank, shards int) string {
+	if shards == 1 {
+		return key + ".safetensors"
+	}
+	return fmt.Sprintf("%s.rank-%05d-of-%05d.safetensors", key, rank, shards)
+}
+
+// parseStep reads the step of a folder named by StepName.
+func parseStep(name string) (int64, bool) {
+	s, ok := strings.CutPrefix(name, "step-")
+	if !ok || s == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// checkKeys refuses keys that cannot be file names or that repeat.
+func (st *State) checkKeys() error {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range st.Modules {
+		keys = append(keys, m.Key)
+	}
+	for _, o := range st.Optimizers {
+		keys = append(keys, o.Key)
+	}
+	for k := range st.JSON {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		if k == "" || strings.ContainsAny(k, `/\`) || k[0] == '.' || k == "manifest" || k == LatestName {
+			return fmt.Errorf("checkpoint: %q cannot name a part of a checkpoint", k)
+		}
+		if seen[k] {
+			return fmt.Errorf("checkpoint: the key %q names two parts", k)
+		}
+		seen[k] = true
+	}
+	return nil
+}
+
+// info describes how opt is saved.
+func optimizerInfo(key string, opt any, world int) (OptimizerInfo, error) {
+	switch o := opt.(type) {
+	case *optim.Optimizer:
+		return OptimizerInfo{Key: key, Kind: o.Kind().String(), Shards: 1}, nil
+	case *zero.Optimizer:
+		if n := o.ProcessGroup().Size(); n != world {
+			return OptimizerInfo{}, fmt.Errorf("checkpoint: optimizer %q is sharded over %d of the %d ranks; checkpoints support ZeRO over every rank", key, n, world)
+		}
+		opts := o.Options()
+		return OptimizerInfo{Key: key, Kind: o.Kind().String(), Shards: world, Partition: opts.Partition, Stage: opts.Stage}, nil
+	}
+	return OptimizerInfo{}, fmt.Errorf("checkpoint: optimizer %q: %T cannot be saved", key, opt)
+}
+
+// Latest finds the newest checkpoint under dir: the folder latest names,
+// or dir itself when it holds a manifest. It returns "" without error when
+// dir holds no checkpoint (a first run).
+func Latest(dir string) (string, error) {
+	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
+		return dir, nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, LatestName))
+	if errors.Is(err, os.ErrNotExist) {
+		// A crash between the rename of a step's folder and the update of
+		// latest, or a directory written by hand: the newest complete step.
+		steps, err := listSteps(dir)
+		if err != nil || len(steps) == 0 {
+			if errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+			return "", err
+		}
+		return filepath.Join(dir, StepName(steps[len(steps)-1])), nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	name := strings.TrimSpace(string(b))
+	if _, ok := parseStep(name); !ok {
+		return "", fmt.Errorf("checkpoint: %s names %q, not a step folder", filepath.Join(dir, LatestName), name)
+	}
+	return filepath.Join(dir, name), nil
+}
+
+// listSteps returns the steps of the complete checkpoints (those with a
+// manifest) under dir, ascending.
+func listSteps(dir string) ([]int64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var steps []int64
+	for _, e := range entries {
+		step, ok := parseStep(e.Name())
+		if !ok || !e.IsDir() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), ManifestName)); err == nil {
+			steps = append(steps, step)
+		}
+	}
+	slices.Sort(steps)
+	return steps, nil
+}
+
+// ReadManifest reads and checks the manifest of the checkpoint at path.
+func ReadManifest(path string) (*Manifest, error) {
+	file := filepath.Join(path, ManifestName)
+	b, err := os.ReadFile(file)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("checkpoint: %s is not a checkpoint (no %s)", path, ManifestName)
+		}
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	var m Manifest
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %v", file, err)
+	}
+	switch {
+	case m.Format != Format:
+		return nil, fmt.Errorf("checkpoint: %s: format %q, want %q", file, m.Format, Format)
+	case m.Version != Version:
+		return nil, fmt.Errorf("checkpoint: %s: version %d; this zeroeng reads version %d", file, m.Version, Version)
+	case m.WorldSize < 1 || m.Step < 0:
+		return nil, fmt.Errorf("checkpoint: %s: world size %d, step %d", file, m.WorldSize, m.Step)
+	case len(m.RNG) != 0 && len(m.RNG) != m.WorldSize:
+		return nil, fmt.Errorf("checkpoint: %s: %d generator states for %d ranks", file, len(m.RNG), m.WorldSize)
+	}
+	for _, f := range m.Files {
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name[0] == '.' || f.Bytes < 0 {
+			return nil, fmt.Errorf("checkpoint: %s: bad file entry %q", file, f.Name)
+		}
+	}
+	for _, o := range m.Optimizers {
+		if o.Shards < 1 || (o.Shards != 1 && o.Shards != m.WorldSize) {
+			return nil, fmt.Errorf("checkpoint: %s: optimizer %q has %d shards for %d ranks", file, o.Key, o.Shards, m.WorldSize)
+		}
+	}
+	return &m, nil
+}
+
+// file returns the manifest's entry for name.
+func (m *Manifest) file(name string) (FileInfo, bool) {
+	for _, f := range m.Files {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return FileInfo{}, false
+}
+
+// agree makes every rank return the same outcome: each rank's error (nil
+// for success) is gathered on rank 0, which broadcasts the first, naming
+// its rank. A failed collective is returned as it is.
+func agree(pg dist.ProcessGroup, err error) error {
+	var msg []byte
+	if err != nil {
+		msg = []byte(err.Error())
+	}
+	all, gerr := pg.GatherObject(msg, 0)
+	if gerr != nil {
+		return gerr
+	}
+	var first []byte
+	if pg.Rank() == 0 {
+		for r, m := range all {
+			if len(m) > 0 {
+				first = m
+				if pg.Size() > 1 && r != pg.Rank() {
+					first = fmt.Appendf(nil, "rank %d: %s", r, m)
+				}
+				break
+			}
+		}
+	}
+	out, berr := pg.BroadcastObject(first, 0)
+	if berr != nil {
+		return berr
+	}
+	switch {
+	case len(out) == 0:
+		return nil
+	case err != nil && string(out) == err.Error():
+		return err // this rank's own, unwrapped
+	}
+	return errors.New(string(out))
+}
+
+func now() string { return time.Now().UTC().Format(time.RFC3339) }

@@ -1,0 +1,533 @@
+package checkpoint
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/zero"
+)
+
+// layout is how a run's optimizer is made: plain AdamW (replicated on
+// every rank) or ZeRO with options.
+type layout struct {
+	ranks int
+	zero  bool
+	opts  zero.Options
+}
+
+func (l layout) String() string {
+	if !l.zero {
+		return fmt.Sprintf("plain×%d", l.ranks)
+	}
+	p := l.opts.Partition
+	if p == "" {
+		p = "greedy"
+	}
+	return fmt.Sprintf("zero-%s-s%d×%d", p, max(1, l.opts.Stage), l.ranks)
+}
+
+// job is a toy training run: five parameters in two groups, AdamW, and
+// gradients that every rank computes alike (as if DDP had averaged them),
+// with noise drawn from the rank's generator when noise is set, so that a
+// resume that does not restore the generators diverges.
+type job struct {
+	dt    dtype.DType
+	noise bool
+}
+
+var shapes = [][]int{{9}, {7}, {5}, {3}, {4, 6}}
+
+// rankState is one rank's model and optimizer.
+type rankState struct {
+	rt     *tensor.Runtime
+	params []*tensor.Tensor
+	opt    any
+	step   func() error
+}
+
+func (j job) newRank(t *testing.T, l layout, pg dist.ProcessGroup, init float64) *rankState {
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 7)
+	dt := j.dt
+	if !dt.Valid() {
+		dt = dtype.Float32
+	}
+	var params []*tensor.Tensor
+	for i, sh := range shapes {
+		n := 1
+		for _, d := range sh {
+			n *= d
+		}
+		v := make([]float64, n)
+		for k := range v {
+			v[k] = math.Cos(init + float64(i*10+k))
+		}
+		p := rt.FromValues(dt, v, sh...).Persist()
+		p.SetName(fmt.Sprintf("layers.%d.weight", i))
+		if err := p.SetRequiresGrad(true); err != nil {
+			t.Fatal(err)
+		}
+		params = append(params, p)
+	}
+	hyper := optim.DefaultAdamW().Group()
+	hyper.LR = 0.05 + init // the hyper-parameters come from the checkpoint on resume
+	g2 := hyper.Hyper()
+	g2.LR /= 10
+	g2.Params = params[3:]
+	var opt interface {
+		Step() error
+		AddParamGroup(optim.ParamGroup) error
+	}
+	var err error
+	if l.zero {
+		opt, err = zero.New(pg, optim.AdamW, params[:3], hyper, l.opts)
+	} else {
+		opt, err = optim.New(optim.AdamW, params[:3], hyper)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.AddParamGroup(g2); err != nil {
+		t.Fatal(err)
+	}
+	return &rankState{rt: rt, params: params, opt: opt, step: opt.Step}
+}
+
+// train runs steps [from, to) on one rank.
+func (j job) train(rs *rankState, from, to int) error {
+	for step := from; step < to; step++ {
+		for i, p := range rs.params {
+			v := make([]float64, p.Numel())
+			for k := range v {
+				v[k] = math.Sin(float64(step*7 + i*3 + k))
+			}
+			g := rs.rt.FromValues(p.DType(), v, p.Shape()...)
+			if j.noise {
+				g = g.Add(rs.rt.Randn(p.DType(), p.Shape()...).Mul(rs.rt.Scalar(p.DType(), 0.1)))
+			}
+			if err := p.SetGrad(g.Persist()); err != nil {
+				return err
+			}
+		}
+		if err := rs.step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rs *rankState) state(t *testing.T) *State {
+	st := &State{
+		Modules:    []Module{{Key: "model", Tensors: named(rs.params)}},
+		Optimizers: []Optimizer{{Key: "optimizer", Opt: rs.opt}},
+		JSON:       map[string]json.RawMessage{"note": json.RawMessage(`{"epoch":2}`)},
+		RNG:        rs.rt.Generator().State(),
+		SetRNG:     rs.rt.Generator().SetState,
+	}
+	return st
+}
+
+func named(ps []*tensor.Tensor) []nn.NamedTensor {
+	out := make([]nn.NamedTensor, len(ps))
+	for i, p := range ps {
+		out[i] = nn.NamedTensor{Name: p.Name(), Tensor: p}
+	}
+	return out
+}
+
+func values(ps []*tensor.Tensor) [][]float64 {
+	var out [][]float64
+	for _, p := range ps {
+		v, _ := p.Float64s()
+		out = append(out, v)
+	}
+	return out
+}
+
+// onRanks runs fn on every rank of a new world of n.
+func onRanks(n int, fn func(rank int, pg dist.ProcessGroup) error) error {
+	w, err := dist.NewWorld(n, dist.Options{})
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() { errs[r] = fn(r, w.Group(r)) })
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", r, err)
+		}
+	}
+	return nil
+}
+
+// TestResume checks that training resumed from a checkpoint taken at step
+// 3 ends, after step 6, with exactly the parameters of the uninterrupted
+// run: under the same world size and layout (each rank reading its own
+// shard, generators restored), and resharded onto other world sizes and
+// layouts.
+func TestResume(t *testing.T) {
+	plain := func(n int) layout { return layout{ranks: n} }
+	greedy := func(n int) layout { return layout{ranks: n, zero: true} }
+	flat := func(n int) layout { return layout{ranks: n, zero: true, opts: zero.Options{Partition: "flat"}} }
+	small := func(n int) layout {
+		return layout{ranks: n, zero: true, opts: zero.Options{Partition: "flat", BucketCapMB: 0.0001}}
+	}
+	cases := []struct {
+		job          job
+		save, resume layout
+	}{
+		{job{noise: true}, plain(1), plain(1)},
+		{job{noise: true}, plain(2), plain(2)},
+		{job{noise: true}, greedy(2), greedy(2)},
+		{job{noise: true}, flat(3), flat(3)},
+		{job{noise: true}, small(2), small(2)},
+		{job{noise: true, dt: dtype.BFloat16}, flat(2), flat(2)},
+		{job{}, flat(2), flat(3)},
+		{job{}, greedy(3), flat(2)},
+		{job{}, small(2), flat(2)},
+		{job{}, flat(2), plain(1)},
+		{job{}, plain(1), greedy(2)},
+		{job{dt: dtype.BFloat16}, flat(3), plain(2)},
+	}
+	for _, c := range cases {
+		dtName := "float32"
+		if c.job.dt.Valid() {
+			dtName = c.job.dt.String()
+		}
+		t.Run(fmt.Sprintf("%s→%s/%s", c.save, c.resume, dtName), func(t *testing.T) {
+			dir := t.TempDir()
+			var want [][]float64
+			err := onRanks(c.save.ranks, func(rank int, pg dist.ProcessGroup) error {
+				rs := c.job.newRank(t, c.save, pg, 0)
+				if err := c.job.train(rs, 0, 3); err != nil {
+					return err
+				}
+				if _, err := Save(pg, dir, 3, rs.state(t), SaveOptions{}); err != nil {
+					return err
+				}
+				if err := c.job.train(rs, 3, 6); err != nil {
+					return err
+				}
+				if rank == 0 {
+					want = values(rs.params)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = onRanks(c.resume.ranks, func(rank int, pg dist.ProcessGroup) error {
+				rs := c.job.newRank(t, c.resume, pg, 0.5) // other weights and lr: all must come from the checkpoint
+				m, path, err := Restore(pg, rs.rt, dir, rs.state(t))
+				if err != nil {
+					return err
+				}
+				var note bytes.Buffer
+				if m != nil {
+					json.Compact(&note, m.State["note"])
+				}
+				if m == nil || m.Step != 3 || filepath.Base(path) != "step-00000003" || note.String() != `{"epoch":2}` {
+					return fmt.Errorf("restored step %d from %s with note %s", m.Step, path, note.String())
+				}
+				if err := c.job.train(rs, 3, 6); err != nil {
+					return err
+				}
+				for i, v := range values(rs.params) {
+					if !slices.Equal(v, want[i]) {
+						return fmt.Errorf("parameter %d after resuming: %v, the uninterrupted run has %v", i, v[:3], want[i][:3])
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestResumeWithoutGeneratorsDiverges shows that the generator states
+// matter to TestResume: without them the noisy run differs.
+func TestResumeWithoutGeneratorsDiverges(t *testing.T) {
+	j := job{noise: true}
+	l := layout{ranks: 1}
+	dir := t.TempDir()
+	var want [][]float64
+	err := onRanks(1, func(rank int, pg dist.ProcessGroup) error {
+		rs := j.newRank(t, l, pg, 0)
+		if err := j.train(rs, 0, 3); err != nil {
+			return err
+		}
+		if _, err := Save(pg, dir, 3, rs.state(t), SaveOptions{}); err != nil {
+			return err
+		}
+		err := j.train(rs, 3, 6)
+		want = values(rs.params)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = onRanks(1, func(rank int, pg dist.ProcessGroup) error {
+		rs := j.newRank(t, l, pg, 0)
+		st := rs.state(t)
+		st.SetRNG = nil
+		if _, _, err := Restore(pg, rs.rt, dir, st); err != nil {
+			return err
+		}
+		if err := j.train(rs, 3, 6); err != nil {
+			return err
+		}
+		if slices.Equal(values(rs.params)[0], want[0]) {
+			return fmt.Errorf("the run without its generator state matched the uninterrupted one")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saveSteps saves steps of a one-rank plain run into dir.
+func saveSteps(t *testing.T, dir string, keep int, steps ...int64) {
+	t.Helper()
+	err := onRanks(1, func(rank int, pg dist.ProcessGroup) error {
+		rs := job{}.newRank(t, layout{ranks: 1}, pg, 0)
+		for _, s := range steps {
+			if err := (job{}).train(rs, int(s), int(s)+1); err != nil {
+				return err
+			}
+			if _, err := Save(pg, dir, s, rs.state(t), SaveOptions{Keep: keep}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listDir(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestKeepAndLatest(t *testing.T) {
+	dir := t.TempDir()
+	saveSteps(t, dir, 2, 1, 2, 3, 4, 5)
+	if got, want := listDir(t, dir), []string{"latest", "step-00000004", "step-00000005"}; !slices.Equal(got, want) {
+		t.Fatalf("after five saves keeping 2: %v, want %v", got, want)
+	}
+	if p, err := Latest(dir); err != nil || filepath.Base(p) != "step-00000005" {
+		t.Fatalf("Latest = %q, %v", p, err)
+	}
+	// A crash between the folder's rename and latest's update: latest
+	// still names the older one, which is complete.
+	if err := os.WriteFile(filepath.Join(dir, LatestName), []byte("step-00000004\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := Latest(dir); filepath.Base(p) != "step-00000004" {
+		t.Fatalf("Latest = %q, want the step latest names", p)
+	}
+	// Without latest, the newest folder with a manifest.
+	os.Remove(filepath.Join(dir, LatestName))
+	os.Remove(filepath.Join(dir, "step-00000005", ManifestName))
+	if p, _ := Latest(dir); filepath.Base(p) != "step-00000004" {
+		t.Fatalf("Latest = %q, want the newest complete step", p)
+	}
+	// Saving the same step again replaces it.
+	saveSteps(t, dir, 0, 4)
+	if p, _ := Latest(dir); filepath.Base(p) != "step-00000004" {
+		t.Fatalf("Latest = %q after saving step 4 again", p)
+	}
+	// An empty or missing directory holds no checkpoint.
+	if p, err := Latest(filepath.Join(dir, "none")); p != "" || err != nil {
+		t.Fatalf("Latest of a missing directory = %q, %v", p, err)
+	}
+}
+
+// TestFailedSaveChangesNothing makes one rank fail while writing: every
+// rank gets the error, and the directory keeps its previous checkpoint,
+// pointed to by latest, and no temporary folder.
+func TestFailedSaveChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	saveSteps(t, dir, 0, 1)
+	before := listDir(t, dir)
+	err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+		rs := job{}.newRank(t, layout{ranks: 2, zero: true}, pg, 0)
+		if err := (job{}).train(rs, 0, 1); err != nil {
+			return err
+		}
+		st := rs.state(t)
+		if rank == 1 {
+			st.Optimizers[0].Opt = "not an optimizer"
+		}
+		_, err := Save(pg, dir, 2, st, SaveOptions{})
+		if err == nil || !strings.Contains(err.Error(), "rank 1") || !strings.Contains(err.Error(), "cannot be saved") {
+			return fmt.Errorf("Save returned %v, want rank 1's error", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listDir(t, dir); !slices.Equal(got, before) {
+		t.Fatalf("a failed save left %v, before it %v", got, before)
+	}
+	if p, _ := Latest(dir); filepath.Base(p) != "step-00000001" {
+		t.Fatalf("latest = %q after a failed save", p)
+	}
+}
+
+// TestBadCheckpoints restores damaged or mismatched checkpoints: each
+// gives a clear error on every rank and leaves the model as it was.
+func TestBadCheckpoints(t *testing.T) {
+	cases := []struct {
+		name   string
+		damage func(t *testing.T, ckpt string)
+		mutate func(st *State)
+		want   string
+	}{
+		{"truncated model", func(t *testing.T, ckpt string) { truncate(t, filepath.Join(ckpt, "model.safetensors")) }, nil, "truncated"},
+		{"flipped byte", func(t *testing.T, ckpt string) { flip(t, filepath.Join(ckpt, "model.safetensors")) }, nil, "corrupted: CRC-32C"},
+		{"missing shard", func(t *testing.T, ckpt string) {
+			os.Remove(filepath.Join(ckpt, "optimizer.rank-00001-of-00002.safetensors"))
+		}, nil, "no such file"},
+		{"truncated shard", func(t *testing.T, ckpt string) {
+			truncate(t, filepath.Join(ckpt, "optimizer.rank-00000-of-00002.safetensors"))
+		}, nil, "optimizer.rank-00000-of-00002.safetensors has"},
+		{"bad manifest", func(t *testing.T, ckpt string) {
+			os.WriteFile(filepath.Join(ckpt, ManifestName), []byte(`{"format": "zeroeng-checkpoint", "version": 1, `), 0o644)
+		}, nil, "manifest.json: unexpected EOF"},
+		{"newer version", func(t *testing.T, ckpt string) { editManifest(t, ckpt, func(m *Manifest) { m.Version = 9 }) }, nil, "version 9"},
+		{"latest names garbage", func(t *testing.T, ckpt string) {
+			os.WriteFile(filepath.Join(filepath.Dir(ckpt), LatestName), []byte("../../etc\n"), 0o644)
+		}, nil, "not a step folder"},
+		{"other model", nil, func(st *State) {
+			st.Modules[0].Tensors[4].Name = "head.weight"
+		}, `Missing key(s) in state_dict: "head.weight"`},
+		{"other shapes", nil, func(st *State) {
+			st.Modules[0].Tensors[1].Tensor = st.Modules[0].Tensors[0].Tensor
+		}, "size mismatch for layers.1.weight: copying a param with shape [7] from checkpoint, the shape in current model is [9]"},
+		{"no such part", nil, func(st *State) { st.Optimizers[0].Key = "adam" }, `has no optimizer "adam" (it has "optimizer")`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := layout{ranks: 2, zero: true, opts: zero.Options{Partition: "flat"}}
+			var ckpt string
+			err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+				rs := job{}.newRank(t, l, pg, 0)
+				if err := (job{}).train(rs, 0, 2); err != nil {
+					return err
+				}
+				p, err := Save(pg, dir, 2, rs.state(t), SaveOptions{})
+				ckpt = p
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.damage != nil {
+				c.damage(t, ckpt)
+			}
+			err = onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+				rs := job{}.newRank(t, l, pg, 0.5)
+				before := values(rs.params)
+				st := rs.state(t)
+				if c.mutate != nil {
+					c.mutate(st)
+				}
+				_, _, err := Restore(pg, rs.rt, dir, st)
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					return fmt.Errorf("Restore returned %v, want an error containing %q", err, c.want)
+				}
+				if got := values(rs.params); !slices.EqualFunc(got, before, slices.Equal) {
+					return fmt.Errorf("a failed restore changed the parameters")
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func truncate(t *testing.T, path string) {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, st.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flip(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-3] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func editManifest(t *testing.T, ckpt string, edit func(*Manifest)) {
+	path := filepath.Join(ckpt, ManifestName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(&m)
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadKeys(t *testing.T) {
+	for _, key := range []string{"", "../x", ".hidden", "manifest", "latest", "a/b"} {
+		st := &State{Modules: []Module{{Key: key}}}
+		if err := st.checkKeys(); err == nil {
+			t.Errorf("key %q was accepted", key)
+		}
+	}
+	st := &State{Modules: []Module{{Key: "model"}}, Optimizers: []Optimizer{{Key: "model"}}}
+	if err := st.checkKeys(); err == nil || !strings.Contains(err.Error(), "two parts") {
+		t.Errorf("a repeated key: %v", err)
+	}
+}

@@ -1,0 +1,283 @@
+package checkpoint
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/safetensors"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/zero"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// writeFile creates path (inside the save's temporary folder), lets fill
+// write it through a buffer, and syncs it; it returns the file's size and
+// CRC-32C for the manifest.
+func writeFile(path string, fill func(io.Writer) error) (FileInfo, error) {
+	info := FileInfo{Name: filepath.Base(path)}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return info, fmt.Errorf("checkpoint: %w", err)
+	}
+	sum := crc32.New(castagnoli)
+	counter := &countingWriter{w: io.MultiWriter(f, sum)}
+	bw := bufio.NewWriterSize(counter, 1<<20)
+	err = fill(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return info, fmt.Errorf("checkpoint: writing %s: %w", path, err)
+	}
+	info.Bytes, info.CRC32C = counter.n, sum.Sum32()
+	return info, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// readFile reads one file of the checkpoint at dir and checks it against
+// the manifest: present, the same size, the same CRC-32C.
+func readFile(dir string, m *Manifest, name string) ([]byte, error) {
+	path := filepath.Join(dir, name)
+	want, ok := m.file(name)
+	if !ok {
+		return nil, fmt.Errorf("checkpoint: %s: the manifest lists no file %s", dir, name)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	if st.Size() != want.Bytes {
+		return nil, fmt.Errorf("checkpoint: %s has %d bytes, the manifest says %d: the file is truncated or was replaced", path, st.Size(), want.Bytes)
+	}
+	b := make([]byte, want.Bytes)
+	var sum hash.Hash32 = crc32.New(castagnoli)
+	if _, err := io.ReadFull(io.TeeReader(f, sum), b); err != nil {
+		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
+	}
+	if got := sum.Sum32(); got != want.CRC32C {
+		return nil, fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", path, got, want.CRC32C)
+	}
+	return b, nil
+}
+
+// writeModule writes a state dict as safetensors, as PyTorch's
+// safetensors.torch.save_file does ({"format": "pt"}).
+func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
+	raw := make([]safetensors.Tensor, len(tensors))
+	seen := map[string]bool{}
+	for i, n := range tensors {
+		if seen[n.Name] {
+			return FileInfo{}, fmt.Errorf("checkpoint: %s: tensor name %q appears twice", path, n.Name)
+		}
+		seen[n.Name] = true
+		data, err := n.Tensor.Bytes()
+		if err != nil {
+			return FileInfo{}, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, n.Name, err)
+		}
+		raw[i] = safetensors.Tensor{Name: n.Name, DType: n.Tensor.DType(), Shape: n.Tensor.Shape(), Data: data}
+	}
+	return writeFile(path, func(w io.Writer) error {
+		return safetensors.Write(w, raw, map[string]string{"format": "pt"})
+	})
+}
+
+// readModule parses a module file into tensors on rt, which the caller
+// releases.
+func readModule(rt *tensor.Runtime, dir string, m *Manifest, key string) (map[string]*tensor.Tensor, error) {
+	name := key + ".safetensors"
+	b, err := readFile(dir, m, name)
+	if err != nil {
+		return nil, err
+	}
+	f, err := safetensors.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, name), err)
+	}
+	out := map[string]*tensor.Tensor{}
+	for _, st := range f.Tensors {
+		t := rt.FromBytes(st.DType, st.Data, st.Shape...)
+		if err := t.Err(); err != nil {
+			releaseAll(out)
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", filepath.Join(dir, name), st.Name, err)
+		}
+		out[st.Name] = t.Persist()
+	}
+	return out, nil
+}
+
+func releaseAll(ts map[string]*tensor.Tensor) {
+	for _, t := range ts {
+		t.Release()
+	}
+}
+
+// optimizerMeta is the "zeroeng.optimizer" metadata of an optimizer file:
+// the hyper-parameters in PyTorch's state-dict layout, and where each
+// chunk's elements start in its flattened parameter. The chunk's entries
+// are the tensors named state.<index>.<entry> (exp_avg, ...).
+type optimizerMeta struct {
+	Kind        string           `json:"kind"`
+	ParamGroups []map[string]any `json:"param_groups"`
+	Chunks      []chunkMeta      `json:"chunks"`
+}
+
+type chunkMeta struct {
+	Index int   `json:"index"`
+	At    int   `json:"at"`
+	Step  int64 `json:"step"`
+}
+
+const optimizerMetaKey = "zeroeng.optimizer"
+
+// optimizerChunks is what a rank saves of opt: its kind, its
+// hyper-parameters (PyTorch's param_groups) and its chunks (all of a plain
+// optimizer's state, one chunk per parameter), with its parameters.
+func optimizerChunks(opt any) (meta optimizerMeta, chunks []zero.Chunk, params []*tensor.Tensor, err error) {
+	var kind optim.Kind
+	var groups []*optim.ParamGroup
+	switch o := opt.(type) {
+	case *optim.Optimizer:
+		kind, groups, params = o.Kind(), o.Groups, o.Params()
+		for id, p := range params {
+			s := o.State(p)
+			if s == nil {
+				continue
+			}
+			c := zero.Chunk{Index: id, Step: s.Step}
+			for _, e := range s.Tensors() {
+				b, err := e.Tensor.Bytes()
+				if err != nil {
+					return meta, nil, nil, fmt.Errorf("state %q of parameter %d: %w", e.Name, id, err)
+				}
+				c.Names = append(c.Names, e.Name)
+				c.Data = append(c.Data, b)
+			}
+			chunks = append(chunks, c)
+		}
+	case *zero.Optimizer:
+		kind, groups, params = o.Kind(), o.Groups, o.Params()
+		if chunks, err = o.LocalChunks(); err != nil {
+			return meta, nil, nil, err
+		}
+	default:
+		return meta, nil, nil, fmt.Errorf("%T cannot be saved", opt)
+	}
+	meta.Kind = kind.String()
+	meta.ParamGroups = optim.MakeStateDict(kind, groups, func(*tensor.Tensor) *optim.State { return nil }).ParamGroups
+	for _, c := range chunks {
+		meta.Chunks = append(meta.Chunks, chunkMeta{Index: c.Index, At: c.At, Step: c.Step})
+	}
+	return meta, chunks, params, nil
+}
+
+// writeOptimizer writes a rank's optimizer chunks.
+func writeOptimizer(path string, opt any) (FileInfo, error) {
+	meta, chunks, params, err := optimizerChunks(opt)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	var raw []safetensors.Tensor
+	for _, c := range chunks {
+		p := params[c.Index]
+		dt := optim.StateDType(p)
+		for i, name := range c.Names {
+			shape := []int{len(c.Data[i]) / dt.Size()}
+			if c.At == 0 && shape[0] == p.Numel() {
+				shape = p.Shape()
+			}
+			raw = append(raw, safetensors.Tensor{Name: fmt.Sprintf("state.%d.%s", c.Index, name), DType: dt, Shape: shape, Data: c.Data[i]})
+		}
+	}
+	mb, err := json.Marshal(meta)
+	if err != nil {
+		return FileInfo{}, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	return writeFile(path, func(w io.Writer) error {
+		return safetensors.Write(w, raw, map[string]string{optimizerMetaKey: string(mb)})
+	})
+}
+
+// readOptimizer parses one optimizer file into its hyper-parameters and
+// chunks; params are the optimizer's, to check each chunk's type.
+func readOptimizer(dir string, m *Manifest, name string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
+	b, err := readFile(dir, m, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return parseOptimizer(b, filepath.Join(dir, name), params)
+}
+
+// parseOptimizer parses the content of an optimizer file at path.
+func parseOptimizer(b []byte, path string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
+	f, err := safetensors.Parse(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	var meta optimizerMeta
+	text, ok := f.Metadata[optimizerMetaKey]
+	if !ok {
+		return nil, nil, fmt.Errorf("checkpoint: %s is not an optimizer file (no %q metadata)", path, optimizerMetaKey)
+	}
+	if err := json.Unmarshal([]byte(text), &meta); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint: %s: metadata %q: %v", path, optimizerMetaKey, err)
+	}
+	chunks := make([]zero.Chunk, len(meta.Chunks))
+	byIndex := map[int]int{}
+	for i, c := range meta.Chunks {
+		if c.Index < 0 || c.Index >= len(params) {
+			return nil, nil, fmt.Errorf("checkpoint: %s: state for parameter %d, but the optimizer has %d parameters", path, c.Index, len(params))
+		}
+		if _, dup := byIndex[c.Index]; dup {
+			return nil, nil, fmt.Errorf("checkpoint: %s: two chunks of parameter %d", path, c.Index)
+		}
+		byIndex[c.Index] = i
+		chunks[i] = zero.Chunk{Index: c.Index, At: c.At, Step: c.Step}
+	}
+	for _, st := range f.Tensors {
+		rest, ok := strings.CutPrefix(st.Name, "state.")
+		idxText, entry, ok2 := strings.Cut(rest, ".")
+		idx, err := strconv.Atoi(idxText)
+		i, known := byIndex[idx]
+		if !ok || !ok2 || err != nil || !known {
+			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q belongs to no chunk of the metadata", path, st.Name)
+		}
+		if want := optim.StateDType(params[idx]); st.DType != want {
+			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q is %v; the parameter's state is %v", path, st.Name, st.DType, want)
+		}
+		chunks[i].Names = append(chunks[i].Names, entry)
+		chunks[i].Data = append(chunks[i].Data, st.Data)
+	}
+	return &meta, chunks, nil
+}

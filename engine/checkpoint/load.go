@@ -1,0 +1,236 @@
+package checkpoint
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/zero"
+)
+
+// Restore loads the newest checkpoint under dir (or dir itself, when it is
+// a checkpoint) into st on every rank of pg, and returns its manifest and
+// folder; nil and "" when dir holds no checkpoint yet. It is collective:
+// rank 0 chooses the checkpoint, every file is checked (size, CRC-32C,
+// names, shapes) before anything changes, and every rank returns the same
+// error when any rank fails.
+//
+// Under the world size it was saved with, each rank reads only its own
+// ZeRO shard; under another, or another partition, each rank assembles
+// the whole optimizer state from every shard and keeps its part. The
+// generator states are restored only under the same world size.
+func Restore(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, st *State) (*Manifest, string, error) {
+	var path string
+	var err error
+	if pg.Rank() == 0 {
+		path, err = Latest(dir)
+	}
+	if err := agree(pg, err); err != nil {
+		return nil, "", err
+	}
+	b, err := pg.BroadcastObject([]byte(path), 0)
+	if err != nil {
+		return nil, "", err
+	}
+	path = string(b)
+	if path == "" {
+		return nil, "", nil
+	}
+
+	// Read and check everything first.
+	m, err := ReadManifest(path)
+	var loaded *pending
+	if err == nil {
+		loaded, err = read(pg, rt, path, m, st)
+	}
+	if err := agree(pg, err); err != nil {
+		loaded.release()
+		return nil, "", err
+	}
+	err = loaded.apply(st)
+	loaded.release()
+	if err == nil && st.SetRNG != nil && len(m.RNG) == pg.Size() && m.WorldSize == pg.Size() {
+		err = st.SetRNG(m.RNG[pg.Rank()])
+	}
+	if err := agree(pg, err); err != nil {
+		return nil, "", err
+	}
+	return m, path, nil
+}
+
+// pending is what read found, ready to apply.
+type pending struct {
+	path    string
+	modules []map[string]*tensor.Tensor // by st.Modules index
+	shards  []*shardLoad                // by st.Optimizers index
+	full    []*optim.StateDict          // by st.Optimizers index, when not shards
+}
+
+// shardLoad is a rank's own ZeRO shard, loaded without communication.
+type shardLoad struct {
+	file   string
+	meta   *optimizerMeta
+	chunks []zero.Chunk
+}
+
+func (p *pending) release() {
+	if p == nil {
+		return
+	}
+	for _, m := range p.modules {
+		releaseAll(m)
+	}
+	for _, sd := range p.full {
+		if sd == nil {
+			continue
+		}
+		for _, entry := range sd.State {
+			releaseAll(entry)
+		}
+	}
+	p.modules, p.full = nil, nil
+}
+
+// read loads this rank's part of the checkpoint at path into memory.
+func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st *State) (p *pending, err error) {
+	p = &pending{path: path, shards: make([]*shardLoad, len(st.Optimizers)), full: make([]*optim.StateDict, len(st.Optimizers))}
+	defer func() {
+		if err != nil {
+			p.release()
+			p = nil
+		}
+	}()
+	for _, mod := range st.Modules {
+		if !slices.Contains(m.Modules, mod.Key) {
+			return nil, fmt.Errorf("checkpoint: %s has no module %q (it has %s)", path, mod.Key, keyList(m.Modules))
+		}
+		ts, err := readModule(rt, path, m, mod.Key)
+		p.modules = append(p.modules, ts)
+		if err != nil {
+			return nil, err
+		}
+	}
+	for i, o := range st.Optimizers {
+		var info *OptimizerInfo
+		var have []string
+		for j := range m.Optimizers {
+			have = append(have, m.Optimizers[j].Key)
+			if m.Optimizers[j].Key == o.Key {
+				info = &m.Optimizers[j]
+			}
+		}
+		if info == nil {
+			return nil, fmt.Errorf("checkpoint: %s has no optimizer %q (it has %s)", path, o.Key, keyList(have))
+		}
+		params, err := optimizerParams(o)
+		if err != nil {
+			return nil, err
+		}
+		if z, ok := o.Opt.(*zero.Optimizer); ok && info.Shards > 1 && info.Shards == pg.Size() && info.Partition == z.Options().Partition {
+			file := shardName(o.Key, pg.Rank(), info.Shards)
+			meta, chunks, err := readOptimizer(path, m, file, params)
+			if err != nil {
+				return nil, err
+			}
+			if z.MatchesShard(chunks) {
+				p.shards[i] = &shardLoad{file: file, meta: meta, chunks: chunks}
+				continue
+			}
+			// Other buckets (another bucketCapMB): through the whole state.
+		}
+		if p.full[i], err = assemble(rt, path, m, info, params); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func optimizerParams(o Optimizer) ([]*tensor.Tensor, error) {
+	switch opt := o.Opt.(type) {
+	case *optim.Optimizer:
+		return opt.Params(), nil
+	case *zero.Optimizer:
+		return opt.Params(), nil
+	}
+	return nil, fmt.Errorf("checkpoint: optimizer %q: %T cannot be restored", o.Key, o.Opt)
+}
+
+// assemble reads every shard of an optimizer and puts its state together
+// as a whole state dict in PyTorch's layout (the consolidated one).
+func assemble(rt *tensor.Runtime, path string, m *Manifest, info *OptimizerInfo, params []*tensor.Tensor) (*optim.StateDict, error) {
+	asm := zero.NewAssembly(rt, params)
+	var groups []map[string]any
+	for s := 0; s < info.Shards; s++ {
+		file := shardName(info.Key, s, info.Shards)
+		meta, chunks, err := readOptimizer(path, m, file, params)
+		if err != nil {
+			asm.Release()
+			return nil, err
+		}
+		if s == 0 {
+			groups = meta.ParamGroups
+		}
+		if err := asm.Add(filepath.Join(path, file), chunks); err != nil {
+			asm.Release()
+			return nil, fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	if err := asm.Complete(); err != nil {
+		asm.Release()
+		return nil, fmt.Errorf("checkpoint: %s, optimizer %q: %w", path, info.Key, err)
+	}
+	states := asm.States()
+	sd := &optim.StateDict{State: map[int]map[string]*tensor.Tensor{}, ParamGroups: groups}
+	for idx, s := range states {
+		entry := map[string]*tensor.Tensor{"step": rt.Scalar(tensor.Float32, float64(s.Step)).Persist()}
+		for _, e := range s.Tensors() {
+			entry[e.Name] = e.Tensor
+		}
+		sd.State[idx] = entry
+	}
+	return sd, nil
+}
+
+// apply copies what read found into the rank's model and optimizers.
+func (p *pending) apply(st *State) error {
+	for i, mod := range st.Modules {
+		if _, _, err := nn.CopyStateDict(mod.Tensors, p.modules[i], true); err != nil {
+			return fmt.Errorf("checkpoint: %s: error(s) in loading %q:\n\t%w", filepath.Join(p.path, mod.Key+".safetensors"), mod.Key, err)
+		}
+	}
+	for i, o := range st.Optimizers {
+		if sh := p.shards[i]; sh != nil {
+			if err := o.Opt.(*zero.Optimizer).LoadShard(sh.meta.ParamGroups, sh.chunks); err != nil {
+				return fmt.Errorf("checkpoint: %s: %w", filepath.Join(p.path, sh.file), err)
+			}
+			continue
+		}
+		var err error
+		switch opt := o.Opt.(type) {
+		case *optim.Optimizer:
+			err = opt.LoadStateDict(p.full[i])
+		case *zero.Optimizer:
+			err = opt.LoadStateDict(p.full[i])
+		}
+		if err != nil {
+			return fmt.Errorf("checkpoint: %s: optimizer %q: %w", p.path, o.Key, err)
+		}
+	}
+	return nil
+}
+
+func keyList(keys []string) string {
+	if len(keys) == 0 {
+		return "none"
+	}
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = fmt.Sprintf("%q", k)
+	}
+	return strings.Join(q, ", ")
+}

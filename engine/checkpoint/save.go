@@ -1,0 +1,224 @@
+package checkpoint
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/internal/fileio"
+)
+
+// SaveOptions tune Save.
+type SaveOptions struct {
+	// Keep is how many checkpoints stay under the directory, the new one
+	// included; older ones are removed after it is in place. 0 keeps all.
+	Keep int
+}
+
+// rankReport is what each rank tells rank 0 after writing its files.
+type rankReport struct {
+	Err   string     `json:"err,omitempty"`
+	Files []FileInfo `json:"files"`
+	RNG   []byte     `json:"rng"`
+}
+
+// Save writes st as the checkpoint of step under dir and returns its
+// folder. It is collective: every rank of pg calls it with its own state.
+// Either every rank returns the new checkpoint, in place and pointed to by
+// latest, or every rank returns the same error and dir is as it was.
+func Save(pg dist.ProcessGroup, dir string, step int64, st *State, opts SaveOptions) (string, error) {
+	if step < 0 {
+		return "", fmt.Errorf("checkpoint: step %d is negative", step)
+	}
+	rank, world := pg.Rank(), pg.Size()
+	name := StepName(step)
+	final := filepath.Join(dir, name)
+	tmp := filepath.Join(dir, ".tmp-"+name)
+
+	// Rank 0 prepares an empty temporary folder; a failure there stops
+	// every rank before anything is written.
+	var err error
+	if rank == 0 {
+		err = prepare(dir, tmp)
+	}
+	if err := agree(pg, err); err != nil {
+		return "", err
+	}
+
+	report := rankReport{RNG: st.RNG}
+	files, infos, err := writeRank(tmp, rank, world, st)
+	report.Files = files
+	if err != nil {
+		report.Err = err.Error()
+	}
+	payload, err := json.Marshal(report)
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: %w", err)
+	}
+	reports, err := pg.GatherObject(payload, 0)
+	if err != nil {
+		return "", err
+	}
+	if rank == 0 {
+		err = commit(dir, tmp, final, step, world, st, infos, reports, opts)
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}
+	if err := agree(pg, err); err != nil {
+		return "", err
+	}
+	return final, nil
+}
+
+// prepare makes dir and an empty temporary folder in it, and removes the
+// leftovers of saves that a crash interrupted.
+func prepare(dir, tmp string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".tmp-step-") || strings.HasPrefix(e.Name(), ".old-step-") {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return fmt.Errorf("checkpoint: removing an interrupted save: %w", err)
+			}
+		}
+	}
+	if err := os.Mkdir(tmp, 0o755); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+// writeRank writes this rank's files into tmp: on rank 0 the modules and
+// the plain optimizers, on every rank its ZeRO shards. It also returns
+// what rank 0 records of the optimizers.
+func writeRank(tmp string, rank, world int, st *State) ([]FileInfo, []OptimizerInfo, error) {
+	if err := st.checkKeys(); err != nil {
+		return nil, nil, err
+	}
+	var files []FileInfo
+	if rank == 0 {
+		for _, m := range st.Modules {
+			fi, err := writeModule(filepath.Join(tmp, m.Key+".safetensors"), m.Tensors)
+			if err != nil {
+				return files, nil, err
+			}
+			files = append(files, fi)
+		}
+	}
+	var infos []OptimizerInfo
+	for _, o := range st.Optimizers {
+		info, err := optimizerInfo(o.Key, o.Opt, world)
+		if err != nil {
+			return files, nil, err
+		}
+		infos = append(infos, info)
+		if info.Shards == 1 && rank != 0 {
+			continue // replicated: rank 0's copy is every rank's
+		}
+		fi, err := writeOptimizer(filepath.Join(tmp, shardName(o.Key, rank, info.Shards)), o.Opt)
+		if err != nil {
+			return files, nil, err
+		}
+		files = append(files, fi)
+	}
+	return files, infos, nil
+}
+
+// commit runs on rank 0 once every rank has reported: with no failure it
+// writes the manifest, renames the folder into place, points latest at it
+// and removes the checkpoints beyond opts.Keep.
+func commit(dir, tmp, final string, step int64, world int, st *State, infos []OptimizerInfo, reports [][]byte, opts SaveOptions) error {
+	m := Manifest{Format: Format, Version: Version, Step: step, WorldSize: world, Time: now(),
+		Optimizers: infos, State: st.JSON, RNG: make([][]byte, world)}
+	for _, mod := range st.Modules {
+		m.Modules = append(m.Modules, mod.Key)
+	}
+	for r, payload := range reports {
+		var rep rankReport
+		if err := json.Unmarshal(payload, &rep); err != nil {
+			return fmt.Errorf("checkpoint: rank %d's report: %w", r, err)
+		}
+		if rep.Err != "" {
+			if world > 1 && r != 0 {
+				return fmt.Errorf("rank %d: %s", r, rep.Err)
+			}
+			return errors.New(rep.Err)
+		}
+		m.Files = append(m.Files, rep.Files...)
+		m.RNG[r] = rep.RNG
+	}
+	if m.State == nil {
+		m.State = map[string]json.RawMessage{}
+	}
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("checkpoint: manifest: %w", err)
+	}
+	if _, err := writeFile(filepath.Join(tmp, ManifestName), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	}); err != nil {
+		return err
+	}
+	fileio.SyncDir(tmp)
+
+	// Saving a step that already has a checkpoint (a run resumed before
+	// it): the old folder steps aside until the new one is in place.
+	old := ""
+	if _, err := os.Stat(final); err == nil {
+		old = filepath.Join(dir, ".old-"+filepath.Base(final))
+		if err := os.Rename(final, old); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		if old != "" {
+			os.Rename(old, final)
+		}
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	fileio.SyncDir(dir)
+	if err := fileio.WriteAtomic("checkpoint", filepath.Join(dir, LatestName), func(f *os.File) error {
+		_, err := f.WriteString(filepath.Base(final) + "\n")
+		return err
+	}); err != nil {
+		return err
+	}
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return prune(dir, filepath.Base(final), opts.Keep)
+}
+
+// prune removes the oldest checkpoints beyond keep, never the one named
+// current.
+func prune(dir, current string, keep int) error {
+	if keep <= 0 {
+		return nil
+	}
+	steps, err := listSteps(dir)
+	if err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	for i := 0; i < len(steps)-keep; i++ {
+		name := StepName(steps[i])
+		if name == current {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("checkpoint: removing an old checkpoint: %w", err)
+		}
+	}
+	return nil
+}
