@@ -235,9 +235,13 @@ func ReadManifest(path string) (*Manifest, error) {
 		}
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	return parseManifest(b, file)
+}
+
+// parseManifest parses and checks the content of the manifest file.
+func parseManifest(b []byte, file string) (*Manifest, error) {
 	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %v", file, err)
 	}
 	switch {

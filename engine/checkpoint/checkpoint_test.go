@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,7 +60,7 @@ type rankState struct {
 	step   func() error
 }
 
-func (j job) newRank(t *testing.T, l layout, pg dist.ProcessGroup, init float64) *rankState {
+func (j job) newRank(t testing.TB, l layout, pg dist.ProcessGroup, init float64) *rankState {
 	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 7)
 	dt := j.dt
 	if !dt.Valid() {
@@ -129,7 +130,7 @@ func (j job) train(rs *rankState, from, to int) error {
 	return nil
 }
 
-func (rs *rankState) state(t *testing.T) *State {
+func (rs *rankState) state(testing.TB) *State {
 	st := &State{
 		Modules:    []Module{{Key: "model", Tensors: named(rs.params)}},
 		Optimizers: []Optimizer{{Key: "optimizer", Opt: rs.opt}},
@@ -425,7 +426,7 @@ func TestBadCheckpoints(t *testing.T) {
 		}, nil, "optimizer.rank-00000-of-00002.safetensors has"},
 		{"bad manifest", func(t *testing.T, ckpt string) {
 			os.WriteFile(filepath.Join(ckpt, ManifestName), []byte(`{"format": "zeroeng-checkpoint", "version": 1, `), 0o644)
-		}, nil, "manifest.json: unexpected EOF"},
+		}, nil, "manifest.json: unexpected end of JSON input"},
 		{"newer version", func(t *testing.T, ckpt string) { editManifest(t, ckpt, func(m *Manifest) { m.Version = 9 }) }, nil, "version 9"},
 		{"latest names garbage", func(t *testing.T, ckpt string) {
 			os.WriteFile(filepath.Join(filepath.Dir(ckpt), LatestName), []byte("../../etc\n"), 0o644)
@@ -529,5 +530,64 @@ func TestBadKeys(t *testing.T) {
 	st := &State{Modules: []Module{{Key: "model"}}, Optimizers: []Optimizer{{Key: "model"}}}
 	if err := st.checkKeys(); err == nil || !strings.Contains(err.Error(), "two parts") {
 		t.Errorf("a repeated key: %v", err)
+	}
+}
+
+// TestPyTorchLoadsTheModel reads a checkpoint's model.safetensors with
+// PyTorch (testdata/read_with_torch.py, Debian's python3-torch) into a
+// module with the same names: float32 and bfloat16 tensors, the same
+// shapes and values.
+func TestPyTorchLoadsTheModel(t *testing.T) {
+	python := "/usr/bin/python3"
+	if err := exec.Command(python, "-c", "import torch").Run(); err != nil {
+		t.Skipf("needs %s with PyTorch (Debian's python3-torch): %v", python, err)
+	}
+	dir := t.TempDir()
+	var want map[string][]any
+	err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+		rs := job{dt: dtype.BFloat16}.newRank(t, layout{ranks: 2, zero: true, opts: zero.Options{Partition: "flat"}}, pg, 0)
+		if err := (job{}).train(rs, 0, 2); err != nil {
+			return err
+		}
+		st := rs.state(t)
+		extra := rs.rt.FromValues(dtype.Float32, []float64{1.5, -2, 3.25}, 3).Persist()
+		st.Modules[0].Tensors = append(st.Modules[0].Tensors, nn.NamedTensor{Name: "head.bias", Tensor: extra})
+		if rank == 0 {
+			want = map[string][]any{}
+			for _, n := range st.Modules[0].Tensors {
+				v, _ := n.Tensor.Float64s()
+				sum := 0.0
+				for _, x := range v {
+					sum += x
+				}
+				shape := []any{}
+				for _, d := range n.Tensor.Shape() {
+					shape = append(shape, float64(d))
+				}
+				want[n.Name] = []any{n.Tensor.DType().String(), shape, sum}
+			}
+		}
+		_, err := Save(pg, dir, 2, st, SaveOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(python, "testdata/read_with_torch.py", filepath.Join(dir, "step-00000002", "model.safetensors")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("PyTorch could not read the model: %v\n%s", err, out)
+	}
+	var got map[string][]any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("PyTorch read %d tensors, want %d: %s", len(got), len(want), out)
+	}
+	for name, w := range want {
+		g := got[name]
+		if g == nil || g[0] != w[0] || fmt.Sprint(g[1]) != fmt.Sprint(w[1]) || math.Abs(g[2].(float64)-w[2].(float64)) > 1e-9*math.Max(1, math.Abs(w[2].(float64))) {
+			t.Errorf("%s: PyTorch read %v, zeroeng saved %v", name, g, w)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/zero"
 )
@@ -233,4 +234,24 @@ func keyList(keys []string) string {
 		q[i] = fmt.Sprintf("%q", k)
 	}
 	return strings.Join(q, ", ")
+}
+
+// Verify checks the checkpoint at path without loading it into anything:
+// its manifest, and every file the manifest lists (size, CRC-32C and
+// safetensors structure).
+func Verify(path string) (*Manifest, error) {
+	m, err := ReadManifest(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range m.Files {
+		b, err := readFile(path, m, f.Name)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := safetensors.Parse(b); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(path, f.Name), err)
+		}
+	}
+	return m, nil
 }

@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Scheduler adjusts the learning rates of an optimizer's groups once per
@@ -62,6 +63,28 @@ func (s *Scheduler) LastEpoch() int { return s.lastEpoch }
 // SetLastEpoch restores a scheduler's position (checkpoint resume) without
 // touching the learning rates.
 func (s *Scheduler) SetLastEpoch(e int) { s.lastEpoch = e }
+
+// StateDict is the scheduler's position in PyTorch's layout: last_epoch,
+// base_lrs and _last_lr (the learning rates themselves come back with the
+// optimizer's state dict).
+func (s *Scheduler) StateDict() map[string]any {
+	return map[string]any{"last_epoch": s.lastEpoch, "base_lrs": slices.Clone(s.baseLRs), "_last_lr": s.LastLR()}
+}
+
+// LoadStateDict restores what StateDict saved, checking it first.
+func (s *Scheduler) LoadStateDict(m map[string]any) error {
+	epoch, ok := toFloat(m["last_epoch"])
+	if !ok || epoch != math.Trunc(epoch) || epoch < -1 {
+		return fmt.Errorf("optim: scheduler state: last_epoch is %v, not a step count", m["last_epoch"])
+	}
+	base, ok := toFloats(m["base_lrs"])
+	if !ok || len(base) != len(s.baseLRs) {
+		return fmt.Errorf("optim: scheduler state: base_lrs %v, the scheduler has %d groups", m["base_lrs"], len(s.baseLRs))
+	}
+	s.lastEpoch = int(epoch)
+	copy(s.baseLRs, base)
+	return nil
+}
 
 // NewStepLR multiplies the learning rate by gamma every stepSize steps
 // (torch.optim.lr_scheduler.StepLR, in its chainable form: the rate is
