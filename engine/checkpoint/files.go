@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
@@ -92,6 +93,51 @@ func readFile(dir string, m *Manifest, name string) ([]byte, error) {
 	return b, nil
 }
 
+// reader reads the files of one checkpoint, several at once: read
+// starts reading (and checking) files in the background, get waits for
+// one, starting it if need be.
+type reader struct {
+	dir   string
+	m     *Manifest
+	mu    sync.Mutex
+	reads map[string]*fileRead
+}
+
+type fileRead struct {
+	done chan struct{}
+	data []byte
+	err  error
+}
+
+func newReader(dir string, m *Manifest) *reader {
+	return &reader{dir: dir, m: m, reads: map[string]*fileRead{}}
+}
+
+func (r *reader) read(names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range names {
+		if r.reads[name] != nil {
+			continue
+		}
+		fr := &fileRead{done: make(chan struct{})}
+		r.reads[name] = fr
+		go func() {
+			fr.data, fr.err = readFile(r.dir, r.m, name)
+			close(fr.done)
+		}()
+	}
+}
+
+func (r *reader) get(name string) ([]byte, error) {
+	r.read(name)
+	r.mu.Lock()
+	fr := r.reads[name]
+	r.mu.Unlock()
+	<-fr.done
+	return fr.data, fr.err
+}
+
 // writeModule writes a state dict as safetensors, as PyTorch's
 // safetensors.torch.save_file does ({"format": "pt"}).
 func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
@@ -102,7 +148,7 @@ func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
 			return FileInfo{}, fmt.Errorf("checkpoint: %s: tensor name %q appears twice", path, n.Name)
 		}
 		seen[n.Name] = true
-		data, err := n.Tensor.Bytes()
+		data, err := tensor.SharedBytes(n.Tensor)
 		if err != nil {
 			return FileInfo{}, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, n.Name, err)
 		}
@@ -115,22 +161,24 @@ func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
 
 // readModule parses a module file into tensors on rt, which the caller
 // releases.
-func readModule(rt *tensor.Runtime, dir string, m *Manifest, key string) (map[string]*tensor.Tensor, error) {
+func readModule(rt *tensor.Runtime, rd *reader, key string) (map[string]*tensor.Tensor, error) {
 	name := key + ".safetensors"
-	b, err := readFile(dir, m, name)
+	b, err := rd.get(name)
 	if err != nil {
 		return nil, err
 	}
 	f, err := safetensors.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(dir, name), err)
+		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(rd.dir, name), err)
 	}
 	out := map[string]*tensor.Tensor{}
 	for _, st := range f.Tensors {
-		t := rt.FromBytes(st.DType, st.Data, st.Shape...)
+		// Over the file's bytes where the device's memory is host memory:
+		// the one copy is into the parameter.
+		t := rt.FromHostMemory(st.DType, st.Data, st.Shape...)
 		if err := t.Err(); err != nil {
 			releaseAll(out)
-			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", filepath.Join(dir, name), st.Name, err)
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", filepath.Join(rd.dir, name), st.Name, err)
 		}
 		out[st.Name] = t.Persist()
 	}
@@ -177,7 +225,7 @@ func optimizerChunks(opt any) (meta optimizerMeta, chunks []zero.Chunk, params [
 			}
 			c := zero.Chunk{Index: id, Step: s.Step}
 			for _, e := range s.Tensors() {
-				b, err := e.Tensor.Bytes()
+				b, err := tensor.SharedBytes(e.Tensor)
 				if err != nil {
 					return meta, nil, nil, fmt.Errorf("state %q of parameter %d: %w", e.Name, id, err)
 				}
@@ -231,12 +279,12 @@ func writeOptimizer(path string, opt any) (FileInfo, error) {
 
 // readOptimizer parses one optimizer file into its hyper-parameters and
 // chunks; params are the optimizer's, to check each chunk's type.
-func readOptimizer(dir string, m *Manifest, name string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
-	b, err := readFile(dir, m, name)
+func readOptimizer(rd *reader, name string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
+	b, err := rd.get(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	return parseOptimizer(b, filepath.Join(dir, name), params)
+	return parseOptimizer(b, filepath.Join(rd.dir, name), params)
 }
 
 // parseOptimizer parses the content of an optimizer file at path.

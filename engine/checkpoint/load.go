@@ -106,49 +106,70 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 			p = nil
 		}
 	}()
+	rd := newReader(path, m)
+	for _, mod := range st.Modules {
+		rd.read(mod.Key + ".safetensors")
+	}
 	for _, mod := range st.Modules {
 		if !slices.Contains(m.Modules, mod.Key) {
 			return nil, fmt.Errorf("checkpoint: %s has no module %q (it has %s)", path, mod.Key, keyList(m.Modules))
 		}
-		ts, err := readModule(rt, path, m, mod.Key)
+		ts, err := readModule(rt, rd, mod.Key)
 		p.modules = append(p.modules, ts)
 		if err != nil {
 			return nil, err
 		}
 	}
+	infos := make([]*OptimizerInfo, len(st.Optimizers))
 	for i, o := range st.Optimizers {
-		var info *OptimizerInfo
 		var have []string
 		for j := range m.Optimizers {
 			have = append(have, m.Optimizers[j].Key)
 			if m.Optimizers[j].Key == o.Key {
-				info = &m.Optimizers[j]
+				infos[i] = &m.Optimizers[j]
 			}
 		}
-		if info == nil {
+		if infos[i] == nil {
 			return nil, fmt.Errorf("checkpoint: %s has no optimizer %q (it has %s)", path, o.Key, keyList(have))
 		}
+		if ownShard(o, infos[i], pg) {
+			rd.read(shardName(o.Key, pg.Rank(), infos[i].Shards))
+			continue
+		}
+		for s := 0; s < infos[i].Shards; s++ {
+			rd.read(shardName(o.Key, s, infos[i].Shards))
+		}
+	}
+	for i, o := range st.Optimizers {
+		info := infos[i]
 		params, err := optimizerParams(o)
 		if err != nil {
 			return nil, err
 		}
-		if z, ok := o.Opt.(*zero.Optimizer); ok && info.Shards > 1 && info.Shards == pg.Size() && info.Partition == z.Options().Partition {
+		if ownShard(o, info, pg) {
 			file := shardName(o.Key, pg.Rank(), info.Shards)
-			meta, chunks, err := readOptimizer(path, m, file, params)
+			meta, chunks, err := readOptimizer(rd, file, params)
 			if err != nil {
 				return nil, err
 			}
-			if z.MatchesShard(chunks) {
+			if o.Opt.(*zero.Optimizer).MatchesShard(chunks) {
 				p.shards[i] = &shardLoad{file: file, meta: meta, chunks: chunks}
 				continue
 			}
 			// Other buckets (another bucketCapMB): through the whole state.
 		}
-		if p.full[i], err = assemble(rt, path, m, info, params); err != nil {
+		if p.full[i], err = assemble(rt, rd, info, params); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// ownShard tells whether o, a ZeRO optimizer, was saved under this world
+// size and partition, so that each rank can read its own shard only.
+func ownShard(o Optimizer, info *OptimizerInfo, pg dist.ProcessGroup) bool {
+	z, ok := o.Opt.(*zero.Optimizer)
+	return ok && info.Shards > 1 && info.Shards == pg.Size() && info.Partition == z.Options().Partition
 }
 
 func optimizerParams(o Optimizer) ([]*tensor.Tensor, error) {
@@ -163,12 +184,13 @@ func optimizerParams(o Optimizer) ([]*tensor.Tensor, error) {
 
 // assemble reads every shard of an optimizer and puts its state together
 // as a whole state dict in PyTorch's layout (the consolidated one).
-func assemble(rt *tensor.Runtime, path string, m *Manifest, info *OptimizerInfo, params []*tensor.Tensor) (*optim.StateDict, error) {
+func assemble(rt *tensor.Runtime, rd *reader, info *OptimizerInfo, params []*tensor.Tensor) (*optim.StateDict, error) {
+	path := rd.dir
 	asm := zero.NewAssembly(rt, params)
 	var groups []map[string]any
 	for s := 0; s < info.Shards; s++ {
 		file := shardName(info.Key, s, info.Shards)
-		meta, chunks, err := readOptimizer(path, m, file, params)
+		meta, chunks, err := readOptimizer(rd, file, params)
 		if err != nil {
 			asm.Release()
 			return nil, err
@@ -244,8 +266,12 @@ func Verify(path string) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	rd := newReader(path, m)
 	for _, f := range m.Files {
-		b, err := readFile(path, m, f.Name)
+		rd.read(f.Name)
+	}
+	for _, f := range m.Files {
+		b, err := rd.get(f.Name)
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/internal/fileio"
@@ -101,38 +102,43 @@ func prepare(dir, tmp string) error {
 
 // writeRank writes this rank's files into tmp: on rank 0 the modules and
 // the plain optimizers, on every rank its ZeRO shards. It also returns
-// what rank 0 records of the optimizers.
+// what rank 0 records of the optimizers. The files are written
+// concurrently, so that one file's sync to disk overlaps the writing of
+// the next.
 func writeRank(tmp string, rank, world int, st *State) ([]FileInfo, []OptimizerInfo, error) {
 	if err := st.checkKeys(); err != nil {
 		return nil, nil, err
 	}
-	var files []FileInfo
+	var writers []func() (FileInfo, error)
 	if rank == 0 {
 		for _, m := range st.Modules {
-			fi, err := writeModule(filepath.Join(tmp, m.Key+".safetensors"), m.Tensors)
-			if err != nil {
-				return files, nil, err
-			}
-			files = append(files, fi)
+			writers = append(writers, func() (FileInfo, error) {
+				return writeModule(filepath.Join(tmp, m.Key+".safetensors"), m.Tensors)
+			})
 		}
 	}
 	var infos []OptimizerInfo
 	for _, o := range st.Optimizers {
 		info, err := optimizerInfo(o.Key, o.Opt, world)
 		if err != nil {
-			return files, nil, err
+			return nil, nil, err
 		}
 		infos = append(infos, info)
 		if info.Shards == 1 && rank != 0 {
 			continue // replicated: rank 0's copy is every rank's
 		}
-		fi, err := writeOptimizer(filepath.Join(tmp, shardName(o.Key, rank, info.Shards)), o.Opt)
-		if err != nil {
-			return files, nil, err
-		}
-		files = append(files, fi)
+		writers = append(writers, func() (FileInfo, error) {
+			return writeOptimizer(filepath.Join(tmp, shardName(o.Key, rank, info.Shards)), o.Opt)
+		})
 	}
-	return files, infos, nil
+	files := make([]FileInfo, len(writers))
+	errs := make([]error, len(writers))
+	var wg sync.WaitGroup
+	for i, w := range writers {
+		wg.Go(func() { files[i], errs[i] = w() })
+	}
+	wg.Wait()
+	return files, infos, errors.Join(errs...)
 }
 
 // commit runs on rank 0 once every rank has reported: with no failure it

@@ -322,6 +322,17 @@ func HostBytes(t *Tensor) (b []byte, ok bool) {
 	return hb.HostBytes()[t.off*es : (t.off+t.Numel())*es], true
 }
 
+// SharedBytes returns t's elements as contiguous little-endian bytes:
+// shared with t (no copy) when t is contiguous in host memory, as
+// HostBytes, and a copy otherwise (a GPU tensor, a strided view). Writers
+// of large files use it to send the elements straight to the file.
+func SharedBytes(t *Tensor) ([]byte, error) {
+	if b, ok := HostBytes(t); ok {
+		return b, nil
+	}
+	return t.Bytes()
+}
+
 // Retain keeps t's memory alive until the returned release is called, even
 // if every tensor over it is released meanwhile: asynchronous work
 // (collectives on a communication queue) holds its buffers this way.

@@ -64,7 +64,8 @@ func (z *Optimizer) ConsolidateStateDict(to int) error {
 }
 
 // Assembly puts chunks from any number of ranks back together into the
-// whole-parameter states of a consolidated state dict.
+// whole-parameter states of a consolidated state dict. An entry that one
+// chunk holds whole shares the chunk's bytes on host devices.
 type Assembly struct {
 	rt      *tensor.Runtime
 	params  []*tensor.Tensor
@@ -102,6 +103,16 @@ func (a *Assembly) Add(from string, chunks []Chunk) error {
 			n := len(c.Data[i]) / dt.Size()
 			if c.At < 0 || c.At+n > p.Numel() || n*dt.Size() != len(c.Data[i]) {
 				return fmt.Errorf("%s holds %d bytes of %q at element %d of %s (%d %v elements)", from, len(c.Data[i]), name, c.At, paramLabel(p, c.Index), p.Numel(), dt)
+			}
+			if *field == nil && c.At == 0 && n == p.Numel() {
+				// The whole entry in one chunk: a tensor over its bytes
+				// where the device's memory is host memory, not a copy.
+				*field = a.rt.FromHostMemory(dt, c.Data[i], p.Shape()...).Persist()
+				if err := (*field).Err(); err != nil {
+					return err
+				}
+				a.covered[c.Index][name] += n
+				continue
 			}
 			if *field == nil {
 				*field = a.rt.Zeros(dt, p.Shape()...).Persist()
@@ -149,13 +160,15 @@ func (a *Assembly) Release() {
 }
 
 // LocalChunks lists this rank's state, one chunk per parameter or piece
-// that has state, in bucket (flat) or index order (greedy).
+// that has state, in bucket (flat) or index order (greedy). The data
+// shares the state's memory where that is host memory: it is valid until
+// the optimizer steps or loads again.
 func (z *Optimizer) LocalChunks() ([]Chunk, error) {
 	var out []Chunk
 	add := func(p *tensor.Tensor, at int, s *optim.State) error {
 		c := Chunk{Index: z.index[p], At: at, Step: s.Step}
 		for _, e := range s.Tensors() {
-			b, err := e.Tensor.Bytes()
+			b, err := tensor.SharedBytes(e.Tensor)
 			if err != nil {
 				return fmt.Errorf("zero: state %q of %s: %w", e.Name, paramLabel(p, z.index[p]), err)
 			}
