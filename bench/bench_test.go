@@ -48,3 +48,23 @@ func TestMLPStepIsPoolOnly(t *testing.T) {
 	}
 	t.Logf("steady state: %d heap bytes/step, %v pool misses/step", heap, misses)
 }
+
+// BenchmarkGPTStep is the `gpt` workload's train step (4 layers, d=256,
+// T=128, B=8, AdamW), for profiles: go test -bench GPTStep -cpuprofile.
+func BenchmarkGPTStep(b *testing.B) {
+	w, err := NewGPTWorkload(DefaultGPT, 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < Warmup; i++ {
+		if err := w.Step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := w.Step(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

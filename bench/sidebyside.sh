@@ -6,6 +6,7 @@
 #   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js ddp2 (default: all)
 #                                          # gpt runs the Go model and samples/gpt.js (side zeroeng-js)
 #   bench/sidebyside.sh overlap            # ZeRO overlap on 4 ranks and an emulated 10 Gbit/s link (zeroeng only)
+#   bench/sidebyside.sh checkpoint         # GPT-2 124M + AdamW saved and loaded (not in the default set)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
@@ -86,6 +87,15 @@ for w in "${workloads[@]}"; do
         ./bin/zeroeng bench gpt | tag zeroeng
         ./bin/zeroeng run --quiet samples/gpt.js -- --config bench --bench --steps 23 --clip 0 | tail -n 1 | tag zeroeng-js
         ;;
+      checkpoint)
+        # GPT-2 124M's weights and AdamW state (1.49 GB) saved and loaded: torch.save/torch.load with
+        # and without an fsync (zeroeng's save always syncs), against checkpoint.save/load.
+        ck=$(mktemp -d)
+        $PY bench/torch_checkpoint.py "$ck/torch" | tag torch
+        $PY bench/torch_checkpoint.py "$ck/torch" --fsync | tag torch-fsync
+        ./bin/zeroeng run --quiet bench/checkpoint.js -- "$ck/zeroeng" | tag zeroeng
+        rm -rf "$ck"
+        ;;
       *)
         env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" "$w" | tag torch
         OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_cpu.py" "$w" | tag torch-skylakex
@@ -97,7 +107,7 @@ done
 $PY - "$out" <<'PY'
 import json, statistics, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1])]
-key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "mlp": "step_ms_median", "gpt": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s"}
+key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "checkpoint": "save_ms_median", "mlp": "step_ms_median", "gpt": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s"}
 by = collections.defaultdict(list)
 for r in rows:
     by[(r["workload"], r["side"])].append(r[key[r["workload"]]])
@@ -107,11 +117,20 @@ for (w, s), v in sorted(by.items()):
 for w in sorted({w for w, _ in by}):
     for zs in sorted({s for ww, s in by if ww == w and s.startswith("zeroeng")}):
         z = by.get((w, zs))
-        for s in ("torch", "torch-skylakex"):
+        for s in ("torch", "torch-skylakex", "torch-fsync"):
             t = by.get((w, s))
             if z and t:
                 ratio = statistics.median(z) / statistics.median(t)
                 print(f"{w}: {zs} / {s} = {ratio:.2f}" + (" (higher is better)" if w == "gemm" else " (lower is better)"))
+loads = collections.defaultdict(list)
+for r in rows:
+    if "load_ms_median" in r:
+        loads[r["side"]].append(r["load_ms_median"])
+for s, v in sorted(loads.items()):
+    print(f"checkpoint | {s} | load_ms_median | {statistics.median(v):.1f} | {', '.join(f'{x:.1f}' for x in v)}")
+for s in ("torch", "torch-fsync"):
+    if loads.get("zeroeng") and loads.get(s):
+        print(f"checkpoint load: zeroeng / {s} = {statistics.median(loads['zeroeng']) / statistics.median(loads[s]):.2f} (lower is better)")
 wall = collections.defaultdict(list)
 for r in rows:
     if "wall_s" in r:

@@ -199,3 +199,9 @@ func (a *allocator) memStats() device.MemStats {
 	defer a.mu.Unlock()
 	return a.stats
 }
+
+func (a *allocator) resetPeak() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.PeakBytes = a.stats.LiveBytes
+}

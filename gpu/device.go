@@ -321,6 +321,10 @@ func (d *Device) MarkCommUse(buf device.Buffer) {
 // MemStats implements device.Device.
 func (d *Device) MemStats() device.MemStats { return d.alloc.memStats() }
 
+// ResetPeakMemStats implements device.PeakResetter
+// (torch.cuda.reset_peak_memory_stats).
+func (d *Device) ResetPeakMemStats() { d.alloc.resetPeak() }
+
 // EmptyCache gives the cached memory back to the driver
 // (torch.cuda.empty_cache).
 func (d *Device) EmptyCache() error { return d.alloc.trim() }

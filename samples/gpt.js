@@ -7,14 +7,18 @@
 //   zeroeng run --nproc 2 samples/gpt.js -- --zero 2             # two ranks, optimizer state and gradients sharded
 //   zeroeng run samples/gpt.js -- --data 'fineweb_train_*.bin' --val-data fineweb_val_000000.bin --config gpt2 --dtype bfloat16
 //   zeroeng run samples/gpt.js -- --config bench --bench         # the shared/bench `gpt` step on random tokens, timed
+//   zeroeng run samples/gpt.js -- --checkpoint ckpt --checkpoint-every 50   # resumes from ckpt when it holds a checkpoint
 //
 // Data (--data, --val-data): llm.c token shards (GPT-2: uint16 tokens), .npy token arrays, or any other file
 // as text, one token per byte; shell-style patterns name several shards. Without --val-data the last tenth
 // of --data is held out. Each rank reads its own slice of every batch, reshuffled every epoch from --seed.
 //
-// Parameter names are nanoGPT's and Hugging Face's (transformer.h.0.attn.c_attn.weight); the last line
-// printed is the result as JSON.
-const { tensor, nn, optim, data, dist, zero, progress, metrics } = require("zeroeng");
+// Checkpoints (--checkpoint DIR): the model as DIR/step-N/model.safetensors with nanoGPT's and Hugging
+// Face's parameter names (transformer.h.0.attn.c_attn.weight), the optimizer (one shard per rank under
+// ZeRO), the schedule, the data position and the generators. A run started on a DIR that holds a
+// checkpoint resumes from it, bit for bit on the same number of ranks; SIGTERM saves one after the
+// current step and exits 0. The last line printed is the result as JSON.
+const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device } = require("zeroeng");
 const F = nn.functional;
 
 // Configurations: "bench" is shared/bench's `gpt` workload, "gpt2" is GPT-2 124M.
@@ -35,13 +39,16 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --zero 0|1|2               ZeRO stage (0: plain AdamW; with --nproc > 1, DDP)
   --eval-every K --eval-batches N              validation loss every K steps, over N batches
   --seed S --bench           --bench: random tokens, no evaluation; the median step time of the steps
-                             after the first 3 (shared/bench times 3 warm-up and 20 timed steps)`;
+                             after the first 3 (shared/bench times 3 warm-up and 20 timed steps)
+  --checkpoint DIR --checkpoint-every K --keep N   save every K steps (0: only on SIGTERM and at the end),
+                             keep the newest N (0: all); resume from DIR's newest checkpoint`;
 
 const opts = { config: "tiny", dtype: "float32", zero: 0, accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
-  evalEvery: 50, evalBatches: 8, seed: 1337, bench: false };
+  evalEvery: 50, evalBatches: 8, seed: 1337, bench: false, checkpointEvery: 0, keep: 2 };
 const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
   "--min-lr-ratio": "minLrRatio", "--warmup": "warmup", "--weight-decay": "weightDecay", "--clip": "clip",
-  "--zero": "zero", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed" };
+  "--zero": "zero", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
+  "--checkpoint-every": "checkpointEvery", "--keep": "keep" };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const [name, inline] = argv[i].split(/=(.*)/s);
@@ -61,6 +68,7 @@ for (let i = 0; i < argv.length; i++) {
     case "--data": opts.data = value(); break;
     case "--val-data": opts.valData = value(); break;
     case "--dtype": opts.dtype = value(); break;
+    case "--checkpoint": opts.checkpoint = value(); break;
     case "--bench": opts.bench = true; break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: fail(`unknown argument ${argv[i]}`);
@@ -75,9 +83,14 @@ if (!cfg) fail(`--config is one of ${Object.keys(configs).join(", ")}`);
 for (const k of ["batch", "seqLen", "steps", "lr"]) opts[k] ??= cfg[k];
 opts.warmup ??= Math.min(cfg.warmup, Math.floor(opts.steps / 10)); // a short run keeps a tenth for warm-up
 if (opts.warmup > opts.steps) fail(`--warmup ${opts.warmup} is longer than the ${opts.steps} steps`);
+const flag = k => `--${k.replace(/[A-Z]/g, c => "-" + c.toLowerCase())}`;
 for (const k of ["batch", "seqLen", "steps", "accum", "evalBatches"]) {
-  if (!(Number.isInteger(opts[k]) && opts[k] > 0)) fail(`--${k.replace(/[A-Z]/g, c => "-" + c.toLowerCase())} takes a positive integer`);
+  if (!(Number.isInteger(opts[k]) && opts[k] > 0)) fail(`${flag(k)} takes a positive integer`);
 }
+for (const k of ["checkpointEvery", "keep"]) {
+  if (!Number.isInteger(opts[k])) fail(`${flag(k)} takes a whole number`);
+}
+if (opts.checkpointEvery && !opts.checkpoint) fail("--checkpoint-every needs --checkpoint DIR");
 if (![0, 1, 2].includes(opts.zero)) fail("--zero is 0, 1 or 2");
 if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or bfloat16");
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
@@ -207,6 +220,17 @@ if (opts.zero === 0) {
   opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat" });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
+// Everything a resumed run needs to continue exactly: the weights, AdamW's state (sharded under ZeRO), the
+// schedule, where the data stands, and (saved by the checkpoint itself) every rank's generator.
+const ckpt = opts.checkpoint && checkpoint.Manager(opts.checkpoint, {
+  state: { model: gpt, optimizer: opt, scheduler: sched, loader }, every: opts.checkpointEvery, keep: opts.keep });
+const resumed = ckpt ? ckpt.load() : null;
+if (resumed) console.log(`gpt: resumed from ${resumed.path} (step ${resumed.step}, ${resumed.worldSize} ranks)`);
+const firstStep = resumed ? resumed.step + 1 : 1;
+if (firstStep > opts.steps) {
+  console.log(`gpt: the checkpoint is at step ${resumed.step} of ${opts.steps}: nothing left to train`);
+  process.exit(0);
+}
 // clip scales the gradients to a total norm of at most --clip (0: no clipping) and returns their norm
 // before clipping; under ZeRO stage 2 that is a collective over each rank's gradient slices.
 const clip = () => {
@@ -243,13 +267,41 @@ console.log(`gpt: ${opts.config} (${cfg.nLayer} layers, d=${cfg.nEmbd}, ${cfg.nH
   `${opts.bench ? "random tokens" : `${train.length} training tokens from ${train.source}`}; ` +
   `${opts.steps} steps of ${tokensPerStep} tokens (B=${opts.batch} T=${opts.seqLen} accum=${opts.accum} ranks=${world}${opts.zero ? ` ZeRO ${opts.zero}` : ""})`);
 
+// ---- per-step measurements: model FLOP utilisation, memory, communication ----------------------------------
+// Model FLOPs per token as nanoGPT's estimate_mfu counts them (PaLM, appendix B): 6N for the matrix products of
+// forward and backward over the N parameters less the position embeddings, plus 12·L·H·Q·T for attention
+// (Q the head size, T the sequence length trained on). MFU divides the rank's FLOPs per second by its share of
+// the device's peak: on the CPU an estimate from the cores, clock and vector ISA, shared by the in-process ranks
+// (device.properties() says how it was reached); 0 when unknown, and then no mfu is reported.
+const flopsPerToken = 6 * (numParams - cfg.seqLen * cfg.nEmbd) + 12 * cfg.nLayer * cfg.nHead * (cfg.nEmbd / cfg.nHead) * opts.seqLen;
+const peakFlops = device.peakFlops(opts.dtype);
+// observeStep is called once the step's gradients are cleared and returns what reports the step (the metrics
+// fields mfu, mem_params, mem_grads, mem_optim_state, mem_activations, mem_peak and comm_ms), given its time: memory in bytes on this rank (parameters, gradients, optimizer state as the optimizer holds them;
+// activations as the step's peak of live bytes above what was live when it began, less the gradients and the
+// optimizer state it added) and the time the rank's communication queue was busy (waiting for peers included).
+function observeStep() {
+  const comm0 = dist.commTime(), state0 = opt.memory().optimizerState;
+  device.resetPeakMemoryStats();
+  const base = device.memoryAllocated();
+  return ms => {
+    const m = opt.memory(), peak = device.maxMemoryAllocated(), comm1 = dist.commTime();
+    return {
+      mfu: peakFlops > 0 && ms > 0 ? flopsPerToken * (tokensPerStep / world) / (ms / 1e3) / peakFlops : undefined,
+      mem_params: m.parameters, mem_grads: m.gradients, mem_optim_state: m.optimizerState,
+      mem_activations: Math.max(0, peak - base - m.gradients - (m.optimizerState - state0)), mem_peak: peak,
+      comm_ms: comm0 === null ? undefined : (comm1 - comm0) * 1e3,
+    };
+  };
+}
+
 // ---- training ----------------------------------------------------------------------------------------------
 const bar = progress.bar({ total: opts.steps, label: "gpt" });
 const stepMs = [];
 let loss = NaN, valLoss = null;
-for (let step = 1; step <= opts.steps; step++) {
+for (let step = firstStep; step <= opts.steps; step++) {
   const start = Date.now();
   opt.zeroGrad(true);
+  const observed = observeStep();
   let sum = 0;
   for (let micro = 1; micro <= opts.accum; micro++) {
     const [x, y] = loader.next();
@@ -272,6 +324,7 @@ for (let step = 1; step <= opts.steps; step++) {
     loss = t.item();
   }
   const ms = Date.now() - start;
+  const obs = observed(ms);
   stepMs.push(ms);
   const lr = opt.paramGroups[0].lr;
   if (valLoader && (step % opts.evalEvery === 0 || step === opts.steps)) {
@@ -279,9 +332,11 @@ for (let step = 1; step <= opts.steps; step++) {
     console.log(`step ${step}  loss ${loss.toFixed(4)}  val loss ${valLoss.toFixed(4)}`);
   }
   if (metrics.enabled) {
-    metrics.log({ step, loss, lr, grad_norm: gradNorm, tokens_per_s: tokensPerStep / (ms / 1e3), ...(valLoss !== null && step % opts.evalEvery === 0 ? { val_loss: valLoss } : {}) });
+    metrics.log({ step, loss, lr, grad_norm: gradNorm, tokens_per_s: tokensPerStep / (ms / 1e3), ...obs, ...(valLoss !== null && step % opts.evalEvery === 0 ? { val_loss: valLoss } : {}) });
   }
-  bar.update(step, { loss, samples: step * opts.batch * opts.accum * world });
+  bar.update(step, { loss, samples: step * opts.batch * opts.accum * world, mfu: obs.mfu === undefined ? undefined : `${(100 * obs.mfu).toFixed(1)}%` });
+  // Every --checkpoint-every steps, at the end, and after SIGTERM (then the run exits here, status 0).
+  if (ckpt) ckpt.save(step, { force: step === opts.steps });
 }
 bar.done();
 

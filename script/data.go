@@ -116,7 +116,8 @@ func (r *Runtime) datasetArg(fn string, v goja.Value) *tokens.Dataset {
 }
 
 // loaderObject shows a loader to scripts: next() → [x, y], stepsPerEpoch,
-// and position (get and set: {epoch, windows}) for checkpoints.
+// and position (get and set: {epoch, windows}, also as stateDict() and
+// loadStateDict(p)) for checkpoints.
 func (r *Runtime) loaderObject(l *tokens.Loader) *goja.Object {
 	obj := r.vm.NewObject()
 	must(obj.Set("stepsPerEpoch", l.StepsPerEpoch()))
@@ -126,7 +127,10 @@ func (r *Runtime) loaderObject(l *tokens.Loader) *goja.Object {
 	})
 	position := r.vm.ToValue(func(goja.FunctionCall) goja.Value {
 		p := l.Position()
-		return r.vm.ToValue(map[string]any{"epoch": p.Epoch, "windows": p.Windows})
+		o := r.vm.NewObject() // keys in a fixed order, as JSON shows them
+		must(o.Set("epoch", p.Epoch))
+		must(o.Set("windows", p.Windows))
+		return o
 	})
 	setPosition := r.vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		const fn = "loader.position"
@@ -141,5 +145,8 @@ func (r *Runtime) loaderObject(l *tokens.Loader) *goja.Object {
 		return goja.Undefined()
 	})
 	must(obj.DefineAccessorProperty("position", position, setPosition, goja.FLAG_FALSE, goja.FLAG_TRUE))
+	// stateDict and loadStateDict are the position, for checkpoints.
+	must(obj.Set("stateDict", position))
+	must(obj.Set("loadStateDict", setPosition))
 	return obj
 }

@@ -17,7 +17,7 @@ func (r *Runtime) distModule() *goja.Object {
 	if pg == nil {
 		// A runtime outside a job is a world of one rank, which Close
 		// ends (its communication queue is a goroutine).
-		w, _ := dist.NewWorld(1, dist.Options{})
+		w, _ := dist.NewWorld(1, dist.Options{Trace: r.opts.Trace})
 		r.ownWorld = w
 		pg = w.Group(0)
 	}
@@ -27,6 +27,9 @@ func (r *Runtime) distModule() *goja.Object {
 	must(m.Set("worldSize", max(1, r.opts.WorldSize)))
 	must(m.Set("localRank", r.opts.Rank))
 	must(m.Set("isInitialized", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(true) }))
+	// commTime(): seconds this rank's communication queues have been busy
+	// (cumulative; null where the backend does not count).
+	must(m.Set("commTime", func(goja.FunctionCall) goja.Value { return r.commTime(pg) }))
 	return m
 }
 

@@ -110,6 +110,9 @@ func (e *RankError) Unwrap() error { return e.Err }
 // failure is returned, once. Cancelling ctx interrupts every rank.
 func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	n := max(1, jo.Ranks)
+	if jo.Dist.Trace == nil {
+		jo.Dist.Trace = jo.Rank.Trace // the ranks' collectives go in the same trace
+	}
 	world, devs, closeAll, err := makeBackend(n, jo)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // nativeOptim installs the optimizers (optim.SGD/Adam/AdamW), their live
@@ -219,11 +220,15 @@ func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	must(obj.Set("paramGroups", h.groups))
 	must(obj.Set("kind", opt.Kind().String()))
 	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
-		if err := opt.Step(); err != nil {
+		start := r.opts.Trace.Now()
+		err := opt.Step()
+		r.traceAdd(trace.Optimizer, "optimizer step", start)
+		if err != nil {
 			r.throw(err)
 		}
 		return goja.Undefined()
 	})
+	r.fn(obj, "memory", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(optimizerMemory(opt)) })
 	r.fn(obj, "zeroGrad", func(call goja.FunctionCall) goja.Value {
 		setToNone := false
 		if o := r.options(call, 0); o != nil {
@@ -405,6 +410,25 @@ func (r *Runtime) schedulerObject(s *optim.Scheduler) goja.Value {
 		return goja.Undefined()
 	})
 	r.fn(obj, "getLastLr", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(toAnyFloats(s.LastLR())) })
+	// stateDict and loadStateDict carry the schedule's position through
+	// checkpoints, in PyTorch's layout (last_epoch, base_lrs, _last_lr).
+	r.fn(obj, "stateDict", func(call goja.FunctionCall) goja.Value {
+		sd := s.StateDict()
+		sd["base_lrs"] = toAnyFloats(sd["base_lrs"].([]float64))
+		sd["_last_lr"] = toAnyFloats(sd["_last_lr"].([]float64))
+		return r.vm.ToValue(sd)
+	})
+	r.fn(obj, "loadStateDict", func(call goja.FunctionCall) goja.Value {
+		o, ok := call.Argument(0).(*goja.Object)
+		if !ok {
+			r.throwf("scheduler.loadStateDict: expects a state dict, got %s", describe(call.Argument(0)))
+		}
+		m, _ := o.Export().(map[string]any)
+		if err := s.LoadStateDict(m); err != nil {
+			r.throw(err)
+		}
+		return goja.Undefined()
+	})
 	must(obj.DefineAccessorProperty("lastEpoch", r.vm.ToValue(func(goja.FunctionCall) goja.Value { return r.vm.ToValue(s.LastEpoch()) }), nil, goja.FLAG_FALSE, goja.FLAG_TRUE))
 	return obj
 }

@@ -433,6 +433,9 @@
       DistributedDataParallel: callable(DistributedDataParallel), commHooks })),
     progress: zeroeng.progress,
     metrics: zeroeng.metrics,
+    checkpoint: zeroeng.checkpoint,
+    trace: zeroeng.trace,
+    device: zeroeng.device,
     version: zeroeng.version,
   });
 })

@@ -23,8 +23,12 @@ const (
 //
 //	const bar = progress.bar({ total: steps, label: "epoch 1" });
 //	bar.update(step, { loss, samples }); // steps done so far, samples seen so far
+//	bar.update(step, { loss, samples, mfu: "31.2%" }); // other fields follow the loss: "mfu 31.2%"
 //	bar.done();
 //
+// Fields other than loss and samples are shown as "name value", in the
+// order given: strings as they are, numbers with four significant digits,
+// one-element tensors by their value.
 // Only rank 0 prints, on stderr, so that the script's own output on stdout
 // stays clean. On other ranks and with --quiet the methods do nothing.
 func (r *Runtime) progressModule() *goja.Object {
@@ -111,39 +115,66 @@ func (b *progressBar) object(silent bool) *goja.Object {
 	return obj
 }
 
-// readMetrics returns the loss (NaN when absent or no longer readable) and
-// samples (-1 when absent) of the latest update.
-func (b *progressBar) readMetrics() (loss, samples float64) {
+// readMetrics returns the loss (NaN when absent or no longer readable),
+// samples (-1 when absent) and the other fields, formatted as " name
+// value", of the latest update.
+func (b *progressBar) readMetrics() (loss, samples float64, extra string) {
 	loss, samples = math.NaN(), -1
 	o, ok := b.metrics.(*goja.Object)
 	if !ok || b.metrics == nil {
 		return
 	}
 	if v := o.Get("loss"); v != nil && !isMissing(v) {
-		if j, ok := v.Export().(*jsTensor); ok {
-			// A loss tensor may have been released since (a scope ended):
-			// the bar then shows no loss rather than failing the script.
-			if j.released == "" && !j.t.Released() && j.t.Numel() == 1 {
-				if x, err := j.t.Item(); err == nil {
-					loss = x
-				}
-			}
-		} else if x, ok := v.Export().(float64); ok {
-			loss = x
-		} else if x, ok := v.Export().(int64); ok {
-			loss = float64(x)
-		}
+		loss = barNumber(v)
 	}
 	if v := o.Get("samples"); v != nil && !isMissing(v) {
 		samples = v.ToFloat()
 	}
-	return
+	var s strings.Builder
+	for _, k := range o.Keys() {
+		if k == "loss" || k == "samples" {
+			continue
+		}
+		v := o.Get(k)
+		if v == nil || isMissing(v) {
+			continue
+		}
+		var text string
+		if x, ok := v.Export().(string); ok {
+			text = x
+		} else if x := barNumber(v); !math.IsNaN(x) {
+			text = strconv.FormatFloat(x, 'g', 4, 64)
+		} else {
+			continue
+		}
+		s.WriteString("  " + k + " " + text)
+	}
+	return loss, samples, s.String()
+}
+
+// barNumber reads a number or a one-element tensor; NaN for anything
+// else. A tensor may have been released since the update (a scope ended):
+// the bar then leaves it out rather than failing the script.
+func barNumber(v goja.Value) float64 {
+	switch x := v.Export().(type) {
+	case *jsTensor:
+		if x.released == "" && !x.t.Released() && x.t.Numel() == 1 {
+			if f, err := x.t.Item(); err == nil {
+				return f
+			}
+		}
+	case float64:
+		return x
+	case int64:
+		return float64(x)
+	}
+	return math.NaN()
 }
 
 // print writes the bar's state: a redrawn line on a terminal, a plain line
 // otherwise. final adds the total time and ends the line.
 func (b *progressBar) print(now time.Time, final bool) {
-	loss, samples := b.readMetrics()
+	loss, samples, extra := b.readMetrics()
 	dt := now.Sub(b.last).Seconds()
 	if dt > 0 {
 		// Rates over the interval since the last print, smoothed so that a
@@ -198,6 +229,7 @@ func (b *progressBar) print(now time.Time, final bool) {
 		s.WriteString("  loss ")
 		s.WriteString(strconv.FormatFloat(loss, 'g', 4, 64))
 	}
+	s.WriteString(extra)
 	if b.rate > 0 {
 		unit := "steps/s"
 		if samples >= 0 {

@@ -25,6 +25,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // Options configure a Runtime.
@@ -57,6 +58,12 @@ type Options struct {
 	Interactive, Quiet bool
 	// Hooks are the command line's settings for Wasm comm hooks.
 	Hooks WasmHookOptions
+	// Stop, shared by a job's ranks, asks scripts with a checkpoint
+	// Manager to save and exit (SIGTERM); nil when nothing can ask.
+	Stop *StopRequest
+	// Trace, when set, records the rank's passes, steps and spans (the
+	// --trace file; RunJob also gives it to the process group).
+	Trace *trace.Recorder
 }
 
 // Runtime is one rank's JavaScript runtime.
@@ -102,6 +109,9 @@ func New(opts Options) (*Runtime, error) {
 	rt := opts.Runtime
 	if rt == nil {
 		rt = tensor.NewRuntime(cpu.New(cpu.Options{Index: opts.Rank}), opts.Seed)
+	}
+	if opts.Trace != nil {
+		rt.SetTrace(opts.Trace, opts.Rank)
 	}
 	r := &Runtime{vm: goja.New(), rt: rt, opts: opts, required: map[string]bool{}}
 	r.vm.SetParserOptions(parser.WithDisableSourceMaps)
@@ -163,6 +173,9 @@ func (r *Runtime) zeroengModule() *goja.Object {
 	must(m.Set("data", r.dataModule()))
 	must(m.Set("progress", r.progressModule()))
 	must(m.Set("metrics", r.metricsModule()))
+	must(m.Set("checkpoint", r.checkpointModule()))
+	must(m.Set("trace", r.traceModule()))
+	must(m.Set("device", r.deviceModule()))
 	must(m.Set("version", Version))
 	native := r.vm.NewObject()
 	r.nativeNN(native)

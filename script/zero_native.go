@@ -9,6 +9,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/engine/zero"
 )
 
@@ -130,7 +131,10 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 		"parametersAsBucketView": o.ParametersAsBucketView, "overlapWithDDP": o.OverlapWithDDP, "bucketCapMB": o.BucketCapMB}))
 	steps := 0
 	r.fn(obj, "step", func(goja.FunctionCall) goja.Value {
-		if err := z.Step(); err != nil {
+		start := r.opts.Trace.Now()
+		err := z.Step()
+		r.traceAdd(trace.Optimizer, "optimizer step", start)
+		if err != nil {
 			r.throw(err)
 		}
 		if steps++; steps == 1 && logMemory {

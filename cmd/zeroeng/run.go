@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/hooks/wasm"
 	"github.com/zeroeng/zeroeng/nccl"
@@ -25,7 +28,7 @@ import (
 
 const runDescription = `Runs a JavaScript training script. Every rank runs the same script in its own
 JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim, io, dist,
-progress and metrics. Flags go before the script; what follows the script (after
+progress, metrics, trace and device. Flags go before the script; what follows the script (after
 an optional --) reaches it as process.argv.slice(2).
 
 Every flag can also be set with an environment variable; a flag given on the
@@ -38,6 +41,8 @@ command line wins over the variable:
    ZEROENG_LOG_FORMAT=json     --log-format json     zeroeng's own messages as JSON lines on stderr
    ZEROENG_METRICS=m.jsonl     --metrics m.jsonl     metrics.log() lines and a summary per rank
    ZEROENG_QUIET=1             --quiet               no progress bars and no summary
+   ZEROENG_TRACE=t.json        --trace t.json        a Chrome trace of every rank's compute, comm hooks, optimizer
+                                                     steps and collectives (chrome://tracing, ui.perfetto.dev)
    ZEROENG_NET=10Gbit,20us     --net 10Gbit,20us     collectives last as long as on that link (bus-bandwidth model)
    ZEROENG_DIST_TIMEOUT=30s    --dist-timeout 30s    a collective waits this long for the other ranks (default 10m)
    ZEROENG_DIST_DEBUG=1        --dist-debug          check that all ranks call each collective with the same shapes
@@ -66,7 +71,9 @@ Exit status: 0 on success, 1 when the script fails (syntax error, uncaught
 exception, engine error), 2 on a usage error, the code the script passes to
 process.exit(code), 130 after Ctrl-C (SIGINT) and 143 after SIGTERM. The first
 Ctrl-C stops every rank at its next JavaScript statement; a second one exits at
-once.`
+once. A script that saves through a checkpoint.Manager turns SIGTERM (a
+scheduler's preemption) into a graceful stop: every rank finishes its step,
+the manager saves a checkpoint and the run exits 0.`
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -83,6 +90,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "format of zeroeng's own messages on stderr: text or json", EnvVars: []string{"ZEROENG_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics", Usage: "write metrics as JSON lines to `FILE` (replaced if it exists)", EnvVars: []string{"ZEROENG_METRICS"}},
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress output and no job summary", EnvVars: []string{"ZEROENG_QUIET"}},
+			&cli.StringFlag{Name: "trace", Usage: "write a Chrome trace event file (JSON) of every rank to `FILE` when the job ends (replaced if it exists)", EnvVars: []string{"ZEROENG_TRACE"}},
 			&cli.StringFlag{Name: "net", Value: "none", Usage: "emulate a network link between the ranks: `BANDWIDTH[,LATENCY]`, e.g. 10Gbit,20us", EnvVars: []string{"ZEROENG_NET"}},
 			&cli.DurationFlag{Name: "dist-timeout", Value: dist.DefaultTimeout, Usage: "how long a collective waits for the other ranks", EnvVars: []string{"ZEROENG_DIST_TIMEOUT"}},
 			&cli.BoolFlag{Name: "dist-debug", Usage: "check that every rank calls each collective with the same shapes, and name the calls that differ", EnvVars: []string{"ZEROENG_DIST_DEBUG"}},
@@ -104,6 +112,7 @@ type runConfig struct {
 	seed      uint64
 	logFormat string
 	metrics   string
+	trace     string
 	quiet     bool
 	dist      dist.Options
 	hooks     script.WasmHookOptions
@@ -161,6 +170,7 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		seed:      c.Uint64("seed"),
 		logFormat: c.String("log-format"),
 		metrics:   c.String("metrics"),
+		trace:     c.String("trace"),
 		quiet:     c.Bool("quiet"),
 	}
 	args := c.Args().Slice()
@@ -218,6 +228,13 @@ func parseRun(c *cli.Context) (runConfig, error) {
 			return cfg, usagef("run", "run: --hook: %v", err)
 		}
 	}
+	if cfg.trace != "" {
+		// The trace is written when the job ends: a folder that is not
+		// there is better found now than after a long run.
+		if st, err := os.Stat(filepath.Dir(cfg.trace)); err != nil || !st.IsDir() {
+			return cfg, usagef("run", "run: --trace: no folder %s for %s", filepath.Dir(cfg.trace), cfg.trace)
+		}
+	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return cfg, usagef("run", "run: --log-format must be text or json, got %q", cfg.logFormat)
 	}
@@ -251,8 +268,17 @@ func runAction(c *cli.Context) error {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sig := catchSignals(cancel)
+	stop := &script.StopRequest{}
+	sig := catchSignals(cancel, stop)
 	defer sig.stop()
+
+	var rec *trace.Recorder // nil: no trace
+	if cfg.trace != "" {
+		rec = trace.New(trace.Options{})
+		rec.SetInfo("script", cfg.script)
+		rec.SetInfo("ranks", cfg.nproc)
+		rec.SetInfo("zeroeng_version", script.Version)
+	}
 
 	var runtimes []*script.Runtime
 	start := time.Now()
@@ -269,6 +295,8 @@ func runAction(c *cli.Context) error {
 			Interactive: term.IsTerminal(int(os.Stderr.Fd())),
 			Quiet:       cfg.quiet,
 			Hooks:       cfg.hooks,
+			Stop:        stop,
+			Trace:       rec,
 		},
 		Setup: func(r *script.Runtime) error {
 			runtimes = append(runtimes, r) // called in rank order
@@ -279,6 +307,11 @@ func runAction(c *cli.Context) error {
 	})
 	elapsed := time.Since(start)
 	received := sig.received()
+	if sig.graceful.Load() {
+		// The script's checkpoint Manager honoured SIGTERM: it saved and
+		// ended the run (exit 0), or the run ended on its own.
+		received = nil
+	}
 
 	var se *script.Error
 	var re *script.RankError
@@ -316,6 +349,29 @@ func runAction(c *cli.Context) error {
 		}
 	}
 
+	if rec != nil {
+		// Written whatever the ending: a failed or interrupted run's trace
+		// shows where it was.
+		status := "ok"
+		switch {
+		case received != nil:
+			status = "interrupted"
+		case se != nil && se.Exit != nil:
+			status = "exit"
+		case err != nil:
+			status = "error"
+		}
+		rec.SetInfo("status", status)
+		if werr := rec.WriteFile(cfg.trace); werr != nil {
+			logs.log(slog.LevelError, -1, fmt.Sprintf("writing the trace: %v", werr), nil)
+			if exit == 0 {
+				exit = 1
+			}
+		} else if _, dropped := rec.Len(); dropped > 0 {
+			logs.log(slog.LevelWarn, -1, fmt.Sprintf("trace %s: %d events dropped after the first %d", cfg.trace, dropped, trace.DefaultMaxEvents), nil)
+		}
+	}
+
 	switch {
 	case received != nil:
 		msg := fmt.Sprintf("interrupted by %s", signalName(received))
@@ -339,14 +395,17 @@ func runAction(c *cli.Context) error {
 
 // signals turns the first SIGINT or SIGTERM into a cancelled job context
 // (every rank is interrupted and the command exits 130 or 143 once they
-// have stopped) and a second one into an immediate exit.
+// have stopped) and a second one into an immediate exit. A SIGTERM that a
+// script's checkpoint Manager can honour becomes a stop request instead:
+// the ranks finish their step, save a checkpoint and exit 0.
 type signals struct {
-	ch   chan os.Signal
-	done chan struct{}
-	got  chan os.Signal // holds the first signal once it arrived
+	ch       chan os.Signal
+	done     chan struct{}
+	got      chan os.Signal // holds the first signal once it arrived
+	graceful atomic.Bool    // the first signal became a stop request
 }
 
-func catchSignals(cancel context.CancelFunc) *signals {
+func catchSignals(cancel context.CancelFunc, stop *script.StopRequest) *signals {
 	s := &signals{ch: make(chan os.Signal, 2), done: make(chan struct{}), got: make(chan os.Signal, 1)}
 	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -360,6 +419,11 @@ func catchSignals(cancel context.CancelFunc) *signals {
 				}
 				first = sig
 				s.got <- sig
+				if sig == syscall.SIGTERM && stop.Request() {
+					s.graceful.Store(true)
+					fmt.Fprintf(os.Stderr, "\nzeroeng: SIGTERM: saving a checkpoint after the current step, then exiting (SIGTERM again exits at once)\n")
+					continue
+				}
 				cancel()
 			case <-s.done:
 				return

@@ -19,7 +19,9 @@ func savedFiles(f *testing.F) string {
 			return err
 		}
 		p, err := Save(pg, dir, 1, rs.state(f), SaveOptions{})
-		path = p
+		if rank == 0 {
+			path = p
+		}
 		return err
 	})
 	if err != nil {

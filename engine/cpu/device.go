@@ -152,6 +152,13 @@ func (d *Device) MemStats() device.MemStats {
 	return d.stats
 }
 
+// ResetPeakMemStats implements device.PeakResetter.
+func (d *Device) ResetPeakMemStats() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stats.PeakBytes = d.stats.LiveBytes
+}
+
 // Sync implements device.Device; CPU kernels complete before they return.
 func (d *Device) Sync() error { return nil }
 

@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // Param is a parameter and its name in the model ("0.weight").
@@ -353,9 +355,21 @@ func (d *DDP) stage(b *bucket, pos int) error {
 func (d *DDP) launchReady() {
 	for d.next < len(d.buckets) && d.buckets[d.next].pending == 0 {
 		b := d.buckets[d.next]
+		tr, rank := d.rt.Trace()
+		start := tr.Now()
 		b.wait = d.hook(b.Bucket)
+		if tr != nil {
+			tr.Add(d.traceEvent(rank, "comm hook", b, start))
+		}
 		d.next++
 	}
+}
+
+// traceEvent describes a call about bucket b that began at start and ends
+// now, on the trace's hook lane.
+func (d *DDP) traceEvent(rank int, name string, b *bucket, start time.Time) trace.Event {
+	return trace.Event{Rank: rank, Lane: trace.Hook, Name: name, Start: start, End: time.Now(),
+		Args: [2]trace.Arg{{Key: "bucket", Val: int64(b.Index)}, {Key: "bytes", Val: int64(b.Buffer.Numel() * b.Buffer.DType().Size())}}}
 }
 
 // Finalize ends the iteration: unused parameters are reduced as zeros (or
@@ -405,8 +419,13 @@ func (d *DDP) Finalize() error {
 		if b.wait == nil {
 			continue
 		}
+		tr, rank := d.rt.Trace()
+		start := tr.Now()
 		out, err := b.wait()
 		b.wait = nil
+		if tr != nil {
+			tr.Add(d.traceEvent(rank, "hook wait", b, start))
+		}
 		if err != nil {
 			if d.err == nil {
 				d.err = fmt.Errorf("ddp: bucket %d: %w", b.Index, err)

@@ -118,6 +118,20 @@ type MemStats struct {
 	Reuses      int64 // buffers served from the pool
 }
 
+// PeakResetter is implemented by devices that can restart MemStats'
+// PeakBytes from the bytes live now (torch.cuda.reset_peak_memory_stats).
+type PeakResetter interface {
+	ResetPeakMemStats()
+}
+
+// PeakFlopser is implemented by devices that know (or estimate) the peak
+// arithmetic rate of their kernels for an element type: FLOP/s (a fused
+// multiply-add counts two), and a note saying where the number comes from.
+// 0 means unknown.
+type PeakFlopser interface {
+	PeakFlops(dt dtype.DType) (flops float64, note string)
+}
+
 // UnaryOp selects an elementwise function of one tensor (and a scalar).
 type UnaryOp uint8
 

@@ -93,6 +93,12 @@ type ProcessGroup interface {
 	NewGroup(ranks []int) (ProcessGroup, error)
 }
 
+// CommTimer is implemented by process groups that count how long the
+// rank's communication queues were busy (the in-process backend).
+type CommTimer interface {
+	CommTime() time.Duration
+}
+
 // DefaultTimeout bounds how long a collective waits for the other ranks,
 // as PyTorch's default process-group timeout does.
 const DefaultTimeout = 10 * time.Minute

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // Options configure an in-process world.
@@ -22,6 +24,12 @@ type Options struct {
 	// Net, when set, makes every collective last at least as long as it
 	// would on that link (see NetModel).
 	Net NetModel
+	// Trace, when set, records every collective of every rank: lane
+	// trace.Comm (trace.CommLane(group) for subgroups) from the moment the
+	// rank's communication queue starts it until it completes, and
+	// point-to-point messages on lane trace.P2P. The in-process backend
+	// records; NCCL ignores it for now.
+	Trace *trace.Recorder
 }
 
 // World is an in-process job: Size ranks that run as goroutines of one
@@ -38,6 +46,8 @@ type World struct {
 	timeout time.Duration
 	debug   bool
 	net     NetModel
+	trace   *trace.Recorder
+	busy    []atomic.Int64 // per world rank: ns its queues spent running collectives
 
 	abortOnce sync.Once
 	aborted   chan struct{}
@@ -63,6 +73,8 @@ func NewWorld(size int, opts Options) (*World, error) {
 		timeout: opts.Timeout,
 		debug:   opts.Debug,
 		net:     opts.Net,
+		trace:   opts.Trace,
+		busy:    make([]atomic.Int64, size),
 		aborted: make(chan struct{}),
 		closed:  make(chan struct{}),
 		rounds:  map[roundKey]*round{},
@@ -232,12 +244,21 @@ func (g *group) submit(c *call, keep []func()) *Work {
 	}
 	c.seq = key.seq
 	work := newWork()
+	point := c.kind == opSend || c.kind == opRecv
 	f := func() {
+		start := time.Now()
 		err := g.w.run(g, key, c)
+		end := time.Now()
+		if !point {
+			g.w.busy[g.global].Add(int64(end.Sub(start)))
+		}
+		if g.w.trace != nil {
+			g.w.trace.Add(g.traceEvent(c, start, end))
+		}
 		done()
 		work.finish(err)
 	}
-	if c.kind == opSend || c.kind == opRecv {
+	if point {
 		// Point-to-point messages match by their per-pair number, not by
 		// queue order, and must not hold up the queue: a ring of ranks
 		// that each send before they receive would otherwise deadlock.
@@ -251,6 +272,43 @@ func (g *group) submit(c *call, keep []func()) *Work {
 	default:
 	}
 	return work
+}
+
+// CommTime is how long this rank's communication queues (of the group of
+// all ranks and of its subgroups) have spent running collectives since the
+// world was made: from the moment a queue starts one, waiting for the other
+// ranks included, until it completes. Point-to-point messages, which
+// bypass the queues, are not counted.
+func (g *group) CommTime() time.Duration { return time.Duration(g.w.busy[g.global].Load()) }
+
+// traceNames are the collectives' names in traces, as PyTorch's profiler
+// spells them.
+var traceNames = [...]string{
+	opAllReduce: "all_reduce", opBroadcast: "broadcast", opReduceScatter: "reduce_scatter",
+	opAllGather: "all_gather", opAllGatherInto: "all_gather_into", opAllToAll: "all_to_all",
+	opBarrier: "barrier", opSend: "send", opRecv: "recv",
+	opBroadcastObject: "broadcast_object", opGatherObject: "gather_object",
+}
+
+// traceEvent describes the collective c that ran from start to end: its
+// bytes as nccl-tests counts them (the gathered buffer for all-gather and
+// reduce-scatter) and its sequence number in the group (or, for a message,
+// the peer).
+func (g *group) traceEvent(c *call, start, end time.Time) trace.Event {
+	bytes := int64(c.numel * c.dt.Size())
+	switch c.kind {
+	case opReduceScatter, opAllGather, opAllGatherInto:
+		bytes *= int64(len(g.ranks))
+	case opBroadcastObject, opGatherObject:
+		bytes = int64(len(c.payload))
+	}
+	e := trace.Event{Rank: g.global, Lane: trace.CommLane(g.id), Name: traceNames[c.kind], Start: start, End: end,
+		Args: [2]trace.Arg{{Key: "bytes", Val: bytes}, {Key: "seq", Val: int64(c.seq)}}}
+	if c.kind == opSend || c.kind == opRecv {
+		e.Lane = trace.P2P
+		e.Args[1] = trace.Arg{Key: "peer", Val: int64(g.ranks[c.root])}
+	}
+	return e
 }
 
 func (g *group) p2pKey(c *call) roundKey {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
+	"time"
 )
 
 // node is one recorded op in the autograd graph. It keeps what its backward
@@ -61,6 +62,9 @@ func (out *Tensor) record(op string, inputs ...*Tensor) *node {
 	}
 	if !need {
 		return nil
+	}
+	if rt.trace != nil {
+		rt.trace.op()
 	}
 	rt.seq++
 	n := &node{op: op, seq: rt.seq, next: make([]edge, len(inputs))}
@@ -185,6 +189,9 @@ func (t *Tensor) BackwardWith(opt BackwardOptions) (err error) {
 	}
 	if g.err != nil {
 		return g.err
+	}
+	if ts := rt.trace; ts != nil {
+		defer ts.backward(time.Now())
 	}
 	defer func() {
 		if r := recover(); r != nil {

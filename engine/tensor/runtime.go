@@ -5,10 +5,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // Runtime is one rank's handle on a device: the device itself, the rank's
@@ -24,6 +26,18 @@ type Runtime struct {
 	pass  uint64 // backward passes, to mark visited nodes and leaves
 	live  atomic.Int64
 	lists [][]*Tensor // tensor lists of closed scopes, kept for reuse
+
+	trace *traceState // nil: the rank's passes are not recorded
+}
+
+// traceState is what a recording runtime keeps (behind a pointer, so that
+// the Runtime stays as small when it does not record).
+type traceState struct {
+	rec  *trace.Recorder
+	rank int
+	// fwdStart and fwdEnd bracket the ops recorded for autograd since the
+	// last backward pass: the forward pass it will consume.
+	fwdStart, fwdEnd time.Time
 }
 
 // NewRuntime returns a runtime on dev, with its default generator seeded
@@ -53,6 +67,55 @@ type Stats struct {
 // Stats reports live tensors and the device's memory counters.
 func (rt *Runtime) Stats() Stats {
 	return Stats{LiveTensors: rt.live.Load(), MemStats: rt.dev.MemStats()}
+}
+
+// ResetPeakMemStats restarts the device's high-water mark (Stats().PeakBytes)
+// from the bytes live now, as torch.cuda.reset_peak_memory_stats, on devices
+// that support it (the CPU and CUDA devices do).
+func (rt *Runtime) ResetPeakMemStats() {
+	if d, ok := rt.dev.(device.PeakResetter); ok {
+		d.ResetPeakMemStats()
+	}
+}
+
+// SetTrace makes the runtime record its forward and backward passes as rank
+// rank's on rec (nil turns recording off). Components built over the
+// runtime (DDP, ZeRO) record on the same recorder through Trace.
+func (rt *Runtime) SetTrace(rec *trace.Recorder, rank int) {
+	rt.trace = nil
+	if rec != nil {
+		rt.trace = &traceState{rec: rec, rank: rank}
+	}
+}
+
+// Trace returns the recorder set by SetTrace (nil when off) and the rank
+// to record as.
+func (rt *Runtime) Trace() (*trace.Recorder, int) {
+	if rt.trace == nil {
+		return nil, 0
+	}
+	return rt.trace.rec, rt.trace.rank
+}
+
+// op notes that an op was recorded for autograd: the forward pass the next
+// backward consumes runs from the first such op to the last.
+func (ts *traceState) op() {
+	now := time.Now()
+	if ts.fwdStart.IsZero() {
+		ts.fwdStart = now
+	}
+	ts.fwdEnd = now
+}
+
+// backward records the forward pass that built the graph (when ops were
+// recorded since the last backward) and the backward pass that began at
+// start.
+func (ts *traceState) backward(start time.Time) {
+	if !ts.fwdStart.IsZero() {
+		ts.rec.Add(trace.Event{Rank: ts.rank, Lane: trace.Compute, Name: "forward", Start: ts.fwdStart, End: ts.fwdEnd})
+		ts.fwdStart, ts.fwdEnd = time.Time{}, time.Time{}
+	}
+	ts.rec.Add(trace.Event{Rank: ts.rank, Lane: trace.Compute, Name: "backward", Start: start, End: time.Now()})
 }
 
 // GradEnabled reports whether ops are recorded for autograd.

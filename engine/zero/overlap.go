@@ -7,6 +7,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // OverlapOptions tune the overlap hooks.
@@ -216,6 +217,12 @@ func (ov *overlap) process(k int) {
 	sending := time.Now()
 	if ov.trace != nil {
 		ov.trace("update", k, start, sending)
+	}
+	if tr, rank := z.rt.Trace(); tr != nil {
+		// The broadcasts that follow appear on the comm lane, one per
+		// parameter, as the communication queue runs them.
+		tr.Add(trace.Event{Rank: rank, Lane: trace.Optimizer, Name: "zero update", Start: start, End: sending,
+			Args: [2]trace.Arg{{Key: "bucket", Val: int64(k)}}})
 	}
 	for _, p := range b.Params {
 		ov.sent[k] = append(ov.sent[k], z.pg.Broadcast(p, z.owner[p]))

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zeroeng/zeroeng/engine/checkpoint"
+)
+
+// gptLosses runs samples/gpt.js with --metrics and returns rank 0's loss
+// by step.
+func gptLosses(t *testing.T, ranks int, args ...string) (map[int]float64, string) {
+	t.Helper()
+	metrics := filepath.Join(t.TempDir(), "m.jsonl")
+	all := append([]string{"run", "--quiet", "--metrics", metrics, "--nproc", fmt.Sprint(ranks), "samples/gpt.js", "--"}, args...)
+	r := zeroeng(t, "../..", nil, all...)
+	if r.code != 0 {
+		t.Fatalf("%v: status %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
+	}
+	losses := map[int]float64{}
+	for _, m := range readJSONLines(t, metrics) {
+		step, ok1 := m["step"].(float64)
+		loss, ok2 := m["loss"].(float64)
+		if ok1 && ok2 && m["rank"] == 0.0 && m["workload"] == nil {
+			losses[int(step)] = loss
+		}
+	}
+	return losses, r.stdout
+}
+
+// TestGPTResume: samples/gpt.js resumed from the checkpoint of step 6
+// reports, for steps 7-12, the very losses of the uninterrupted run on the
+// same ranks (model, AdamW or ZeRO state, schedule, data position and
+// generators all restored), and nearly the same on another world size
+// with the same global batch (ZeRO's state resharded).
+func TestGPTResume(t *testing.T) {
+	common := []string{"--steps", "12", "--eval-every", "100", "--checkpoint-every", "6"}
+	for _, c := range []struct {
+		name               string
+		ranks, resumeRanks int
+		args, resumeArgs   []string
+		tolerance          float64
+	}{
+		{"1 rank", 1, 1, []string{"--batch", "8"}, nil, 0},
+		{"2 ranks DDP", 2, 2, []string{"--batch", "4"}, nil, 0},
+		{"2 ranks ZeRO 2", 2, 2, []string{"--batch", "4", "--zero", "2"}, nil, 0},
+		{"2 ranks ZeRO 1 bfloat16", 2, 2, []string{"--batch", "4", "--zero", "1", "--dtype", "bfloat16"}, nil, 0},
+		{"ZeRO 2 on 2 ranks to AdamW on 1", 2, 1, []string{"--batch", "4", "--zero", "2"}, []string{"--batch", "8", "--zero", "0"}, 1e-4},
+		{"AdamW on 1 rank to ZeRO 1 on 2", 1, 2, []string{"--batch", "8"}, []string{"--batch", "4", "--zero", "1"}, 1e-4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			full := t.TempDir()
+			want, _ := gptLosses(t, c.ranks, append(append(c.args, common...), "--checkpoint", full)...)
+			part := t.TempDir()
+			if err := os.Rename(filepath.Join(full, "step-00000006"), filepath.Join(part, "step-00000006")); err != nil {
+				t.Fatal(err)
+			}
+			args := c.args
+			if c.resumeArgs != nil {
+				args = c.resumeArgs
+			}
+			got, stdout := gptLosses(t, c.resumeRanks, append(append(args, common...), "--checkpoint", part)...)
+			if !strings.Contains(stdout, "resumed from "+filepath.Join(part, "step-00000006")+" (step 6") {
+				t.Fatalf("the run did not say it resumed:\n%s", stdout)
+			}
+			if len(got) != 6 || len(want) != 12 {
+				t.Fatalf("steps logged: resumed %d, uninterrupted %d", len(got), len(want))
+			}
+			for step := 7; step <= 12; step++ {
+				if d := math.Abs(got[step] - want[step]); d > c.tolerance || math.IsNaN(got[step]) {
+					t.Errorf("step %d: loss %v after resuming, %v uninterrupted", step, got[step], want[step])
+				}
+			}
+		})
+	}
+}
+
+// startGPT starts samples/gpt.js and returns once it has logged two steps.
+func startGPT(t *testing.T, ranks int, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	all := append([]string{"run", "--quiet", "--nproc", fmt.Sprint(ranks), "samples/gpt.js", "--"}, args...)
+	cmd := exec.Command(binary, all...)
+	cmd.Dir = "../.."
+	cmd.Env = append(cleanEnv(), "ZEROENG_METRICS=/dev/stdout")
+	var stdout, stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// A run that has not logged two steps in a minute is stuck: kill it,
+	// so that the scan below ends, and report what it printed.
+	started := make(chan struct{})
+	defer close(started)
+	go func() {
+		select {
+		case <-started:
+		case <-time.After(time.Minute):
+			cmd.Process.Signal(syscall.SIGQUIT) // Go's goroutine dump, then exit
+		}
+	}()
+	lines := bufio.NewScanner(pipe)
+	steps := 0
+	for lines.Scan() {
+		stdout.WriteString(lines.Text() + "\n")
+		if strings.Contains(lines.Text(), `"step":`) {
+			steps++
+		}
+		if steps == 2 {
+			go func() {
+				for lines.Scan() {
+					stdout.WriteString(lines.Text() + "\n")
+				}
+			}()
+			return cmd, &stdout, &stderr
+		}
+	}
+	cmd.Wait()
+	t.Fatalf("gpt.js ended before two steps:\n%s\n%s", stdout.String(), stderr.String())
+	return nil, nil, nil
+}
+
+// TestSIGTERMSavesAndExits: SIGTERM during training finishes the step on
+// every rank, saves a checkpoint and exits 0; the run resumes from it.
+func TestSIGTERMSavesAndExits(t *testing.T) {
+	dir := t.TempDir()
+	cmd, _, stderr := startGPT(t, 2, "--steps", "100000", "--zero", "2", "--batch", "4", "--eval-every", "100000", "--checkpoint", dir)
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit %v after SIGTERM, want 0\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("still running 30s after SIGTERM\n%s", stderr.String())
+	}
+	path, err := checkpoint.Latest(dir)
+	if err != nil || path == "" {
+		t.Fatalf("no checkpoint after SIGTERM (%v)\n%s", err, stderr.String())
+	}
+	m, err := checkpoint.Verify(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Step < 2 || !strings.Contains(stderr.String(), fmt.Sprintf("saved %s after step %d; exiting", path, m.Step)) {
+		t.Fatalf("checkpoint of step %d; stderr:\n%s", m.Step, stderr.String())
+	}
+	// Two more steps from there.
+	_, stdout := gptLosses(t, 2, "--steps", fmt.Sprint(m.Step+2), "--zero", "2", "--batch", "4", "--eval-every", "100000", "--checkpoint", dir)
+	if !strings.Contains(stdout, fmt.Sprintf("(step %d, 2 ranks)", m.Step)) {
+		t.Fatalf("did not resume from step %d:\n%s", m.Step, stdout)
+	}
+}
+
+// TestKillDuringSave kills the training process with SIGKILL at random
+// moments while it saves a checkpoint after every step: each time, the
+// checkpoint that latest names is complete and intact, and a new run
+// resumes from it.
+func TestKillDuringSave(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a training process several times")
+	}
+	dir := t.TempDir()
+	args := []string{"--config", "bench", "--bench", "--steps", "100000", "--zero", "2", "--batch", "2", "--checkpoint", dir, "--checkpoint-every", "1", "--keep", "2"}
+	midSave := 0
+	last := int64(-1)
+	for round := range 5 {
+		cmd, _, stderr := startGPT(t, 2, args...)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if p, _ := checkpoint.Latest(dir); p != "" || time.Now().After(deadline) {
+				break // a checkpoint to protect
+			}
+		}
+		time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if strings.HasPrefix(e.Name(), ".tmp-") {
+				midSave++ // a save in progress, most likely killed in it
+				break
+			}
+		}
+		cmd.Process.Kill()
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("round %d: %v\n%s", round, err, stderr.String())
+		}
+		path, err := checkpoint.Latest(dir)
+		if err != nil || path == "" {
+			t.Fatalf("round %d: no checkpoint after kill -9 (%v)", round, err)
+		}
+		m, err := checkpoint.Verify(path)
+		if err != nil {
+			t.Fatalf("round %d: the checkpoint latest names is damaged: %v", round, err)
+		}
+		if m.Step < last {
+			t.Fatalf("round %d: latest went back from step %d to %d", round, last, m.Step)
+		}
+		last = m.Step
+	}
+	t.Logf("5 kills, %d of them with a save in progress; last checkpoint: step %d", midSave, last)
+}
