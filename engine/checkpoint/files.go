@@ -32,7 +32,7 @@ func writeFile(path string, fill func(io.Writer) error) (FileInfo, error) {
 		return info, fmt.Errorf("checkpoint: %w", err)
 	}
 	sum := crc32.New(castagnoli)
-	counter := &countingWriter{w: io.MultiWriter(f, sum)}
+	counter := &countingWriter{w: io.MultiWriter(f, sum), f: f}
 	bw := bufio.NewWriterSize(counter, 1<<20)
 	err = fill(bw)
 	if err == nil {
@@ -51,14 +51,24 @@ func writeFile(path string, fill func(io.Writer) error) (FileInfo, error) {
 	return info, nil
 }
 
+// countingWriter counts what goes to the file and starts its writeback
+// every writebackChunk bytes.
 type countingWriter struct {
-	w io.Writer
-	n int64
+	w       io.Writer
+	f       *os.File
+	n       int64
+	flushed int64
 }
+
+const writebackChunk = 64 << 20
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if c.n-c.flushed >= writebackChunk {
+		startWriteback(c.f, c.flushed, c.n-c.flushed)
+		c.flushed = c.n
+	}
 	return n, err
 }
 
