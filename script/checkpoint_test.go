@@ -164,7 +164,9 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		names = append(names, e.Name())
+		if !strings.HasPrefix(e.Name(), ".") { // retired checkpoints being deleted
+			names = append(names, e.Name())
+		}
 	}
 	return names
 }

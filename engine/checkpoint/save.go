@@ -80,6 +80,7 @@ func Save(pg dist.ProcessGroup, dir string, step int64, st *State, opts SaveOpti
 // prepare makes dir and an empty temporary folder in it, and removes the
 // leftovers of saves that a crash interrupted.
 func prepare(dir, tmp string) error {
+	removing.Wait()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -207,8 +208,11 @@ func commit(dir, tmp, final string, step int64, world int, st *State, infos []Op
 	return prune(dir, filepath.Base(final), opts.Keep)
 }
 
-// prune removes the oldest checkpoints beyond keep, never the one named
-// current.
+// prune retires the oldest checkpoints beyond keep, never the one named
+// current: each is renamed out of the way at once (a crash then leaves
+// only a hidden folder, which the next save removes) and deleted in the
+// background, since freeing gigabytes takes a noticeable time (0.3 s for
+// GPT-2 124M's 1.5 GB here) that the training need not wait for.
 func prune(dir, current string, keep int) error {
 	if keep <= 0 {
 		return nil
@@ -217,14 +221,30 @@ func prune(dir, current string, keep int) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
+	var retired []string
 	for i := 0; i < len(steps)-keep; i++ {
 		name := StepName(steps[i])
 		if name == current {
 			continue
 		}
-		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-			return fmt.Errorf("checkpoint: removing an old checkpoint: %w", err)
+		old := filepath.Join(dir, ".old-"+name)
+		if err := os.Rename(filepath.Join(dir, name), old); err != nil {
+			return fmt.Errorf("checkpoint: retiring an old checkpoint: %w", err)
 		}
+		retired = append(retired, old)
+	}
+	if len(retired) > 0 {
+		removing.Add(1)
+		go func() {
+			defer removing.Done()
+			for _, old := range retired {
+				os.RemoveAll(old)
+			}
+		}()
 	}
 	return nil
 }
+
+// removing counts the background deletions of retired checkpoints; a
+// save waits for them before it looks for leftovers to remove.
+var removing sync.WaitGroup
