@@ -18,6 +18,10 @@
 # loader detects that and reloads it with the right core; see docs/benchmarks-gemm.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Both sides run with the kernels OpenBLAS chooses for the CPU, unless a side names its core: a
+# machine-wide OPENBLAS_CORETYPE (some images set Haswell) would otherwise hold back zeroeng's CBLAS
+# while PyTorch's "as installed" side runs without it.
+unset OPENBLAS_CORETYPE
 ROUNDS=${ROUNDS:-3}
 BENCH=${BENCH:-../shared/bench}
 PY=/usr/bin/python3
