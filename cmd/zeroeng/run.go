@@ -328,20 +328,24 @@ func runAction(c *cli.Context) error {
 		exit = 1
 	}
 
+	// status says how the job ended for rank, or for the job as a whole
+	// (rank -1), in the metrics' summaries and the trace.
+	status := func(rank int) string {
+		switch {
+		case received != nil:
+			return "interrupted"
+		case se != nil && se.Exit != nil:
+			return "exit"
+		case err != nil && (rank < 0 || re != nil && re.Rank == rank):
+			return "error"
+		case err != nil:
+			return "stopped"
+		}
+		return "ok"
+	}
 	if metrics != nil {
 		for rank, r := range runtimes {
-			status := "ok"
-			switch {
-			case received != nil:
-				status = "interrupted"
-			case se != nil && se.Exit != nil:
-				status = "exit"
-			case err != nil && re != nil && re.Rank == rank:
-				status = "error"
-			case err != nil:
-				status = "stopped"
-			}
-			metricsW.Write(r.MetricsSummary(elapsed, status))
+			metricsW.Write(r.MetricsSummary(elapsed, status(rank)))
 		}
 		if cerr := metrics.Close(); cerr != nil && exit == 0 {
 			logs.log(slog.LevelError, -1, fmt.Sprintf("writing %s: %v", cfg.metrics, cerr), nil)
@@ -352,16 +356,7 @@ func runAction(c *cli.Context) error {
 	if rec != nil {
 		// Written whatever the ending: a failed or interrupted run's trace
 		// shows where it was.
-		status := "ok"
-		switch {
-		case received != nil:
-			status = "interrupted"
-		case se != nil && se.Exit != nil:
-			status = "exit"
-		case err != nil:
-			status = "error"
-		}
-		rec.SetInfo("status", status)
+		rec.SetInfo("status", status(-1))
 		if werr := rec.WriteFile(cfg.trace); werr != nil {
 			logs.log(slog.LevelError, -1, fmt.Sprintf("writing the trace: %v", werr), nil)
 			if exit == 0 {
