@@ -175,7 +175,7 @@ func (r *Runtime) checkpointParts(fn string, v goja.Value, forLoad bool) (st *ch
 		case isObj && isFunction(o.Get("stateDict")) && isFunction(o.Get("loadStateDict")):
 			stateful[key] = o
 			if !forLoad {
-				sd := r.callMethod(fn, key, o, "stateDict")
+				sd := r.callMethod(o, "stateDict")
 				st.JSON[key] = r.jsonValue(fn, key, sd)
 			}
 		case isObj && r.isTensor(val):
@@ -192,7 +192,7 @@ func (r *Runtime) checkpointParts(fn string, v goja.Value, forLoad bool) (st *ch
 
 // moduleTensors lists a module's stateDict() in its order.
 func (r *Runtime) moduleTensors(fn, key string, module *goja.Object) []nn.NamedTensor {
-	sd, ok := r.callMethod(fn, key, module, "stateDict").(*goja.Object)
+	sd, ok := r.callMethod(module, "stateDict").(*goja.Object)
 	if !ok {
 		r.throwf("%s: %s.stateDict() did not return an object", fn, key)
 	}
@@ -203,11 +203,13 @@ func (r *Runtime) moduleTensors(fn, key string, module *goja.Object) []nn.NamedT
 	return out
 }
 
-func (r *Runtime) callMethod(fn, key string, o *goja.Object, name string, args ...goja.Value) goja.Value {
+// callMethod calls o[name](...args); the script's own exception passes
+// through with its stack.
+func (r *Runtime) callMethod(o *goja.Object, name string, args ...goja.Value) goja.Value {
 	f, _ := goja.AssertFunction(o.Get(name))
 	v, err := f(o, args...)
 	if err != nil {
-		panic(err) // the script's own exception, with its stack
+		panic(err)
 	}
 	return v
 }
@@ -259,7 +261,7 @@ func (r *Runtime) loadCheckpoint(fn, dir string, state goja.Value) goja.Value {
 		if !ok {
 			r.throwf("%s: %s holds no state for %q", fn, path, key)
 		}
-		r.callMethod(fn, key, o, "loadStateDict", r.parseJSON(fn, path, key, raw))
+		r.callMethod(o, "loadStateDict", r.parseJSON(fn, path, key, raw))
 	}
 	for _, key := range values {
 		if raw, ok := m.State[key]; ok {
