@@ -11,6 +11,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // StopRequest is a graceful stop shared by the ranks of a job (SIGTERM,
@@ -233,9 +234,11 @@ func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, kee
 		r.throwf("%s: step must not be negative, got %d", fn, step)
 	}
 	st, _, _ := r.checkpointParts(fn, state, false)
+	start := r.opts.Trace.Now()
 	r.inCollective.Add(1)
 	path, err := checkpoint.Save(r.group, dir, int64(step), st, checkpoint.SaveOptions{Keep: keep})
 	r.inCollective.Add(-1)
+	r.traceAdd(trace.User, "checkpoint save", start)
 	if err != nil {
 		r.throw(err)
 	}
@@ -246,9 +249,11 @@ func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, kee
 // returns { step, path, worldSize }, or null when there is none.
 func (r *Runtime) loadCheckpoint(fn, dir string, state goja.Value) goja.Value {
 	st, stateful, values := r.checkpointParts(fn, state, true)
+	start := r.opts.Trace.Now()
 	r.inCollective.Add(1)
 	m, path, err := checkpoint.Restore(r.group, r.rt, dir, st)
 	r.inCollective.Add(-1)
+	r.traceAdd(trace.User, "checkpoint load", start)
 	if err != nil {
 		r.throw(err)
 	}

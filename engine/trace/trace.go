@@ -42,7 +42,8 @@ const (
 	// P2P holds point-to-point messages (send, recv), which bypass the
 	// queue; concurrent messages may overlap on it.
 	P2P
-	// User holds the script's spans (trace.span(name, fn)).
+	// User holds the script's spans (trace.span(name, fn)) and its
+	// checkpoint saves and loads.
 	User
 	// Subgroup collectives go to CommLane(group), after the named lanes.
 	firstSubgroup
