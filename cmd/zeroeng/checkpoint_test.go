@@ -218,3 +218,29 @@ func TestKillDuringSave(t *testing.T) {
 	}
 	t.Logf("5 kills, %d of them with a save in progress; last checkpoint: step %d", midSave, last)
 }
+
+// TestCheckpointVerify: zeroeng checkpoint verify prints what a checkpoint
+// holds and exits 0; with a damaged shard it exits 1 naming the file.
+func TestCheckpointVerify(t *testing.T) {
+	dir := t.TempDir()
+	gptLosses(t, 2, "--steps", "4", "--zero", "2", "--batch", "4", "--eval-every", "100", "--checkpoint", dir, "--checkpoint-every", "2")
+	r := zeroeng(t, ".", nil, "checkpoint", "verify", dir)
+	for _, want := range []string{"step-00000004: step 4, 2 ranks", "optimizer.rank-00001-of-00002.safetensors", "optimizer optimizer: AdamW (ZeRO stage 2, flat partition, 2 shards)", "state: loader, scheduler", "ok"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("verify: status %d, stdout without %q:\n%s\n%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
+	shard := filepath.Join(dir, "step-00000004", "optimizer.rank-00001-of-00002.safetensors")
+	b, err := os.ReadFile(shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 1
+	os.WriteFile(shard, b, 0o644)
+	if r := zeroeng(t, ".", nil, "checkpoint", "verify", dir); r.code != 1 || !strings.Contains(r.stderr, shard+" is corrupted") {
+		t.Errorf("verify of a damaged shard: status %d\n%s", r.code, r.stderr)
+	}
+	if r := zeroeng(t, ".", nil, "checkpoint", "verify", t.TempDir()); r.code != 1 || !strings.Contains(r.stderr, "holds no checkpoint") {
+		t.Errorf("verify of an empty directory: status %d\n%s", r.code, r.stderr)
+	}
+}

@@ -130,6 +130,7 @@ func commands() []*cli.Command {
 			},
 		},
 		hookCommand(),
+		checkpointCommand(),
 		plotCommand(),
 		infoCommand(),
 		versionCommand(),
