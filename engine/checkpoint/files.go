@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"hash/crc32"
 	"io"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/tensorio"
 	"github.com/zeroeng/zeroeng/engine/zero"
 )
 
@@ -93,7 +93,7 @@ func readFile(dir string, m *Manifest, name string) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint: %s has %d bytes, the manifest says %d: the file is truncated or was replaced", path, st.Size(), want.Bytes)
 	}
 	b := make([]byte, want.Bytes)
-	var sum hash.Hash32 = crc32.New(castagnoli)
+	sum := crc32.New(castagnoli)
 	if _, err := io.ReadFull(io.TeeReader(f, sum), b); err != nil {
 		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
 	}
@@ -151,18 +151,13 @@ func (r *reader) get(name string) ([]byte, error) {
 // writeModule writes a state dict as safetensors, as PyTorch's
 // safetensors.torch.save_file does ({"format": "pt"}).
 func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
-	raw := make([]safetensors.Tensor, len(tensors))
-	seen := map[string]bool{}
+	named := make([]tensorio.Named, len(tensors))
 	for i, n := range tensors {
-		if seen[n.Name] {
-			return FileInfo{}, fmt.Errorf("checkpoint: %s: tensor name %q appears twice", path, n.Name)
-		}
-		seen[n.Name] = true
-		data, err := tensor.SharedBytes(n.Tensor)
-		if err != nil {
-			return FileInfo{}, fmt.Errorf("checkpoint: %s: tensor %q: %w", path, n.Name, err)
-		}
-		raw[i] = safetensors.Tensor{Name: n.Name, DType: n.Tensor.DType(), Shape: n.Tensor.Shape(), Data: data}
+		named[i] = tensorio.Named{Name: n.Name, Tensor: n.Tensor}
+	}
+	raw, err := tensorio.Raw(path, named)
+	if err != nil {
+		return FileInfo{}, err
 	}
 	return writeFile(path, func(w io.Writer) error {
 		return safetensors.Write(w, raw, map[string]string{"format": "pt"})

@@ -61,20 +61,32 @@ func Map(ts []Named) map[string]*tensor.Tensor {
 // SaveSafetensors writes tensors to path atomically (a crash leaves either
 // the old file or the new one). Names must be unique.
 func SaveSafetensors(path string, tensors []Named, metadata map[string]string) error {
+	raw, err := Raw(path, tensors)
+	if err != nil {
+		return err
+	}
+	return safetensors.WriteFile(path, raw, metadata)
+}
+
+// Raw turns named tensors into the safetensors package's raw form for the
+// file at path (named in errors), checking that names are unique. The
+// bytes are the tensors' own memory where it is host memory
+// (tensor.SharedBytes): write them before the tensors change.
+func Raw(path string, tensors []Named) ([]safetensors.Tensor, error) {
 	raw := make([]safetensors.Tensor, len(tensors))
 	seen := map[string]bool{}
 	for i, n := range tensors {
 		if seen[n.Name] {
-			return fmt.Errorf("tensorio: %s: tensor name %q appears twice", path, n.Name)
+			return nil, fmt.Errorf("tensorio: %s: tensor name %q appears twice", path, n.Name)
 		}
 		seen[n.Name] = true
-		data, err := n.Tensor.Bytes()
+		data, err := tensor.SharedBytes(n.Tensor)
 		if err != nil {
-			return fmt.Errorf("tensorio: %s: tensor %q: %w", path, n.Name, err)
+			return nil, fmt.Errorf("tensorio: %s: tensor %q: %w", path, n.Name, err)
 		}
 		raw[i] = safetensors.Tensor{Name: n.Name, DType: n.Tensor.DType(), Shape: n.Tensor.Shape(), Data: data}
 	}
-	return safetensors.WriteFile(path, raw, metadata)
+	return raw, nil
 }
 
 // SaveSafetensorsMap writes a map of tensors, sorted by name.
