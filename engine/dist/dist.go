@@ -89,7 +89,9 @@ type ProcessGroup interface {
 
 	// NewGroup makes a subgroup of ranks (given as ranks of this group).
 	// Every rank of this group must call it, in the same order, with the
-	// same list; ranks outside the list get a nil group.
+	// same list; ranks outside the list get a nil group. The subgroup
+	// numbers its members in increasing order of their rank in this
+	// group, whatever the order of the list.
 	NewGroup(ranks []int) (ProcessGroup, error)
 }
 
