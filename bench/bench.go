@@ -14,6 +14,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -206,4 +207,22 @@ func RunGEMM() GEMMResult {
 	ts = ts[5:]
 	slices.Sort(ts)
 	return GEMMResult{Workload: "gemm", GFLOPS: round1(2 * n * n * n / ts[len(ts)/2] / 1e9), BLAS: blas.Info()}
+}
+
+// RunProcess runs the data-parallel workload name (ddp2 and its variants)
+// as rank pg.Rank() of a job of several processes, one rank each (`mpirun
+// -np 2 zeroeng bench ddp2`), and returns rank 0's line.
+func RunProcess(name string, pg dist.ProcessGroup) (any, error) {
+	c := DDPConfig{Workload: name, World: pg.Size(), Batch: 128}
+	switch name {
+	case "ddp2":
+		c.Variant = "zero"
+	case "ddp2-replicated":
+		c.Variant = "replicated"
+	case "ddp2-flat", "ddp2-stage2", "ddp2-overlap-a", "ddp2-overlap-b":
+		c.Variant = strings.TrimPrefix(name, "ddp2-")
+	default:
+		return nil, fmt.Errorf("bench: %s runs in one process; across processes: ddp2, ddp2-replicated, ddp2-flat, ddp2-stage2, ddp2-overlap-a, ddp2-overlap-b", name)
+	}
+	return RunDDPRank(c, pg)
 }

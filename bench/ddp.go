@@ -67,20 +67,9 @@ func RunDDP2(replicated bool) (DDPResult, error) {
 
 // RunDDP runs c on in-process ranks and times rank 0's steps.
 func RunDDP(c DDPConfig) (DDPResult, error) {
-	res := DDPResult{Workload: c.Workload, World: c.World, Threads: parallel.Threads(), Net: c.Net}
-	switch c.Variant {
-	case "zero":
-		res.Optimizer = "ZeroRedundancyOptimizer(AdamW)"
-	case "replicated":
-		res.Optimizer = "AdamW (replicated)"
-	case "flat":
-		res.Optimizer = "ZeroRedundancyOptimizer(AdamW), flat partition, parameters as bucket view"
-	case "stage2":
-		res.Optimizer = "ZeroRedundancyOptimizer(AdamW), stage 2 (no DDP)"
-	case "overlap-a", "overlap-b":
-		res.Optimizer = "ZeroRedundancyOptimizer(AdamW), step overlapped with backward, schedule " + map[string]string{"overlap-a": "A", "overlap-b": "B"}[c.Variant]
-	default:
-		return res, fmt.Errorf("bench: unknown variant %q", c.Variant)
+	res, err := ddpResult(c)
+	if err != nil {
+		return res, err
 	}
 	opts := dist.Options{}
 	if c.Net != "" {
@@ -98,7 +87,7 @@ func RunDDP(c DDPConfig) (DDPResult, error) {
 	var wg sync.WaitGroup
 	for rank := range c.World {
 		wg.Go(func() {
-			if err := runDDPRank(c, w, rank, &res); err != nil {
+			if err := runDDPRank(c, w.Group(rank), &res); err != nil {
 				errs[rank] = err
 				w.Abort(err)
 			}
@@ -111,6 +100,26 @@ func RunDDP(c DDPConfig) (DDPResult, error) {
 		}
 	}
 	res.SamplesPerS = round1(float64(c.World*c.Batch) / res.StepMsMedian * 1e3)
+	return res, nil
+}
+
+// ddpResult starts c's result line.
+func ddpResult(c DDPConfig) (DDPResult, error) {
+	res := DDPResult{Workload: c.Workload, World: c.World, Threads: parallel.Threads(), Net: c.Net}
+	switch c.Variant {
+	case "zero":
+		res.Optimizer = "ZeroRedundancyOptimizer(AdamW)"
+	case "replicated":
+		res.Optimizer = "AdamW (replicated)"
+	case "flat":
+		res.Optimizer = "ZeroRedundancyOptimizer(AdamW), flat partition, parameters as bucket view"
+	case "stage2":
+		res.Optimizer = "ZeroRedundancyOptimizer(AdamW), stage 2 (no DDP)"
+	case "overlap-a", "overlap-b":
+		res.Optimizer = "ZeroRedundancyOptimizer(AdamW), step overlapped with backward, schedule " + map[string]string{"overlap-a": "A", "overlap-b": "B"}[c.Variant]
+	default:
+		return res, fmt.Errorf("bench: unknown variant %q", c.Variant)
+	}
 	return res, nil
 }
 
@@ -138,8 +147,23 @@ func (tl *timeline) reset() {
 	tl.mu.Unlock()
 }
 
-func runDDPRank(c DDPConfig, w *dist.World, rank int, res *DDPResult) error {
-	pg := w.Group(rank)
+// RunDDPRank runs c's rank pg.Rank() of a job of several processes (an MPI
+// job: `mpirun -np 2 zeroeng bench ddp2`) and returns rank 0's timing.
+func RunDDPRank(c DDPConfig, pg dist.ProcessGroup) (DDPResult, error) {
+	res, err := ddpResult(c)
+	if err != nil {
+		return res, err
+	}
+	res.World = pg.Size()
+	if err := runDDPRank(c, pg, &res); err != nil {
+		return res, err
+	}
+	res.SamplesPerS = round1(float64(res.World*c.Batch) / res.StepMsMedian * 1e3)
+	return res, nil
+}
+
+func runDDPRank(c DDPConfig, pg dist.ProcessGroup, res *DDPResult) error {
+	rank := pg.Rank()
 	job, err := newMLPOn(tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), uint64(rank)), c.Batch)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -16,6 +17,19 @@ import (
 type JobOptions struct {
 	// Ranks is the number of in-process ranks (at least 1).
 	Ranks int
+	// FirstRank and WorldSize place this process's ranks in a job of
+	// several processes (mpirun, zeroeng launch): its Ranks ranks are
+	// ranks FirstRank to FirstRank+Ranks-1 of WorldSize. A zero WorldSize
+	// means a job of this process alone. NewDevice, Backend.Group and
+	// Setup see the local index, 0 to Ranks-1; the scripts, errors and
+	// output prefixes see the job's ranks.
+	FirstRank, WorldSize int
+	// FirstLocalRank is the node-local rank (LOCAL_RANK) of this
+	// process's first rank.
+	FirstLocalRank int
+	// NoPrefix leaves the ranks' output without the "[rank] " prefix that
+	// a job of several ranks otherwise gets (zeroeng launch adds it).
+	NoPrefix bool
 	// Rank holds the options every rank shares; Rank, WorldSize, Prefix
 	// and Runtime are set per rank.
 	Rank Options
@@ -34,11 +48,17 @@ type JobOptions struct {
 }
 
 // Backend is what a job needs of its ranks' communication: a process group
-// per rank, and a way to stop every rank's collectives when one rank fails.
+// per local rank, and a way to stop every rank's collectives when one rank
+// fails.
 type Backend interface {
 	Group(rank int) dist.ProcessGroup
 	Abort(err error)
 }
+
+// stopper is implemented by backends that learn of a failure elsewhere in
+// the job (a rank of another process died): the job then stops with that
+// error, even where no rank is waiting in a collective.
+type stopper interface{ Stopped() <-chan error }
 
 // leaver is implemented by backends that learn when a rank has finished,
 // so that collectives waiting for it fail at once (the in-process one).
@@ -63,7 +83,7 @@ func makeBackend(n int, jo JobOptions) (Backend, []device.Device, func(), error)
 		d, err := jo.NewDevice(rank)
 		if err != nil {
 			closeDevs()
-			return nil, nil, nil, &RankError{rank, n, err}
+			return nil, nil, nil, &RankError{jo.FirstRank + rank, max(n, jo.WorldSize), err}
 		}
 		devs[rank] = d
 	}
@@ -88,6 +108,15 @@ func makeBackend(n int, jo JobOptions) (Backend, []device.Device, func(), error)
 	}, nil
 }
 
+// StopError is what a job aborts its backend with when a rank fails or
+// the job is interrupted: the other ranks' collectives fail with it.
+type StopError struct {
+	Why   string // "stopped: rank 1 failed", "interrupted"
+	Cause error  // the failed rank's error; nil when interrupted
+}
+
+func (e *StopError) Error() string { return "dist: " + e.Why }
+
 // RankError is the failure of one rank of a job.
 type RankError struct {
 	Rank, Ranks int
@@ -110,6 +139,13 @@ func (e *RankError) Unwrap() error { return e.Err }
 // failure is returned, once. Cancelling ctx interrupts every rank.
 func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	n := max(1, jo.Ranks)
+	size := jo.WorldSize
+	if size == 0 {
+		size, jo.FirstRank = n, 0
+	}
+	if jo.FirstRank < 0 || jo.FirstRank+n > size {
+		return fmt.Errorf("script: ranks %d to %d are outside a job of %d", jo.FirstRank, jo.FirstRank+n-1, size)
+	}
 	if jo.Dist.Trace == nil {
 		jo.Dist.Trace = jo.Rank.Trace // the ranks' collectives go in the same trace
 	}
@@ -119,24 +155,25 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	}
 	defer closeAll()
 	runtimes := make([]*Runtime, n)
-	for rank := range runtimes {
+	for local := range runtimes {
+		rank := jo.FirstRank + local
 		o := jo.Rank
-		o.Rank, o.WorldSize = rank, n
-		o.Group = world.Group(rank)
-		if n > 1 {
+		o.Rank, o.WorldSize, o.LocalRank = rank, size, jo.FirstLocalRank+local
+		o.Group = world.Group(local)
+		if size > 1 && !jo.NoPrefix {
 			o.Prefix = fmt.Sprintf("[%d] ", rank)
 		}
-		o.Runtime = tensor.NewRuntime(devs[rank], o.Seed)
+		o.Runtime = tensor.NewRuntime(devs[local], o.Seed)
 		r, err := New(o)
 		if err != nil {
-			return &RankError{rank, n, err}
+			return &RankError{rank, size, err}
 		}
 		if jo.Setup != nil {
 			if err := jo.Setup(r); err != nil {
-				return &RankError{rank, n, err}
+				return &RankError{rank, size, err}
 			}
 		}
-		runtimes[rank] = r
+		runtimes[local] = r
 	}
 
 	var (
@@ -144,10 +181,10 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		first *RankError
 		wg    sync.WaitGroup
 	)
-	stopOthers := func(failed int, why string) {
+	stopOthers := func(failed int, why string, cause error) {
 		// Ranks blocked in a collective wake with this error; the others
 		// stop at their next JavaScript statement.
-		world.Abort(fmt.Errorf("dist: %s", why))
+		world.Abort(&StopError{Why: why, Cause: cause})
 		for i, r := range runtimes {
 			if i != failed {
 				r.Interrupt(why)
@@ -160,14 +197,29 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		case <-ctx.Done():
 			mu.Lock()
 			if first == nil {
-				first = &RankError{-1, n, &Error{Message: "interrupted", Interrupted: true}}
+				first = &RankError{-1, size, &Error{Message: "interrupted", Interrupted: true}}
 			}
 			mu.Unlock()
-			stopOthers(-1, "interrupted")
+			stopOthers(-1, "interrupted", nil)
 		case <-done:
 		}
 	}()
-	for rank, r := range runtimes {
+	if st, ok := world.(stopper); ok {
+		go func() {
+			select {
+			case err := <-st.Stopped():
+				mu.Lock()
+				if first == nil {
+					first = &RankError{jo.FirstRank, size, err}
+				}
+				mu.Unlock()
+				stopOthers(-1, strings.TrimPrefix(err.Error(), "dist: "), nil)
+			case <-done:
+			}
+		}()
+	}
+	for local, r := range runtimes {
+		rank := jo.FirstRank + local
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -176,7 +228,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			if err == nil {
 				// Collectives waiting for this rank can never complete.
 				if l, ok := world.(leaver); ok {
-					l.Leave(rank)
+					l.Leave(local)
 				}
 				return
 			}
@@ -184,8 +236,8 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			defer mu.Unlock()
 			var se *Error
 			if first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted)) {
-				first = &RankError{rank, n, err}
-				go stopOthers(rank, fmt.Sprintf("stopped: rank %d failed", rank))
+				first = &RankError{rank, size, err}
+				go stopOthers(local, fmt.Sprintf("stopped: rank %d failed", rank), err)
 			}
 		}()
 	}

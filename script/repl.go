@@ -119,7 +119,7 @@ func NewREPL(opts REPLOptions) (*REPL, error) {
 	r.world = world
 	for rank := range n {
 		o := opts.Rank
-		o.Rank, o.WorldSize = rank, n
+		o.Rank, o.WorldSize, o.LocalRank = rank, n, rank
 		o.Group = world.Group(rank)
 		o.Stdout, o.Stderr = r.stdout, r.stderr
 		o.Prefix = ""

@@ -32,6 +32,9 @@ import (
 type Options struct {
 	// Rank and WorldSize place the runtime among the job's ranks.
 	Rank, WorldSize int
+	// LocalRank is the rank's place among the ranks of its node (its
+	// GPU), LOCAL_RANK in a job of several processes.
+	LocalRank int
 	// Seed seeds the rank's default generator (torch.manual_seed).
 	Seed uint64
 	// Args are the script's arguments: process.argv is
@@ -223,6 +226,7 @@ func (r *Runtime) installGlobals() error {
 	}
 	must(process.Set("env", env))
 	must(process.Set("platform", "linux"))
+	must(process.Set("pid", os.Getpid()))
 	must(process.Set("exit", func(call goja.FunctionCall) goja.Value {
 		code := int(call.Argument(0).ToInteger())
 		panic(r.vm.NewGoError(&ExitError{Code: code}))
