@@ -14,7 +14,7 @@ run: build
 # The race detector needs cgo (gcc); everything else builds and tests with CGO_ENABLED=0.
 test: vet
 	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./engine/checkpoint/... ./engine/trace/... ./hooks/... ./script/... ./cmd/...
+	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./engine/checkpoint/... ./engine/trace/... ./engine/rendezvous/... ./engine/jobenv/... ./mpi/... ./hooks/... ./script/... ./cmd/...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
@@ -34,6 +34,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 30s -fuzzminimizetime 3s ./hooks/wasm
 	$(GO) test -run '^$$' -fuzz FuzzParseOptimizer -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
 	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
+	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s -fuzzminimizetime 3s ./engine/rendezvous
+	$(GO) test -run '^$$' -fuzz FuzzFromEnv -fuzztime 30s -fuzzminimizetime 3s ./engine/jobenv
 
 # The sample Wasm comm hooks (docs/wasm-hook-abi.md, samples/hooks/README.md) into
 # samples/hooks/build/: Go (its own module, so that ./... above never sees wasm-only code),

@@ -21,10 +21,15 @@ type jobLog struct {
 	w     io.Writer
 	json  *slog.Logger // nil for text
 	quiet bool         // no summary (errors are always printed)
+	// process is this process's rank in a job of several processes
+	// (-1 otherwise): its messages are about that rank, and in text
+	// each line starts with "[rank] " unless zeroeng launch adds it.
+	process int
+	prefix  string
 }
 
 func newJobLog(w io.Writer, format string, quiet bool) *jobLog {
-	l := &jobLog{w: w, quiet: quiet}
+	l := &jobLog{w: w, quiet: quiet, process: -1}
 	if format == "json" {
 		l.json = slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
 			Level: slog.LevelDebug,
@@ -44,6 +49,9 @@ func newJobLog(w io.Writer, format string, quiet bool) *jobLog {
 // text, the array "stack" in JSON. Text has no level: errors and warnings
 // read the same to a person, and the exit status tells them apart.
 func (l *jobLog) log(level slog.Level, rank int, msg string, stack []string, attrs ...slog.Attr) {
+	if rank < 0 {
+		rank = l.process
+	}
 	if l.json != nil {
 		var r any
 		if rank >= 0 {
@@ -91,7 +99,7 @@ func (l *jobLog) scriptFailure(err error) {
 		l.log(slog.LevelError, rank, msg, stack)
 		return
 	}
-	if ranks > 1 && rank >= 0 {
+	if ranks > 1 && rank >= 0 && l.process < 0 { // a process of a job: its lines carry "[rank] "
 		msg = fmt.Sprintf("rank %d: %s", rank, msg)
 	}
 	l.logText(msg, stack)
@@ -101,9 +109,10 @@ func (l *jobLog) scriptFailure(err error) {
 // with the script position, as compilers print errors.
 func (l *jobLog) logText(msg string, stack []string) {
 	var b strings.Builder
+	b.WriteString(l.prefix)
 	b.WriteString(msg)
 	for _, f := range stack {
-		b.WriteString("\n    at ")
+		b.WriteString("\n" + l.prefix + "    at ")
 		b.WriteString(f)
 	}
 	b.WriteByte('\n')

@@ -112,6 +112,7 @@ func newApp() *cli.App {
 func commands() []*cli.Command {
 	return []*cli.Command{
 		runCommand(),
+		launchCommand(),
 		replCommand(),
 		{
 			Name:         "bench",

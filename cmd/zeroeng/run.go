@@ -19,6 +19,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/jobenv"
 	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/hooks/wasm"
@@ -45,6 +46,7 @@ command line wins over the variable:
                                                      steps and collectives (chrome://tracing, ui.perfetto.dev)
    ZEROENG_NET=10Gbit,20us     --net 10Gbit,20us     collectives last as long as on that link (bus-bandwidth model)
    ZEROENG_DIST_TIMEOUT=30s    --dist-timeout 30s    a collective waits this long for the other ranks (default 10m)
+   ZEROENG_RDZV_TIMEOUT=1m     --rdzv-timeout 1m     in a job of several processes, how long the ranks wait for each other (default 5m)
    ZEROENG_DIST_DEBUG=1        --dist-debug          check that all ranks call each collective with the same shapes
    ZEROENG_HOOK=topk.wasm      --hook topk.wasm      every DistributedDataParallel reduces with this Wasm comm hook
    ZEROENG_HOOK_CONFIG=...     --hook-config '{"ratio":0.01}'  handed to that hook's configure export
@@ -61,6 +63,14 @@ Examples:
    ZEROENG_METRICS=metrics.jsonl ZEROENG_QUIET=1 zeroeng run train.js
    zeroeng run --log-format json train.js 2>job.log
    zeroeng run --nproc 4 --hook samples/hooks/build/topk.wasm samples/fashion_mnist.js
+
+Jobs of several processes, one rank each: zeroeng launch starts them (see
+zeroeng launch --help), as do mpirun (-np N zeroeng run train.js: Open MPI
+carries the collectives on the CPU), srun and torchrun: zeroeng run reads
+RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (or Open MPI's,
+PMI's and Slurm's variables) and joins the job as that rank. Rank 0 writes the
+--metrics and --trace files; rank r writes its own, named with .rankR before
+the extension.
 
 Errors print the script position (file:line:column), the message (for engine
 errors the op and the shapes) and the JavaScript stack; with several ranks, the
@@ -93,6 +103,7 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome trace event file (JSON) of every rank to `FILE` when the job ends (replaced if it exists)", EnvVars: []string{"ZEROENG_TRACE"}},
 			&cli.StringFlag{Name: "net", Value: "none", Usage: "emulate a network link between the ranks: `BANDWIDTH[,LATENCY]`, e.g. 10Gbit,20us", EnvVars: []string{"ZEROENG_NET"}},
 			&cli.DurationFlag{Name: "dist-timeout", Value: dist.DefaultTimeout, Usage: "how long a collective waits for the other ranks", EnvVars: []string{"ZEROENG_DIST_TIMEOUT"}},
+			&cli.DurationFlag{Name: "rdzv-timeout", Value: 5 * time.Minute, Usage: "in a job of several processes, how long the ranks wait for each other to start", EnvVars: []string{"ZEROENG_RDZV_TIMEOUT"}},
 			&cli.BoolFlag{Name: "dist-debug", Usage: "check that every rank calls each collective with the same shapes, and name the calls that differ", EnvVars: []string{"ZEROENG_DIST_DEBUG"}},
 			&cli.StringFlag{Name: "hook", Usage: "reduce the gradients of every DistributedDataParallel with the Wasm comm hook `FILE.wasm` (docs/wasm-hook-abi.md)", EnvVars: []string{"ZEROENG_HOOK"}},
 			&cli.StringFlag{Name: "hook-config", Usage: "configuration handed to the --hook module's configure export (JSON for the samples)", EnvVars: []string{"ZEROENG_HOOK_CONFIG"}},
@@ -117,6 +128,8 @@ type runConfig struct {
 	dist      dist.Options
 	hooks     script.WasmHookOptions
 	cuda      bool // one GPU per rank, NCCL between them
+
+	rdzvTimeout time.Duration // how long a job of several processes waits for its ranks
 }
 
 // newDevice opens GPU rank for rank under --device cuda; nil means the CPU.
@@ -205,6 +218,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if c.Duration("dist-timeout") <= 0 {
 		return cfg, usagef("run", "run: --dist-timeout must be positive, got %v", c.Duration("dist-timeout"))
 	}
+	if cfg.rdzvTimeout = c.Duration("rdzv-timeout"); cfg.rdzvTimeout <= 0 {
+		return cfg, usagef("run", "run: --rdzv-timeout must be positive, got %v", cfg.rdzvTimeout)
+	}
 	cfg.dist = dist.Options{Net: net, Timeout: c.Duration("dist-timeout"), Debug: c.Bool("dist-debug")}
 	cfg.hooks = script.WasmHookOptions{
 		Path:   c.String("hook"),
@@ -253,6 +269,33 @@ func runAction(c *cli.Context) error {
 	}
 	logs := newJobLog(os.Stderr, cfg.logFormat, cfg.quiet)
 
+	// In a job of several processes (zeroeng launch, torchrun, mpirun,
+	// srun) this process runs one of its ranks.
+	place, inJob, err := jobenv.FromEnv(os.Getenv)
+	if err != nil {
+		return usagef("run", "run: %v", err)
+	}
+	var proc *processJob
+	if inJob && place.Size > 1 {
+		if c.IsSet("nproc") && cfg.nproc != 1 {
+			return usagef("run", "run: --nproc %d in a job of %d processes (%s variables): each process runs one rank", cfg.nproc, place.Size, place.Source)
+		}
+		proc = &processJob{place: place, cuda: cfg.cuda, dist: cfg.dist, timeout: cfg.rdzvTimeout, launched: os.Getenv(launchedEnv) != ""}
+		logs.process = place.Rank
+		if !proc.launched {
+			logs.prefix = fmt.Sprintf("[%d] ", place.Rank)
+		}
+		if place.Rank > 0 {
+			// Rank 0 writes the files the flags name; the others their own.
+			cfg.metrics = perRankFile(cfg.metrics, place.Rank)
+			cfg.trace = perRankFile(cfg.trace, place.Rank)
+		}
+	}
+	ranks := cfg.nproc
+	if proc != nil {
+		ranks = place.Size
+	}
+
 	var metrics *os.File
 	var metricsW io.Writer
 	if cfg.metrics != "" {
@@ -269,20 +312,20 @@ func runAction(c *cli.Context) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := &script.StopRequest{}
-	sig := catchSignals(cancel, stop)
+	sig := catchSignals(cancel, stop, logs.prefix)
 	defer sig.stop()
 
 	var rec *trace.Recorder // nil: no trace
 	if cfg.trace != "" {
 		rec = trace.New(trace.Options{})
 		rec.SetInfo("script", cfg.script)
-		rec.SetInfo("ranks", cfg.nproc)
+		rec.SetInfo("ranks", ranks)
 		rec.SetInfo("zeroeng_version", script.Version)
 	}
 
 	var runtimes []*script.Runtime
 	start := time.Now()
-	err = script.RunJob(ctx, cfg.script, script.JobOptions{
+	jo := script.JobOptions{
 		Ranks: cfg.nproc,
 		Dist:  cfg.dist,
 		Rank: script.Options{
@@ -304,7 +347,11 @@ func runAction(c *cli.Context) error {
 		},
 		NewDevice:  cfg.newDevice(),
 		NewBackend: cfg.newBackend(),
-	})
+	}
+	if proc != nil {
+		proc.apply(&jo)
+	}
+	err = script.RunJob(ctx, cfg.script, jo)
 	elapsed := time.Since(start)
 	received := sig.received()
 	if sig.graceful.Load() {
@@ -344,8 +391,8 @@ func runAction(c *cli.Context) error {
 		return "ok"
 	}
 	if metrics != nil {
-		for rank, r := range runtimes {
-			metricsW.Write(r.MetricsSummary(elapsed, status(rank)))
+		for i, r := range runtimes {
+			metricsW.Write(r.MetricsSummary(elapsed, status(jo.FirstRank+i)))
 		}
 		if cerr := metrics.Close(); cerr != nil && exit == 0 {
 			logs.log(slog.LevelError, -1, fmt.Sprintf("writing %s: %v", cfg.metrics, cerr), nil)
@@ -375,8 +422,10 @@ func runAction(c *cli.Context) error {
 		}
 		logs.log(slog.LevelWarn, -1, msg, nil)
 	case err == nil:
-		logs.summary(fmt.Sprintf("finished in %.2fs (%s)", elapsed.Seconds(), plural(cfg.nproc, "rank")),
-			slog.Int("ranks", cfg.nproc), slog.Float64("elapsed_s", roundMillis(elapsed)))
+		if proc == nil || place.Rank == 0 {
+			logs.summary(fmt.Sprintf("finished in %.2fs (%s)", elapsed.Seconds(), plural(ranks, "rank")),
+				slog.Int("ranks", ranks), slog.Float64("elapsed_s", roundMillis(elapsed)))
+		}
 	case se != nil && se.Exit != nil:
 		// process.exit(code): the script chose its status; nothing to add.
 	default:
@@ -400,7 +449,8 @@ type signals struct {
 	graceful atomic.Bool    // the first signal became a stop request
 }
 
-func catchSignals(cancel context.CancelFunc, stop *script.StopRequest) *signals {
+// prefix starts each message ("[rank] " in a job of several processes).
+func catchSignals(cancel context.CancelFunc, stop *script.StopRequest, prefix string) *signals {
 	s := &signals{ch: make(chan os.Signal, 2), done: make(chan struct{}), got: make(chan os.Signal, 1)}
 	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -409,14 +459,14 @@ func catchSignals(cancel context.CancelFunc, stop *script.StopRequest) *signals 
 			select {
 			case sig := <-s.ch:
 				if first != nil {
-					fmt.Fprintf(os.Stderr, "\nzeroeng: %s again: exiting without waiting for the ranks\n", signalName(sig))
+					fmt.Fprintf(os.Stderr, "\n%szeroeng: %s again: exiting without waiting for the ranks\n", prefix, signalName(sig))
 					os.Exit(128 + int(sig.(syscall.Signal)))
 				}
 				first = sig
 				s.got <- sig
 				if sig == syscall.SIGTERM && stop.Request() {
 					s.graceful.Store(true)
-					fmt.Fprintf(os.Stderr, "\nzeroeng: SIGTERM: saving a checkpoint after the current step, then exiting (SIGTERM again exits at once)\n")
+					fmt.Fprintf(os.Stderr, "\n%szeroeng: SIGTERM: saving a checkpoint after the current step, then exiting (SIGTERM again exits at once)\n", prefix)
 					continue
 				}
 				cancel()

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Jobs of several processes, started as users start them: zeroeng launch,
+// or zeroeng run under torchrun's variables. These tests run on the CPU
+// without MPI (--spawn direct): the ranks meet at the rendezvous store and
+// run scripts that do not communicate; mpi_test.go runs real training
+// under mpirun.
+
+// busyLoop keeps a rank running until it is signalled.
+const busyLoop = `const t0 = Date.now(); while (Date.now() - t0 < 60000) {}`
+
+func TestLaunchPrefixesEveryRank(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"hello.js": `
+const { dist } = require("zeroeng");
+console.log("hello from", dist.rank, "of", dist.worldSize, "local", dist.localRank);
+console.error("stderr of", dist.rank);
+`})
+	r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "3", "--quiet", "hello.js")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for rank := range 3 {
+		want := fmt.Sprintf("[%d] hello from %d of 3 local %d\n", rank, rank, rank)
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
+		}
+		if want := fmt.Sprintf("[%d] stderr of %d\n", rank, rank); !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stdout, "] [") {
+		t.Errorf("a line has two prefixes:\n%s", r.stdout)
+	}
+}
+
+func TestLaunchStopsTheOthersWhenOneFails(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"fail.js": `
+const { dist } = require("zeroeng");
+if (dist.rank == 1) { throw new Error("rank one gives up"); }
+` + busyLoop})
+	r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "3", "--quiet", "fail.js")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1 (rank 1's status)\nstderr:\n%s", r.code, r.stderr)
+	}
+	if r.took > 30*time.Second {
+		t.Errorf("took %v: the other ranks were not stopped", r.took)
+	}
+	for _, want := range []string{"rank one gives up", "zeroeng launch: rank 1 (pid ", "exited with status 1; stopping the other 2 ranks"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+func TestLaunchNamesAKilledRank(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"pid.js": `
+const { dist } = require("zeroeng");
+console.log("pid", dist.rank, process.pid);
+` + busyLoop})
+	cmd := exec.Command(binary, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "--grace", "5s", "pid.js")
+	cmd.Dir = dir
+	cmd.Env = cleanEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pids := map[int]int{}
+	lines := bufio.NewScanner(stdout)
+	re := regexp.MustCompile(`^\[(\d)\] pid (\d) (\d+)$`)
+	for len(pids) < 2 && lines.Scan() {
+		if m := re.FindStringSubmatch(lines.Text()); m != nil {
+			rank, _ := strconv.Atoi(m[2])
+			pid, _ := strconv.Atoi(m[3])
+			pids[rank] = pid
+		}
+	}
+	if len(pids) < 2 {
+		t.Fatalf("the ranks did not print their pids: %v\n%s", pids, stderr.String())
+	}
+	start := time.Now()
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	err = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 128+9 {
+		t.Fatalf("exit %d (%v), want 137 (rank 1's SIGKILL)\nstderr:\n%s", code, err, stderr.String())
+	}
+	want := fmt.Sprintf("zeroeng launch: rank 1 (pid %d) was killed by SIGKILL; stopping the other 1 rank", pids[1])
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("rank 0 stopped %v after rank 1 was killed", took)
+	}
+}
+
+func TestLaunchForwardsSIGTERM(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"wait.js": `console.log("started");` + busyLoop})
+	cmd := exec.Command(binary, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "wait.js")
+	cmd.Dir = dir
+	cmd.Env = cleanEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	lines := bufio.NewScanner(stdout)
+	for n := 0; n < 2 && lines.Scan(); {
+		if strings.HasSuffix(lines.Text(), "started") {
+			n++
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 143 {
+		t.Fatalf("exit %d, want 143\nstderr:\n%s", code, stderr.String())
+	}
+	if strings.Count(stderr.String(), "interrupted by SIGTERM") != 2 {
+		t.Errorf("both ranks should report SIGTERM:\n%s", stderr.String())
+	}
+	if strings.Contains(stderr.String(), "stopping the other") {
+		t.Errorf("a forwarded signal is not a rank's failure:\n%s", stderr.String())
+	}
+}
+
+// rankEnv is the environment of rank of a job of size started by hand,
+// with torchrun's variables.
+func rankEnv(rank, size, port int) []string {
+	return []string{"RANK=" + strconv.Itoa(rank), "WORLD_SIZE=" + strconv.Itoa(size),
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port)}
+}
+
+func TestRendezvousErrors(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"noop.js": `console.log("ran")`})
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a rank never arrives", func(t *testing.T) {
+		r := zeroeng(t, dir, rankEnv(0, 3, port), "run", "--rdzv-timeout", "1s", "noop.js")
+		if r.code == 0 || !strings.Contains(r.stderr, "ranks 1, 2 of 3 did not join within 1s") {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+		if strings.Contains(r.stdout, "ran") {
+			t.Errorf("the script ran without its ranks")
+		}
+	})
+
+	t.Run("rank 0 never starts", func(t *testing.T) {
+		r := zeroeng(t, dir, rankEnv(1, 2, port), "run", "--rdzv-timeout", "1s", "noop.js")
+		if r.code == 0 || !strings.Contains(r.stderr, fmt.Sprintf("no store at 127.0.0.1:%d after 1s", port)) {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("the port is in use", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		busy := l.Addr().(*net.TCPAddr).Port
+		r := zeroeng(t, dir, rankEnv(0, 2, busy), "run", "--rdzv-timeout", "5s", "noop.js")
+		if r.code == 0 || !strings.Contains(r.stderr, "the port is in use") || r.took > 4*time.Second {
+			t.Fatalf("exit %d after %v\n%s", r.code, r.took, r.stderr)
+		}
+	})
+
+	t.Run("world sizes differ", func(t *testing.T) {
+		other := make(chan result, 1)
+		go func() { other <- zeroeng(t, dir, rankEnv(1, 3, port), "run", "--rdzv-timeout", "20s", "noop.js") }()
+		r0 := zeroeng(t, dir, rankEnv(0, 2, port), "run", "--rdzv-timeout", "20s", "noop.js")
+		r1 := <-other
+		if r0.code == 0 || r1.code == 0 {
+			t.Fatalf("exits %d and %d\nrank 0:\n%s\nrank 1:\n%s", r0.code, r1.code, r0.stderr, r1.stderr)
+		}
+		if !strings.Contains(r1.stderr, "WORLD_SIZE 3 but rank 0") {
+			t.Errorf("rank 1 should name the mismatch:\n%s", r1.stderr)
+		}
+		if r0.took > 15*time.Second || r1.took > 15*time.Second {
+			t.Errorf("took %v and %v: a mismatch must not wait for the timeout", r0.took, r1.took)
+		}
+	})
+
+	t.Run("bad variables", func(t *testing.T) {
+		r := zeroeng(t, dir, []string{"RANK=x", "WORLD_SIZE=2"}, "run", "noop.js")
+		if r.code != 2 || !strings.Contains(r.stderr, `RANK="x" is not a non-negative integer`) {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+	})
+
+	t.Run("collectives need MPI on the CPU", func(t *testing.T) {
+		dir := scriptDir(t, map[string]string{"ar.js": `
+const { tensor, dist } = require("zeroeng");
+dist.allReduce(tensor.ones([2]), "sum").wait();`})
+		r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "ar.js")
+		if r.code != 1 || !strings.Contains(r.stderr, "collectives between processes on the CPU run on Open MPI") {
+			t.Fatalf("exit %d\n%s", r.code, r.stderr)
+		}
+	})
+}
+
+func TestLaunchUsageErrors(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"noop.js": ``})
+	tests := []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{args: []string{"launch"}, want: "no script given"},
+		{args: []string{"launch", "missing.js"}, want: "cannot open script"},
+		{args: []string{"launch", "--nproc-per-node", "0", "noop.js"}, want: "--nproc-per-node must be 1 or more"},
+		{args: []string{"launch", "--nnodes", "2", "--node-rank", "2", "noop.js"}, want: "--node-rank 2 is not one of --nnodes 2"},
+		{args: []string{"launch", "--nnodes", "2", "--spawn", "direct", "noop.js"}, want: "2 nodes need --master HOST:PORT"},
+		{args: []string{"launch", "--master", "nohost", "noop.js"}, want: `--master "nohost" is not HOST:PORT`},
+		{args: []string{"launch", "--spawn", "ssh", "noop.js"}, want: "--spawn must be auto, direct or mpirun"},
+		{args: []string{"launch", "noop.js"}, env: []string{"RANK=0", "WORLD_SIZE=1"}, want: "RANK/WORLD_SIZE are already set"},
+		{args: []string{"run", "--nproc", "2", "noop.js"}, env: rankEnv(0, 2, 1), want: "--nproc 2 in a job of 2 processes"},
+	}
+	for _, tc := range tests {
+		r := zeroeng(t, dir, tc.env, tc.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("zeroeng %v: exit %d, stderr:\n%s\nwant exit 2 and %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+}
+
+func TestPerRankFile(t *testing.T) {
+	for path, want := range map[string]string{
+		"trace.json":              "trace.rank2.json",
+		"out/m.jsonl":             "out/m.rank2.jsonl",
+		"metrics":                 "metrics.rank2",
+		"run.d/metrics":           "run.d/metrics.rank2",
+		filepath.Join("a.b", "c"): filepath.Join("a.b", "c.rank2"),
+	} {
+		if got := perRankFile(path, 2); got != want {
+			t.Errorf("perRankFile(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestKilledRankStopsTheOthers: ranks started by hand (no launcher to
+// stop them) learn through the rendezvous store that a rank was killed,
+// and stop with an error naming it, though none waits in a collective.
+func TestKilledRankStopsTheOthers(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"loop.js": `console.log("started");` + busyLoop})
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := func(rank int) (*exec.Cmd, *bytes.Buffer, <-chan struct{}) {
+		cmd := exec.Command(binary, "run", "--quiet", "loop.js")
+		cmd.Dir = dir
+		cmd.Env = append(cleanEnv(), rankEnv(rank, 2, port)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill() })
+		started := make(chan struct{})
+		go func() {
+			lines := bufio.NewScanner(out)
+			for lines.Scan() {
+				if strings.HasSuffix(lines.Text(), "started") {
+					close(started)
+				}
+			}
+		}()
+		return cmd, &stderr, started
+	}
+	r0, stderr0, started0 := start(0)
+	r1, _, started1 := start(1)
+	for _, started := range []<-chan struct{}{started0, started1} {
+		select {
+		case <-started:
+		case <-time.After(time.Minute):
+			t.Fatalf("the ranks did not start:\n%s", stderr0)
+		}
+	}
+	if err := r1.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	r1.Wait()
+	r0.Wait()
+	if code := r0.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("rank 0 exit %d, want 1\n%s", code, stderr0)
+	}
+	want := fmt.Sprintf("stopped: rank 1 (%s pid %d) failed: it lost its connection to the store", hostname(t), r1.Process.Pid)
+	if !strings.Contains(stderr0.String(), want) {
+		t.Errorf("rank 0's stderr lacks %q:\n%s", want, stderr0)
+	}
+	if took := time.Since(killed); took > 10*time.Second {
+		t.Errorf("rank 0 stopped %v after rank 1 was killed", took)
+	}
+}
+
+func hostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zeroeng/zeroeng/internal/hookbuild"
+	"github.com/zeroeng/zeroeng/mpi"
+)
+
+// Training across processes on the CPU, over Open MPI, as users start it:
+// mpirun -np N zeroeng run, and zeroeng launch (which starts mpirun). The
+// collectives of package mpi reduce in the in-process backend's order and
+// arithmetic, so the losses are the in-process run's bit for bit.
+
+// needMPI skips a test without Open MPI's library and mpirun.
+func needMPI(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("mpirun"); err != nil {
+		t.Skip("mpirun is not installed (Debian's openmpi-bin)")
+	}
+	if _, err := mpi.Load(); err != nil {
+		t.Skipf("Open MPI: %v", err)
+	}
+}
+
+// mpirunArgs starts np ranks of zeroeng on this machine.
+func mpirunArgs(np int) []string {
+	args := []string{"-np", strconv.Itoa(np), "--oversubscribe", "--bind-to", "none"}
+	if os.Geteuid() == 0 {
+		args = append(args, "--allow-run-as-root")
+	}
+	return append(args, binary)
+}
+
+// losses reads rank 0's loss by step from a metrics file.
+func losses(t *testing.T, metrics string) map[int]float64 {
+	t.Helper()
+	out := map[int]float64{}
+	for _, m := range readJSONLines(t, metrics) {
+		step, ok1 := m["step"].(float64)
+		loss, ok2 := m["loss"].(float64)
+		if ok1 && ok2 && m["rank"] == 0.0 && m["workload"] == nil {
+			out[int(step)] = loss
+		}
+	}
+	return out
+}
+
+// runGPTWith runs samples/gpt.js with the command line before (run, launch or
+// mpirun ... run) and returns rank 0's losses and the output.
+func runGPTWith(t *testing.T, name string, before []string, gptArgs ...string) (map[int]float64, string) {
+	t.Helper()
+	metrics := filepath.Join(t.TempDir(), "m.jsonl")
+	args := append(append(before, "--quiet", "--metrics", metrics, "samples/gpt.js", "--"), gptArgs...)
+	cmd := exec.Command(name, args...)
+	cmd.Dir = "../.."
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+	}
+	return losses(t, metrics), string(out)
+}
+
+func TestMPIMatchesInProcess(t *testing.T) {
+	needMPI(t)
+	if testing.Short() {
+		t.Skip("trains several small models (-short)")
+	}
+	allreduce := filepath.Join(t.TempDir(), "allreduce.wasm")
+	os.WriteFile(allreduce, hookbuild.Sample(t, "allreduce"), 0o644)
+	common := []string{"--steps", "6", "--eval-every", "100", "--batch", "4"}
+	for _, c := range []struct {
+		name   string
+		ranks  int
+		flags  []string // of zeroeng run
+		args   []string // of gpt.js
+		launch bool     // zeroeng launch instead of mpirun
+	}{
+		{name: "DDP on 2", ranks: 2},
+		{name: "ZeRO 2 on 3", ranks: 3, args: []string{"--zero", "2"}},
+		{name: "ZeRO 1 bfloat16 on 2", ranks: 2, args: []string{"--zero", "1", "--dtype", "bfloat16"}},
+		{name: "DDP with a Wasm hook on 2", ranks: 2, flags: []string{"--hook", allreduce}},
+		{name: "zeroeng launch, ZeRO 2 on 2", ranks: 2, args: []string{"--zero", "2"}, launch: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append(append([]string{}, common...), c.args...)
+			want, _ := runGPTWith(t, binary, append([]string{"run", "--nproc", strconv.Itoa(c.ranks)}, c.flags...), args...)
+			var got map[int]float64
+			var out string
+			if c.launch {
+				got, out = runGPTWith(t, binary, append([]string{"launch", "--nproc-per-node", strconv.Itoa(c.ranks)}, c.flags...), args...)
+			} else {
+				got, out = runGPTWith(t, "mpirun", append(append(mpirunArgs(c.ranks), "run"), c.flags...), args...)
+			}
+			if len(want) != 6 || len(got) != 6 {
+				t.Fatalf("steps logged: in-process %d, across processes %d\n%s", len(want), len(got), out)
+			}
+			for step := 1; step <= 6; step++ {
+				if got[step] != want[step] {
+					t.Errorf("step %d: loss %v across processes, %v in-process", step, got[step], want[step])
+				}
+			}
+		})
+	}
+}
+
+// TestMPIKilledRankResumes: a rank killed with SIGKILL mid-run ends the
+// job with an error naming it; launched again, the job resumes from the
+// last complete checkpoint and reports the losses of the run that was
+// never killed.
+func TestMPIKilledRankResumes(t *testing.T) {
+	needMPI(t)
+	if testing.Short() {
+		t.Skip("trains a small model three times (-short)")
+	}
+	// 60 steps: the kill lands long before the end (steps take tens of
+	// milliseconds), and all runs share the schedule that --steps sets.
+	args := []string{"--steps", "60", "--eval-every", "100", "--batch", "4", "--zero", "2", "--checkpoint-every", "3"}
+	want, _ := runGPTWith(t, binary, []string{"run", "--nproc", "2"}, append(args, "--checkpoint", t.TempDir())...)
+
+	ckpt := t.TempDir()
+	metrics := filepath.Join(t.TempDir(), "m.jsonl")
+	all := append([]string{"launch", "--nproc-per-node", "2", "--quiet", "--metrics", metrics, "samples/gpt.js", "--"},
+		append(args, "--checkpoint", ckpt)...)
+	cmd := exec.Command(binary, all...)
+	cmd.Dir = "../.."
+	cmd.Env = cleanEnv()
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// Kill rank 1 once the checkpoint of step 6 is complete.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(filepath.Join(ckpt, "step-00000006", "manifest.json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint of step 6 after 2 minutes:\n%s", output.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pid := rankPID(t, 1)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the job did not end within a minute of rank 1's death:\n%s", output.String())
+	}
+	if cmd.ProcessState.ExitCode() == 0 {
+		t.Fatalf("the job succeeded after rank 1 was killed:\n%s", output.String())
+	}
+	if !strings.Contains(output.String(), "signal 9") {
+		t.Errorf("mpirun did not say a rank was killed:\n%s", output.String())
+	}
+
+	// Launched again on the same folder, it resumes from the newest
+	// complete checkpoint (step 6, or a later one if it was saved before
+	// the kill landed) and goes on as the run that was never killed.
+	got, out := runGPTWith(t, binary, []string{"launch", "--nproc-per-node", "2"}, append(args, "--checkpoint", ckpt)...)
+	if !strings.Contains(out, "resumed from "+ckpt) {
+		t.Fatalf("the job did not resume:\n%s", out)
+	}
+	if len(got) == 0 || len(got) > 54 {
+		t.Fatalf("%d steps after resuming from step 6 or later:\n%s", len(got), out)
+	}
+	for step, loss := range got {
+		if step <= 6 || loss != want[step] {
+			t.Errorf("step %d: loss %v after resuming, %v uninterrupted", step, loss, want[step])
+		}
+	}
+}
+
+// rankPID finds the pid of rank's process of the job mpirun started: the
+// zeroeng run process whose environment gives it that rank.
+func rankPID(t *testing.T, rank int) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		env, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		vars := strings.Split(string(env), "\x00")
+		var isRank, isOurs bool
+		for _, v := range vars {
+			isRank = isRank || v == fmt.Sprintf("OMPI_COMM_WORLD_RANK=%d", rank)
+			isOurs = isOurs || strings.HasPrefix(v, "MASTER_PORT=")
+		}
+		if !isRank || !isOurs {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if bytes.HasPrefix(cmdline, []byte(binary+"\x00run")) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			return pid
+		}
+	}
+	t.Fatalf("no process of rank %d", rank)
+	return 0
+}

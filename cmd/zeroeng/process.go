@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/jobenv"
+	"github.com/zeroeng/zeroeng/engine/rendezvous"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/gpu"
+	"github.com/zeroeng/zeroeng/mpi"
+	"github.com/zeroeng/zeroeng/nccl"
+	"github.com/zeroeng/zeroeng/script"
+)
+
+// This file is how `zeroeng run` takes its place in a job of several
+// processes, one rank each, started by zeroeng launch, torchrun, mpirun
+// or srun (engine/jobenv reads which). The ranks talk:
+//
+//   - on GPUs, NCCL: rank 0 serves a rendezvous store (engine/rendezvous)
+//     on MASTER_ADDR:MASTER_PORT, makes the NCCL unique id and hands it to
+//     the others through it; LOCAL_RANK picks the GPU;
+//   - on the CPU, Open MPI (package mpi): the job must be an MPI job
+//     (mpirun, srun --mpi=pmix), which MPI_Init joins by itself.
+//
+// The store also carries failures: a rank that fails says so, and the
+// others stop at once with an error naming it instead of waiting for a
+// collective's timeout.
+
+// launchedEnv is set by zeroeng launch in the environment of the
+// processes it starts: it prefixes their output with their rank itself.
+const launchedEnv = "ZEROENG_LAUNCHED"
+
+// processJob is this process's part of a job of several processes.
+type processJob struct {
+	place    jobenv.Place
+	cuda     bool
+	dist     dist.Options
+	timeout  time.Duration // of the rendezvous
+	launched bool
+}
+
+// joinOptions returns the job options that place this process's single
+// rank in the job.
+func (p *processJob) apply(jo *script.JobOptions) {
+	jo.Ranks, jo.FirstRank, jo.WorldSize, jo.FirstLocalRank = 1, p.place.Rank, p.place.Size, p.place.LocalRank
+	jo.NoPrefix = p.launched
+	if p.cuda {
+		jo.NewDevice = func(int) (device.Device, error) {
+			d, err := gpu.Open(gpu.Options{Ordinal: p.place.LocalRank, Index: p.place.Rank})
+			if err != nil {
+				return nil, fmt.Errorf("--device cuda: GPU %d (LOCAL_RANK): %w", p.place.LocalRank, err)
+			}
+			return d, nil
+		}
+	} else {
+		jo.NewDevice = nil
+	}
+	jo.NewBackend = p.backend
+}
+
+// storeAddr is where rank 0 serves the rendezvous store.
+func (p *processJob) storeAddr() (string, error) {
+	if p.place.MasterAddr != "" {
+		return p.place.Addr(), nil
+	}
+	if p.place.LocalSize == p.place.Size {
+		// Every rank is on this node: loopback will do.
+		q := p.place
+		q.MasterAddr = "127.0.0.1"
+		return q.Addr(), nil
+	}
+	return "", fmt.Errorf("run: the ranks span several nodes (%d of %d here) and MASTER_ADDR is not set: say where rank 0 serves the rendezvous store", p.place.LocalSize, p.place.Size)
+}
+
+func (p *processJob) join() (*rendezvous.Rendezvous, error) {
+	addr, err := p.storeAddr()
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	me := rendezvous.Member{Rank: p.place.Rank, Size: p.place.Size, Host: host, PID: os.Getpid()}
+	return rendezvous.Join(context.Background(), addr, me, p.timeout, p.place.Rank == 0)
+}
+
+// backend makes this rank's process group (script.JobOptions.NewBackend).
+func (p *processJob) backend(devs []device.Device) (script.Backend, error) {
+	if !p.cuda {
+		if !mpi.InJob() {
+			// Meet the others anyway: a wrong world size or a rank that
+			// never starts is then found before the script runs.
+			rdv, err := p.join()
+			if err != nil {
+				return nil, err
+			}
+			why := fmt.Errorf("dist: collectives between processes on the CPU run on Open MPI, and this job was not started by mpirun (its ranks come from %s variables): start it with `mpirun -np %d zeroeng run ...`, or with `zeroeng launch`, which uses mpirun on the CPU", p.place.Source, p.place.Size)
+			return newProcessBackend(noTransport{rank: p.place.Rank, size: p.place.Size, err: why}, nil, rdv), nil
+		}
+		lib, err := mpi.Load()
+		if err != nil {
+			return nil, fmt.Errorf("run: rank %d of %d on the CPU needs Open MPI: %w", p.place.Rank, p.place.Size, err)
+		}
+		w, err := mpi.NewWorld(lib, p.dist)
+		if err != nil {
+			return nil, err
+		}
+		if w.Rank() != p.place.Rank || w.Size() != p.place.Size {
+			w.Abort(errors.New("mismatched world"))
+			w.Close()
+			return nil, fmt.Errorf("run: MPI says this is rank %d of %d, the %s variables say rank %d of %d", w.Rank(), w.Size(), p.place.Source, p.place.Rank, p.place.Size)
+		}
+		return newProcessBackend(w.Group(0), w, nil), nil
+	}
+
+	lib, err := nccl.Load()
+	if err != nil {
+		return nil, fmt.Errorf("run: rank %d of %d on a GPU needs NCCL: %w", p.place.Rank, p.place.Size, err)
+	}
+	rdv, err := p.join()
+	if err != nil {
+		return nil, err
+	}
+	const idKey = "nccl/world"
+	var id nccl.UniqueID
+	if p.place.Rank == 0 {
+		id, err = lib.GetUniqueID()
+		if err == nil {
+			err = rdv.Client().Set(idKey, id[:])
+		}
+	} else {
+		var b []byte
+		b, err = rdv.Client().Get(idKey)
+		if err == nil && len(b) != len(id) {
+			err = fmt.Errorf("the store holds a %d-byte NCCL id, not %d", len(b), len(id))
+		}
+		copy(id[:], b)
+	}
+	if err != nil {
+		rdv.Fail(err.Error())
+		rdv.Close()
+		return nil, fmt.Errorf("run: NCCL unique id: %w", err)
+	}
+	g, err := nccl.NewGroupFromID(lib, devs[0].(*gpu.Device), id, p.place.Rank, p.place.Size, p.dist)
+	if err != nil {
+		rdv.Fail(err.Error())
+		rdv.Close()
+		return nil, err
+	}
+	return newProcessBackend(g, g, rdv), nil
+}
+
+// processBackend is the script.Backend of one rank in its own process:
+// its group, what aborts and closes it, and the rendezvous that tells the
+// other ranks when this one fails (and this one when another fails).
+type processBackend struct {
+	group dist.ProcessGroup
+	owner interface {
+		Abort(error)
+		Close() error
+	}
+	rdv *rendezvous.Rendezvous
+
+	once     sync.Once
+	mu       sync.Mutex
+	external bool       // aborted because another rank failed
+	stopped  chan error // that failure, for script.RunJob
+}
+
+// Stopped delivers the failure of another rank (script.RunJob stops the
+// job with it).
+func (b *processBackend) Stopped() <-chan error { return b.stopped }
+
+func newProcessBackend(g dist.ProcessGroup, owner interface {
+	Abort(error)
+	Close() error
+}, rdv *rendezvous.Rendezvous) *processBackend {
+	b := &processBackend{group: g, owner: owner, rdv: rdv, stopped: make(chan error, 1)}
+	if rdv != nil {
+		self := fmt.Sprintf("rank %d (", g.Rank())
+		go func() {
+			msg, ok := <-rdv.Failed()
+			if !ok || strings.HasPrefix(msg, self) {
+				return // closed, or this rank's own failure
+			}
+			b.mu.Lock()
+			b.external = true
+			b.mu.Unlock()
+			err := fmt.Errorf("dist: stopped: %s", msg)
+			b.abort(err)
+			b.stopped <- err
+		}()
+	}
+	return b
+}
+
+func (b *processBackend) Group(int) dist.ProcessGroup { return b.group }
+
+// Abort stops this rank's collectives; unless another rank's failure
+// caused it, the others learn of it through the store.
+func (b *processBackend) Abort(err error) {
+	b.mu.Lock()
+	external := b.external
+	b.mu.Unlock()
+	if b.rdv != nil && !external {
+		why := err.Error()
+		var stop *script.StopError
+		if errors.As(err, &stop) && stop.Cause != nil {
+			why = stop.Cause.Error()
+		}
+		if line, _, cut := strings.Cut(why, "\n"); cut {
+			why = line + " …"
+		}
+		b.rdv.Fail(why)
+	}
+	b.abort(err)
+}
+
+func (b *processBackend) abort(err error) {
+	b.once.Do(func() {
+		if b.owner != nil {
+			b.owner.Abort(err)
+		}
+	})
+}
+
+func (b *processBackend) Close() error {
+	var err error
+	if b.owner != nil {
+		err = b.owner.Close()
+	}
+	if b.rdv != nil {
+		err = errors.Join(err, b.rdv.Close())
+	}
+	return err
+}
+
+// noTransport is the process group of a rank that has no way to move
+// tensors to the others: every collective fails with err.
+type noTransport struct {
+	rank, size int
+	err        error
+}
+
+func (n noTransport) Rank() int { return n.rank }
+func (n noTransport) Size() int { return n.size }
+func (n noTransport) AllReduce(*tensor.Tensor, dist.ReduceOp) *dist.Work {
+	return dist.Failed(n.err)
+}
+func (n noTransport) Broadcast(*tensor.Tensor, int) *dist.Work { return dist.Failed(n.err) }
+func (n noTransport) ReduceScatter(_, _ *tensor.Tensor, _ dist.ReduceOp) *dist.Work {
+	return dist.Failed(n.err)
+}
+func (n noTransport) AllGather(_, _ *tensor.Tensor) *dist.Work { return dist.Failed(n.err) }
+func (n noTransport) AllGatherInto([]*tensor.Tensor, *tensor.Tensor) *dist.Work {
+	return dist.Failed(n.err)
+}
+func (n noTransport) AllToAll(_, _ *tensor.Tensor) *dist.Work     { return dist.Failed(n.err) }
+func (n noTransport) Barrier() *dist.Work                         { return dist.Failed(n.err) }
+func (n noTransport) Send(*tensor.Tensor, int) *dist.Work         { return dist.Failed(n.err) }
+func (n noTransport) Recv(*tensor.Tensor, int) *dist.Work         { return dist.Failed(n.err) }
+func (n noTransport) BroadcastObject([]byte, int) ([]byte, error) { return nil, n.err }
+func (n noTransport) GatherObject([]byte, int) ([][]byte, error)  { return nil, n.err }
+func (n noTransport) NewGroup([]int) (dist.ProcessGroup, error)   { return nil, n.err }
+
+// perRankFile names rank's own copy of an output file in a job of several
+// processes, which must not write one file each over the others:
+// "trace.json" becomes "trace.rank1.json". Paths that are not regular
+// files (/dev/stdout, a pipe) are shared as they are.
+func perRankFile(path string, rank int) string {
+	if path == "" {
+		return ""
+	}
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return path
+	}
+	dot := strings.LastIndexByte(path, '.')
+	if dot <= strings.LastIndexByte(path, '/') {
+		return fmt.Sprintf("%s.rank%d", path, rank)
+	}
+	return fmt.Sprintf("%s.rank%d%s", path[:dot], rank, path[dot:])
+}
