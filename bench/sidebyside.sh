@@ -4,6 +4,7 @@
 # line per run, then a summary of medians and ratios (docs/benchmarks.md quotes it).
 #
 #   bench/sidebyside.sh [workload...]      # workloads: gemm mlp gpt fmnist fmnist-js ddp2 (default: all)
+#                                          # ddp2 also runs as 2 processes over Open MPI (side zeroeng-mpi)
 #                                          # gpt runs the Go model and samples/gpt.js (side zeroeng-js)
 #   bench/sidebyside.sh overlap            # ZeRO overlap on 4 ranks and an emulated 10 Gbit/s link (zeroeng only)
 #   bench/sidebyside.sh checkpoint         # GPT-2 124M + AdamW saved and loaded (not in the default set)
@@ -78,6 +79,11 @@ for w in "${workloads[@]}"; do
         env -u OPENBLAS_CORETYPE $PY "$BENCH/torch_cpu.py" ddp2 | tag torch
         OPENBLAS_CORETYPE=SkylakeX $PY "$BENCH/torch_cpu.py" ddp2 | tag torch-skylakex
         ./bin/zeroeng bench ddp2 | tag zeroeng
+        # Two processes over Open MPI, one kernel thread each as torch_cpu.py gives each rank.
+        if command -v mpirun >/dev/null; then
+          mpirun -np 2 --oversubscribe --bind-to none $([ "$(id -u)" -eq 0 ] && echo --allow-run-as-root) \
+            -x ZEROENG_THREADS=1 ./bin/zeroeng bench ddp2 | tag zeroeng-mpi
+        fi
         for v in flat stage2 overlap-a overlap-b; do
           ./bin/zeroeng bench "ddp2-$v" | sed 's/"workload":"ddp2-[a-z0-9-]*"/"workload":"ddp2"/' | tag "zeroeng-$v"
         done

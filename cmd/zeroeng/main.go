@@ -18,6 +18,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/bench"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/jobenv"
 	"github.com/zeroeng/zeroeng/script"
 )
 
@@ -116,12 +117,17 @@ func commands() []*cli.Command {
 		replCommand(),
 		{
 			Name:         "bench",
-			Usage:        "run a side-by-side benchmark workload and print one JSON line (as shared/bench/torch_cpu.py)",
+			Usage:        "run a side-by-side benchmark workload and print one JSON line (as shared/bench/torch_cpu.py); ddp2 and its variants also as ranks of an MPI job (mpirun -np 2 zeroeng bench ddp2)",
 			ArgsUsage:    strings.Join(bench.Workloads, "|"),
 			OnUsageError: onUsageError,
 			Action: func(c *cli.Context) error {
 				if c.NArg() != 1 {
 					return usagef("bench", "bench: name one workload (%s)", strings.Join(bench.Workloads, ", "))
+				}
+				if place, ok, err := jobenv.FromEnv(os.Getenv); err != nil {
+					return usagef("bench", "bench: %v", err)
+				} else if ok && place.Size > 1 {
+					return benchProcess(c.Args().First(), place)
 				}
 				r, err := bench.Run(c.Args().First())
 				if err != nil {

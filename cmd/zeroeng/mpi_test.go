@@ -215,3 +215,22 @@ func rankPID(t *testing.T, rank int) int {
 	t.Fatalf("no process of rank %d", rank)
 	return 0
 }
+
+// TestMPIBench: the ddp2 side-by-side workload runs as an MPI job of two
+// processes, and rank 0 alone prints its line.
+func TestMPIBench(t *testing.T) {
+	needMPI(t)
+	if testing.Short() {
+		t.Skip("times 23 training steps (-short)")
+	}
+	cmd := exec.Command("mpirun", append(mpirunArgs(2), "bench", "ddp2")...)
+	cmd.Env = append(cleanEnv(), "ZEROENG_THREADS=1")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"workload":"ddp2","world":2`) || !strings.Contains(lines[0], `"step_ms_median"`) {
+		t.Fatalf("want one ddp2 line of a world of 2, got:\n%s", out)
+	}
+}

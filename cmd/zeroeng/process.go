@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zeroeng/zeroeng/bench"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/jobenv"
@@ -285,4 +287,33 @@ func perRankFile(path string, rank int) string {
 		return fmt.Sprintf("%s.rank%d", path, rank)
 	}
 	return fmt.Sprintf("%s.rank%d%s", path[:dot], rank, path[dot:])
+}
+
+// benchProcess runs a data-parallel bench workload as this process's rank
+// of an MPI job; rank 0 prints the line.
+func benchProcess(name string, place jobenv.Place) error {
+	if !mpi.InJob() {
+		return fmt.Errorf("bench: %s across processes runs on Open MPI: start it with mpirun -np %d zeroeng bench %s", name, place.Size, name)
+	}
+	lib, err := mpi.Load()
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	w, err := mpi.NewWorld(lib, dist.Options{})
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	r, err := bench.RunProcess(name, w.Group(0))
+	if err != nil {
+		w.Abort(err)
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if w.Rank() == 0 {
+		return json.NewEncoder(os.Stdout).Encode(r)
+	}
+	return nil
 }
