@@ -109,7 +109,7 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 		path := r.saveCheckpoint(fn, dir, step, state, keep)
 		if stop {
 			if r.opts.Rank == 0 {
-				fmt.Fprintf(r.opts.Stderr, "zeroeng: stop requested: saved %s after step %d; exiting\n", path, step)
+				fmt.Fprintf(r.opts.Stderr, "%szeroeng: stop requested: saved %s after step %d; exiting\n", r.opts.Prefix, path, step)
 			}
 			panic(r.vm.NewGoError(&ExitError{Code: 0}))
 		}

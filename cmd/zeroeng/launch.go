@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -277,10 +279,23 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	forwarded := false
 	for {
 		select {
 		case sig := <-sigs:
-			cmd.Process.Signal(sig) // mpirun stops the ranks
+			// The ranks get the signal themselves, as with direct spawns,
+			// so that a checkpoint.Manager can save and exit 0: mpirun
+			// would answer SIGTERM by killing them a second later, and
+			// exit 1 whatever they did. mpirun forks this node's ranks
+			// itself; without them (gone already), mpirun gets it.
+			ranks := childPIDs(cmd.Process.Pid)
+			for _, pid := range ranks {
+				syscall.Kill(pid, sig.(syscall.Signal))
+			}
+			if len(ranks) == 0 || forwarded {
+				cmd.Process.Signal(sig)
+			}
+			forwarded = true
 		case err := <-done:
 			if code := exitCode(cmd.ProcessState); code != 0 {
 				return exitStatus{code}
@@ -466,4 +481,32 @@ func copyLines(l *lockedWriter, w io.Writer, prefix string, r io.Reader) {
 			return
 		}
 	}
+}
+
+// childPIDs lists the processes whose parent is pid (from /proc; none
+// where there is no /proc).
+func childPIDs(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var kids []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == pid {
+			if child, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
+				kids = append(kids, child)
+			}
+		}
+	}
+	return kids
 }

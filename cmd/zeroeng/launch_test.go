@@ -343,3 +343,57 @@ func hostname(t *testing.T) string {
 	}
 	return h
 }
+
+// TestLaunchTwoNodes runs two launches side by side as two nodes of one
+// job, each placed by flags, by Slurm's variables (srun with one task per
+// node) or by Open MPI's (mpirun with one launch per node): the four ranks
+// meet at node 0's store and each knows its place.
+func TestLaunchTwoNodes(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"where.js": `
+const { dist } = require("zeroeng");
+console.log("rank", dist.rank, "of", dist.worldSize, "local", dist.localRank);`})
+	for _, tc := range []struct {
+		name string
+		node func(node, port int) (args, env []string)
+	}{
+		{"flags", func(node, port int) ([]string, []string) {
+			return []string{"--nnodes", "2", "--node-rank", strconv.Itoa(node), "--master", fmt.Sprintf("127.0.0.1:%d", port)}, nil
+		}},
+		{"slurm", func(node, port int) ([]string, []string) {
+			return nil, []string{"SLURM_STEP_ID=0", "SLURM_PROCID=" + strconv.Itoa(node), "SLURM_NTASKS=2", "SLURM_LOCALID=0",
+				"SLURM_NODEID=" + strconv.Itoa(node), "SLURM_STEP_TASKS_PER_NODE=1(x2)", "SLURM_STEP_NODELIST=localhost,other",
+				"MASTER_PORT=" + strconv.Itoa(port)}
+		}},
+		{"mpirun", func(node, port int) ([]string, []string) {
+			return nil, []string{"OMPI_COMM_WORLD_RANK=" + strconv.Itoa(node), "OMPI_COMM_WORLD_SIZE=2",
+				"MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port)}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port, err := freePort()
+			if err != nil {
+				t.Fatal(err)
+			}
+			results := make(chan result, 2)
+			for node := range 2 {
+				args, env := tc.node(node, port)
+				all := append(append([]string{"launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet"}, args...), "where.js")
+				go func() { results <- zeroeng(t, dir, env, all...) }()
+			}
+			var out string
+			for range 2 {
+				r := <-results
+				if r.code != 0 {
+					t.Fatalf("a node's launch exited %d\n%s\n%s", r.code, r.stdout, r.stderr)
+				}
+				out += r.stdout
+			}
+			for rank := range 4 {
+				want := fmt.Sprintf("[%d] rank %d of 4 local %d\n", rank, rank, rank%2)
+				if !strings.Contains(out, want) {
+					t.Errorf("no line %q in:\n%s", want, out)
+				}
+			}
+		})
+	}
+}

@@ -234,3 +234,46 @@ func TestMPIBench(t *testing.T) {
 		t.Fatalf("want one ddp2 line of a world of 2, got:\n%s", out)
 	}
 }
+
+// TestLaunchSIGTERMUnderMPI: SIGTERM to zeroeng launch reaches the ranks
+// mpirun started, whose checkpoint.Manager saves, and the job exits 0.
+func TestLaunchSIGTERMUnderMPI(t *testing.T) {
+	needMPI(t)
+	ckpt := t.TempDir()
+	metrics := filepath.Join(t.TempDir(), "m.jsonl")
+	cmd := exec.Command(binary, "launch", "--nproc-per-node", "2", "--quiet", "--metrics", metrics,
+		"samples/gpt.js", "--", "--steps", "100000", "--batch", "4", "--zero", "2", "--checkpoint", ckpt)
+	cmd.Dir = "../.."
+	cmd.Env = cleanEnv()
+	var output bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &output, &output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if b, _ := os.ReadFile(metrics); bytes.Contains(b, []byte(`"step":2,`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no steps after a minute:\n%s", output.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%v after SIGTERM:\n%s", err, output.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the job did not end within a minute of SIGTERM:\n%s", output.String())
+	}
+	if !strings.Contains(output.String(), "[0] zeroeng: stop requested: saved "+ckpt) {
+		t.Errorf("no checkpoint was saved:\n%s", output.String())
+	}
+	if _, err := os.Stat(filepath.Join(ckpt, "latest")); err != nil {
+		t.Error(err)
+	}
+}

@@ -207,6 +207,14 @@ func (b *processBackend) Group(int) dist.ProcessGroup { return b.group }
 // Abort stops this rank's collectives; unless another rank's failure
 // caused it, the others learn of it through the store.
 func (b *processBackend) Abort(err error) {
+	var stop *script.StopError
+	var se *script.Error
+	if errors.As(err, &stop) && errors.As(stop.Cause, &se) && se.Exit != nil && se.Exit.Code == 0 {
+		// process.exit(0), or the exit after a checkpoint on SIGTERM,
+		// which every rank makes together: not a failure, and MPI is
+		// finalised as after a normal end.
+		return
+	}
 	b.mu.Lock()
 	external := b.external
 	b.mu.Unlock()
