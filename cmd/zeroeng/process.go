@@ -129,21 +129,7 @@ func (p *processJob) backend(devs []device.Device) (script.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	const idKey = "nccl/world"
-	var id nccl.UniqueID
-	if p.place.Rank == 0 {
-		id, err = lib.GetUniqueID()
-		if err == nil {
-			err = rdv.Client().Set(idKey, id[:])
-		}
-	} else {
-		var b []byte
-		b, err = rdv.Client().Get(idKey)
-		if err == nil && len(b) != len(id) {
-			err = fmt.Errorf("the store holds a %d-byte NCCL id, not %d", len(b), len(id))
-		}
-		copy(id[:], b)
-	}
+	id, err := shareNCCLID(rdv, p.place.Rank, lib.GetUniqueID)
 	if err != nil {
 		rdv.Fail(err.Error())
 		rdv.Close()
@@ -156,6 +142,30 @@ func (p *processJob) backend(devs []device.Device) (script.Backend, error) {
 		return nil, err
 	}
 	return newProcessBackend(g, g, rdv), nil
+}
+
+// shareNCCLID gives every rank the unique id of the job's NCCL
+// communicator: rank 0 makes it and puts it in the store, the others read
+// it (waiting for it up to the store client's timeout).
+func shareNCCLID(rdv *rendezvous.Rendezvous, rank int, newID func() (nccl.UniqueID, error)) (nccl.UniqueID, error) {
+	const key = "nccl/world"
+	var id nccl.UniqueID
+	if rank == 0 {
+		id, err := newID()
+		if err != nil {
+			return id, err
+		}
+		return id, rdv.Client().Set(key, id[:])
+	}
+	b, err := rdv.Client().Get(key)
+	if err != nil {
+		return id, err
+	}
+	if len(b) != len(id) {
+		return id, fmt.Errorf("the store holds a %d-byte NCCL id, not %d", len(b), len(id))
+	}
+	copy(id[:], b)
+	return id, nil
 }
 
 // processBackend is the script.Backend of one rank in its own process:

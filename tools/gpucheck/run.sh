@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-${OUT:-$PWD/gpu-check-out}}
 mkdir -p "$out"
 cd "$here"
-steps=${STEPS:-"info cuda-fakes conformance nccl fmnist bench"}
+steps=${STEPS:-"info cuda-fakes conformance nccl launch fmnist bench"}
 PY=${PYTHON:-python3}
 declare -A result
 
@@ -36,6 +36,14 @@ if has cuda-fakes; then run cuda-fakes ./cuda.test -test.v -test.count=1; fi
 if has conformance; then run conformance ./gpu.test -test.v -test.count=1 -test.run 'GPU'; fi
 # The NCCL process group on the real library and GPUs.
 if has nccl; then run nccl ./nccl.test -test.v -test.count=1 -test.run 'GPU'; fi
+# A job of one process per GPU, through zeroeng launch: the ranks meet at the rendezvous store and
+# share NCCL's id through it (ncclCommInitRank). NCCL takes one GPU per rank: with one GPU, the
+# job of one process checks the launch path alone.
+if has launch; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  n=$(( ngpu >= 2 ? 2 : 1 ))
+  run "launch-nccl-$n" ./zeroeng launch --nproc-per-node "$n" --device cuda --quiet samples/gpt.js -- --bench --steps 20 --zero 2
+fi
 # Fashion-MNIST on the GPU and on the CPU: the accuracies must agree.
 if has fmnist; then
   run fmnist-cuda ./zeroeng run --device cuda samples/fashion_mnist.js -- --data data/fashion-mnist
