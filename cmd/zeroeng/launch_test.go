@@ -318,6 +318,8 @@ func TestKilledRankStopsTheOthers(t *testing.T) {
 			t.Fatalf("the ranks did not start:\n%s", stderr0)
 		}
 	}
+	// Rank 1 dies: rank 0 names it. Then a second job where rank 0, which
+	// serves the store, dies: rank 1 loses the store.
 	if err := r1.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -330,6 +332,19 @@ func TestKilledRankStopsTheOthers(t *testing.T) {
 	want := fmt.Sprintf("stopped: rank 1 (%s pid %d) failed: it lost its connection to the store", hostname(t), r1.Process.Pid)
 	if !strings.Contains(stderr0.String(), want) {
 		t.Errorf("rank 0's stderr lacks %q:\n%s", want, stderr0)
+	}
+
+	r0, _, started0 = start(0)
+	r1, stderr1, started1 := start(1)
+	<-started0
+	<-started1
+	if err := r0.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	r0.Wait()
+	r1.Wait()
+	if code := r1.ProcessState.ExitCode(); code != 1 || !strings.Contains(stderr1.String(), "stopped: rendezvous: lost the store at 127.0.0.1:") {
+		t.Errorf("rank 1 exit %d after rank 0 was killed:\n%s", r1.ProcessState.ExitCode(), stderr1)
 	}
 	if took := time.Since(killed); took > 10*time.Second {
 		t.Errorf("rank 0 stopped %v after rank 1 was killed", took)

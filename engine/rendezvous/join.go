@@ -383,8 +383,8 @@ func (r *Rendezvous) Fail(msg string) error {
 
 // Failed returns a channel that receives the failure of a rank ("rank 2
 // (host-b pid 77) failed: ..."; this rank's own too), or the loss of the
-// store, once; it is closed after that, and when the rendezvous is
-// closed. The watch starts at the first call.
+// store (rank 0 died), once; it is closed after that, when the
+// rendezvous is closed, and when rank 0 shut its store down in order. The watch starts at the first call.
 func (r *Rendezvous) Failed() <-chan string {
 	r.watchOnce.Do(func() {
 		r.failed = make(chan string, 1)
@@ -398,6 +398,9 @@ func (r *Rendezvous) Failed() <-chan string {
 			switch {
 			case err == nil:
 				r.failed <- string(vals[0])
+			case errors.Is(err, errShutDown):
+				// Rank 0 ended and shut its store down in order: no
+				// failure, only no more news of one.
 			case errors.Is(err, ErrLost):
 				r.failed <- err.Error()
 			}

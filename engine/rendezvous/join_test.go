@@ -325,13 +325,14 @@ func TestCloseTimesOut(t *testing.T) {
 	if want := "rendezvous: rank 1 of 2 did not close within 200ms; closed the store anyway"; err == nil || err.Error() != want {
 		t.Fatalf("error %v, want %q", err, want)
 	}
+	// An orderly shutdown is no failure: the watch ends without one.
 	select {
-	case msg := <-failed:
-		if !strings.Contains(msg, "rendezvous: lost the store at "+addr) {
+	case msg, ok := <-failed:
+		if ok {
 			t.Fatalf("Failed() gave %q", msg)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("rank 1 did not learn that the store is gone")
+		t.Fatal("the watch did not end when the store shut down")
 	}
 	if _, err := rs[1].Client().Get("x"); !errors.Is(err, ErrLost) {
 		t.Fatalf("Get: %v, want ErrLost", err)
