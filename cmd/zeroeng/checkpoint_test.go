@@ -28,15 +28,7 @@ func gptLosses(t *testing.T, ranks int, args ...string) (map[int]float64, string
 	if r.code != 0 {
 		t.Fatalf("%v: status %d\n%s\n%s", args, r.code, r.stdout, r.stderr)
 	}
-	losses := map[int]float64{}
-	for _, m := range readJSONLines(t, metrics) {
-		step, ok1 := m["step"].(float64)
-		loss, ok2 := m["loss"].(float64)
-		if ok1 && ok2 && m["rank"] == 0.0 && m["workload"] == nil {
-			losses[int(step)] = loss
-		}
-	}
-	return losses, r.stdout
+	return losses(t, metrics), r.stdout
 }
 
 // TestGPTResume: samples/gpt.js resumed from the checkpoint of step 6

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -73,21 +72,9 @@ func TestLaunchNamesAKilledRank(t *testing.T) {
 const { dist } = require("zeroeng");
 console.log("pid", dist.rank, process.pid);
 ` + busyLoop})
-	cmd := exec.Command(binary, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "--grace", "5s", "pid.js")
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	p := start(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "--grace", "5s", "pid.js")
+	cmd, stderr, lines := p.cmd, p.stderr, p.lines
 	pids := map[int]int{}
-	lines := bufio.NewScanner(stdout)
 	re := regexp.MustCompile(`^\[(\d)\] pid (\d) (\d+)$`)
 	for len(pids) < 2 && lines.Scan() {
 		if m := re.FindStringSubmatch(lines.Text()); m != nil {
@@ -103,11 +90,8 @@ console.log("pid", dist.rank, process.pid);
 	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for lines.Scan() {
-		}
-	}()
-	err = cmd.Wait()
+	p.drain()
+	err := cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 128+9 {
 		t.Fatalf("exit %d (%v), want 137 (rank 1's SIGKILL)\nstderr:\n%s", code, err, stderr.String())
 	}
@@ -122,30 +106,15 @@ console.log("pid", dist.rank, process.pid);
 
 func TestLaunchForwardsSIGTERM(t *testing.T) {
 	dir := scriptDir(t, map[string]string{"wait.js": `console.log("started");` + busyLoop})
-	cmd := exec.Command(binary, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "wait.js")
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := bufio.NewScanner(stdout)
+	p := start(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "2", "--quiet", "wait.js")
+	cmd, stderr, lines := p.cmd, p.stderr, p.lines
 	for n := 0; n < 2 && lines.Scan(); {
 		if strings.HasSuffix(lines.Text(), "started") {
 			n++
 		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	go func() {
-		for lines.Scan() {
-		}
-	}()
+	p.drain()
 	cmd.Wait()
 	if code := cmd.ProcessState.ExitCode(); code != 143 {
 		t.Fatalf("exit %d, want 143\nstderr:\n%s", code, stderr.String())
@@ -284,33 +253,20 @@ func TestKilledRankStopsTheOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := func(rank int) (*exec.Cmd, *bytes.Buffer, <-chan struct{}) {
-		cmd := exec.Command(binary, "run", "--quiet", "loop.js")
-		cmd.Dir = dir
-		cmd.Env = append(cleanEnv(), rankEnv(rank, 2, port)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill() })
-		started := make(chan struct{})
+	startRank := func(rank int) (*exec.Cmd, *bytes.Buffer, <-chan struct{}) {
+		p := start(t, dir, rankEnv(rank, 2, port), "run", "--quiet", "loop.js")
+		ready := make(chan struct{})
 		go func() {
-			lines := bufio.NewScanner(out)
-			for lines.Scan() {
-				if strings.HasSuffix(lines.Text(), "started") {
-					close(started)
+			for p.lines.Scan() {
+				if strings.HasSuffix(p.lines.Text(), "started") {
+					close(ready)
 				}
 			}
 		}()
-		return cmd, &stderr, started
+		return p.cmd, p.stderr, ready
 	}
-	r0, stderr0, started0 := start(0)
-	r1, _, started1 := start(1)
+	r0, stderr0, started0 := startRank(0)
+	r1, _, started1 := startRank(1)
 	for _, started := range []<-chan struct{}{started0, started1} {
 		select {
 		case <-started:
@@ -334,8 +290,8 @@ func TestKilledRankStopsTheOthers(t *testing.T) {
 		t.Errorf("rank 0's stderr lacks %q:\n%s", want, stderr0)
 	}
 
-	r0, _, started0 = start(0)
-	r1, stderr1, started1 := start(1)
+	r0, _, started0 = startRank(0)
+	r1, stderr1, started1 := startRank(1)
 	<-started0
 	<-started1
 	if err := r0.Process.Kill(); err != nil {

@@ -77,6 +77,43 @@ func zeroeng(t *testing.T, dir string, env []string, args ...string) result {
 	return r
 }
 
+// started is the binary running in the background: its stdout line by
+// line, its stderr collected.
+type started struct {
+	cmd    *exec.Cmd
+	lines  *bufio.Scanner
+	stderr *bytes.Buffer
+}
+
+// start starts the binary in dir with args and extra environment
+// variables (as zeroeng does) and kills it when the test ends.
+func start(t *testing.T, dir string, env []string, args ...string) started {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return started{cmd, bufio.NewScanner(stdout), &stderr}
+}
+
+// drain reads the rest of stdout in the background, so that the process
+// never blocks writing it.
+func (s started) drain() {
+	go func() {
+		for s.lines.Scan() {
+		}
+	}()
+}
+
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -471,22 +508,11 @@ func TestSignals(t *testing.T) {
 		{syscall.SIGINT, 130, "1", true},
 	} {
 		t.Run(fmt.Sprintf("%v-nproc%s-twice=%v", tc.sig, tc.nproc, tc.twice), func(t *testing.T) {
-			cmd := exec.Command(binary, "run", "--nproc", tc.nproc, "loop.js")
-			cmd.Dir = dir
-			cmd.Env = cleanEnv()
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			stdout, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			p := start(t, dir, nil, "run", "--nproc", tc.nproc, "loop.js")
+			cmd, stderr := p.cmd, p.stderr
 			// Wait until the script runs, so that the signal meets it.
-			line, err := bufio.NewReader(stdout).ReadString('\n')
-			if err != nil || !strings.Contains(line, "start") {
-				t.Fatalf("first line %q: %v", line, err)
+			if !p.lines.Scan() || !strings.Contains(p.lines.Text(), "start") {
+				t.Fatalf("first line %q: %v", p.lines.Text(), p.lines.Err())
 			}
 			sent := time.Now()
 			cmd.Process.Signal(tc.sig)
@@ -495,6 +521,7 @@ func TestSignals(t *testing.T) {
 			}
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
+			var err error
 			select {
 			case err = <-done:
 			case <-time.After(10 * time.Second):

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,6 +40,68 @@ func mpirunArgs(np int) []string {
 		args = append(args, "--allow-run-as-root")
 	}
 	return append(args, binary)
+}
+
+// job is a job started in the background from the repository's root,
+// its stdout and stderr together.
+type job struct {
+	cmd *exec.Cmd
+	out *lockedBuffer
+}
+
+// lockedBuffer is a bytes.Buffer that a test reads while a process writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startJob(t *testing.T, args ...string) job {
+	t.Helper()
+	j := job{cmd: exec.Command(binary, args...), out: &lockedBuffer{}}
+	j.cmd.Dir = "../.."
+	j.cmd.Env = cleanEnv()
+	j.cmd.Stdout, j.cmd.Stderr = j.out, j.out
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { j.cmd.Process.Kill() })
+	return j
+}
+
+// await polls cond until it holds, or fails the test after d naming what.
+func (j job) await(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after %v:\n%s", what, d, j.out)
+		}
+	}
+}
+
+// wait waits for the job to end, or fails the test after d.
+func (j job) wait(t *testing.T, d time.Duration, after string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- j.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("the job did not end within %v of %s:\n%s", d, after, j.out)
+		return nil
+	}
 }
 
 // losses reads rank 0's loss by step from a metrics file.
@@ -132,42 +195,21 @@ func TestMPIKilledRankResumes(t *testing.T) {
 	metrics := filepath.Join(t.TempDir(), "m.jsonl")
 	all := append([]string{"launch", "--nproc-per-node", "2", "--quiet", "--metrics", metrics, "samples/gpt.js", "--"},
 		append(args, "--checkpoint", ckpt)...)
-	cmd := exec.Command(binary, all...)
-	cmd.Dir = "../.."
-	cmd.Env = cleanEnv()
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	j := startJob(t, all...)
 	// Kill rank 1 once the checkpoint of step 6 is complete.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if _, err := os.Stat(filepath.Join(ckpt, "step-00000006", "manifest.json")); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint of step 6 after 2 minutes:\n%s", output.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	pid := rankPID(t, 1)
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+	j.await(t, 2*time.Minute, "no checkpoint of step 6", func() bool {
+		_, err := os.Stat(filepath.Join(ckpt, "step-00000006", "manifest.json"))
+		return err == nil
+	})
+	if err := syscall.Kill(rankPID(t, 1), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("the job did not end within a minute of rank 1's death:\n%s", output.String())
+	j.wait(t, time.Minute, "rank 1's death")
+	if j.cmd.ProcessState.ExitCode() == 0 {
+		t.Fatalf("the job succeeded after rank 1 was killed:\n%s", j.out)
 	}
-	if cmd.ProcessState.ExitCode() == 0 {
-		t.Fatalf("the job succeeded after rank 1 was killed:\n%s", output.String())
-	}
-	if !strings.Contains(output.String(), "signal 9") {
-		t.Errorf("mpirun did not say a rank was killed:\n%s", output.String())
+	if !strings.Contains(j.out.String(), "signal 9") {
+		t.Errorf("mpirun did not say a rank was killed:\n%s", j.out)
 	}
 
 	// Launched again on the same folder, it resumes from the newest
@@ -241,37 +283,18 @@ func TestLaunchSIGTERMUnderMPI(t *testing.T) {
 	needMPI(t)
 	ckpt := t.TempDir()
 	metrics := filepath.Join(t.TempDir(), "m.jsonl")
-	cmd := exec.Command(binary, "launch", "--nproc-per-node", "2", "--quiet", "--metrics", metrics,
+	j := startJob(t, "launch", "--nproc-per-node", "2", "--quiet", "--metrics", metrics,
 		"samples/gpt.js", "--", "--steps", "100000", "--batch", "4", "--zero", "2", "--checkpoint", ckpt)
-	cmd.Dir = "../.."
-	cmd.Env = cleanEnv()
-	var output bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &output, &output
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	j.await(t, time.Minute, "no steps", func() bool {
+		b, _ := os.ReadFile(metrics)
+		return bytes.Contains(b, []byte(`"step":2,`))
+	})
+	j.cmd.Process.Signal(syscall.SIGTERM)
+	if err := j.wait(t, time.Minute, "SIGTERM"); err != nil {
+		t.Fatalf("%v after SIGTERM:\n%s", err, j.out)
 	}
-	defer cmd.Process.Kill()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		if b, _ := os.ReadFile(metrics); bytes.Contains(b, []byte(`"step":2,`)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no steps after a minute:\n%s", output.String())
-		}
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%v after SIGTERM:\n%s", err, output.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("the job did not end within a minute of SIGTERM:\n%s", output.String())
-	}
-	if !strings.Contains(output.String(), "[0] zeroeng: stop requested: saved "+ckpt) {
-		t.Errorf("no checkpoint was saved:\n%s", output.String())
+	if !strings.Contains(j.out.String(), "[0] zeroeng: stop requested: saved "+ckpt) {
+		t.Errorf("no checkpoint was saved:\n%s", j.out)
 	}
 	if _, err := os.Stat(filepath.Join(ckpt, "latest")); err != nil {
 		t.Error(err)
