@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/gpu/libs"
+	"github.com/zeroeng/zeroeng/mpi"
 	"github.com/zeroeng/zeroeng/nccl"
 )
 
@@ -87,6 +89,16 @@ func writeGPUInfo(w io.Writer) {
 		fmt.Fprintf(w, "nccl:           missing: %v\n", err)
 	} else {
 		fmt.Fprintf(w, "nccl:           %s (%s, via %s)\n", ncclVersion(l.Version), l.Lib.Path, l.Lib.Source)
+	}
+	// Open MPI carries the CPU's collectives between processes.
+	if l, err := mpi.Load(); err != nil {
+		fmt.Fprintf(w, "mpi:            missing: %v\n", err)
+	} else {
+		run := "mpirun not on the PATH"
+		if p, err := exec.LookPath("mpirun"); err == nil {
+			run = "mpirun " + p
+		}
+		fmt.Fprintf(w, "mpi:            %s (%s; %s)\n", l.Version, l.Path, run)
 	}
 	fmt.Fprintf(w, "gpu libraries:  searched in $%s, the loader's path, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, site-packages/nvidia/*/lib\n", libs.EnvVar)
 }

@@ -568,7 +568,7 @@ func TestInfoAndVersion(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("info: status %d\n%s", r.code, r.stderr)
 	}
-	for _, want := range []string{"zeroeng ", "cpu features:", "vector kernels:", "blas:", "cuda driver:", "gpus:", "nvrtc:", "cublas:", "nccl:", "ZEROENG_CUDA_LIBS"} {
+	for _, want := range []string{"zeroeng ", "cpu features:", "vector kernels:", "blas:", "cuda driver:", "gpus:", "nvrtc:", "cublas:", "nccl:", "mpi:", "ZEROENG_CUDA_LIBS"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("info lacks %q:\n%s", want, r.stdout)
 		}
