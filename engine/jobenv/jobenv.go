@@ -40,11 +40,28 @@ type Place struct {
 	// MPI job, whose ranks can meet through MPI itself).
 	MasterAddr string
 	MasterPort int
+	// AgentStore is set under torchrun with its static rendezvous
+	// (TORCHELASTIC_USE_AGENT_STORE=True): torchrun's own TCPStore holds
+	// MASTER_PORT on rank 0's node, so zeroeng's store takes StorePort.
+	AgentStore bool
 }
 
-// Addr is MasterAddr:MasterPort, ready for net.Dial.
+// StorePort is the port of zeroeng's rendezvous store: MASTER_PORT, or
+// the next one when torchrun's agent holds MASTER_PORT.
+func (p Place) StorePort() int {
+	switch {
+	case !p.AgentStore:
+		return p.MasterPort
+	case p.MasterPort == 65535:
+		return p.MasterPort - 1
+	}
+	return p.MasterPort + 1
+}
+
+// Addr is MasterAddr:StorePort(), where rank 0 serves zeroeng's
+// rendezvous store, ready for net.Dial.
 func (p Place) Addr() string {
-	return net.JoinHostPort(p.MasterAddr, strconv.Itoa(p.MasterPort))
+	return net.JoinHostPort(p.MasterAddr, strconv.Itoa(p.StorePort()))
 }
 
 func (p Place) String() string {
@@ -58,7 +75,7 @@ func (p Place) String() string {
 // Variables are the environment variables that FromEnv reads, for
 // messages and for launchers that must not pass stale ones on.
 var Variables = []string{
-	"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+	"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
 	"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
 	"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
 	"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_ID", "SLURM_STEP_TASKS_PER_NODE",
@@ -151,6 +168,7 @@ func (r *reader) torchrun() (Place, error) {
 		p.LocalSize = p.Size
 	}
 	r.master(&p, true)
+	p.AgentStore = r.getenv("TORCHELASTIC_USE_AGENT_STORE") == "True"
 	return p, r.err
 }
 

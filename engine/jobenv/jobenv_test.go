@@ -27,6 +27,13 @@ func TestFromEnv(t *testing.T) {
 			found: true,
 		},
 		{
+			name: "torchrun's agent holds MASTER_PORT",
+			vars: map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+				"TORCHELASTIC_USE_AGENT_STORE": "True"},
+			want:  Place{Source: "torchrun", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterAddr: "127.0.0.1", MasterPort: 29500, AgentStore: true},
+			found: true,
+		},
+		{
 			name:  "torchrun by hand on one node",
 			vars:  map[string]string{"RANK": "1", "WORLD_SIZE": "2", "MASTER_ADDR": "localhost", "MASTER_PORT": "1234"},
 			want:  Place{Source: "torchrun", Rank: 1, Size: 2, LocalRank: 1, LocalSize: 2, MasterAddr: "localhost", MasterPort: 1234},
@@ -93,6 +100,21 @@ func TestFromEnv(t *testing.T) {
 				t.Fatalf("got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestStoreAddr(t *testing.T) {
+	p := Place{MasterAddr: "10.0.0.1", MasterPort: 29500}
+	if got := p.Addr(); got != "10.0.0.1:29500" {
+		t.Errorf("Addr() = %q", got)
+	}
+	p.AgentStore = true // torchrun's TCPStore holds 29500
+	if got := p.Addr(); got != "10.0.0.1:29501" {
+		t.Errorf("under torchrun's agent store, Addr() = %q", got)
+	}
+	p.MasterPort = 65535
+	if got := p.StorePort(); got != 65534 {
+		t.Errorf("StorePort() = %d", got)
 	}
 }
 
