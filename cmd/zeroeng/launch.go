@@ -31,7 +31,9 @@ LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT set. Flags of
 On GPUs (--device cuda) each process drives the GPU of its LOCAL_RANK, and the
 ranks talk NCCL after meeting at the rendezvous store that rank 0 serves on
 --master. On the CPU the ranks talk Open MPI: launch starts them with mpirun
-(Debian's openmpi-bin), which must then be on the PATH.
+(Debian's openmpi-bin), which must then be on the PATH; with --spawn direct they
+meet at the store but have no transport, so their collectives fail (a script
+without collectives still runs).
 
 Every line a rank prints is prefixed with its rank. When a rank fails (a
 non-zero exit, a signal), launch stops the others (SIGTERM, then SIGKILL after
@@ -48,7 +50,7 @@ host come from their variables (SLURM_*, OMPI_*, PMI_*); MASTER_PORT (default
 Examples:
 
    zeroeng launch --nproc-per-node 2 samples/zero_overlap.js
-   zeroeng launch --nproc-per-node 8 --device cuda samples/gpt.js -- --model gpt2
+   zeroeng launch --nproc-per-node 8 --device cuda samples/gpt.js -- --config gpt2 --dtype bfloat16
    zeroeng launch --nnodes 2 --node-rank 0 --master 10.0.0.1:29500 --nproc-per-node 8 --device cuda train.js`
 
 func launchCommand() *cli.Command {
