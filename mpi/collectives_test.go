@@ -11,76 +11,39 @@ import (
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dist/disttest"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
-// The values and the reference formula are engine/dist's (dist_test.go):
+// The values and the expected results are disttest's (Values, Reduced):
 // small integers, exact in every dtype, so that the expected results do
 // not depend on summation order.
 
-func value(dt dtype.DType, op dist.ReduceOp, r, i int) float64 {
-	switch {
-	case op == dist.Product && dt == dtype.Uint8:
-		return []float64{1, 2, 1}[(r+i)%3]
-	case op == dist.Product:
-		return []float64{1, 2, -1}[(r+i)%3]
-	case dt == dtype.Uint8 || dt == dtype.Bool:
-		if dt == dtype.Bool {
-			return float64((r + i) % 2)
-		}
-		return float64((r + i) % 5)
+// reduceRef is the expected reduction by op of elements offset to
+// offset+size of n ranks' values (disttest.Reduced), averages rounded as
+// the in-process backend rounds them: the results are compared bit for
+// bit.
+func reduceRef(dt dtype.DType, op dist.ReduceOp, n, size, offset int) []float64 {
+	ranks := make([]int, n)
+	for k := range ranks {
+		ranks[k] = k
 	}
-	return float64((r+1)*(i%7) - 3*r)
-}
-
-func values(dt dtype.DType, op dist.ReduceOp, r, n, offset int) []float64 {
-	v := make([]float64, n)
-	for i := range v {
-		v[i] = value(dt, op, r, offset+i)
-	}
-	return v
-}
-
-func reduceRef(dt dtype.DType, op dist.ReduceOp, ranks, i int) float64 {
-	acc := value(dt, op, 0, i)
-	for r := 1; r < ranks; r++ {
-		x := value(dt, op, r, i)
-		switch op {
-		case dist.Sum, dist.Avg:
-			acc += x
-		case dist.Product:
-			acc *= x
-		case dist.Max:
-			acc = math.Max(acc, x)
-		case dist.Min:
-			acc = math.Min(acc, x)
-		}
-	}
+	want, _ := disttest.Reduced(dt, op, ranks, size, offset)
 	if op == dist.Avg {
-		acc /= float64(ranks)
-		if dt == dtype.BFloat16 {
-			acc = float64(dtype.BF16FromFloat32(float32(acc)).Float32())
-		} else if dt == dtype.Float16 {
-			acc = float64(dtype.F16FromFloat32(float32(acc)).Float32())
-		} else if dt == dtype.Float32 {
-			acc = float64(float32(acc))
+		for i, x := range want {
+			switch dt {
+			case dtype.BFloat16:
+				want[i] = float64(dtype.BF16FromFloat32(float32(x)).Float32())
+			case dtype.Float16:
+				want[i] = float64(dtype.F16FromFloat32(float32(x)).Float32())
+			case dtype.Float32:
+				want[i] = float64(float32(x))
+			}
 		}
 	}
-	return acc
-}
-
-func readBack(t *tensor.Tensor) ([]float64, error) {
-	if t.DType() == dtype.Bool || t.DType() == dtype.Uint8 {
-		b, err := t.Bytes()
-		v := make([]float64, len(b))
-		for i, x := range b {
-			v[i] = float64(x)
-		}
-		return v, err
-	}
-	return t.Float64s()
+	return want
 }
 
 func compare(what string, got, want []float64) error {
@@ -96,7 +59,7 @@ func compare(what string, got, want []float64) error {
 }
 
 func check(x *tensor.Tensor, want []float64, format string, args ...any) error {
-	got, err := readBack(x)
+	got, err := disttest.ReadBack(x)
 	if err != nil {
 		return err
 	}
@@ -171,18 +134,15 @@ func allReduceEveryType(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	n, r := pg.Size(), pg.Rank()
 	for _, dt := range dtype.All {
 		for _, op := range allOps {
-			if checkReduce(dt, op) != nil {
+			if dist.CheckReduce(dt, op) != nil {
 				continue
 			}
 			for _, size := range sizes {
-				x := rt.FromValues(dt, values(dt, op, r, size, 0), size)
+				x := rt.FromValues(dt, disttest.Values(dt, op, r, size, 0), size)
 				if err := pg.AllReduce(x, op).Wait(); err != nil {
 					return err
 				}
-				want := make([]float64, size)
-				for i := range want {
-					want[i] = reduceRef(dt, op, n, i)
-				}
+				want := reduceRef(dt, op, n, size, 0)
 				if err := check(x, want, "%v %v size %d", dt, op, size); err != nil {
 					return err
 				}
@@ -198,23 +158,23 @@ func blockCollectives(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		for _, size := range sizes {
 			// Broadcast from every root.
 			for root := range n {
-				x := rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)
+				x := rt.FromValues(dt, disttest.Values(dt, dist.Sum, r, size, 0), size)
 				if err := pg.Broadcast(x, root).Wait(); err != nil {
 					return err
 				}
-				if err := check(x, values(dt, dist.Sum, root, size, 0), "%v broadcast from %d, size %d", dt, root, size); err != nil {
+				if err := check(x, disttest.Values(dt, dist.Sum, root, size, 0), "%v broadcast from %d, size %d", dt, root, size); err != nil {
 					return err
 				}
 			}
 			// All-gather: block k of out is rank k's input.
-			in := rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)
+			in := rt.FromValues(dt, disttest.Values(dt, dist.Sum, r, size, 0), size)
 			out := rt.Zeros(dt, n*size)
 			if err := pg.AllGather(out, in).Wait(); err != nil {
 				return err
 			}
 			var want []float64
 			for k := range n {
-				want = append(want, values(dt, dist.Sum, k, size, 0)...)
+				want = append(want, disttest.Values(dt, dist.Sum, k, size, 0)...)
 			}
 			if err := check(out, want, "%v allGather size %d", dt, size); err != nil {
 				return err
@@ -227,37 +187,34 @@ func blockCollectives(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 				return err
 			}
 			for k, o := range outs {
-				if err := check(o, values(dt, dist.Sum, k, size, 0), "%v allGatherInto size %d, output %d", dt, size, k); err != nil {
+				if err := check(o, disttest.Values(dt, dist.Sum, k, size, 0), "%v allGatherInto size %d, output %d", dt, size, k); err != nil {
 					return err
 				}
 			}
 			// Reduce-scatter with every op the dtype takes.
 			for _, op := range allOps {
-				if checkReduce(dt, op) != nil {
+				if dist.CheckReduce(dt, op) != nil {
 					continue
 				}
-				big := rt.FromValues(dt, values(dt, op, r, n*size, 0), n*size)
+				big := rt.FromValues(dt, disttest.Values(dt, op, r, n*size, 0), n*size)
 				part := rt.Zeros(dt, size)
 				if err := pg.ReduceScatter(part, big, op).Wait(); err != nil {
 					return err
 				}
-				want = want[:0]
-				for i := range size {
-					want = append(want, reduceRef(dt, op, n, r*size+i))
-				}
+				want = reduceRef(dt, op, n, size, r*size)
 				if err := check(part, want, "%v reduceScatter %v size %d", dt, op, size); err != nil {
 					return err
 				}
 			}
 			// All-to-all: block k of rank r's output is block r of rank k's input.
-			src := rt.FromValues(dt, values(dt, dist.Sum, r, n*size, 0), n*size)
+			src := rt.FromValues(dt, disttest.Values(dt, dist.Sum, r, n*size, 0), n*size)
 			dst := rt.Zeros(dt, n*size)
 			if err := pg.AllToAll(dst, src).Wait(); err != nil {
 				return err
 			}
 			want = want[:0]
 			for k := range n {
-				want = append(want, values(dt, dist.Sum, k, size, r*size)...)
+				want = append(want, disttest.Values(dt, dist.Sum, k, size, r*size)...)
 			}
 			if err := check(dst, want, "%v allToAll size %d", dt, size); err != nil {
 				return err
@@ -275,7 +232,7 @@ func inPlaceGatherScatter(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	for _, dt := range []dtype.DType{dtype.Float32, dtype.BFloat16} {
 		flat := rt.Zeros(dt, n*size)
 		shard := flat.Narrow(0, r*size, size)
-		if err := shard.CopyFrom(rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)); err != nil {
+		if err := shard.CopyFrom(rt.FromValues(dt, disttest.Values(dt, dist.Sum, r, size, 0), size)); err != nil {
 			return err
 		}
 		if err := pg.AllGather(flat, shard).Wait(); err != nil {
@@ -283,21 +240,18 @@ func inPlaceGatherScatter(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		}
 		var want []float64
 		for k := range n {
-			want = append(want, values(dt, dist.Sum, k, size, 0)...)
+			want = append(want, disttest.Values(dt, dist.Sum, k, size, 0)...)
 		}
 		if err := check(flat, want, "%v in-place allGather", dt); err != nil {
 			return err
 		}
 		for _, op := range []dist.ReduceOp{dist.Sum, dist.Avg} {
-			grad := rt.FromValues(dt, values(dt, op, r, n*size, 0), n*size)
+			grad := rt.FromValues(dt, disttest.Values(dt, op, r, n*size, 0), n*size)
 			own := grad.Narrow(0, r*size, size)
 			if err := pg.ReduceScatter(own, grad, op).Wait(); err != nil {
 				return err
 			}
-			want = want[:0]
-			for i := range size {
-				want = append(want, reduceRef(dt, op, n, r*size+i))
-			}
+			want = reduceRef(dt, op, n, size, r*size)
 			if err := check(own, want, "%v in-place reduceScatter %v", dt, op); err != nil {
 				return err
 			}
@@ -316,7 +270,7 @@ func sendRecvRing(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	next, prev := (r+1)%n, (r+n-1)%n
 	for _, size := range []int{0, 2, 5000, 1 << 20} {
 		for _, dt := range []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Int64, dtype.Bool} {
-			out := rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)
+			out := rt.FromValues(dt, disttest.Values(dt, dist.Sum, r, size, 0), size)
 			in := rt.Zeros(dt, size)
 			send := pg.Send(out, next)
 			if err := pg.Recv(in, prev).Wait(); err != nil {
@@ -325,7 +279,7 @@ func sendRecvRing(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 			if err := send.Wait(); err != nil {
 				return err
 			}
-			if err := check(in, values(dt, dist.Sum, prev, size, 0), "%v recv of %d", dt, size); err != nil {
+			if err := check(in, disttest.Values(dt, dist.Sum, prev, size, 0), "%v recv of %d", dt, size); err != nil {
 				return err
 			}
 		}
@@ -442,7 +396,7 @@ func worksInFlight(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	var xs []*tensor.Tensor
 	for k := range 40 {
 		size := 1 + (k%5)*10000
-		x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r+k, size, 0), size)
+		x := rt.FromValues(dtype.Float32, disttest.Values(dtype.Float32, dist.Sum, r+k, size, 0), size)
 		xs = append(xs, x)
 		var w *dist.Work
 		switch k % 4 {
@@ -476,12 +430,12 @@ func worksInFlight(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 			switch k % 4 {
 			case 0, 1:
 				for q := range n {
-					want[i] += value(dtype.Float32, dist.Sum, q+k, i)
+					want[i] += disttest.Value(dtype.Float32, dist.Sum, q+k, i)
 				}
 			case 2:
-				want[i] = value(dtype.Float32, dist.Sum, k%n+k, i)
+				want[i] = disttest.Value(dtype.Float32, dist.Sum, k%n+k, i)
 			case 3:
-				want[i] = value(dtype.Float32, dist.Sum, r+k, i)
+				want[i] = disttest.Value(dtype.Float32, dist.Sum, r+k, i)
 			}
 		}
 		if err := check(x, want, "work %d", k); err != nil {
@@ -691,7 +645,7 @@ func inProcess(n int, dt dtype.DType, op dist.ReduceOp, size int, nan bool) ([]f
 			rt := newRuntime()
 			x := rt.FromValues(dt, inputs(r, size, nan), size)
 			if errs[r] = w.Group(r).AllReduce(x, op).Wait(); errs[r] == nil {
-				out[r], errs[r] = readBack(x)
+				out[r], errs[r] = disttest.ReadBack(x)
 			}
 		})
 	}
@@ -772,22 +726,18 @@ func largeAllReduce(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	if testing.Short() {
 		size = 1 << 18
 	}
-	x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Avg, r, size, 0), size)
+	x := rt.FromValues(dtype.Float32, disttest.Values(dtype.Float32, dist.Avg, r, size, 0), size)
 	if err := pg.AllReduce(x, dist.Avg).Wait(); err != nil {
 		return err
 	}
-	want := make([]float64, size)
-	for i := range want {
-		want[i] = reduceRef(dtype.Float32, dist.Avg, n, i)
-	}
-	return check(x, want, "avg of %d float32", size)
+	return check(x, reduceRef(dtype.Float32, dist.Avg, n, size, 0), "avg of %d float32", size)
 }
 
 func releasedWhileInFlight(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	// The collective keeps the memory alive: releasing the tensor right
 	// after issuing it must not hand the buffer to another tensor.
 	r := pg.Rank()
-	x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r, 5000, 0), 5000)
+	x := rt.FromValues(dtype.Float32, disttest.Values(dtype.Float32, dist.Sum, r, 5000, 0), 5000)
 	view := x.View(5000)
 	w := pg.AllReduce(view, dist.Sum)
 	view.Release()
@@ -796,7 +746,7 @@ func releasedWhileInFlight(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	if err := w.Wait(); err != nil {
 		return err
 	}
-	got, err := readBack(other)
+	got, err := disttest.ReadBack(other)
 	if err != nil {
 		return err
 	}

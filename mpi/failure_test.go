@@ -9,6 +9,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
 // failureJob runs a test whose ranks end with leave (exit code 3, no
@@ -33,19 +34,28 @@ func failureJob(t *testing.T, np int, env ...string) []string {
 	return res
 }
 
+// failureRank is a rank of a failureJob: its World, group and runtime
+// once every rank has met in a barrier. Rank 1 leaves there, its result
+// absent: it takes no part in what the others test.
+func failureRank(t *testing.T, absent string) (*World, dist.ProcessGroup, *tensor.Runtime) {
+	t.Helper()
+	w := childWorld(t)
+	pg := w.Group(0)
+	if err := pg.Barrier().Wait(); err != nil {
+		leave(w, "barrier: "+err.Error())
+	}
+	if w.Rank() == 1 {
+		leave(w, absent)
+	}
+	return w, pg, newRuntime()
+}
+
 // TestTimeout has rank 1 skip a collective: the others' work fails at
 // their timeout with an error naming it, later works fail at once, and
 // Close returns without MPI_Finalize.
 func TestTimeout(t *testing.T) {
 	if isChild() {
-		w := childWorld(t)
-		pg, rt := w.Group(0), newRuntime()
-		if err := pg.Barrier().Wait(); err != nil {
-			leave(w, "barrier: "+err.Error())
-		}
-		if w.Rank() == 1 {
-			leave(w, "skipped")
-		}
+		w, pg, rt := failureRank(t, "skipped")
 		start := time.Now()
 		err := pg.AllReduce(rt.Zeros(dtype.Float32, 8), dist.Sum).Wait()
 		took := time.Since(start)
@@ -100,14 +110,7 @@ func TestTimeout(t *testing.T) {
 // rank 1, which never comes: both fail with the abort's error at once.
 func TestAbort(t *testing.T) {
 	if isChild() {
-		w := childWorld(t)
-		pg, rt := w.Group(0), newRuntime()
-		if err := pg.Barrier().Wait(); err != nil {
-			leave(w, "barrier: "+err.Error())
-		}
-		if w.Rank() == 1 {
-			leave(w, "idle")
-		}
+		w, pg, rt := failureRank(t, "idle")
 		coll := pg.AllReduce(rt.Zeros(dtype.Float32, 1<<16), dist.Sum)
 		msg := pg.Recv(rt.Zeros(dtype.Int64, 3), 1)
 		time.AfterFunc(100*time.Millisecond, func() { w.Abort(errors.New("rank 1 failed")) })

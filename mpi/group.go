@@ -296,31 +296,18 @@ func addr(b []byte, off int) uintptr {
 // cint passes a C int, negative ones included.
 func cint(v int) uintptr { return uintptr(uint32(int32(v))) }
 
-// hostBytes returns t's memory for a collective and a release that keeps it
-// alive until the collective has completed, with the in-process backend's
-// checks. writable marks t as written, so that autograd refuses values
-// saved before.
-func hostBytes(what string, t *tensor.Tensor, writable bool) ([]byte, func(), error) {
-	if t == nil {
-		return nil, nil, fmt.Errorf("%s is nil", what)
-	}
-	if err := t.Err(); err != nil {
+// operand returns t's memory for a collective (dist.HostBytes, named "the
+// tensor") once check accepts its dtype; on an error nothing is kept.
+func operand(t *tensor.Tensor, writable bool, check func(dtype.DType) error) ([]byte, func(), error) {
+	b, keep, err := dist.HostBytes("the tensor", t, writable)
+	if err != nil {
 		return nil, nil, err
 	}
-	if t.Released() {
-		return nil, nil, fmt.Errorf("%s was released", what)
+	if err := check(t.DType()); err != nil {
+		keep()
+		return nil, nil, err
 	}
-	if !t.IsContiguous() {
-		return nil, nil, fmt.Errorf("%s must be contiguous (call .contiguous() first), got shape %v strides %v", what, t.Shape(), t.Strides())
-	}
-	if writable {
-		tensor.WritableView(t)
-	}
-	b, ok := tensor.HostBytes(t)
-	if !ok {
-		return nil, nil, fmt.Errorf("%s is not in host memory (the MPI backend needs CPU tensors)", what)
-	}
-	return b, tensor.Retain(t), nil
+	return b, keep, nil
 }
 
 func overlap(a, b []byte) bool {
@@ -361,44 +348,41 @@ func scratch(n int) []byte {
 func (g *Group) exchange(o *op, tag uintptr, es int, recv, send func(k int) []byte) error {
 	e, l := g.e, g.e.lib
 	mt := l.moveType(es)
-	for k := range g.size {
-		if k == g.rank {
-			continue
-		}
-		if rb := recv(k); len(rb) > 0 {
-			err := chunked(len(rb)/es, func(off, cnt int) error {
-				var req uintptr
-				rc := call(l.irecv, addr(rb, off*es), uintptr(cnt), mt, uintptr(k), tag, g.comm, uintptr(unsafe.Pointer(&req)))
-				return e.postedRecv(o, "MPI_Irecv", rc, req, k, int32(cnt), mt)
-			})
-			if err != nil {
-				return err
+	// each posts post(k, b, off, cnt) for the chunks of every other
+	// rank's part(k).
+	each := func(part func(k int) []byte, post func(k int, b []byte, off, cnt int) error) error {
+		for k := range g.size {
+			if k == g.rank {
+				continue
+			}
+			if b := part(k); len(b) > 0 {
+				if err := chunked(len(b)/es, func(off, cnt int) error { return post(k, b, off, cnt) }); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
 	}
-	for k := range g.size {
-		if k == g.rank {
-			continue
-		}
-		if sb := send(k); len(sb) > 0 {
-			err := chunked(len(sb)/es, func(off, cnt int) error {
-				var req uintptr
-				rc := call(l.isend, addr(sb, off*es), uintptr(cnt), mt, uintptr(k), tag, g.comm, uintptr(unsafe.Pointer(&req)))
-				return e.posted(o, "MPI_Isend", rc, req)
-			})
-			if err != nil {
-				return err
-			}
-		}
+	err := each(recv, func(k int, b []byte, off, cnt int) error {
+		var req uintptr
+		rc := call(l.irecv, addr(b, off*es), uintptr(cnt), mt, uintptr(k), tag, g.comm, uintptr(unsafe.Pointer(&req)))
+		return e.postedRecv(o, "MPI_Irecv", rc, req, k, int32(cnt), mt)
+	})
+	if err != nil {
+		return err
 	}
-	return nil
+	return each(send, func(k int, b []byte, off, cnt int) error {
+		var req uintptr
+		rc := call(l.isend, addr(b, off*es), uintptr(cnt), mt, uintptr(k), tag, g.comm, uintptr(unsafe.Pointer(&req)))
+		return e.posted(o, "MPI_Isend", rc, req)
+	})
 }
 
 // reduceStages add to o the stages of a reduce-scatter of parts (part k
 // of this rank's data, for rank k) into dst: every rank sends part k to
 // rank k (MPI_Isend, MPI_Irecv), and each combines the parts it received
-// in rank order, with its own, as the in-process backend does. The
-// received parts wait in scratch memory taken when the op starts and
+// in rank order, with its own, with the in-process backend's Reducer.
+// The received parts wait in scratch memory taken when the op starts and
 // given back once they are reduced.
 func (g *Group) reduceStages(o *op, dt dtype.DType, rop dist.ReduceOp, parts func(k int) []byte, dst []byte) {
 	n, me, es := g.size, g.rank, dt.Size()
@@ -426,7 +410,7 @@ func (g *Group) reduceStages(o *op, dt dtype.DType, rop dist.ReduceOp, parts fun
 						srcs[k] = slot(k)
 					}
 				}
-				newReducer(dt, rop, n).reduce(dst, srcs)
+				dist.NewReducer(dt, rop, n).Reduce(dst, srcs, 0, len(dst))
 				recv.put()
 			}
 			if n*len(own) >= offloadBytes {
@@ -464,15 +448,11 @@ func (s *scratchBuf) put() { scratchPools[bits.Len(uint(cap(s.b)-1))].Put(s) }
 // the in-process backend's (and the same on every rank).
 func (g *Group) AllReduce(t *tensor.Tensor, rop dist.ReduceOp) *dist.Work {
 	const k = kAllReduce
-	b, keep, err := hostBytes("the tensor", t, true)
+	b, keep, err := operand(t, true, func(dt dtype.DType) error { return dist.CheckReduce(dt, rop) })
 	if err != nil {
 		return refuse(k, err)
 	}
 	dt := t.DType()
-	if err := checkReduce(dt, rop); err != nil {
-		keep()
-		return refuse(k, err)
-	}
 	numel, es := t.Numel(), dt.Size()
 	what := describe(k, dt, numel)
 	seg := max(1, segmentBytes/es)
@@ -520,7 +500,7 @@ func (g *Group) allReduceOp(b []byte, dt dtype.DType, rop dist.ReduceOp, what st
 	n, me, es := g.size, g.rank, dt.Size()
 	numel := len(b) / es
 	parts := func(k int) []byte {
-		lo, hi := part(numel, n, k, es)
+		lo, hi := dist.Part(numel, n, k, es)
 		return b[lo:hi]
 	}
 	own := parts(me)
@@ -539,15 +519,11 @@ func (g *Group) Broadcast(t *tensor.Tensor, root int) *dist.Work {
 	if err := g.checkRoot(k, root); err != nil {
 		return dist.Failed(err)
 	}
-	b, keep, err := hostBytes("the tensor", t, g.rank != root)
+	b, keep, err := operand(t, g.rank != root, dist.CheckDType)
 	if err != nil {
 		return refuse(k, err)
 	}
 	dt := t.DType()
-	if err := checkDType(dt); err != nil {
-		keep()
-		return refuse(k, err)
-	}
 	e, l := g.e, g.e.lib
 	n, es := t.Numel(), dt.Size()
 	mt := l.moveType(es)
@@ -588,11 +564,11 @@ func (g *Group) AllToAll(out, in *tensor.Tensor) *dist.Work {
 // Size() blocks of out's size), allGather (out has Size() blocks of in's
 // size) and allToAll (both have Size() blocks, in separate memory).
 func (g *Group) blocks(k kind, out, in *tensor.Tensor, rop dist.ReduceOp) *dist.Work {
-	ib, keepIn, err := hostBytes("the input", in, false)
+	ib, keepIn, err := dist.HostBytes("the input", in, false)
 	if err != nil {
 		return refuse(k, err)
 	}
-	ob, keepOut, err := hostBytes("the output", out, true)
+	ob, keepOut, err := dist.HostBytes("the output", out, true)
 	if err != nil {
 		keepIn()
 		return refuse(k, err)
@@ -606,7 +582,7 @@ func (g *Group) blocks(k kind, out, in *tensor.Tensor, rop dist.ReduceOp) *dist.
 	if dt != out.DType() {
 		return bad("the input is %v and the output %v", in.DType(), out.DType())
 	}
-	if err := checkDType(dt); err != nil {
+	if err := dist.CheckDType(dt); err != nil {
 		return bad("%v", err)
 	}
 	e, l := g.e, g.e.lib
@@ -616,7 +592,7 @@ func (g *Group) blocks(k kind, out, in *tensor.Tensor, rop dist.ReduceOp) *dist.
 	d := makeDesc(k, dt, rop, in.Numel(), 0, in.Shape())
 	switch k {
 	case kReduceScatter:
-		if err := checkReduce(dt, rop); err != nil {
+		if err := dist.CheckReduce(dt, rop); err != nil {
 			return bad("%v", err)
 		}
 		if in.Numel() != n*out.Numel() {
@@ -690,14 +666,14 @@ func (g *Group) AllGatherInto(outs []*tensor.Tensor, in *tensor.Tensor) *dist.Wo
 	if len(outs) != g.size {
 		return refuse(k, fmt.Errorf("%d output tensors for %d ranks", len(outs), g.size))
 	}
-	ib, keepIn, err := hostBytes("the input", in, false)
+	ib, keepIn, err := dist.HostBytes("the input", in, false)
 	if err != nil {
 		return refuse(k, err)
 	}
 	keep := []func(){keepIn}
 	obs := make([][]byte, len(outs))
 	for r, t := range outs {
-		ob, kp, err := hostBytes(fmt.Sprintf("output %d", r), t, true)
+		ob, kp, err := dist.HostBytes(fmt.Sprintf("output %d", r), t, true)
 		if err == nil && (t.DType() != in.DType() || t.Numel() != in.Numel()) {
 			kp()
 			err = fmt.Errorf("output %d is %v of %d elements; the input is %v of %d", r, t.DType(), t.Numel(), in.DType(), in.Numel())
@@ -711,7 +687,7 @@ func (g *Group) AllGatherInto(outs []*tensor.Tensor, in *tensor.Tensor) *dist.Wo
 	}
 	dt := in.DType()
 	cnt := in.Numel()
-	err = checkDType(dt)
+	err = dist.CheckDType(dt)
 	if err == nil {
 		err = checkCount("a block", cnt)
 	}
@@ -771,15 +747,11 @@ func (g *Group) p2p(k kind, t *tensor.Tensor, peer int) *dist.Work {
 		verb := map[kind]string{kSend: "send to", kRecv: "receive from"}[k]
 		return refuse(k, fmt.Errorf("rank %d cannot %s itself", peer, verb))
 	}
-	b, keep, err := hostBytes("the tensor", t, k == kRecv)
+	b, keep, err := operand(t, k == kRecv, dist.CheckDType)
 	if err != nil {
 		return refuse(k, err)
 	}
 	dt := t.DType()
-	if err := checkDType(dt); err != nil {
-		keep()
-		return refuse(k, err)
-	}
 	e, l := g.e, g.e.lib
 	n, es := t.Numel(), dt.Size()
 	mt := l.moveType(es)
@@ -805,6 +777,19 @@ func (g *Group) p2p(k kind, t *tensor.Tensor, peer int) *dist.Work {
 		})
 	}}
 	return g.submit(o, nil)
+}
+
+// gatherInts is the stage that gathers every rank's mine (as long on
+// every rank) into all, in rank order: an MPI_Iallgather of int64s, the
+// lengths and hashes that GatherObject and NewGroup check.
+func (g *Group) gatherInts(mine, all []int64) stage {
+	return func(o *op) error {
+		e, l := g.e, g.e.lib
+		var req uintptr
+		rc := call(l.iallgather, uintptr(unsafe.Pointer(&mine[0])), uintptr(len(mine)), l.typeInt64, uintptr(unsafe.Pointer(&all[0])), uintptr(len(mine)), l.typeInt64,
+			g.comm, uintptr(unsafe.Pointer(&req)))
+		return e.posted(o, "MPI_Iallgather", rc, req)
+	}
 }
 
 // maxObjectBytes bounds an object payload, as tensors are bounded: a
@@ -880,12 +865,7 @@ func (g *Group) GatherObject(payload []byte, root int) ([][]byte, error) {
 	var buf []byte
 	o := g.newOp(k, fmt.Sprintf("%v to rank %d", k, root), 8*n)
 	o.stages = []stage{
-		func(o *op) error {
-			var req uintptr
-			rc := call(l.iallgather, uintptr(unsafe.Pointer(&mine[0])), 1, l.typeInt64, uintptr(unsafe.Pointer(&lens[0])), 1, l.typeInt64,
-				g.comm, uintptr(unsafe.Pointer(&req)))
-			return e.posted(o, "MPI_Iallgather", rc, req)
-		},
+		g.gatherInts(mine, lens),
 		func(o *op) error {
 			var total int64
 			for r, v := range lens {
@@ -971,12 +951,7 @@ func (g *Group) NewGroup(ranks []int) (dist.ProcessGroup, error) {
 	var sub *Group
 	o := g.newOp(kNewGroup, fmt.Sprintf("NewGroup of ranks %v", ranks), 16*g.size)
 	o.stages = []stage{
-		func(o *op) error {
-			var req uintptr
-			rc := call(l.iallgather, uintptr(unsafe.Pointer(&mine[0])), 2, l.typeInt64, uintptr(unsafe.Pointer(&all[0])), 2, l.typeInt64,
-				g.comm, uintptr(unsafe.Pointer(&req)))
-			return e.posted(o, "MPI_Iallgather", rc, req)
-		},
+		g.gatherInts(mine, all),
 		func(o *op) error {
 			for r := range g.size {
 				if all[2*r] != mine[0] || all[2*r+1] != mine[1] {

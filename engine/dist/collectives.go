@@ -62,11 +62,11 @@ func (g *group) checkRoot(kind opKind, root int) error {
 
 // AllReduce implements ProcessGroup.
 func (g *group) AllReduce(t *tensor.Tensor, op ReduceOp) *Work {
-	b, keep, err := hostBytes("the tensor", t, true)
+	b, keep, err := HostBytes("the tensor", t, true)
 	if err != nil {
 		return g.fail(opAllReduce, "%v", err)
 	}
-	if err := checkReduce(t.DType(), op); err != nil {
+	if err := CheckReduce(t.DType(), op); err != nil {
 		keep()
 		return g.fail(opAllReduce, "%v", err)
 	}
@@ -78,7 +78,7 @@ func (g *group) Broadcast(t *tensor.Tensor, root int) *Work {
 	if err := g.checkRoot(opBroadcast, root); err != nil {
 		return failed(err)
 	}
-	b, keep, err := hostBytes("the tensor", t, g.rank != root)
+	b, keep, err := HostBytes("the tensor", t, g.rank != root)
 	if err != nil {
 		return g.fail(opBroadcast, "%v", err)
 	}
@@ -104,11 +104,11 @@ func (g *group) AllToAll(out, in *tensor.Tensor) *Work {
 // rank: reduceScatter (in has Size blocks of out's size), allGather (out
 // has Size blocks of in's size) and allToAll (both have Size blocks).
 func (g *group) blocks(kind opKind, out, in *tensor.Tensor, op ReduceOp) *Work {
-	ib, keepIn, err := hostBytes("the input", in, false)
+	ib, keepIn, err := HostBytes("the input", in, false)
 	if err != nil {
 		return g.fail(kind, "%v", err)
 	}
-	ob, keepOut, err := hostBytes("the output", out, true)
+	ob, keepOut, err := HostBytes("the output", out, true)
 	if err != nil {
 		keepIn()
 		return g.fail(kind, "%v", err)
@@ -127,7 +127,7 @@ func (g *group) blocks(kind opKind, out, in *tensor.Tensor, op ReduceOp) *Work {
 	c := &call{kind: kind, dt: in.DType(), op: op, in: ib, out: ob, shape: in.Shape()}
 	switch kind {
 	case opReduceScatter:
-		if err := checkReduce(in.DType(), op); err != nil {
+		if err := CheckReduce(in.DType(), op); err != nil {
 			return bad("%v", err)
 		}
 		if in.Numel() != n*out.Numel() {
@@ -156,14 +156,14 @@ func (g *group) AllGatherInto(outs []*tensor.Tensor, in *tensor.Tensor) *Work {
 	if len(outs) != len(g.ranks) {
 		return g.fail(opAllGatherInto, "%d output tensors for %d ranks", len(outs), len(g.ranks))
 	}
-	ib, keepIn, err := hostBytes("the input", in, false)
+	ib, keepIn, err := HostBytes("the input", in, false)
 	if err != nil {
 		return g.fail(opAllGatherInto, "%v", err)
 	}
 	keep := []func(){keepIn}
 	c := &call{kind: opAllGatherInto, dt: in.DType(), numel: in.Numel(), shape: in.Shape(), in: ib}
 	for r, o := range outs {
-		ob, k, err := hostBytes(fmt.Sprintf("output %d", r), o, true)
+		ob, k, err := HostBytes(fmt.Sprintf("output %d", r), o, true)
 		if err == nil && (o.DType() != in.DType() || o.Numel() != in.Numel()) {
 			k()
 			err = fmt.Errorf("output %d is %v of %d elements; the input is %v of %d", r, o.DType(), o.Numel(), in.DType(), in.Numel())
@@ -196,7 +196,7 @@ func (g *group) p2p(kind opKind, t *tensor.Tensor, peer int) *Work {
 	if peer == g.rank {
 		return g.fail(kind, "rank %d cannot %v to itself", peer, kind)
 	}
-	b, keep, err := hostBytes("the tensor", t, kind == opRecv)
+	b, keep, err := HostBytes("the tensor", t, kind == opRecv)
 	if err != nil {
 		return g.fail(kind, "%v", err)
 	}

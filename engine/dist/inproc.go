@@ -175,7 +175,7 @@ type group struct {
 	recvs map[int]uint64      //
 	made  int                 // NewGroup calls so far
 	queue chan func()         // the communication queue
-	red   map[redKey]*reducer // reused by the queue goroutine only
+	red   map[redKey]*Reducer // reused by the queue goroutine only
 }
 
 type redKey struct {
@@ -188,7 +188,7 @@ func (w *World) newGroup(id int, ranks []int, rank int) *group {
 		w: w, id: id, ranks: ranks, rank: rank, global: ranks[rank],
 		sends: map[int]uint64{}, recvs: map[int]uint64{},
 		queue: make(chan func(), 1024),
-		red:   map[redKey]*reducer{},
+		red:   map[redKey]*Reducer{},
 	}
 	go g.loop()
 	return g
@@ -322,11 +322,11 @@ func (g *group) p2pKey(c *call) roundKey {
 	return k
 }
 
-func (g *group) reducer(c *call) *reducer {
+func (g *group) reducer(c *call) *Reducer {
 	k := redKey{uint8(c.dt), c.op}
 	r := g.red[k]
 	if r == nil {
-		r = newReducer(c.dt, c.op, len(g.ranks))
+		r = NewReducer(c.dt, c.op, len(g.ranks))
 		g.red[k] = r
 	}
 	return r
@@ -381,10 +381,14 @@ type subgroup struct {
 	ranks []int
 }
 
-// hostBytes returns t's memory for a collective and a release that keeps it
-// alive until the collective has run. writable marks t as written, so that
-// autograd refuses values saved before.
-func hostBytes(what string, t *tensor.Tensor, writable bool) ([]byte, func(), error) {
+// HostBytes returns t's memory for a collective of a backend that works
+// on host memory, and a release: the memory stays alive, even if t is
+// released, until the backend calls it once the collective is done with
+// the memory (or at once, when it refuses the call after all). It refuses
+// a nil, failed, released, strided or non-host tensor, naming it as what
+// ("the input"). writable marks t as written, so that autograd refuses
+// values saved before.
+func HostBytes(what string, t *tensor.Tensor, writable bool) ([]byte, func(), error) {
 	if t == nil {
 		return nil, nil, fmt.Errorf("%s is nil", what)
 	}
@@ -402,7 +406,7 @@ func hostBytes(what string, t *tensor.Tensor, writable bool) ([]byte, func(), er
 	}
 	b, ok := tensor.HostBytes(t)
 	if !ok {
-		return nil, nil, fmt.Errorf("%s is not in host memory (the in-process backend needs CPU tensors)", what)
+		return nil, nil, fmt.Errorf("%s is not in host memory (this backend needs CPU tensors)", what)
 	}
 	return b, tensor.Retain(t), nil
 }

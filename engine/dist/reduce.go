@@ -13,9 +13,12 @@ import (
 // streams past it.
 const reduceChunk = 4096
 
-// checkReduce says whether op can combine elements of dt: averages need
-// floating point, booleans only take max (or) and min (and).
-func checkReduce(dt dtype.DType, op ReduceOp) error {
+// CheckReduce says whether op can combine elements of dt: averages need
+// floating point, booleans only take max (or) and min (and), and dt must
+// be one that can be communicated (CheckDType). A backend that reduces
+// with Reducer checks with it, so that it refuses what the in-process
+// backend refuses, in the same words.
+func CheckReduce(dt dtype.DType, op ReduceOp) error {
 	switch {
 	case int(op) >= len(reduceOpNames):
 		return fmt.Errorf("unknown reduce op %d", op)
@@ -24,6 +27,12 @@ func checkReduce(dt dtype.DType, op ReduceOp) error {
 	case op == Avg && !dt.IsFloat():
 		return fmt.Errorf("reduce op avg needs a floating-point tensor, not %v", dt)
 	}
+	return CheckDType(dt)
+}
+
+// CheckDType says whether tensors of dt can be communicated at all: the
+// dtypes Reducer combines.
+func CheckDType(dt dtype.DType) error {
 	switch dt {
 	case dtype.Float32, dtype.Float64, dtype.BFloat16, dtype.Float16, dtype.Int64, dtype.Int32, dtype.Uint8, dtype.Bool:
 		return nil
@@ -31,9 +40,14 @@ func checkReduce(dt dtype.DType, op ReduceOp) error {
 	return fmt.Errorf("dtype %v cannot be communicated", dt)
 }
 
-// reducer combines the same element range of every rank's buffer, in rank
-// order, so that every rank computes bit-identical results.
-type reducer struct {
+// Reducer combines the same element range of every rank's buffer, in rank
+// order, so that every rank computes bit-identical results, and every
+// backend that uses it the same results as the in-process one: bfloat16
+// and float16 in float32, rounded once (to nearest, ties to even); an
+// average is the sum divided by the number of ranks; max and min
+// propagate NaN. A Reducer holds scratch memory for one chunk: it is for
+// one goroutine at a time.
+type Reducer struct {
 	dt      dtype.DType
 	op      ReduceOp
 	n       int       // ranks: the divisor of Avg
@@ -42,8 +56,10 @@ type reducer struct {
 	divisor []float32 // n, reduceChunk times: Avg divides with vmath.Div
 }
 
-func newReducer(dt dtype.DType, op ReduceOp, n int) *reducer {
-	r := &reducer{dt: dt, op: op, n: n, scratch: make([]byte, reduceChunk*dt.Size())}
+// NewReducer returns a Reducer of n ranks' elements of dt by op, which
+// CheckReduce must have accepted.
+func NewReducer(dt dtype.DType, op ReduceOp, n int) *Reducer {
+	r := &Reducer{dt: dt, op: op, n: n, scratch: make([]byte, reduceChunk*dt.Size())}
 	if dt == dtype.BFloat16 || dt == dtype.Float16 {
 		r.acc = make([]float32, reduceChunk)
 	}
@@ -56,10 +72,11 @@ func newReducer(dt dtype.DType, op ReduceOp, n int) *reducer {
 	return r
 }
 
-// reduce writes into dst (bytes [lo, hi) of the collective's element
-// range) the combination of srcs[k][lo:hi]. dst may be one of the srcs'
-// ranges: each chunk is combined in scratch first.
-func (r *reducer) reduce(dst []byte, srcs [][]byte, lo, hi int) {
+// Reduce writes into dst (bytes [lo, hi) of the collective's element
+// range, at element boundaries) the combination of srcs[k][lo:hi], rank
+// k's bytes, a chunk at a time. dst may be one of the srcs' ranges: each
+// chunk is combined in scratch first.
+func (r *Reducer) Reduce(dst []byte, srcs [][]byte, lo, hi int) {
 	es := r.dt.Size()
 	for start := lo; start < hi; start += reduceChunk * es {
 		end := min(hi, start+reduceChunk*es)
@@ -69,7 +86,7 @@ func (r *reducer) reduce(dst []byte, srcs [][]byte, lo, hi int) {
 	}
 }
 
-func (r *reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
+func (r *Reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
 	switch r.dt {
 	case dtype.Float32:
 		o := asSlice[float32](out)
@@ -224,4 +241,17 @@ func asSlice[T any](b []byte) []T {
 		return nil
 	}
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), n)
+}
+
+// Part returns the byte range of part k when numel elements of es bytes
+// are split into n near-equal parts (the first numel%n parts one element
+// longer): the part of an all-reduce that rank k reduces.
+func Part(numel, n, k, es int) (lo, hi int) {
+	q, rem := numel/n, numel%n
+	start := k*q + min(k, rem)
+	size := q
+	if k < rem {
+		size++
+	}
+	return start * es, (start + size) * es
 }

@@ -122,19 +122,19 @@ func (w *World) run(g *group, key roundKey, c *call) error {
 	es := c.dt.Size()
 	switch c.kind {
 	case opAllReduce:
-		lo, hi := slice(c.numel, n, me, es)
+		lo, hi := Part(c.numel, n, me, es)
 		srcs := make([][]byte, n)
 		for k, o := range calls {
 			srcs[k] = o.out
 		}
-		g.reducer(c).reduce(c.out[lo:hi], srcs, lo, hi)
+		g.reducer(c).Reduce(c.out[lo:hi], srcs, lo, hi)
 		r.reduced.countDown()
 		if err := w.await(r, &r.reduced, deadline, "reduce"); err != nil {
 			return err
 		}
 		for k, o := range calls {
 			if k != me {
-				lo, hi := slice(c.numel, n, k, es)
+				lo, hi := Part(c.numel, n, k, es)
 				copy(c.out[lo:hi], o.out[lo:hi])
 			}
 		}
@@ -148,7 +148,7 @@ func (w *World) run(g *group, key roundKey, c *call) error {
 		for k, o := range calls {
 			srcs[k] = o.in
 		}
-		g.reducer(c).reduce(c.out, srcs, me*block, (me+1)*block)
+		g.reducer(c).Reduce(c.out, srcs, me*block, (me+1)*block)
 	case opAllGather:
 		block := c.numel * es
 		for k, o := range calls {
@@ -309,18 +309,6 @@ func describeCall(c *call, shapes bool) string {
 	}
 	b.WriteString(")")
 	return b.String()
-}
-
-// slice returns the byte range of part k when numel elements are split
-// into n near-equal parts (the first numel%n parts one element longer).
-func slice(numel, n, k, es int) (lo, hi int) {
-	q, rem := numel/n, numel%n
-	start := k*q + min(k, rem)
-	size := q
-	if k < rem {
-		size++
-	}
-	return start * es, (start + size) * es
 }
 
 func uintptrOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }

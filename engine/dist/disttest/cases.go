@@ -89,13 +89,13 @@ func allReduce(dt dtype.DType) func(dist.ProcessGroup, *tensor.Runtime) error {
 			xs := make([]*tensor.Tensor, len(sizes))
 			works := make([]*dist.Work, len(sizes))
 			for k, size := range sizes {
-				xs[k] = rt.FromValues(dt, values(dt, op, r, size, 0), size)
+				xs[k] = rt.FromValues(dt, Values(dt, op, r, size, 0), size)
 				works[k] = pg.AllReduce(xs[k], op)
 			}
 			for k, size := range sizes {
 				what := fmt.Sprintf("allReduce %v %v of %d", dt, op, size)
 				if c.ok(works[k], what) {
-					want, slack := reduced(dt, op, upTo(n), size, 0)
+					want, slack := Reduced(dt, op, upTo(n), size, 0)
 					c.expect(xs[k], want, slack, what)
 				}
 			}
@@ -114,10 +114,10 @@ func allReduceLarge(size int) func(dist.ProcessGroup, *tensor.Runtime) error {
 			dt dtype.DType
 			op dist.ReduceOp
 		}{{dtype.Float32, dist.Sum}, {dtype.BFloat16, dist.Avg}} {
-			x := rt.FromValues(k.dt, values(k.dt, k.op, r, size, 0), size)
+			x := rt.FromValues(k.dt, Values(k.dt, k.op, r, size, 0), size)
 			what := fmt.Sprintf("allReduce %v %v of %d", k.dt, k.op, size)
 			if c.ok(pg.AllReduce(x, k.op), what) {
-				want, slack := reduced(k.dt, k.op, upTo(n), size, 0)
+				want, slack := Reduced(k.dt, k.op, upTo(n), size, 0)
 				c.expect(x, want, slack, what)
 			}
 			x.Release()
@@ -141,10 +141,10 @@ func broadcast(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		var items []item
 		for _, dt := range dtypes {
 			for _, size := range []int{0, 1, 7, 1000} {
-				x := rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)
+				x := rt.FromValues(dt, Values(dt, dist.Sum, r, size, 0), size)
 				items = append(items, item{
 					what: fmt.Sprintf("broadcast %v of %d from root %d", dt, size, root),
-					x:    x, w: pg.Broadcast(x, root), want: values(dt, dist.Sum, root, size, 0),
+					x:    x, w: pg.Broadcast(x, root), want: Values(dt, dist.Sum, root, size, 0),
 				})
 			}
 		}
@@ -173,14 +173,14 @@ func reduceScatter(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 			outs := make([]*tensor.Tensor, len(sizes))
 			works := make([]*dist.Work, len(sizes))
 			for k, size := range sizes {
-				in := rt.FromValues(dt, values(dt, op, r, n*size, 0), n*size)
+				in := rt.FromValues(dt, Values(dt, op, r, n*size, 0), n*size)
 				outs[k] = rt.Zeros(dt, size)
 				works[k] = pg.ReduceScatter(outs[k], in, op)
 			}
 			for k, size := range sizes {
 				what := fmt.Sprintf("reduceScatter %v %v of %d × %d", dt, op, n, size)
 				if c.ok(works[k], what) {
-					want, slack := reduced(dt, op, upTo(n), size, r*size)
+					want, slack := Reduced(dt, op, upTo(n), size, r*size)
 					c.expect(outs[k], want, slack, what)
 				}
 			}
@@ -200,11 +200,11 @@ func reduceScatterInPlace(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 			if !reducible(dt, op) {
 				continue
 			}
-			grad := rt.FromValues(dt, values(dt, op, r, n*size, 0), n*size)
+			grad := rt.FromValues(dt, Values(dt, op, r, n*size, 0), n*size)
 			own := grad.Narrow(0, r*size, size)
 			what := fmt.Sprintf("in-place reduceScatter %v %v of %d × %d", dt, op, n, size)
 			if c.ok(pg.ReduceScatter(own, grad, op), what) {
-				want, slack := reduced(dt, op, upTo(n), size, r*size)
+				want, slack := Reduced(dt, op, upTo(n), size, r*size)
 				c.expect(own, want, slack, what)
 			}
 		}
@@ -221,7 +221,7 @@ func allGather(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		outs := make([]*tensor.Tensor, len(sizes))
 		works := make([]*dist.Work, len(sizes))
 		for k, size := range sizes {
-			in := rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)
+			in := rt.FromValues(dt, Values(dt, dist.Sum, r, size, 0), size)
 			outs[k] = rt.Zeros(dt, n*size)
 			works[k] = pg.AllGather(outs[k], in)
 		}
@@ -245,7 +245,7 @@ func allGatherInPlace(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		flat := rt.Zeros(dt, n*size)
 		shard := flat.Narrow(0, r*size, size)
 		what := fmt.Sprintf("in-place allGather %v of %d × %d", dt, n, size)
-		if err := shard.CopyFrom(rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)); err != nil {
+		if err := shard.CopyFrom(rt.FromValues(dt, Values(dt, dist.Sum, r, size, 0), size)); err != nil {
 			c.errorf("%s: filling the shard: %v", what, err)
 		}
 		if c.ok(pg.AllGather(flat, shard), what) {
@@ -261,7 +261,7 @@ func allGatherInto(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	n, r := pg.Size(), pg.Rank()
 	for _, dt := range dtypes {
 		for _, size := range []int{0, 1, 7, 1000} {
-			in := rt.FromValues(dt, values(dt, dist.Sum, r, size, 0), size)
+			in := rt.FromValues(dt, Values(dt, dist.Sum, r, size, 0), size)
 			outs := make([]*tensor.Tensor, n)
 			for k := range outs {
 				outs[k] = rt.Zeros(dt, size)
@@ -269,7 +269,7 @@ func allGatherInto(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 			what := fmt.Sprintf("allGatherInto %v of %d", dt, size)
 			if c.ok(pg.AllGatherInto(outs, in), what) {
 				for k, o := range outs {
-					c.expect(o, values(dt, dist.Sum, k, size, 0), nil, fmt.Sprintf("%s, output %d", what, k))
+					c.expect(o, Values(dt, dist.Sum, k, size, 0), nil, fmt.Sprintf("%s, output %d", what, k))
 				}
 			}
 		}
@@ -284,7 +284,7 @@ func allToAll(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	n, r := pg.Size(), pg.Rank()
 	for _, dt := range dtypes {
 		for _, size := range []int{0, 1, 3, 64} {
-			in := rt.FromValues(dt, values(dt, dist.Sum, r, n*size, 0), n*size)
+			in := rt.FromValues(dt, Values(dt, dist.Sum, r, n*size, 0), n*size)
 			out := rt.Zeros(dt, n*size)
 			what := fmt.Sprintf("allToAll %v of %d × %d", dt, n, size)
 			if c.ok(pg.AllToAll(out, in), what) {
@@ -334,7 +334,7 @@ var messages = []struct {
 // message is what rank from sends as message m of round round.
 func message(from, round, m int) (dtype.DType, []float64) {
 	k := messages[m]
-	return k.dt, values(k.dt, dist.Sum, from, k.size, 1000*round+10*m)
+	return k.dt, Values(k.dt, dist.Sum, from, k.size, 1000*round+10*m)
 }
 
 // exchange is one rank's side of a round of point-to-point messages.
@@ -400,9 +400,9 @@ func sendRecvPairs(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		e.send(r-1, 1)
 	}
 	e.wait()
-	x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r, 7, 0), 7)
+	x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 7, 0), 7)
 	if c.ok(pg.AllReduce(x, dist.Sum), "allReduce after send and recv") {
-		want, _ := reduced(dtype.Float32, dist.Sum, upTo(n), 7, 0)
+		want, _ := Reduced(dtype.Float32, dist.Sum, upTo(n), 7, 0)
 		c.expect(x, want, nil, "allReduce after send and recv")
 	}
 	return c.err()
@@ -591,20 +591,20 @@ func subgroups(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		})
 	}
 	if half != nil {
-		x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r, 5, 0), 5)
-		want, _ := reduced(dtype.Float32, dist.Sum, members, 5, 0)
+		x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 5, 0), 5)
+		want, _ := Reduced(dtype.Float32, dist.Sum, members, 5, 0)
 		expect(half.AllReduce(x, dist.Sum), fmt.Sprintf("allReduce in the subgroup of ranks %v", members), x, want)
 	}
-	y := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Max, r, 5, 10), 5)
-	want, _ := reduced(dtype.Float32, dist.Max, upTo(n), 5, 10)
+	y := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Max, r, 5, 10), 5)
+	want, _ := Reduced(dtype.Float32, dist.Max, upTo(n), 5, 10)
 	expect(pg.AllReduce(y, dist.Max), "allReduce in the parent group among subgroups' collectives", y, want)
 	if ev != nil {
-		in := rt.FromValues(dtype.Int64, values(dtype.Int64, dist.Sum, r, 3, 0), 3)
+		in := rt.FromValues(dtype.Int64, Values(dtype.Int64, dist.Sum, r, 3, 0), 3)
 		out := rt.Zeros(dtype.Int64, 3*len(evens))
 		expect(ev.AllGather(out, in), fmt.Sprintf("allGather in the subgroup of ranks %v", evens), out, blocks(dtype.Int64, evens, 3, 0))
 	}
-	z := rt.FromValues(dtype.BFloat16, values(dtype.BFloat16, dist.Sum, r, 7, 0), 7)
-	expect(all.Broadcast(z, n-1), "broadcast in the subgroup of every rank", z, values(dtype.BFloat16, dist.Sum, n-1, 7, 0))
+	z := rt.FromValues(dtype.BFloat16, Values(dtype.BFloat16, dist.Sum, r, 7, 0), 7)
+	expect(all.Broadcast(z, n-1), "broadcast in the subgroup of every rank", z, Values(dtype.BFloat16, dist.Sum, n-1, 7, 0))
 	if half != nil {
 		what := fmt.Sprintf("broadcastObject in the subgroup of ranks %v", members)
 		got, err := half.BroadcastObject(payload(r, 3+r), half.Size()-1)
@@ -619,8 +619,8 @@ func subgroups(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		check()
 	}
 	// The parent goes on after its subgroups' collectives.
-	x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r, 3, 0), 3)
-	want, _ = reduced(dtype.Float32, dist.Sum, upTo(n), 3, 0)
+	x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 3, 0), 3)
+	want, _ = Reduced(dtype.Float32, dist.Sum, upTo(n), 3, 0)
 	if c.ok(pg.AllReduce(x, dist.Sum), "allReduce in the parent group after its subgroups'") {
 		c.expect(x, want, nil, "allReduce in the parent group after its subgroups'")
 	}
@@ -674,20 +674,20 @@ func nestedSubgroups(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		})
 	}
 	if sub != nil {
-		a := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r, 9, 0), 9)
-		want, _ := reduced(dtype.Float32, dist.Sum, inner, 9, 0)
+		a := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 9, 0), 9)
+		want, _ := Reduced(dtype.Float32, dist.Sum, inner, 9, 0)
 		expect(sub.AllReduce(a, dist.Sum), fmt.Sprintf("allReduce in the nested subgroup of ranks %v", inner), a, want)
 	}
-	in := rt.FromValues(dtype.Int32, values(dtype.Int32, dist.Sum, r, 4, 0), 4)
+	in := rt.FromValues(dtype.Int32, Values(dtype.Int32, dist.Sum, r, 4, 0), 4)
 	out := rt.Zeros(dtype.Int32, 4*len(members))
 	expect(half.AllGather(out, in), fmt.Sprintf("allGather in the subgroup of ranks %v", members), out, blocks(dtype.Int32, members, 4, 0))
-	b := rt.FromValues(dtype.Float64, values(dtype.Float64, dist.Min, r, 6, 0), 6)
-	want, _ := reduced(dtype.Float64, dist.Min, upTo(n), 6, 0)
+	b := rt.FromValues(dtype.Float64, Values(dtype.Float64, dist.Min, r, 6, 0), 6)
+	want, _ := Reduced(dtype.Float64, dist.Min, upTo(n), 6, 0)
 	expect(pg.AllReduce(b, dist.Min), "allReduce in the parent group among nested subgroups' collectives", b, want)
 	if sub != nil {
-		d := rt.FromValues(dtype.Float16, values(dtype.Float16, dist.Sum, r, 5, 0), 5)
+		d := rt.FromValues(dtype.Float16, Values(dtype.Float16, dist.Sum, r, 5, 0), 5)
 		root := len(inner) - 1
-		expect(sub.Broadcast(d, root), fmt.Sprintf("broadcast in the nested subgroup of ranks %v", inner), d, values(dtype.Float16, dist.Sum, inner[root], 5, 0))
+		expect(sub.Broadcast(d, root), fmt.Sprintf("broadcast in the nested subgroup of ranks %v", inner), d, Values(dtype.Float16, dist.Sum, inner[root], 5, 0))
 	}
 	for _, check := range checks {
 		check()
@@ -730,31 +730,31 @@ func inFlight(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	all := upTo(n)
 	for round := range 3 {
 		f := dtype.Float32
-		a := rt.FromValues(f, values(f, dist.Sum, r, 1000, round), 1000)
-		want, _ := reduced(f, dist.Sum, all, 1000, round)
+		a := rt.FromValues(f, Values(f, dist.Sum, r, 1000, round), 1000)
+		want, _ := Reduced(f, dist.Sum, all, 1000, round)
 		add(pg.AllReduce(a, dist.Sum), fmt.Sprintf("round %d: allReduce", round), a, want, nil)
 
 		root := round % n
-		b := rt.FromValues(dtype.BFloat16, values(dtype.BFloat16, dist.Sum, r, 333, round), 333)
-		add(pg.Broadcast(b, root), fmt.Sprintf("round %d: broadcast from %d", round, root), b, values(dtype.BFloat16, dist.Sum, root, 333, round), nil)
+		b := rt.FromValues(dtype.BFloat16, Values(dtype.BFloat16, dist.Sum, r, 333, round), 333)
+		add(pg.Broadcast(b, root), fmt.Sprintf("round %d: broadcast from %d", round, root), b, Values(dtype.BFloat16, dist.Sum, root, 333, round), nil)
 
-		gin := rt.FromValues(dtype.Int32, values(dtype.Int32, dist.Sum, r, 7, round), 7)
+		gin := rt.FromValues(dtype.Int32, Values(dtype.Int32, dist.Sum, r, 7, round), 7)
 		gout := rt.Zeros(dtype.Int32, 7*n)
 		add(pg.AllGather(gout, gin), fmt.Sprintf("round %d: allGather", round), gout, blocks(dtype.Int32, all, 7, round), nil)
 
-		sin := rt.FromValues(f, values(f, dist.Avg, r, 64*n, round), 64*n)
+		sin := rt.FromValues(f, Values(f, dist.Avg, r, 64*n, round), 64*n)
 		sout := rt.Zeros(f, 64)
-		want, slack := reduced(f, dist.Avg, all, 64, round+64*r)
+		want, slack := Reduced(f, dist.Avg, all, 64, round+64*r)
 		add(pg.ReduceScatter(sout, sin, dist.Avg), fmt.Sprintf("round %d: reduceScatter", round), sout, want, slack)
 
-		ain := rt.FromValues(dtype.Float64, values(dtype.Float64, dist.Sum, r, 5*n, round), 5*n)
+		ain := rt.FromValues(dtype.Float64, Values(dtype.Float64, dist.Sum, r, 5*n, round), 5*n)
 		aout := rt.Zeros(dtype.Float64, 5*n)
 		add(pg.AllToAll(aout, ain), fmt.Sprintf("round %d: allToAll", round), aout, blocks(dtype.Float64, all, 5, round+5*r), nil)
 
 		add(pg.Barrier(), fmt.Sprintf("round %d: barrier", round), nil, nil, nil)
 
-		u := rt.FromValues(dtype.Uint8, values(dtype.Uint8, dist.Max, r, 17, round), 17)
-		want, _ = reduced(dtype.Uint8, dist.Max, all, 17, round)
+		u := rt.FromValues(dtype.Uint8, Values(dtype.Uint8, dist.Max, r, 17, round), 17)
+		want, _ = Reduced(dtype.Uint8, dist.Max, all, 17, round)
 		add(pg.AllReduce(u, dist.Max), fmt.Sprintf("round %d: allReduce uint8 max", round), u, want, nil)
 	}
 	// When the last continuation has run, every earlier one has.
@@ -781,7 +781,7 @@ func releasedWhileInFlight(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	c := newChecker(pg)
 	r := pg.Rank()
 	const size = 5000
-	x := rt.FromValues(dtype.Float32, values(dtype.Float32, dist.Sum, r, size, 0), size)
+	x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, size, 0), size)
 	view := x.View(size)
 	w := pg.AllReduce(view, dist.Sum)
 	view.Release()
@@ -875,9 +875,9 @@ func invalidArguments(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 	}
 
 	// The group goes on.
-	y := rt.FromValues(f32, values(f32, dist.Sum, r, 10, 0), 10)
+	y := rt.FromValues(f32, Values(f32, dist.Sum, r, 10, 0), 10)
 	if c.ok(pg.AllReduce(y, dist.Sum), "allReduce after invalid calls") {
-		want, _ := reduced(f32, dist.Sum, upTo(n), 10, 0)
+		want, _ := Reduced(f32, dist.Sum, upTo(n), 10, 0)
 		c.expect(y, want, nil, "allReduce after invalid calls")
 	}
 	got, err := pg.BroadcastObject(payload(r, 5), 0)

@@ -26,12 +26,13 @@ func reducible(dt dtype.DType, op dist.ReduceOp) bool {
 	return true
 }
 
-// value is element i of rank r's input to a collective on dt (reduced by
-// op where it reduces): small integers, exact in every dtype, and sums,
-// products, maxima and minima of up to several ranks' values stay exact
-// too, so that the expected results do not depend on the order in which
-// a backend combines them. Every rank computes any rank's values itself.
-func value(dt dtype.DType, op dist.ReduceOp, r, i int) float64 {
+// Value is element i of rank r's input to a collective on dt (reduced by
+// op where it reduces), in the cases and in a backend's own tests: small
+// integers, exact in every dtype, and sums, products, maxima and minima
+// of up to several ranks' values stay exact too, so that the expected
+// results do not depend on the order in which a backend combines them.
+// Every rank computes any rank's values itself.
+func Value(dt dtype.DType, op dist.ReduceOp, r, i int) float64 {
 	switch {
 	case dt == dtype.Bool:
 		return float64((r + i) % 2)
@@ -45,11 +46,11 @@ func value(dt dtype.DType, op dist.ReduceOp, r, i int) float64 {
 	return float64((r+1)*(i%7) - 3*r)
 }
 
-// values are elements offset to offset+n of rank r's input.
-func values(dt dtype.DType, op dist.ReduceOp, r, n, offset int) []float64 {
+// Values are elements offset to offset+n of rank r's input (Value).
+func Values(dt dtype.DType, op dist.ReduceOp, r, n, offset int) []float64 {
 	v := make([]float64, n)
 	for i := range v {
-		v[i] = value(dt, op, r, offset+i)
+		v[i] = Value(dt, op, r, offset+i)
 	}
 	return v
 }
@@ -59,7 +60,7 @@ func values(dt dtype.DType, op dist.ReduceOp, r, n, offset int) []float64 {
 func blocks(dt dtype.DType, ranks []int, n, offset int) []float64 {
 	var v []float64
 	for _, r := range ranks {
-		v = append(v, values(dt, dist.Sum, r, n, offset)...)
+		v = append(v, Values(dt, dist.Sum, r, n, offset)...)
 	}
 	return v
 }
@@ -84,20 +85,21 @@ var avgTolerance = map[dtype.DType]float64{
 	dtype.BFloat16: 3e-2,
 }
 
-// reduced is the expected combination by op of elements offset to
-// offset+n of the given ranks' inputs, and for each element how far a
-// result may be from it (zero but for averages).
-func reduced(dt dtype.DType, op dist.ReduceOp, ranks []int, n, offset int) (want, slack []float64) {
+// Reduced is the expected combination by op of elements offset to
+// offset+n of the given ranks' inputs (Values), exact in float64, and for
+// each element how far a result may be from it (slack is nil but for
+// averages).
+func Reduced(dt dtype.DType, op dist.ReduceOp, ranks []int, n, offset int) (want, slack []float64) {
 	want = make([]float64, n)
 	if op == dist.Avg {
 		slack = make([]float64, n)
 	}
 	for i := range want {
 		k := offset + i
-		acc := value(dt, op, ranks[0], k)
+		acc := Value(dt, op, ranks[0], k)
 		mag := math.Abs(acc)
 		for _, r := range ranks[1:] {
-			x := value(dt, op, r, k)
+			x := Value(dt, op, r, k)
 			mag += math.Abs(x)
 			switch op {
 			case dist.Sum, dist.Avg:
@@ -172,8 +174,8 @@ func (c *checker) fails(w *dist.Work, what string) {
 	}
 }
 
-// readBack returns t's elements as float64s (booleans as 0 and 1).
-func readBack(t *tensor.Tensor) ([]float64, error) {
+// ReadBack returns t's elements as float64s (booleans as 0 and 1).
+func ReadBack(t *tensor.Tensor) ([]float64, error) {
 	if t.DType() == dtype.Bool || t.DType() == dtype.Uint8 {
 		b, err := t.Bytes()
 		v := make([]float64, len(b))
@@ -188,7 +190,7 @@ func readBack(t *tensor.Tensor) ([]float64, error) {
 // expect checks that t holds want, within slack[i] of element i when
 // slack is not nil, and records the first wrong element.
 func (c *checker) expect(t *tensor.Tensor, want, slack []float64, what string) {
-	got, err := readBack(t)
+	got, err := ReadBack(t)
 	if err != nil {
 		c.errorf("%s: reading the result: %v", what, err)
 		return
