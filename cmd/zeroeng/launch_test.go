@@ -30,9 +30,16 @@ const { dist } = require("zeroeng");
 console.log("hello from", dist.rank, "of", dist.worldSize, "local", dist.localRank);
 console.error("stderr of", dist.rank);
 `})
-	r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "3", "--quiet", "hello.js")
+	r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "3", "--quiet",
+		"--metrics", "m.jsonl", "--trace", "t.json", "hello.js")
 	if r.code != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	// Rank 0 writes the files named; the others their own beside them.
+	for _, f := range []string{"m.jsonl", "m.rank1.jsonl", "m.rank2.jsonl", "t.json", "t.rank1.json", "t.rank2.json"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 	for rank := range 3 {
 		want := fmt.Sprintf("[%d] hello from %d of 3 local %d\n", rank, rank, rank)
