@@ -214,6 +214,15 @@ func newProcessBackend(g dist.ProcessGroup, owner interface {
 
 func (b *processBackend) Group(int) dist.ProcessGroup { return b.group }
 
+// Leave tells a backend that can (mpi.World) that this rank's script has
+// ended, so that the other ranks' collectives that need it fail at once
+// instead of at their timeout, as on the in-process backend.
+func (b *processBackend) Leave(local int) {
+	if l, ok := b.owner.(interface{ Leave(int) }); ok {
+		l.Leave(local)
+	}
+}
+
 // Abort stops this rank's collectives; unless another rank's failure
 // caused it, the others learn of it through the store.
 func (b *processBackend) Abort(err error) {
