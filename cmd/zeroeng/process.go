@@ -49,8 +49,8 @@ type processJob struct {
 	launched bool
 }
 
-// joinOptions returns the job options that place this process's single
-// rank in the job.
+// apply sets the job options that place this process's single
+// rank in the job: its rank, its device and its backend.
 func (p *processJob) apply(jo *script.JobOptions) {
 	jo.Ranks, jo.FirstRank, jo.WorldSize, jo.FirstLocalRank = 1, p.place.Rank, p.place.Size, p.place.LocalRank
 	jo.NoPrefix = p.launched
