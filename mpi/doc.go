@@ -115,6 +115,36 @@
 // (MPI_Abort). A process not started by mpirun initialises MPI as a
 // singleton, a world of one rank.
 //
+// World.Leave says that the rank's script has ended without an error (a
+// job calls it before Close), so that the others need not wait for their
+// timeout on a rank that is done, as with the in-process backend's
+// World.Leave. It sends every other rank a notice, without waiting for
+// it: an MPI_Isend, whose request is freed at once, on a communicator of
+// the notices' own (an MPI_Comm_dup of MPI_COMM_WORLD made by NewWorld,
+// so that it never matches the groups' traffic), saying how many
+// collectives the rank issued in each group the two share, and how many
+// messages to and from that rank. Every rank keeps a receive from any
+// rank posted there, which the communication goroutine tests with the
+// works' requests (in the same MPI_Testsome: no probing, and no MPI call
+// while nothing is in flight). When a notice arrives, every work that
+// needs the rank that left and that it never issued (a collective of a
+// group that contains it, past the ones it issued there; a message to or
+// from it, past the ones it issued) fails at once, and so does every
+// such work issued later, without an MPI call, with an error that names
+// it ("mpi: AllReduce of 4 float32 on rank 0: rank 1 has finished its
+// script; this collective can never complete"). The works the rank did
+// issue complete as usual, though its notice may arrive before their
+// data; works of groups without it, and messages between other ranks, go
+// on. A failed work that MPI had cannot be cancelled: its memory is
+// never given back, World.Err returns its error, and Close returns one
+// that says so without calling MPI_Finalize (the process is expected to
+// exit with a failure, as after a timeout). When every rank finishes,
+// the notices are only recorded; Close cancels the posted receive and
+// frees the communicator before MPI_Finalize. Open MPI 4.1's
+// MPI_Finalize waits for every rank (a PMIx fence), so a rank that left
+// early waits there for the others; if one fails and exits instead,
+// mpirun ends the job at once.
+//
 // # Launching
 //
 // mpirun binds each process to one core by default when there are at

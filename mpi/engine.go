@@ -40,7 +40,8 @@ type op struct {
 	p2p   bool
 	peer  int // the other rank of a message, in the group
 	seq   uint64
-	bytes int64 // what it moves, for the trace and the polling
+	pseq  uint64 // a message's number among the group's messages of its kind to or from peer
+	bytes int64  // what it moves, for the trace and the polling
 
 	stages []stage
 	next   int // the stage to run next
@@ -62,6 +63,7 @@ type op struct {
 
 	// The communication goroutine's own.
 	mpiDone    bool
+	dropped    bool  // failed by a rank's Leave while MPI had it: MPI may still use its memory
 	err        error // why it failed (not an MPI error: those break the world)
 	start, end time.Time
 }
@@ -123,6 +125,11 @@ type engine struct {
 	closeErr error  // MPI_Finalize's, once exited is closed
 	kill     func() // World.Kill's MPI_Abort, for the communication goroutine
 	local    []*op  // ops whose offloaded work has finished
+	leave    bool   // World.Leave: tell the other ranks
+	// stuck is the error of the first work that failed on another rank's
+	// Leave while MPI had it: MPI cannot cancel it, so Close leaves MPI
+	// as it is.
+	stuck error
 
 	// The communication goroutine's own.
 	groups    []*Group
@@ -130,7 +137,9 @@ type engine struct {
 	slots     []slot
 	indices   []int32
 	statuses  []status
-	p2p       []*op
+	p2p       []*op // messages in flight
+	p2pQueue  []*op // messages taken, to start
+	notice    notices
 	nextID    int   // the next subgroup's id
 	held      int   // collectives queued on the groups or in flight
 	flying    int64 // bytes of the ops in flight
@@ -160,7 +169,7 @@ func (e *engine) signal() { e.bell.ring() }
 func (e *engine) called() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.queue) > 0 || len(e.local) > 0 || e.stopping || e.kill != nil || e.failed
+	return len(e.queue) > 0 || len(e.local) > 0 || e.stopping || e.kill != nil || e.failed || e.leave
 }
 
 // submit queues o and returns its Work.
@@ -174,7 +183,17 @@ func (e *engine) submit(o *op) *dist.Work {
 		return dist.Failed(fmt.Errorf("mpi: %s on %s was not issued: %w", o.what, o.g.where(), err))
 	}
 	o.deadline = time.Now().Add(e.timeout)
-	if !o.p2p {
+	if o.p2p {
+		c := &o.g.recvs
+		if o.kind == kSend {
+			c = &o.g.sends
+		}
+		if *c == nil {
+			*c = make([]uint64, o.g.size)
+		}
+		o.pseq = (*c)[o.peer]
+		(*c)[o.peer]++
+	} else {
 		o.seq = o.g.seq
 		o.g.seq++
 	}
@@ -284,6 +303,10 @@ func (e *engine) loop(ready chan<- error, init func() error) {
 		}
 		if e.idle() {
 			if stopping {
+				if err := e.stuckErr(); err != nil {
+					e.closeErr = e.unfinalised(err)
+					return
+				}
 				e.closeErr = e.finalize()
 				return
 			}
@@ -317,9 +340,10 @@ func (e *engine) spinFor() time.Duration {
 	return min(spinBase+time.Duration(e.flying*int64(time.Second)/spinRate), spinMax)
 }
 
-// intake takes the queued ops: messages start at once, collectives join
-// their group's queue. It reports whether it took any, and whether Close
-// was called.
+// intake takes the queued ops and issues them: messages start at once,
+// collectives join their group's queue; it tells the other ranks when
+// World.Leave was called. It reports whether it took any, and whether
+// Close was called.
 func (e *engine) intake() (took, stopping bool) {
 	e.mu.Lock()
 	q := e.queue
@@ -328,22 +352,24 @@ func (e *engine) intake() (took, stopping bool) {
 	kill := e.kill
 	local := e.local
 	e.local = nil
+	leave := e.leave
+	e.leave = false
 	e.mu.Unlock()
 	if kill != nil {
 		kill()
 	}
+	if leave {
+		e.tellLeft()
+	}
 	for _, o := range local {
 		o.open--
-		if o.open == 0 && !e.broken {
+		if o.open == 0 && !e.broken && !o.dropped {
 			e.advance(o)
 		}
 	}
 	for _, o := range q {
 		if o.p2p {
-			if o.state.CompareAndSwap(opQueued, opIssued) {
-				e.p2p = append(e.p2p, o)
-				e.startOp(o)
-			}
+			e.p2pQueue = append(e.p2pQueue, o)
 			continue
 		}
 		o.g.pending = append(o.g.pending, o)
@@ -353,10 +379,28 @@ func (e *engine) intake() (took, stopping bool) {
 	return len(q) > 0 || len(local) > 0, stopping
 }
 
-// issue starts the queued collectives of every group, in order, up to
-// maxInFlight each; an op with stages still to come holds back the ones
-// after it, whose calls must follow its own on every rank.
+// issue starts the messages taken, then the queued collectives of every
+// group, in order, up to maxInFlight each; an op with stages still to
+// come holds back the ones after it, whose calls must follow its own on
+// every rank. An op that needs a rank that has left without issuing its
+// part fails without an MPI call, once the rank's Leave notice has been
+// seen (by progress).
 func (e *engine) issue() {
+	for i, o := range e.p2pQueue {
+		e.p2pQueue[i] = nil
+		if e.broken {
+			continue // abandon settles it
+		}
+		if r, gone := e.unreachable(o); gone {
+			e.dropOp(o, r)
+			continue
+		}
+		if o.state.CompareAndSwap(opQueued, opIssued) {
+			e.p2p = append(e.p2p, o)
+			e.startOp(o)
+		}
+	}
+	e.p2pQueue = e.p2pQueue[:0]
 	for _, g := range e.groups {
 		for len(g.pending) > 0 && len(g.inflight) < maxInFlight && !e.broken {
 			if n := len(g.inflight); n > 0 && (g.inflight[n-1].blocking() || g.flying+g.pending[0].bytes > maxFlying) {
@@ -364,6 +408,11 @@ func (e *engine) issue() {
 			}
 			o := g.pending[0]
 			g.pending = g.pending[1:]
+			if r, gone := e.unreachable(o); gone {
+				e.dropOp(o, r)
+				e.hold(-1)
+				continue
+			}
 			if !o.state.CompareAndSwap(opQueued, opIssued) {
 				e.hold(-1) // settled by an abort
 				continue
@@ -390,7 +439,7 @@ func (e *engine) startOp(o *op) {
 // advance runs o's next stages while none of them has requests in
 // flight; past the last one, o is done.
 func (e *engine) advance(o *op) {
-	for o.open == 0 && !o.mpiDone && !e.broken {
+	for o.open == 0 && !o.mpiDone && !e.broken && !o.dropped {
 		if o.err != nil || o.next == len(o.stages) {
 			e.done(o)
 			return
@@ -499,14 +548,16 @@ func (e *engine) commTime() time.Duration {
 }
 
 // idle reports whether nothing is queued on the groups or in flight.
-func (e *engine) idle() bool { return e.held == 0 && len(e.p2p) == 0 }
+func (e *engine) idle() bool { return e.held == 0 && len(e.p2p) == 0 && len(e.p2pQueue) == 0 }
 
 // progress tests the requests in flight (MPI_Testsome, which also moves
 // the data of every one of them) and advances the ops whose requests have
-// all completed. It returns how many requests completed.
+// all completed. It returns how many requests completed. The receive of
+// Leave notices is tested with the works' requests, not alone: a notice
+// matters only to works that wait for MPI.
 func (e *engine) progress() int {
 	n := len(e.reqs)
-	if n == 0 {
+	if n == 0 || n == 1 && e.slots[0].o == e.notice.op {
 		return 0
 	}
 	if cap(e.indices) < n {
@@ -527,6 +578,7 @@ func (e *engine) progress() int {
 		return 0
 	}
 	var ready []*op
+	var notice *status // a Leave notice that arrived
 	for k := range int(count) {
 		i := e.indices[k]
 		s := e.slots[i]
@@ -535,6 +587,11 @@ func (e *engine) progress() int {
 		if rc == errInStatus && st.Error != success {
 			e.breakOn(s.o, e.lib.err("MPI_Testsome", st.Error))
 			return 0
+		}
+		if s.o == e.notice.op {
+			c := *st
+			notice = &c
+			continue
 		}
 		if s.want >= 0 {
 			var got int32
@@ -567,6 +624,9 @@ func (e *engine) progress() int {
 	for _, o := range ready {
 		e.advance(o)
 	}
+	if notice != nil && !e.broken {
+		e.noticed(notice)
+	}
 	return int(count)
 }
 
@@ -594,9 +654,14 @@ func (e *engine) checkDeadlines(now time.Time) bool {
 }
 
 // breakOn stops the world after an MPI call of o failed: MPI leaves the
-// communicator in an undefined state.
+// communicator in an undefined state. o is nil (or the notices' own) for
+// a call of no op's.
 func (e *engine) breakOn(o *op, err error) {
 	e.broken = true
+	if o == nil || o.g == nil {
+		e.fail(nil, fmt.Errorf("mpi: rank %d: %w", e.rank, err), true)
+		return
+	}
 	e.fail(o, fmt.Errorf("mpi: %s on %s failed: %w", o.what, o.g.where(), err), true)
 }
 
@@ -612,6 +677,8 @@ func (e *engine) abandon() {
 	}
 	e.abandoned = append(e.abandoned, e.p2p...)
 	e.p2p = nil
+	clear(e.p2pQueue)
+	e.p2pQueue = nil
 	e.reqs, e.slots = nil, nil
 	if e.held > 0 {
 		e.hold(-e.held)

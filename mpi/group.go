@@ -74,9 +74,16 @@ type Group struct {
 	rank  int
 	size  int
 	ranks []int // world ranks of the members, in group-rank order
+	// key names the group alike on all its members, in Leave notices:
+	// 0 for the world, then a hash of the parent's key and the number of
+	// the NewGroup call (of the parent) that made it.
+	key uint64
 
 	seq  uint64 // collectives issued (under e.mu)
 	made int    // NewGroup calls (under e.mu)
+	// Messages issued to (sends) and from (recvs) each member, by group
+	// rank (under e.mu; nil until the first).
+	sends, recvs []uint64
 
 	// The communication goroutine's own: collectives waiting to be
 	// issued, and those in flight, in issue order.
@@ -982,6 +989,7 @@ func (g *Group) NewGroup(ranks []int) (dist.ProcessGroup, error) {
 			if s.rank != me || s.size != len(ranks) {
 				return fmt.Errorf("mpi: newGroup: MPI_Comm_split made rank %d of %d, not %d of %d", s.rank, s.size, me, len(ranks))
 			}
+			s.key = subKey(g.key, index)
 			sub = s
 			return nil
 		},
@@ -993,6 +1001,14 @@ func (g *Group) NewGroup(ranks []int) (dist.ProcessGroup, error) {
 		return nil, nil
 	}
 	return sub, nil
+}
+
+// subKey is the key of the group made by the NewGroup call index of the
+// group parent.
+func subKey(parent uint64, index int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d", parent, index)
+	return h.Sum64()
 }
 
 // newGroup makes the Group of comm, a communicator of the members global

@@ -28,6 +28,7 @@ const (
 	inPlace          = 1      // MPI_IN_PLACE: (void *) 1
 	statusIgnore     = 0      // MPI_STATUS_IGNORE: (MPI_Status *) 0
 	tag              = 0      // the tag of Send and Recv; the engine's own messages use tags above it (see tagOf)
+	anySource        = -1     // MPI_ANY_SOURCE
 )
 
 // threadLevels names MPI_THREAD_SINGLE to MPI_THREAD_MULTIPLE.
@@ -60,8 +61,10 @@ type Lib struct {
 
 	initThread, initialized, finalize, abort                   uintptr
 	commRank, commSize, commSplit, commFree, commSetErrhandler uintptr
+	commDup                                                    uintptr
 	allreduce, ibcast, iallgather, ialltoall, ibarrier         uintptr
 	isend, irecv, igatherv, getCount, testsome                 uintptr
+	cancel, wait, requestFree                                  uintptr
 	errorString, getVersion                                    uintptr
 
 	// The predefined handles: addresses of Open MPI's global objects
@@ -169,10 +172,11 @@ func (l *Lib) bind() error {
 		{&l.initThread, "MPI_Init_thread"}, {&l.initialized, "MPI_Initialized"},
 		{&l.finalize, "MPI_Finalize"}, {&l.abort, "MPI_Abort"},
 		{&l.commRank, "MPI_Comm_rank"}, {&l.commSize, "MPI_Comm_size"}, {&l.commSplit, "MPI_Comm_split"},
-		{&l.commFree, "MPI_Comm_free"}, {&l.commSetErrhandler, "MPI_Comm_set_errhandler"},
+		{&l.commFree, "MPI_Comm_free"}, {&l.commSetErrhandler, "MPI_Comm_set_errhandler"}, {&l.commDup, "MPI_Comm_dup"},
 		{&l.allreduce, "MPI_Allreduce"}, {&l.ibcast, "MPI_Ibcast"}, {&l.iallgather, "MPI_Iallgather"},
 		{&l.ialltoall, "MPI_Ialltoall"}, {&l.ibarrier, "MPI_Ibarrier"}, {&l.isend, "MPI_Isend"}, {&l.irecv, "MPI_Irecv"},
 		{&l.igatherv, "MPI_Igatherv"}, {&l.getCount, "MPI_Get_count"}, {&l.testsome, "MPI_Testsome"},
+		{&l.cancel, "MPI_Cancel"}, {&l.wait, "MPI_Wait"}, {&l.requestFree, "MPI_Request_free"},
 		{&l.errorString, "MPI_Error_string"}, {&l.getVersion, "MPI_Get_library_version"},
 	}
 	for _, f := range funcs {

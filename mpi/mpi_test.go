@@ -192,15 +192,21 @@ func results(t *testing.T, dir string, np int) []string {
 	return out
 }
 
+// note writes the rank's result for the parent.
+func note(w *World, result string) {
+	dir := os.Getenv(dirEnv)
+	tmp := filepath.Join(dir, fmt.Sprintf(".rank%d", w.Rank()))
+	os.WriteFile(tmp, []byte(result), 0o644)
+	os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("rank%d", w.Rank())))
+}
+
 // leave writes the rank's result for the parent, waits until every rank
 // has written its own (or 20 s), and ends the process with code 3: the
 // jobs that test failures end without MPI_Finalize, and mpirun ends the
 // job at the first rank that exits non-zero.
 func leave(w *World, result string) {
 	dir := os.Getenv(dirEnv)
-	tmp := filepath.Join(dir, fmt.Sprintf(".rank%d", w.Rank()))
-	os.WriteFile(tmp, []byte(result), 0o644)
-	os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("rank%d", w.Rank())))
+	note(w, result)
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		n := 0

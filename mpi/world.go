@@ -24,6 +24,7 @@ type World struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	leaveOnce sync.Once
 }
 
 var (
@@ -101,15 +102,18 @@ func (w *World) init() error {
 	for i := range g.ranks {
 		g.ranks[i] = i
 	}
+	if err := e.openNotices(); err != nil {
+		return fail(err)
+	}
 	return nil
 }
 
-// finalize frees the subgroups' communicators and the user operations and
-// calls MPI_Finalize, on the communication goroutine, once nothing is in
-// flight.
+// finalize cancels the receive of Leave notices, frees the notices' and
+// the subgroups' communicators and calls MPI_Finalize, on the
+// communication goroutine, once nothing is in flight.
 func (e *engine) finalize() error {
 	l := e.lib
-	var errs []error
+	errs := e.closeNotices()
 	for _, g := range e.groups[1:] {
 		c := g.comm
 		// int MPI_Comm_free(MPI_Comm *comm)
@@ -166,24 +170,29 @@ func (w *World) Abort(err error) {
 }
 
 // Err is the error the world failed with (a timeout, a failed MPI call,
-// Abort), or nil.
+// Abort), or else that of the first work that failed, while MPI had it,
+// because another rank left (Leave) without issuing its part; or nil.
 func (w *World) Err() error {
 	w.e.mu.Lock()
 	defer w.e.mu.Unlock()
 	if w.e.failed {
 		return w.e.err
 	}
-	return nil
+	return w.e.stuck
 }
 
 // Close ends the world. Calls made after it fail with dist.ErrClosed.
 // When nothing failed, it waits for the works still in flight to complete
-// (each within its timeout), frees the subgroups' communicators and calls
-// MPI_Finalize, which waits for every rank to call it too. After a
-// failure (Abort, a timeout, a failed MPI call) it returns at once and
-// leaves MPI as it is: MPI_Finalize would wait for ranks that may be dead,
-// and the process is expected to exit with a failure, which makes mpirun
-// end the job.
+// (each within its timeout), frees the communicators and calls
+// MPI_Finalize, which waits for every rank to call it too (Open MPI's
+// ends with a fence of all the ranks: when another rank exits without
+// it, mpirun ends the job). After a failure (Abort, a timeout, a failed
+// MPI call) it returns nil at once and leaves MPI as it is: MPI_Finalize
+// would wait for ranks that may be dead, and the process is expected to
+// exit with a failure, which makes mpirun end the job. It also returns
+// at once without MPI_Finalize, with an error that says why, when a work
+// that MPI had has failed because another rank left (Leave): MPI cannot
+// cancel it.
 func (w *World) Close() error {
 	w.closeOnce.Do(func() {
 		e := w.e
@@ -192,10 +201,14 @@ func (w *World) Close() error {
 		if e.err == nil {
 			e.err = dist.ErrClosed
 		}
-		failed := e.failed
+		failed, stuck := e.failed, e.stuck
 		e.mu.Unlock()
 		e.signal()
 		if failed {
+			return
+		}
+		if stuck != nil {
+			w.closeErr = e.unfinalised(stuck)
 			return
 		}
 		<-e.exited
