@@ -55,21 +55,25 @@ console.error("stderr of", dist.rank);
 	}
 }
 
+// TestLaunchStopsTheOthersWhenOneFails: the rank that failed is the one
+// named, also when it is rank 0, which serves the store and leaves last.
 func TestLaunchStopsTheOthersWhenOneFails(t *testing.T) {
 	dir := scriptDir(t, map[string]string{"fail.js": `
 const { dist } = require("zeroeng");
-if (dist.rank == 1) { throw new Error("rank one gives up"); }
+if (dist.rank == Number(process.argv[2])) { throw new Error("rank " + dist.rank + " gives up"); }
 ` + busyLoop})
-	r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "3", "--quiet", "fail.js")
-	if r.code != 1 {
-		t.Fatalf("exit %d, want 1 (rank 1's status)\nstderr:\n%s", r.code, r.stderr)
-	}
-	if r.took > 30*time.Second {
-		t.Errorf("took %v: the other ranks were not stopped", r.took)
-	}
-	for _, want := range []string{"rank one gives up", "zeroeng launch: rank 1 (pid ", "exited with status 1; stopping the other 2 ranks"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+	for _, failing := range []int{1, 0} {
+		r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nproc-per-node", "3", "--quiet", "fail.js", "--", strconv.Itoa(failing))
+		if r.code != 1 {
+			t.Fatalf("exit %d, want 1 (rank %d's status)\nstderr:\n%s", r.code, failing, r.stderr)
+		}
+		if r.took > 30*time.Second {
+			t.Errorf("took %v: the other ranks were not stopped", r.took)
+		}
+		for _, want := range []string{fmt.Sprintf("rank %d gives up", failing), fmt.Sprintf("zeroeng launch: rank %d (pid ", failing), "exited with status 1; stopping the other 2 ranks"} {
+			if !strings.Contains(r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+			}
 		}
 	}
 }

@@ -47,6 +47,24 @@ type processJob struct {
 	dist     dist.Options
 	timeout  time.Duration // of the rendezvous
 	launched bool
+
+	made *processBackend // the backend backend made, once it has
+}
+
+// stopDelay is how long a rank that another rank's failure stopped waits
+// before it exits: the failed rank's process, which is ending too, then
+// ends first, and a launcher that names the first rank to fail names it.
+const stopDelay = 500 * time.Millisecond
+
+// stoppedByAnother reports whether the job stopped because a rank of
+// another process failed.
+func (p *processJob) stoppedByAnother() bool {
+	if p.made == nil {
+		return false
+	}
+	p.made.mu.Lock()
+	defer p.made.mu.Unlock()
+	return p.made.external
 }
 
 // apply sets the job options that place this process's single
@@ -103,7 +121,8 @@ func (p *processJob) backend(devs []device.Device) (script.Backend, error) {
 				return nil, err
 			}
 			why := fmt.Errorf("dist: collectives between processes on the CPU run on Open MPI, and this job was not started by mpirun (its ranks come from %s variables): start it with `mpirun -np %d zeroeng run ...`, or with `zeroeng launch`, which uses mpirun on the CPU", p.place.Source, p.place.Size)
-			return newProcessBackend(noTransport{rank: p.place.Rank, size: p.place.Size, err: why}, nil, rdv), nil
+			p.made = newProcessBackend(noTransport{rank: p.place.Rank, size: p.place.Size, err: why}, nil, rdv)
+			return p.made, nil
 		}
 		lib, err := mpi.Load()
 		if err != nil {
@@ -141,7 +160,8 @@ func (p *processJob) backend(devs []device.Device) (script.Backend, error) {
 		rdv.Close()
 		return nil, err
 	}
-	return newProcessBackend(g, g, rdv), nil
+	p.made = newProcessBackend(g, g, rdv)
+	return p.made, nil
 }
 
 // shareNCCLID gives every rank the unique id of the job's NCCL

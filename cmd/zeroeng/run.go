@@ -353,6 +353,9 @@ func runAction(c *cli.Context) error {
 	}
 	err = script.RunJob(ctx, cfg.script, jo)
 	elapsed := time.Since(start)
+	if proc != nil && proc.stoppedByAnother() {
+		time.Sleep(stopDelay) // the failed rank ends first (zeroeng launch names it)
+	}
 	received := sig.received()
 	if sig.graceful.Load() {
 		// The script's checkpoint Manager honoured SIGTERM: it saved and
