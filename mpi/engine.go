@@ -436,6 +436,16 @@ func (e *engine) startOp(o *op) {
 	e.advance(o)
 }
 
+// grow counts n more bytes for o, which learns what it moves as it goes
+// (the object calls, after their lengths): in flight too once started.
+func (e *engine) grow(o *op, n int64) {
+	o.bytes += n
+	if !o.start.IsZero() && !o.mpiDone {
+		e.flying += n
+		o.g.flying += n
+	}
+}
+
 // advance runs o's next stages while none of them has requests in
 // flight; past the last one, o is done.
 func (e *engine) advance(o *op) {

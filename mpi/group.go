@@ -837,7 +837,7 @@ func (g *Group) BroadcastObject(payload []byte, root int) ([]byte, error) {
 			if n == 0 {
 				return nil
 			}
-			o.bytes += n
+			e.grow(o, int64(n))
 			return chunked(int(n), func(off, cnt int) error {
 				var req uintptr
 				rc := call(l.ibcast, addr(data, off), uintptr(cnt), l.typeUint8, uintptr(root), g.comm, uintptr(unsafe.Pointer(&req)))
@@ -896,7 +896,7 @@ func (g *Group) GatherObject(payload []byte, root int) ([][]byte, error) {
 				buf = make([]byte, total)
 				rbuf, rcounts, rdispls = addr(buf, 0), uintptr(unsafe.Pointer(&counts[0])), uintptr(unsafe.Pointer(&displs[0]))
 			}
-			o.bytes += total
+			e.grow(o, int64(total))
 			var req uintptr
 			// int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
 			//     void *recvbuf, const int recvcounts[], const int displs[], MPI_Datatype recvtype,
