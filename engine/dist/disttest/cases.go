@@ -582,29 +582,21 @@ func subgroups(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		half, members = hi, high
 	}
 
-	var checks []func()
-	expect := func(w *dist.Work, what string, x *tensor.Tensor, want []float64) {
-		checks = append(checks, func() {
-			if c.ok(w, what) {
-				c.expect(x, want, nil, what)
-			}
-		})
-	}
 	if half != nil {
 		x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 5, 0), 5)
 		want, _ := Reduced(dtype.Float32, dist.Sum, members, 5, 0)
-		expect(half.AllReduce(x, dist.Sum), fmt.Sprintf("allReduce in the subgroup of ranks %v", members), x, want)
+		c.later(half.AllReduce(x, dist.Sum), fmt.Sprintf("allReduce in the subgroup of ranks %v", members), x, want)
 	}
 	y := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Max, r, 5, 10), 5)
 	want, _ := Reduced(dtype.Float32, dist.Max, upTo(n), 5, 10)
-	expect(pg.AllReduce(y, dist.Max), "allReduce in the parent group among subgroups' collectives", y, want)
+	c.later(pg.AllReduce(y, dist.Max), "allReduce in the parent group among subgroups' collectives", y, want)
 	if ev != nil {
 		in := rt.FromValues(dtype.Int64, Values(dtype.Int64, dist.Sum, r, 3, 0), 3)
 		out := rt.Zeros(dtype.Int64, 3*len(evens))
-		expect(ev.AllGather(out, in), fmt.Sprintf("allGather in the subgroup of ranks %v", evens), out, blocks(dtype.Int64, evens, 3, 0))
+		c.later(ev.AllGather(out, in), fmt.Sprintf("allGather in the subgroup of ranks %v", evens), out, blocks(dtype.Int64, evens, 3, 0))
 	}
 	z := rt.FromValues(dtype.BFloat16, Values(dtype.BFloat16, dist.Sum, r, 7, 0), 7)
-	expect(all.Broadcast(z, n-1), "broadcast in the subgroup of every rank", z, Values(dtype.BFloat16, dist.Sum, n-1, 7, 0))
+	c.later(all.Broadcast(z, n-1), "broadcast in the subgroup of every rank", z, Values(dtype.BFloat16, dist.Sum, n-1, 7, 0))
 	if half != nil {
 		what := fmt.Sprintf("broadcastObject in the subgroup of ranks %v", members)
 		got, err := half.BroadcastObject(payload(r, 3+r), half.Size()-1)
@@ -615,9 +607,7 @@ func subgroups(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 			c.errorf("%s gave %v, want rank %d's payload", what, got, last)
 		}
 	}
-	for _, check := range checks {
-		check()
-	}
+	c.settle()
 	// The parent goes on after its subgroups' collectives.
 	x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 3, 0), 3)
 	want, _ = Reduced(dtype.Float32, dist.Sum, upTo(n), 3, 0)
@@ -665,33 +655,23 @@ func nestedSubgroups(pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		return c.err()
 	}
 
-	var checks []func()
-	expect := func(w *dist.Work, what string, x *tensor.Tensor, want []float64) {
-		checks = append(checks, func() {
-			if c.ok(w, what) {
-				c.expect(x, want, nil, what)
-			}
-		})
-	}
 	if sub != nil {
 		a := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Sum, r, 9, 0), 9)
 		want, _ := Reduced(dtype.Float32, dist.Sum, inner, 9, 0)
-		expect(sub.AllReduce(a, dist.Sum), fmt.Sprintf("allReduce in the nested subgroup of ranks %v", inner), a, want)
+		c.later(sub.AllReduce(a, dist.Sum), fmt.Sprintf("allReduce in the nested subgroup of ranks %v", inner), a, want)
 	}
 	in := rt.FromValues(dtype.Int32, Values(dtype.Int32, dist.Sum, r, 4, 0), 4)
 	out := rt.Zeros(dtype.Int32, 4*len(members))
-	expect(half.AllGather(out, in), fmt.Sprintf("allGather in the subgroup of ranks %v", members), out, blocks(dtype.Int32, members, 4, 0))
+	c.later(half.AllGather(out, in), fmt.Sprintf("allGather in the subgroup of ranks %v", members), out, blocks(dtype.Int32, members, 4, 0))
 	b := rt.FromValues(dtype.Float64, Values(dtype.Float64, dist.Min, r, 6, 0), 6)
 	want, _ := Reduced(dtype.Float64, dist.Min, upTo(n), 6, 0)
-	expect(pg.AllReduce(b, dist.Min), "allReduce in the parent group among nested subgroups' collectives", b, want)
+	c.later(pg.AllReduce(b, dist.Min), "allReduce in the parent group among nested subgroups' collectives", b, want)
 	if sub != nil {
 		d := rt.FromValues(dtype.Float16, Values(dtype.Float16, dist.Sum, r, 5, 0), 5)
 		root := len(inner) - 1
-		expect(sub.Broadcast(d, root), fmt.Sprintf("broadcast in the nested subgroup of ranks %v", inner), d, Values(dtype.Float16, dist.Sum, inner[root], 5, 0))
+		c.later(sub.Broadcast(d, root), fmt.Sprintf("broadcast in the nested subgroup of ranks %v", inner), d, Values(dtype.Float16, dist.Sum, inner[root], 5, 0))
 	}
-	for _, check := range checks {
-		check()
-	}
+	c.settle()
 	return c.err()
 }
 

@@ -125,9 +125,29 @@ func Reduced(dt dtype.DType, op dist.ReduceOp, ranks []int, n, offset int) (want
 // issuing the collectives every rank issues, and returns the first (with
 // a count of the others) at its end.
 type checker struct {
-	rank  int
-	first error
-	more  int
+	rank    int
+	first   error
+	more    int
+	pending []func() // checks of works issued with later, run by settle
+}
+
+// later checks w's outcome and x's values once settle runs, after the
+// case has issued every collective (a check that waits for one work would
+// hold up the rest).
+func (c *checker) later(w *dist.Work, what string, x *tensor.Tensor, want []float64) {
+	c.pending = append(c.pending, func() {
+		if c.ok(w, what) {
+			c.expect(x, want, nil, what)
+		}
+	})
+}
+
+// settle runs the checks that later recorded.
+func (c *checker) settle() {
+	for _, check := range c.pending {
+		check()
+	}
+	c.pending = nil
 }
 
 func newChecker(pg dist.ProcessGroup) *checker { return &checker{rank: pg.Rank()} }
