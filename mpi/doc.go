@@ -39,12 +39,23 @@
 // bytes in flight take at 1 GB/s (at most 20ms); then it sleeps between
 // tests, from 4µs doubling to 250µs. With nothing in flight it sleeps on
 // a futex, which a new call wakes in microseconds (parking a goroutine
-// locked to its thread costs tens of them), without holding a CPU.
+// locked to its thread costs tens of them), without holding a CPU. When a
+// rank issues its collectives one at a time (its last sleep there was
+// shorter than 50µs), it first looks for the next call for 50µs, yielding
+// the core between looks, so that it takes it without a wake-up; it parks
+// at once when it has just started a goroutine, which another thread
+// takes sooner from a P in a system call than from a running one.
 //
 // A group's collectives complete in issue order, on a goroutine of the
 // group that runs their Works' continuations (so the communication
 // goroutine never runs user code): a continuation may issue collectives
-// but must not wait for a later work of its group. Messages (Send, Recv)
+// but must not wait for a later work of its group. That goroutine too,
+// once it has finished the completed ones, waits up to 50µs for the next
+// one (yielding its P, to the goroutines it woke, and the core between
+// looks) when the previous one ended less than 50µs before a collective
+// completed: a goroutine started by the communication goroutine can wait
+// tens of microseconds for a P. While it waits it runs the reductions the
+// communication goroutine offloads. Messages (Send, Recv)
 // start at once and complete as soon as MPI has completed them,
 // independently of the collectives and of each other, as in the
 // in-process backend: a ring in which every rank sends before it

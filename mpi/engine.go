@@ -94,6 +94,10 @@ const (
 	spinMax  = 20 * time.Millisecond
 	minPause = 4 * time.Microsecond
 	maxPause = 250 * time.Microsecond
+	// idleSpin is how long the communication goroutine, and a group's
+	// completer, keep looking for more work once they have none, before
+	// they park.
+	idleSpin = 50 * time.Microsecond
 )
 
 // maxInFlight bounds the collectives of one group that are in flight at
@@ -131,6 +135,11 @@ type engine struct {
 	// as it is.
 	stuck error
 
+	// Offloaded jobs handed to lingering completers (Group.linger).
+	hmu       sync.Mutex
+	lingering int
+	jobs      []func()
+
 	// The communication goroutine's own.
 	groups    []*Group
 	reqs      []uintptr
@@ -145,6 +154,11 @@ type engine struct {
 	flying    int64 // bytes of the ops in flight
 	abandoned []*op // failed while in flight: MPI may still use their memory
 	broken    bool  // a failure was found on this goroutine
+	// spawned: the goroutine started another since it last parked. That
+	// one waits on this goroutine's P, from which another thread takes it
+	// sooner while this goroutine sleeps in a system call than while it
+	// runs: it then parks without lingering.
+	spawned bool
 
 	busyNs    atomic.Int64 // time with collectives held, before busySince
 	busySince atomic.Int64 // unix ns since when collectives are held; 0 when none
@@ -294,6 +308,8 @@ func (e *engine) loop(ready chan<- error, init func() error) {
 	ready <- nil
 	var idleSince time.Time // of the requests in flight: since the last completion
 	sleeps := 0
+	busy := false      // ops were held since the goroutine last parked
+	lingering := false // linger before parking (engine.linger)
 	for {
 		took, stopping := e.intake()
 		if e.broken || e.isFailed() {
@@ -310,10 +326,21 @@ func (e *engine) loop(ready chan<- error, init func() error) {
 				e.closeErr = e.finalize()
 				return
 			}
-			e.bell.wait(0, e.called)
-			idleSince = time.Time{}
+			switch {
+			case !busy:
+				e.bell.wait(0, e.called)
+			case lingering && !e.spawned && e.linger():
+			default:
+				// Linger next time only if this sleep is short: the
+				// rank issues its collectives one at a time.
+				parked := time.Now()
+				e.bell.wait(0, e.called)
+				lingering = time.Since(parked) < idleSpin
+			}
+			idleSince, busy, e.spawned = time.Time{}, false, false
 			continue
 		}
+		busy = true
 		n := e.progress()
 		e.issue()
 		now := time.Now()
@@ -330,6 +357,24 @@ func (e *engine) loop(ready chan<- error, init func() error) {
 		}
 		e.bell.wait(min(minPause<<min(sleeps, 16), maxPause), e.called)
 		sleeps++
+	}
+}
+
+// linger polls the queue, yielding the core between looks, for idleSpin
+// after the last op held has completed, before the goroutine parks: a
+// rank that issues its collectives one at a time issues the next one
+// within microseconds, which is then taken without a futex wake-up. It
+// reports whether something was called meanwhile.
+func (e *engine) linger() bool {
+	until := time.Now().Add(idleSpin)
+	for {
+		if e.called() {
+			return true
+		}
+		if time.Now().After(until) {
+			return false
+		}
+		yield()
 	}
 }
 
@@ -472,13 +517,55 @@ func (e *engine) advance(o *op) {
 // the other ops meanwhile. The op's next stage runs when fn has returned.
 func (e *engine) offload(o *op, fn func()) {
 	o.open++
-	go func() {
+	job := func() {
 		fn()
 		e.mu.Lock()
 		e.local = append(e.local, o)
 		e.mu.Unlock()
 		e.bell.ring()
-	}()
+	}
+	// A completer that lingers runs it at once: a goroutine started here
+	// would wait for a free P (the communication goroutine keeps its
+	// own), which the lingering completer holds.
+	e.hmu.Lock()
+	if len(e.jobs) < e.lingering {
+		e.jobs = append(e.jobs, job)
+		e.hmu.Unlock()
+		return
+	}
+	e.hmu.Unlock()
+	e.spawned = true
+	go job()
+}
+
+// takeJob returns an offloaded job for a lingering completer (nil: none).
+func (e *engine) takeJob() func() {
+	e.hmu.Lock()
+	defer e.hmu.Unlock()
+	if len(e.jobs) == 0 {
+		return nil
+	}
+	j := e.jobs[0]
+	e.jobs[0] = nil
+	e.jobs = e.jobs[1:]
+	return j
+}
+
+// lingers counts a completer in or out of the lingering ones; the jobs
+// that no lingering completer is left to run get goroutines of their own.
+func (e *engine) lingers(d int) {
+	e.hmu.Lock()
+	e.lingering += d
+	var left []func()
+	if n := len(e.jobs) - e.lingering; n > 0 {
+		left = slices.Clone(e.jobs[len(e.jobs)-n:])
+		clear(e.jobs[len(e.jobs)-n:])
+		e.jobs = e.jobs[:len(e.jobs)-n]
+	}
+	e.hmu.Unlock()
+	for _, j := range left {
+		go j()
+	}
 }
 
 // posted registers the request of a call that returned rc. want, when
@@ -530,7 +617,9 @@ func (e *engine) deliver(g *Group) {
 	if n == 0 {
 		return
 	}
-	g.handOver(g.inflight[:n])
+	if g.handOver(g.inflight[:n]) {
+		e.spawned = true
+	}
 	g.inflight = slices.Delete(g.inflight, 0, n)
 	e.hold(-n)
 }

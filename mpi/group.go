@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/bits"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +94,10 @@ type Group struct {
 	cmu        sync.Mutex
 	ready      []*op // completed by MPI, to be finished in order
 	completing bool  // a completer goroutine is running
+	// lingering: the completer lingers once it has nothing to do
+	// (Group.linger), since the last one did not wait long for more.
+	lingering bool
+	doneAt    time.Time // when the last completer returned
 }
 
 // Rank implements dist.ProcessGroup.
@@ -119,27 +124,39 @@ func (g *Group) where() string {
 	return fmt.Sprintf("rank %d (rank %d of group %d)", g.e.rank, g.rank, g.id)
 }
 
-// handOver queues ops, which MPI has completed, for the group's completer.
-func (g *Group) handOver(ops []*op) {
+// handOver queues ops, which MPI has completed, for the group's
+// completer; it reports whether it started one.
+func (g *Group) handOver(ops []*op) bool {
 	g.cmu.Lock()
 	g.ready = append(g.ready, ops...)
 	start := !g.completing
 	g.completing = true
+	if start && !g.lingering && !g.doneAt.IsZero() {
+		g.lingering = time.Since(g.doneAt) < idleSpin
+	}
 	g.cmu.Unlock()
 	if start {
 		go g.completer()
 	}
+	return start
 }
 
 // completer finishes the group's completed collectives in order, running
-// their Works' continuations; it returns when none is left.
+// their Works' continuations; it returns when none is left and none has
+// come for idleSpin.
 func (g *Group) completer() {
 	for {
 		g.cmu.Lock()
 		if len(g.ready) == 0 {
-			g.completing = false
-			g.ready = nil
+			if !g.lingering {
+				g.completing, g.ready, g.doneAt = false, nil, time.Now()
+				g.cmu.Unlock()
+				return
+			}
 			g.cmu.Unlock()
+			if g.linger() {
+				continue
+			}
 			return
 		}
 		o := g.ready[0]
@@ -147,6 +164,41 @@ func (g *Group) completer() {
 		g.ready = g.ready[1:]
 		g.cmu.Unlock()
 		g.e.finishOp(o)
+	}
+}
+
+// linger waits for idleSpin, yielding its P (to the goroutines whose
+// Works it completed) and its core between looks, for another collective
+// of the group to complete: a rank that issues them one at a time has
+// the next one done within tens of microseconds, which is then finished
+// without starting a goroutine (one started by the communication
+// goroutine waits for a free P, which can take tens of microseconds).
+// Meanwhile it runs the reductions the communication goroutine offloads.
+// It reports whether there is something to finish; if not, the completer
+// is done.
+func (g *Group) linger() bool {
+	e := g.e
+	e.lingers(1)
+	defer e.lingers(-1)
+	until := time.Now().Add(idleSpin)
+	for {
+		if j := e.takeJob(); j != nil {
+			j()
+			until = time.Now().Add(idleSpin)
+		}
+		g.cmu.Lock()
+		if len(g.ready) > 0 {
+			g.cmu.Unlock()
+			return true
+		}
+		if now := time.Now(); !now.Before(until) {
+			g.completing, g.ready, g.doneAt, g.lingering = false, nil, now, false
+			g.cmu.Unlock()
+			return false
+		}
+		g.cmu.Unlock()
+		runtime.Gosched()
+		yield()
 	}
 }
 
