@@ -53,18 +53,6 @@ type DDPConfig struct {
 	Timeline bool
 }
 
-// RunDDP2 is the ddp2 workload: the mlp model on 2 in-process ranks under
-// DistributedDataParallel (default buckets and hook), batch 128 per rank,
-// AdamW(lr 1e-4) sharded by ZeroRedundancyOptimizer as on PyTorch's side,
-// timed on rank 0. replicated runs a plain AdamW on every rank instead.
-func RunDDP2(replicated bool) (DDPResult, error) {
-	v := "zero"
-	if replicated {
-		v = "replicated"
-	}
-	return RunDDP(DDPConfig{Workload: "ddp2", World: 2, Batch: 128, Variant: v})
-}
-
 // RunDDP runs c on in-process ranks and times rank 0's steps.
 func RunDDP(c DDPConfig) (DDPResult, error) {
 	res, err := ddpResult(c)

@@ -309,14 +309,14 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 
 // rankProc is one rank started directly.
 type rankProc struct {
-	rank int
-	cmd  *exec.Cmd
-	out  sync.WaitGroup // its output copiers
+	cmd    *exec.Cmd
+	out    sync.WaitGroup // its output copiers
+	exited bool           // its exit has been received (runDirect's loop's own)
 }
 
 type rankExit struct {
-	rank  int
-	state *os.ProcessState
+	local, rank int
+	state       *os.ProcessState
 }
 
 // runDirect starts the node's ranks as child processes, prefixes their
@@ -329,7 +329,7 @@ func runDirect(self string, env []string, p launchPlan) error {
 	started := 0
 	stopAll := func(sig syscall.Signal) {
 		for _, rp := range procs[:started] {
-			if rp.cmd.ProcessState == nil {
+			if !rp.exited {
 				rp.cmd.Process.Signal(sig)
 			}
 		}
@@ -358,7 +358,7 @@ func runDirect(self string, env []string, p launchPlan) error {
 			stopAll(syscall.SIGKILL)
 			return fmt.Errorf("launch: starting rank %d: %w", rank, err)
 		}
-		rp := &rankProc{rank: rank, cmd: cmd}
+		rp := &rankProc{cmd: cmd}
 		procs[local] = rp
 		started++
 		prefix := fmt.Sprintf("[%d] ", rank)
@@ -368,7 +368,7 @@ func runDirect(self string, env []string, p launchPlan) error {
 		go func() {
 			rp.out.Wait() // Wait closes the pipes: read them to the end first
 			cmd.Wait()
-			exits <- rankExit{rank, cmd.ProcessState}
+			exits <- rankExit{local, rank, cmd.ProcessState}
 		}()
 	}
 
@@ -393,6 +393,7 @@ func runDirect(self string, env []string, p launchPlan) error {
 			stopAll(sig.(syscall.Signal))
 		case e := <-exits:
 			running--
+			procs[e.local].exited = true
 			code := exitCode(e.state)
 			if code == 0 || failed != nil {
 				continue
