@@ -98,6 +98,29 @@ type Group struct {
 	// (Group.linger), since the last one did not wait long for more.
 	lingering bool
 	doneAt    time.Time // when the last completer returned
+
+	// reducers keeps the Reducers of the group's reductions by dtype and
+	// op for reuse (a reduction may run on a goroutine of its own, so
+	// several may be taken at once).
+	reducers sync.Map // reducerKey → *sync.Pool of *dist.Reducer
+}
+
+type reducerKey struct {
+	dt dtype.DType
+	op dist.ReduceOp
+}
+
+// reducer lends a Reducer of the group's size for dt and op; give it back
+// with the function returned.
+func (g *Group) reducer(dt dtype.DType, op dist.ReduceOp) (*dist.Reducer, func()) {
+	k := reducerKey{dt, op}
+	p, ok := g.reducers.Load(k)
+	if !ok {
+		p, _ = g.reducers.LoadOrStore(k, &sync.Pool{New: func() any { return dist.NewReducer(dt, op, g.size) }})
+	}
+	pool := p.(*sync.Pool)
+	r := pool.Get().(*dist.Reducer)
+	return r, func() { pool.Put(r) }
 }
 
 // Rank implements dist.ProcessGroup.
@@ -469,7 +492,9 @@ func (g *Group) reduceStages(o *op, dt dtype.DType, rop dist.ReduceOp, parts fun
 						srcs[k] = slot(k)
 					}
 				}
-				dist.NewReducer(dt, rop, n).Reduce(dst, srcs, 0, len(dst))
+				r, done := g.reducer(dt, rop)
+				r.Reduce(dst, srcs, 0, len(dst))
+				done()
 				recv.put()
 			}
 			if n*len(own) >= offloadBytes {
