@@ -268,8 +268,8 @@ func (d *Device) Attention(out, probs, q, k, v device.View, scale float64, causa
 		return err
 	}
 	rows := nb * nh * tq
-	group, grid, block := d.rowLaunch(rows, tk)
 	c := d.call(famAttention, kname("attn_softmax_", typeSuffix(probs.DType)))
+	group, grid, block := c.rowLaunch(rows, tk)
 	c.ptr(d.ptr(probs))
 	c.i64(int64(rows))
 	c.i64(int64(tq))
@@ -342,8 +342,8 @@ func (d *Device) AttentionBackward(dq, dk, dv, dout, q, k, v, probs device.View,
 		return err
 	}
 	rows := nb * nh * tq
-	group, grid, block := d.rowLaunch(rows, tk)
 	c := d.call(famAttention, kname("attn_softmax_bwd_", typeSuffix(q.DType)))
+	group, grid, block := c.rowLaunch(rows, tk)
 	c.ptr(d.ptr(dp))
 	c.ptr(d.ptr(probs))
 	c.i64(int64(rows))

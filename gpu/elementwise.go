@@ -144,17 +144,26 @@ var kernelsUsed = func() map[string][]string {
 	}
 }()
 
-// declared maps a kernel to the parameter sizes the source declares,
-// for kernels in kernelsUsed.
-var declared = sync.OnceValues(func() (map[kernelKey][]int, error) {
-	m := make(map[kernelKey][]int)
+// declaration is what the source declares of a kernel that a launch
+// checks: its parameter sizes and its __launch_bounds__.
+type declaration struct {
+	sizes      []int
+	maxThreads int
+}
+
+// declared maps the kernels in kernelsUsed to their declarations.
+var declared = sync.OnceValues(func() (map[kernelKey]declaration, error) {
+	m := make(map[kernelKey]declaration)
 	for fam, ks := range kernelsUsed {
 		for _, k := range ks {
 			sig, err := kernels.Lookup(fam, k)
 			if err != nil {
 				return nil, err
 			}
-			m[kernelKey{fam, k}] = sig.Sizes()
+			if sig.MaxThreads == 0 {
+				return nil, fmt.Errorf("gpu: kernel %s/%s declares no __launch_bounds__", fam, k)
+			}
+			m[kernelKey{fam, k}] = declaration{sig.Sizes(), sig.MaxThreads}
 		}
 	}
 	return m, nil
@@ -204,19 +213,34 @@ func (c *call) layout(l *kernels.Layout) { c.a.Raw(l.Bytes(), 8); c.push(kernels
 func (c *call) reduce(r *kernels.Reduce) { c.a.Raw(r.Bytes(), 8); c.push(kernels.ReduceSize) }
 
 func (c *call) launch(grid, block cuda.Dim3, shared uint32) error {
-	decl, err := declared()
+	want, err := c.declaration()
 	if err != nil {
 		return err
 	}
-	want, ok := decl[kernelKey{c.family, c.name}]
-	if !ok {
-		return fmt.Errorf("gpu: kernel %s/%s is not in kernelsUsed", c.family, c.name)
-	}
-	if c.n > maxParams || !slices.Equal(c.sizes[:c.n], want) {
+	if c.n > maxParams || !slices.Equal(c.sizes[:c.n], want.sizes) {
 		return fmt.Errorf("gpu: kernel %s/%s: arguments of sizes %v, the kernel declares %v",
-			c.family, c.name, c.sizes[:min(c.n, maxParams)], want)
+			c.family, c.name, c.sizes[:min(c.n, maxParams)], want.sizes)
+	}
+	// The compiler fitted the kernel's registers to its bound: a bigger
+	// block would fail in the driver with LAUNCH_OUT_OF_RESOURCES, and
+	// only on a GPU; here it fails on every device, fakes included.
+	if threads := int64(block.X) * int64(block.Y) * int64(block.Z); threads > int64(want.maxThreads) {
+		return fmt.Errorf("gpu: kernel %s/%s launched with blocks of %d threads, it declares __launch_bounds__(%d)",
+			c.family, c.name, threads, want.maxThreads)
 	}
 	return c.d.launch(c.family, c.name, grid, block, shared, c.a)
+}
+
+func (c *call) declaration() (declaration, error) {
+	decl, err := declared()
+	if err != nil {
+		return declaration{}, err
+	}
+	want, ok := decl[kernelKey{c.family, c.name}]
+	if !ok {
+		return declaration{}, fmt.Errorf("gpu: kernel %s/%s is not in kernelsUsed", c.family, c.name)
+	}
+	return want, nil
 }
 
 // Launch shapes. Kernels loop over their work (grid-stride), so a grid

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -239,5 +240,59 @@ func BenchmarkFakeFill(b *testing.B) {
 		if err := d.Fill(v, 1); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestLaunchBounds holds launches to the kernels' __launch_bounds__: a
+// row kernel's blocks grow to 1024 threads for long rows and no further
+// than its bound; a block bigger than the bound fails before the driver
+// sees it (on a GPU it would fail with LAUNCH_OUT_OF_RESOURCES, and only
+// there).
+func TestLaunchBounds(t *testing.T) {
+	d, ctl := openFake(t)
+	rows := []struct {
+		n         int
+		wantBlock uint32
+		wantGroup int
+	}{
+		{1000, blockSize, 32},
+		{1025, 256, 256},
+		{4096, 512, 512},
+		{4097, 1024, 1024},
+		{50257, 1024, 1024},
+	}
+	for _, tt := range rows {
+		c := d.call(famNN, "softmax_f32")
+		group, _, block := c.rowLaunch(3, tt.n)
+		if block.X != tt.wantBlock || group != tt.wantGroup {
+			t.Errorf("row of %d: blocks of %d threads, group %d; want %d, %d", tt.n, block.X, group, tt.wantBlock, tt.wantGroup)
+		}
+	}
+
+	buf, err := d.Alloc(dtype.Float32, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(buf)
+	v := device.View{Buf: buf, DType: dtype.Float32, Shape: []int{8}, Strides: []int{1}}
+	if err := d.Fill(v, 1); err != nil { // compiles and loads the family
+		t.Fatal(err)
+	}
+	before := ctl.Calls(t, "cuLaunchKernel")
+	c := d.call(famOptim, "sgd_f32") // __launch_bounds__(256)
+	c.ptr(d.ptr(v))
+	c.ptr(d.ptr(v))
+	c.ptr(0)
+	c.i64(8)
+	for range 5 {
+		c.f32(0)
+	}
+	c.i32(0)
+	err = c.launch(dim1(1), dim1(512), 0)
+	if err == nil || !strings.Contains(err.Error(), "blocks of 512 threads, it declares __launch_bounds__(256)") {
+		t.Errorf("launch of 512 threads a block: %v", err)
+	}
+	if got := ctl.Calls(t, "cuLaunchKernel"); got != before {
+		t.Errorf("the driver saw %d launches", got-before)
 	}
 }

@@ -32,16 +32,25 @@ func rowShape(shape []int) (rows, n int) {
 	return numel / n, n
 }
 
-// rowLaunch picks the launch of a row kernel: a warp per row for rows of
-// up to 1024 elements (several rows per block), else a block per row of
-// about n/8 threads (a power of two, 128 to 1024), so that each thread
-// handles a few elements and the block's reductions stay short. The group
-// argument of the kernels is 32 or the block size, the two shapes their
-// reductions support.
-func (d *Device) rowLaunch(rows, n int) (group int, grid, block cuda.Dim3) {
+// rowLaunch picks the launch of the call's row kernel: a warp per row for
+// rows of up to 1024 elements (several rows per block), else a block per
+// row of about n/8 threads (a power of two, 128 to 1024, and at most what
+// the kernel's __launch_bounds__ and the device allow), so that each
+// thread handles a few elements and the block's reductions stay short.
+// The group argument of the kernels is 32 or the block size, the two
+// shapes their reductions support.
+func (c *call) rowLaunch(rows, n int) (group int, grid, block cuda.Dim3) {
+	d := c.d
 	g, b := 32, blockSize
 	if n > 1024 {
-		limit := max(128, min(1024, d.dev.MaxThreadsPerBlock))
+		limit := 1024
+		if m := d.dev.MaxThreadsPerBlock; m > 0 {
+			limit = min(limit, m)
+		}
+		if decl, err := c.declaration(); err == nil {
+			limit = min(limit, decl.maxThreads)
+		} // else the launch fails, naming the kernel
+		limit = max(128, 1<<(bits.Len(uint(limit))-1)) // a power of two
 		g = min(limit, max(128, 1<<bits.Len(uint((n+7)/8-1))))
 		b = g
 	}
@@ -95,8 +104,8 @@ func (d *Device) Softmax(dst, src device.View, log bool) error {
 	if err := d.sameFloat("softmax", dst.DType, src); err != nil {
 		return err
 	}
-	group, grid, block := d.rowLaunch(rows, n)
 	c := d.call(famNN, kname("softmax_", typeSuffix(dst.DType)))
+	group, grid, block := c.rowLaunch(rows, n)
 	c.ptr(d.ptr(dst))
 	c.ptr(d.ptr(src))
 	c.i64(int64(rows))
@@ -118,8 +127,8 @@ func (d *Device) SoftmaxBackward(dx, dy, y device.View, log bool) error {
 	if err := d.sameFloat("softmax backward", dx.DType, dy, y); err != nil {
 		return err
 	}
-	group, grid, block := d.rowLaunch(rows, n)
 	c := d.call(famNN, kname("softmax_bwd_", typeSuffix(dx.DType)))
+	group, grid, block := c.rowLaunch(rows, n)
 	c.ptr(d.ptr(dx))
 	c.ptr(d.ptr(dy))
 	c.ptr(d.ptr(y))
@@ -149,8 +158,8 @@ func (d *Device) LayerNorm(dst, mean, rstd, x, w, b device.View, eps float64) er
 	if mean.Numel() != rows || rstd.Numel() != rows {
 		return fmt.Errorf("%v: layer_norm of %d rows with %d means and %d rstds", d, rows, mean.Numel(), rstd.Numel())
 	}
-	group, grid, block := d.rowLaunch(rows, n)
 	c := d.call(famNN, kname("layernorm_", typeSuffix(x.DType)))
+	group, grid, block := c.rowLaunch(rows, n)
 	c.ptr(d.ptr(dst))
 	c.ptr(d.ptr(mean))
 	c.ptr(d.ptr(rstd))
@@ -198,8 +207,8 @@ func (d *Device) LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w device.View)
 	}
 	sfx := typeSuffix(x.DType)
 	if dx.Buf != nil {
-		group, grid, block := d.rowLaunch(rows, n)
 		c := d.call(famNN, kname("layernorm_bwd_dx_", sfx))
+		group, grid, block := c.rowLaunch(rows, n)
 		c.ptr(d.ptr(dx))
 		c.ptr(d.ptr(dy))
 		c.ptr(d.ptr(x))
@@ -363,8 +372,8 @@ func (d *Device) crossEntropyRun(kernel string, out device.View, stride int, log
 	}
 	// With no classes every target is ignored or the check failed: the
 	// kernel then writes nothing.
-	group, grid, block := d.rowLaunch(rows, classes)
 	c := d.call(famNN, kernel)
+	group, grid, block := c.rowLaunch(rows, classes)
 	c.ptr(d.ptr(out))
 	for _, v := range extra {
 		c.ptr(d.ptr(v))

@@ -35,15 +35,15 @@ template <class T> __device__ __forceinline__ void ze_attn_softmax_bwd(T* ds, co
     }
 }
 
-extern "C" __global__ void attn_softmax_f32(float* p, i64 rows, i64 tq, i64 tk, int causal, int group) {
+extern "C" __global__ __launch_bounds__(1024) void attn_softmax_f32(float* p, i64 rows, i64 tq, i64 tk, int causal, int group) {
     ze_attn_softmax(p, rows, tq, tk, causal, group);
 }
-extern "C" __global__ void attn_softmax_f64(double* p, i64 rows, i64 tq, i64 tk, int causal, int group) {
+extern "C" __global__ __launch_bounds__(1024) void attn_softmax_f64(double* p, i64 rows, i64 tq, i64 tk, int causal, int group) {
     ze_attn_softmax(p, rows, tq, tk, causal, group);
 }
-extern "C" __global__ void attn_softmax_bwd_f32(float* ds, const float* p, i64 rows, i64 tk, int group) {
+extern "C" __global__ __launch_bounds__(1024) void attn_softmax_bwd_f32(float* ds, const float* p, i64 rows, i64 tk, int group) {
     ze_attn_softmax_bwd(ds, p, rows, tk, group);
 }
-extern "C" __global__ void attn_softmax_bwd_f64(double* ds, const double* p, i64 rows, i64 tk, int group) {
+extern "C" __global__ __launch_bounds__(1024) void attn_softmax_bwd_f64(double* ds, const double* p, i64 rows, i64 tk, int group) {
     ze_attn_softmax_bwd(ds, p, rows, tk, group);
 }

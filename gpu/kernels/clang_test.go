@@ -63,6 +63,7 @@ func TestClangCompiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			entries := ptxEntries(t, string(ptx))
+			maxntid := ptxMaxThreads(string(ptx))
 			sigs, err := Kernels(f)
 			if err != nil {
 				t.Fatal(err)
@@ -79,6 +80,9 @@ func TestClangCompiles(t *testing.T) {
 				if len(params) != len(s.Params) {
 					t.Errorf("%s: %d parameters in the PTX, %d in Kernels", s.Name, len(params), len(s.Params))
 					continue
+				}
+				if got := maxntid[s.Name]; got != s.MaxThreads {
+					t.Errorf("%s: .maxntid %d in the PTX, MaxThreads %d in Kernels", s.Name, got, s.MaxThreads)
 				}
 				for i, p := range s.Params {
 					if params[i] != [2]int{p.Size, p.Align} {
@@ -108,6 +112,23 @@ var (
 	entryRe = regexp.MustCompile(`(?s)\.entry\s+([A-Za-z_]\w*)\s*\((.*?)\)`)
 	paramRe = regexp.MustCompile(`\.param\s+(?:\.align\s+(\d+)\s+)?\.([a-z]+)(\d+)\s+[\w$]+(?:\[(\d+)\])?`)
 )
+
+var maxntidRe = regexp.MustCompile(`\.entry\s+([A-Za-z_]\w*)\s*\([^)]*\)\s*\.maxntid\s+(\d+)\s*,\s*(\d+)\s*,\s*(\d+)`)
+
+// ptxMaxThreads maps each .entry with a .maxntid directive (what
+// __launch_bounds__ becomes) to its product of dimensions.
+func ptxMaxThreads(ptx string) map[string]int {
+	out := make(map[string]int)
+	for _, m := range maxntidRe.FindAllStringSubmatch(ptx, -1) {
+		n := 1
+		for _, d := range m[2:] {
+			v, _ := strconv.Atoi(d)
+			n *= v
+		}
+		out[m[1]] = n
+	}
+	return out
+}
 
 // ptxEntries maps each .entry of a PTX file to its parameters' sizes and
 // alignments.

@@ -110,10 +110,10 @@ __device__ __forceinline__ void ze_flat2(const ZeLayout& L, D* dst, const A* a, 
 template <class T> __device__ __forceinline__ void ze_copy(const ZeLayout& L, T* dst, const T* src) {
     ze_map1(L, dst, src, [](T v) { return v; });
 }
-extern "C" __global__ void copy_s1(ZeLayout L, unsigned char* dst, const unsigned char* src) { ze_copy(L, dst, src); }
-extern "C" __global__ void copy_s2(ZeLayout L, unsigned short* dst, const unsigned short* src) { ze_copy(L, dst, src); }
-extern "C" __global__ void copy_s4(ZeLayout L, unsigned* dst, const unsigned* src) { ze_copy(L, dst, src); }
-extern "C" __global__ void copy_s8(ZeLayout L, u64* dst, const u64* src) { ze_copy(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void copy_s1(ZeLayout L, unsigned char* dst, const unsigned char* src) { ze_copy(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void copy_s2(ZeLayout L, unsigned short* dst, const unsigned short* src) { ze_copy(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void copy_s4(ZeLayout L, unsigned* dst, const unsigned* src) { ze_copy(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void copy_s8(ZeLayout L, u64* dst, const u64* src) { ze_copy(L, dst, src); }
 
 // ZeConv converts one element as engine/cpu/copy.go does: through float64
 // (load, then store). Between float32 and the 16-bit floats the float64 step
@@ -144,62 +144,62 @@ template <> struct ZeConv<ze_f16, ze_bf16> {
 template <class D, class S> __device__ __forceinline__ void ze_convert(const ZeLayout& L, D* dst, const S* src) {
     ze_map1(L, dst, src, [](S v) { return ZeConv<D, S>::conv(v); });
 }
-extern "C" __global__ void convert_f32_f64(ZeLayout L, float* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f32_bf16(ZeLayout L, float* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f32_f16(ZeLayout L, float* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f32_i64(ZeLayout L, float* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f32_i32(ZeLayout L, float* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f32_u8(ZeLayout L, float* dst, const unsigned char* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f32_b(ZeLayout L, float* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_f32(ZeLayout L, double* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_bf16(ZeLayout L, double* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_f16(ZeLayout L, double* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_i64(ZeLayout L, double* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_i32(ZeLayout L, double* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_u8(ZeLayout L, double* dst, const unsigned char* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f64_b(ZeLayout L, double* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_f32(ZeLayout L, ze_bf16* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_f64(ZeLayout L, ze_bf16* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_f16(ZeLayout L, ze_bf16* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_i64(ZeLayout L, ze_bf16* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_i32(ZeLayout L, ze_bf16* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_u8(ZeLayout L, ze_bf16* dst, const unsigned char* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_bf16_b(ZeLayout L, ze_bf16* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_f32(ZeLayout L, ze_f16* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_f64(ZeLayout L, ze_f16* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_bf16(ZeLayout L, ze_f16* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_i64(ZeLayout L, ze_f16* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_i32(ZeLayout L, ze_f16* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_u8(ZeLayout L, ze_f16* dst, const unsigned char* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_f16_b(ZeLayout L, ze_f16* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_f32(ZeLayout L, i64* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_f64(ZeLayout L, i64* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_bf16(ZeLayout L, i64* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_f16(ZeLayout L, i64* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_i32(ZeLayout L, i64* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_u8(ZeLayout L, i64* dst, const unsigned char* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i64_b(ZeLayout L, i64* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_f32(ZeLayout L, int* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_f64(ZeLayout L, int* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_bf16(ZeLayout L, int* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_f16(ZeLayout L, int* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_i64(ZeLayout L, int* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_u8(ZeLayout L, int* dst, const unsigned char* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_i32_b(ZeLayout L, int* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_f32(ZeLayout L, unsigned char* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_f64(ZeLayout L, unsigned char* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_bf16(ZeLayout L, unsigned char* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_f16(ZeLayout L, unsigned char* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_i64(ZeLayout L, unsigned char* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_i32(ZeLayout L, unsigned char* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_u8_b(ZeLayout L, unsigned char* dst, const ze_bool* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_f32(ZeLayout L, ze_bool* dst, const float* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_f64(ZeLayout L, ze_bool* dst, const double* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_bf16(ZeLayout L, ze_bool* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_f16(ZeLayout L, ze_bool* dst, const ze_f16* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_i64(ZeLayout L, ze_bool* dst, const i64* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_i32(ZeLayout L, ze_bool* dst, const int* src) { ze_convert(L, dst, src); }
-extern "C" __global__ void convert_b_u8(ZeLayout L, ze_bool* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_f64(ZeLayout L, float* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_bf16(ZeLayout L, float* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_f16(ZeLayout L, float* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_i64(ZeLayout L, float* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_i32(ZeLayout L, float* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_u8(ZeLayout L, float* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f32_b(ZeLayout L, float* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_f32(ZeLayout L, double* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_bf16(ZeLayout L, double* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_f16(ZeLayout L, double* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_i64(ZeLayout L, double* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_i32(ZeLayout L, double* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_u8(ZeLayout L, double* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f64_b(ZeLayout L, double* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_f32(ZeLayout L, ze_bf16* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_f64(ZeLayout L, ze_bf16* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_f16(ZeLayout L, ze_bf16* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_i64(ZeLayout L, ze_bf16* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_i32(ZeLayout L, ze_bf16* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_u8(ZeLayout L, ze_bf16* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_bf16_b(ZeLayout L, ze_bf16* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_f32(ZeLayout L, ze_f16* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_f64(ZeLayout L, ze_f16* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_bf16(ZeLayout L, ze_f16* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_i64(ZeLayout L, ze_f16* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_i32(ZeLayout L, ze_f16* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_u8(ZeLayout L, ze_f16* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_f16_b(ZeLayout L, ze_f16* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_f32(ZeLayout L, i64* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_f64(ZeLayout L, i64* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_bf16(ZeLayout L, i64* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_f16(ZeLayout L, i64* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_i32(ZeLayout L, i64* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_u8(ZeLayout L, i64* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i64_b(ZeLayout L, i64* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_f32(ZeLayout L, int* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_f64(ZeLayout L, int* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_bf16(ZeLayout L, int* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_f16(ZeLayout L, int* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_i64(ZeLayout L, int* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_u8(ZeLayout L, int* dst, const unsigned char* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_i32_b(ZeLayout L, int* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_f32(ZeLayout L, unsigned char* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_f64(ZeLayout L, unsigned char* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_bf16(ZeLayout L, unsigned char* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_f16(ZeLayout L, unsigned char* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_i64(ZeLayout L, unsigned char* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_i32(ZeLayout L, unsigned char* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_u8_b(ZeLayout L, unsigned char* dst, const ze_bool* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_f32(ZeLayout L, ze_bool* dst, const float* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_f64(ZeLayout L, ze_bool* dst, const double* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_bf16(ZeLayout L, ze_bool* dst, const ze_bf16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_f16(ZeLayout L, ze_bool* dst, const ze_f16* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_i64(ZeLayout L, ze_bool* dst, const i64* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_i32(ZeLayout L, ze_bool* dst, const int* src) { ze_convert(L, dst, src); }
+extern "C" __global__ __launch_bounds__(256) void convert_b_u8(ZeLayout L, ze_bool* dst, const unsigned char* src) { ze_convert(L, dst, src); }
 
 // fill_<size>: every element gets the bit pattern bits (the Go side converts
 // the value to the element type as Copy would).
@@ -211,10 +211,10 @@ template <class T> __device__ __forceinline__ void ze_fill(const ZeLayout& L, T*
         dst[off[0]] = v;
     }
 }
-extern "C" __global__ void fill_s1(ZeLayout L, unsigned char* dst, u64 bits) { ze_fill(L, dst, bits); }
-extern "C" __global__ void fill_s2(ZeLayout L, unsigned short* dst, u64 bits) { ze_fill(L, dst, bits); }
-extern "C" __global__ void fill_s4(ZeLayout L, unsigned* dst, u64 bits) { ze_fill(L, dst, bits); }
-extern "C" __global__ void fill_s8(ZeLayout L, u64* dst, u64 bits) { ze_fill(L, dst, bits); }
+extern "C" __global__ __launch_bounds__(256) void fill_s1(ZeLayout L, unsigned char* dst, u64 bits) { ze_fill(L, dst, bits); }
+extern "C" __global__ __launch_bounds__(256) void fill_s2(ZeLayout L, unsigned short* dst, u64 bits) { ze_fill(L, dst, bits); }
+extern "C" __global__ __launch_bounds__(256) void fill_s4(ZeLayout L, unsigned* dst, u64 bits) { ze_fill(L, dst, bits); }
+extern "C" __global__ __launch_bounds__(256) void fill_s8(ZeLayout L, u64* dst, u64 bits) { ze_fill(L, dst, bits); }
 
 // where_<size>: dst = cond ? a : b, cond a bool (any non-zero byte is true).
 template <class T>
@@ -225,16 +225,16 @@ __device__ __forceinline__ void ze_where(const ZeLayout& L, T* dst, const unsign
         dst[off[0]] = cond[off[1]] != 0 ? a[off[2]] : b[off[3]];
     }
 }
-extern "C" __global__ void where_s1(ZeLayout L, unsigned char* dst, const unsigned char* cond, const unsigned char* a, const unsigned char* b) {
+extern "C" __global__ __launch_bounds__(256) void where_s1(ZeLayout L, unsigned char* dst, const unsigned char* cond, const unsigned char* a, const unsigned char* b) {
     ze_where(L, dst, cond, a, b);
 }
-extern "C" __global__ void where_s2(ZeLayout L, unsigned short* dst, const unsigned char* cond, const unsigned short* a, const unsigned short* b) {
+extern "C" __global__ __launch_bounds__(256) void where_s2(ZeLayout L, unsigned short* dst, const unsigned char* cond, const unsigned short* a, const unsigned short* b) {
     ze_where(L, dst, cond, a, b);
 }
-extern "C" __global__ void where_s4(ZeLayout L, unsigned* dst, const unsigned char* cond, const unsigned* a, const unsigned* b) {
+extern "C" __global__ __launch_bounds__(256) void where_s4(ZeLayout L, unsigned* dst, const unsigned char* cond, const unsigned* a, const unsigned* b) {
     ze_where(L, dst, cond, a, b);
 }
-extern "C" __global__ void where_s8(ZeLayout L, u64* dst, const unsigned char* cond, const u64* a, const u64* b) {
+extern "C" __global__ __launch_bounds__(256) void where_s8(ZeLayout L, u64* dst, const unsigned char* cond, const u64* a, const u64* b) {
     ze_where(L, dst, cond, a, b);
 }
 
@@ -397,16 +397,16 @@ template <class T> __device__ __forceinline__ void ze_unary(const ZeLayout& L, T
     }
 }
 
-extern "C" __global__ void unary_f32(ZeLayout L, float* dst, const float* src, int op, double s) {
+extern "C" __global__ __launch_bounds__(256) void unary_f32(ZeLayout L, float* dst, const float* src, int op, double s) {
     ze_unary(L, dst, src, op, s);
 }
-extern "C" __global__ void unary_f64(ZeLayout L, double* dst, const double* src, int op, double s) {
+extern "C" __global__ __launch_bounds__(256) void unary_f64(ZeLayout L, double* dst, const double* src, int op, double s) {
     ze_unary(L, dst, src, op, s);
 }
-extern "C" __global__ void unary_bf16(ZeLayout L, ze_bf16* dst, const ze_bf16* src, int op, double s) {
+extern "C" __global__ __launch_bounds__(256) void unary_bf16(ZeLayout L, ze_bf16* dst, const ze_bf16* src, int op, double s) {
     ze_unary(L, dst, src, op, s);
 }
-extern "C" __global__ void unary_f16(ZeLayout L, ze_f16* dst, const ze_f16* src, int op, double s) {
+extern "C" __global__ __launch_bounds__(256) void unary_f16(ZeLayout L, ze_f16* dst, const ze_f16* src, int op, double s) {
     ze_unary(L, dst, src, op, s);
 }
 
@@ -430,7 +430,7 @@ __device__ __forceinline__ i64 ze_unary_i64_fn(int op, i64 x, u64 us) {
     return x;
 }
 
-extern "C" __global__ void unary_i64(ZeLayout L, i64* dst, const i64* src, int op, i64 s) {
+extern "C" __global__ __launch_bounds__(256) void unary_i64(ZeLayout L, i64* dst, const i64* src, int op, i64 s) {
     const u64 us = (u64)s;
     ze_map1(L, dst, src, [=](i64 x) { return ze_unary_i64_fn(op, x, us); });
 }
@@ -470,16 +470,16 @@ template <class T> __device__ __forceinline__ void ze_act_bwd(const ZeLayout& L,
     }
 }
 
-extern "C" __global__ void act_bwd_f32(ZeLayout L, float* dx, const float* dy, const float* saved, int op) {
+extern "C" __global__ __launch_bounds__(256) void act_bwd_f32(ZeLayout L, float* dx, const float* dy, const float* saved, int op) {
     ze_act_bwd(L, dx, dy, saved, op);
 }
-extern "C" __global__ void act_bwd_f64(ZeLayout L, double* dx, const double* dy, const double* saved, int op) {
+extern "C" __global__ __launch_bounds__(256) void act_bwd_f64(ZeLayout L, double* dx, const double* dy, const double* saved, int op) {
     ze_act_bwd(L, dx, dy, saved, op);
 }
-extern "C" __global__ void act_bwd_bf16(ZeLayout L, ze_bf16* dx, const ze_bf16* dy, const ze_bf16* saved, int op) {
+extern "C" __global__ __launch_bounds__(256) void act_bwd_bf16(ZeLayout L, ze_bf16* dx, const ze_bf16* dy, const ze_bf16* saved, int op) {
     ze_act_bwd(L, dx, dy, saved, op);
 }
-extern "C" __global__ void act_bwd_f16(ZeLayout L, ze_f16* dx, const ze_f16* dy, const ze_f16* saved, int op) {
+extern "C" __global__ __launch_bounds__(256) void act_bwd_f16(ZeLayout L, ze_f16* dx, const ze_f16* dy, const ze_f16* saved, int op) {
     ze_act_bwd(L, dx, dy, saved, op);
 }
 
@@ -520,16 +520,16 @@ template <class T> __device__ __forceinline__ void ze_binary(const ZeLayout& L, 
     }
 }
 
-extern "C" __global__ void binary_f32(ZeLayout L, float* dst, const float* a, const float* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void binary_f32(ZeLayout L, float* dst, const float* a, const float* b, int op) {
     ze_binary(L, dst, a, b, op);
 }
-extern "C" __global__ void binary_f64(ZeLayout L, double* dst, const double* a, const double* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void binary_f64(ZeLayout L, double* dst, const double* a, const double* b, int op) {
     ze_binary(L, dst, a, b, op);
 }
-extern "C" __global__ void binary_bf16(ZeLayout L, ze_bf16* dst, const ze_bf16* a, const ze_bf16* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void binary_bf16(ZeLayout L, ze_bf16* dst, const ze_bf16* a, const ze_bf16* b, int op) {
     ze_binary(L, dst, a, b, op);
 }
-extern "C" __global__ void binary_f16(ZeLayout L, ze_f16* dst, const ze_f16* a, const ze_f16* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void binary_f16(ZeLayout L, ze_f16* dst, const ze_f16* a, const ze_f16* b, int op) {
     ze_binary(L, dst, a, b, op);
 }
 
@@ -545,7 +545,7 @@ __device__ __forceinline__ i64 ze_binary_i64_fn(int op, i64 x, i64 y) {
     return x;
 }
 
-extern "C" __global__ void binary_i64(ZeLayout L, i64* dst, const i64* a, const i64* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void binary_i64(ZeLayout L, i64* dst, const i64* a, const i64* b, int op) {
     ze_map2(L, dst, a, b, [=](i64 x, i64 y) { return ze_binary_i64_fn(op, x, y); });
 }
 
@@ -570,24 +570,24 @@ template <class T> __device__ __forceinline__ void ze_compare(const ZeLayout& L,
     ze_map2(L, dst, a, b, [=](T x, T y) { return ze_compare_fn(op, Ty::load(x), Ty::load(y)); });
 }
 
-extern "C" __global__ void compare_f32(ZeLayout L, unsigned char* dst, const float* a, const float* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_f32(ZeLayout L, unsigned char* dst, const float* a, const float* b, int op) {
     ze_compare(L, dst, a, b, op);
 }
-extern "C" __global__ void compare_f64(ZeLayout L, unsigned char* dst, const double* a, const double* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_f64(ZeLayout L, unsigned char* dst, const double* a, const double* b, int op) {
     ze_compare(L, dst, a, b, op);
 }
-extern "C" __global__ void compare_bf16(ZeLayout L, unsigned char* dst, const ze_bf16* a, const ze_bf16* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_bf16(ZeLayout L, unsigned char* dst, const ze_bf16* a, const ze_bf16* b, int op) {
     ze_compare(L, dst, a, b, op);
 }
-extern "C" __global__ void compare_f16(ZeLayout L, unsigned char* dst, const ze_f16* a, const ze_f16* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_f16(ZeLayout L, unsigned char* dst, const ze_f16* a, const ze_f16* b, int op) {
     ze_compare(L, dst, a, b, op);
 }
-extern "C" __global__ void compare_i64(ZeLayout L, unsigned char* dst, const i64* a, const i64* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_i64(ZeLayout L, unsigned char* dst, const i64* a, const i64* b, int op) {
     ze_compare(L, dst, a, b, op);
 }
-extern "C" __global__ void compare_i32(ZeLayout L, unsigned char* dst, const int* a, const int* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_i32(ZeLayout L, unsigned char* dst, const int* a, const int* b, int op) {
     ze_compare(L, dst, a, b, op);
 }
-extern "C" __global__ void compare_u8(ZeLayout L, unsigned char* dst, const unsigned char* a, const unsigned char* b, int op) {
+extern "C" __global__ __launch_bounds__(256) void compare_u8(ZeLayout L, unsigned char* dst, const unsigned char* a, const unsigned char* b, int op) {
     ze_compare(L, dst, a, b, op);
 }

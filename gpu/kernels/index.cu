@@ -24,7 +24,7 @@
 // into the 16-bit values directly (a 32-bit CAS loop) would round at every
 // addition.
 
-extern "C" __global__ void index_check(ZeLayout L, const i64* index, i64 extent, u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_check(ZeLayout L, const i64* index, i64 extent, u64* flag) {
     u64 bad = 0;
     ZE_GRID_LOOP(i, L.numel) {
         i64 off[1];
@@ -44,16 +44,16 @@ __device__ __forceinline__ void ze_index_gather(const ZeLayout& L, T* dst, const
         dst[off[0]] = src[off[1] + index[off[2]] * sa];
     }
 }
-extern "C" __global__ void index_gather_s1(ZeLayout L, unsigned char* dst, const unsigned char* src, const i64* index, i64 sa, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_gather_s1(ZeLayout L, unsigned char* dst, const unsigned char* src, const i64* index, i64 sa, const u64* flag) {
     ze_index_gather(L, dst, src, index, sa, flag);
 }
-extern "C" __global__ void index_gather_s2(ZeLayout L, unsigned short* dst, const unsigned short* src, const i64* index, i64 sa, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_gather_s2(ZeLayout L, unsigned short* dst, const unsigned short* src, const i64* index, i64 sa, const u64* flag) {
     ze_index_gather(L, dst, src, index, sa, flag);
 }
-extern "C" __global__ void index_gather_s4(ZeLayout L, unsigned* dst, const unsigned* src, const i64* index, i64 sa, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_gather_s4(ZeLayout L, unsigned* dst, const unsigned* src, const i64* index, i64 sa, const u64* flag) {
     ze_index_gather(L, dst, src, index, sa, flag);
 }
-extern "C" __global__ void index_gather_s8(ZeLayout L, u64* dst, const u64* src, const i64* index, i64 sa, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_gather_s8(ZeLayout L, u64* dst, const u64* src, const i64* index, i64 sa, const u64* flag) {
     ze_index_gather(L, dst, src, index, sa, flag);
 }
 
@@ -68,18 +68,18 @@ __device__ __forceinline__ void ze_index_add(const ZeLayout& L, A* dst, const T*
         ze_atomic_add(&dst[off[1] + index[off[2]] * da], (A)ZeType<T>::load(src[off[0]]));
     }
 }
-extern "C" __global__ void index_add_f32(ZeLayout L, float* dst, const float* src, const i64* index, i64 da, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_add_f32(ZeLayout L, float* dst, const float* src, const i64* index, i64 da, const u64* flag) {
     ze_index_add(L, dst, src, index, da, flag);
 }
-extern "C" __global__ void index_add_f64(ZeLayout L, double* dst, const double* src, const i64* index, i64 da, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_add_f64(ZeLayout L, double* dst, const double* src, const i64* index, i64 da, const u64* flag) {
     ze_index_add(L, dst, src, index, da, flag);
 }
-extern "C" __global__ void index_add_i64(ZeLayout L, i64* dst, const i64* src, const i64* index, i64 da, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_add_i64(ZeLayout L, i64* dst, const i64* src, const i64* index, i64 da, const u64* flag) {
     ze_index_add(L, dst, src, index, da, flag);
 }
-extern "C" __global__ void index_add_bf16(ZeLayout L, float* dst, const ze_bf16* src, const i64* index, i64 da, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_add_bf16(ZeLayout L, float* dst, const ze_bf16* src, const i64* index, i64 da, const u64* flag) {
     ze_index_add(L, dst, src, index, da, flag);
 }
-extern "C" __global__ void index_add_f16(ZeLayout L, float* dst, const ze_f16* src, const i64* index, i64 da, const u64* flag) {
+extern "C" __global__ __launch_bounds__(256) void index_add_f16(ZeLayout L, float* dst, const ze_f16* src, const i64* index, i64 da, const u64* flag) {
     ze_index_add(L, dst, src, index, da, flag);
 }

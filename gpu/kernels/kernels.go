@@ -87,11 +87,13 @@ package kernels
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -167,6 +169,12 @@ type Param struct {
 type Signature struct {
 	Name   string
 	Params []Param
+	// MaxThreads is the kernel's __launch_bounds__: the most threads a
+	// block it may be launched with; 0 when the source declares none.
+	// The compiler fits the kernel's registers to it (at 1024 threads, 64
+	// a thread), so a launch with more threads would fail with
+	// CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES.
+	MaxThreads int
 }
 
 // Kernels returns the entry points of a family in source order.
@@ -290,14 +298,25 @@ func parseKernels(src string) ([]Signature, error) {
 	var sigs []Signature
 	seen := make(map[string]bool)
 	for i := 0; i+5 < len(toks); i++ {
-		if toks[i] != "extern" || toks[i+1] != `"C"` || toks[i+2] != "__global__" || toks[i+3] != "void" {
+		if toks[i] != "extern" || toks[i+1] != `"C"` || toks[i+2] != "__global__" {
 			continue
 		}
-		name := toks[i+4]
-		if !isIdent(name) || toks[i+5] != "(" {
-			return nil, fmt.Errorf("malformed kernel declaration near %q", strings.Join(toks[i:min(len(toks), i+8)], " "))
+		start := i
+		i += 3
+		maxThreads := 0
+		if toks[i] == "__launch_bounds__" {
+			n, next, err := launchBounds(toks, i+1)
+			if err != nil {
+				return nil, fmt.Errorf("kernel declaration near %q: %w", strings.Join(toks[start:min(len(toks), start+8)], " "), err)
+			}
+			maxThreads, i = n, next
 		}
-		end := i + 6
+		if i+2 >= len(toks) || toks[i] != "void" || !isIdent(toks[i+1]) || toks[i+2] != "(" {
+			return nil, fmt.Errorf("malformed kernel declaration near %q", strings.Join(toks[start:min(len(toks), start+10)], " "))
+		}
+		name := toks[i+1]
+		first := i + 3 // the first token after "("
+		end := first
 		for depth := 1; end < len(toks) && depth > 0; end++ {
 			switch toks[end] {
 			case "(":
@@ -306,7 +325,7 @@ func parseKernels(src string) ([]Signature, error) {
 				depth--
 			}
 		}
-		params, err := parseParams(toks[i+6:end-1], typedefs)
+		params, err := parseParams(toks[first:end-1], typedefs)
 		if err != nil {
 			return nil, fmt.Errorf("kernel %s: %w", name, err)
 		}
@@ -314,10 +333,36 @@ func parseKernels(src string) ([]Signature, error) {
 			return nil, fmt.Errorf("kernel %s is defined twice", name)
 		}
 		seen[name] = true
-		sigs = append(sigs, Signature{Name: name, Params: params})
+		sigs = append(sigs, Signature{Name: name, Params: params, MaxThreads: maxThreads})
 		i = end - 1
 	}
 	return sigs, nil
+}
+
+// launchBounds reads the "( maxThreads [, minBlocks [, maxBlocksPerCluster]] )"
+// after a __launch_bounds__ that starts at toks[i], and returns maxThreads
+// and the index of the token after ")". Only integer literals are taken:
+// the bound is part of the kernel's contract with the host, which reads it
+// from here, so it must not depend on macros the parser does not expand.
+func launchBounds(toks []string, i int) (maxThreads, next int, err error) {
+	if i >= len(toks) || toks[i] != "(" {
+		return 0, 0, errors.New("__launch_bounds__ without its arguments")
+	}
+	var args []string
+	j := i + 1
+	for ; j < len(toks) && toks[j] != ")"; j++ {
+		if toks[j] != "," {
+			args = append(args, toks[j])
+		}
+	}
+	if j == len(toks) || len(args) == 0 || len(args) > 3 {
+		return 0, 0, errors.New("__launch_bounds__ needs one to three arguments")
+	}
+	n, err := strconv.Atoi(args[0])
+	if err != nil || n < 1 || n > 1024 {
+		return 0, 0, fmt.Errorf("__launch_bounds__(%s): the maximum threads a block must be an integer literal from 1 to 1024", args[0])
+	}
+	return n, j + 1, nil
 }
 
 // stripComments removes // and /* */ comments, keeping string and character

@@ -75,6 +75,12 @@ func TestKernelsParse(t *testing.T) {
 					t.Errorf("%s: %v: bad parameter %+v", f, s, p)
 				}
 			}
+			// Every kernel says how many threads a block it takes, so
+			// that the compiler fits its registers to that and the host
+			// never launches more (gpu's launches check).
+			if s.MaxThreads != 256 && s.MaxThreads != 1024 {
+				t.Errorf("%s: %s declares __launch_bounds__(%d), want 256, or 1024 for a row kernel", f, s.Name, s.MaxThreads)
+			}
 		}
 	}
 	if _, err := Kernels("nope"); err == nil {
@@ -235,6 +241,8 @@ TYPES(K)
 extern "C" __global__ void plain(int a, float b,
                                  double c) {}
 extern "C" __global__ void noargs() {}
+extern "C" __global__ __launch_bounds__(1024) void bounded(int a) {}
+extern "C" __global__ __launch_bounds__(256, 2) void bounded2() {}
 `
 	sigs, err := parseKernels(src)
 	if err != nil {
@@ -249,15 +257,30 @@ extern "C" __global__ void noargs() {}
 		"k_f64(double* x, const double* y, long long n)",
 		"plain(int a, float b, double c)",
 		"noargs()",
+		"bounded(int a)",
+		"bounded2()",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var bounds []int
+	for _, s := range sigs {
+		bounds = append(bounds, s.MaxThreads)
+	}
+	if want := []int{0, 0, 0, 0, 1024, 256}; !slices.Equal(bounds, want) {
+		t.Errorf("MaxThreads %v, want %v", bounds, want)
 	}
 	for _, bad := range []string{
 		`extern "C" __global__ void k(mystery_t a) {}`,
 		`#define K(a) extern "C" __global__ void k_##a(int x) {}
 K(1, 2)`,
 		`extern "C" __global__ void k(int a) {} extern "C" __global__ void k(int a) {}`,
+		`extern "C" __global__ __launch_bounds__ void k(int a) {}`,
+		`extern "C" __global__ __launch_bounds__() void k(int a) {}`,
+		`extern "C" __global__ __launch_bounds__(2048) void k(int a) {}`,
+		`extern "C" __global__ __launch_bounds__(BLOCK) void k(int a) {}`,
+		`extern "C" __global__ __launch_bounds__(256) k(int a) {}`,
+		`extern "C" __global__ __launch_bounds__(256 void k(int a) {}`,
 	} {
 		if _, err := parseKernels(bad); err == nil {
 			t.Errorf("parseKernels accepted %q", bad)

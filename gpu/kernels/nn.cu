@@ -31,28 +31,28 @@ __device__ __forceinline__ void ze_softmax_bwd(T* dx, const T* dy, const T* y, i
     }
 }
 
-extern "C" __global__ void softmax_f32(float* dst, const float* src, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_f32(float* dst, const float* src, i64 rows, i64 n, int log, int group) {
     ze_softmax(dst, src, rows, n, log, group);
 }
-extern "C" __global__ void softmax_f64(double* dst, const double* src, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_f64(double* dst, const double* src, i64 rows, i64 n, int log, int group) {
     ze_softmax(dst, src, rows, n, log, group);
 }
-extern "C" __global__ void softmax_bf16(ze_bf16* dst, const ze_bf16* src, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_bf16(ze_bf16* dst, const ze_bf16* src, i64 rows, i64 n, int log, int group) {
     ze_softmax(dst, src, rows, n, log, group);
 }
-extern "C" __global__ void softmax_f16(ze_f16* dst, const ze_f16* src, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_f16(ze_f16* dst, const ze_f16* src, i64 rows, i64 n, int log, int group) {
     ze_softmax(dst, src, rows, n, log, group);
 }
-extern "C" __global__ void softmax_bwd_f32(float* dx, const float* dy, const float* y, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_bwd_f32(float* dx, const float* dy, const float* y, i64 rows, i64 n, int log, int group) {
     ze_softmax_bwd(dx, dy, y, rows, n, log, group);
 }
-extern "C" __global__ void softmax_bwd_f64(double* dx, const double* dy, const double* y, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_bwd_f64(double* dx, const double* dy, const double* y, i64 rows, i64 n, int log, int group) {
     ze_softmax_bwd(dx, dy, y, rows, n, log, group);
 }
-extern "C" __global__ void softmax_bwd_bf16(ze_bf16* dx, const ze_bf16* dy, const ze_bf16* y, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_bwd_bf16(ze_bf16* dx, const ze_bf16* dy, const ze_bf16* y, i64 rows, i64 n, int log, int group) {
     ze_softmax_bwd(dx, dy, y, rows, n, log, group);
 }
-extern "C" __global__ void softmax_bwd_f16(ze_f16* dx, const ze_f16* dy, const ze_f16* y, i64 rows, i64 n, int log, int group) {
+extern "C" __global__ __launch_bounds__(1024) void softmax_bwd_f16(ze_f16* dx, const ze_f16* dy, const ze_f16* y, i64 rows, i64 n, int log, int group) {
     ze_softmax_bwd(dx, dy, y, rows, n, log, group);
 }
 
@@ -237,64 +237,64 @@ __device__ __forceinline__ void ze_layernorm_bwd_finish(T* dw, T* db, const doub
     }
 }
 
-extern "C" __global__ void layernorm_f32(float* dst, float* mean, float* rstd, const float* x, const float* w, const float* b,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_f32(float* dst, float* mean, float* rstd, const float* x, const float* w, const float* b,
                                       i64 rows, i64 n, double eps, int group) {
     ze_layernorm(dst, mean, rstd, x, w, b, rows, n, eps, group);
 }
-extern "C" __global__ void layernorm_f64(double* dst, double* mean, double* rstd, const double* x, const double* w, const double* b,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_f64(double* dst, double* mean, double* rstd, const double* x, const double* w, const double* b,
                                       i64 rows, i64 n, double eps, int group) {
     ze_layernorm(dst, mean, rstd, x, w, b, rows, n, eps, group);
 }
-extern "C" __global__ void layernorm_bf16(ze_bf16* dst, float* mean, float* rstd, const ze_bf16* x, const ze_bf16* w, const ze_bf16* b,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_bf16(ze_bf16* dst, float* mean, float* rstd, const ze_bf16* x, const ze_bf16* w, const ze_bf16* b,
                                       i64 rows, i64 n, double eps, int group) {
     ze_layernorm(dst, mean, rstd, x, w, b, rows, n, eps, group);
 }
-extern "C" __global__ void layernorm_f16(ze_f16* dst, float* mean, float* rstd, const ze_f16* x, const ze_f16* w, const ze_f16* b,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_f16(ze_f16* dst, float* mean, float* rstd, const ze_f16* x, const ze_f16* w, const ze_f16* b,
                                       i64 rows, i64 n, double eps, int group) {
     ze_layernorm(dst, mean, rstd, x, w, b, rows, n, eps, group);
 }
-extern "C" __global__ void layernorm_bwd_dx_f32(float* dx, const float* dy, const float* x, const float* mean, const float* rstd,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_bwd_dx_f32(float* dx, const float* dy, const float* x, const float* mean, const float* rstd,
                                              const float* w, i64 rows, i64 n, int group) {
     ze_layernorm_bwd_dx(dx, dy, x, mean, rstd, w, rows, n, group);
 }
-extern "C" __global__ void layernorm_bwd_dx_f64(double* dx, const double* dy, const double* x, const double* mean, const double* rstd,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_bwd_dx_f64(double* dx, const double* dy, const double* x, const double* mean, const double* rstd,
                                              const double* w, i64 rows, i64 n, int group) {
     ze_layernorm_bwd_dx(dx, dy, x, mean, rstd, w, rows, n, group);
 }
-extern "C" __global__ void layernorm_bwd_dx_bf16(ze_bf16* dx, const ze_bf16* dy, const ze_bf16* x, const float* mean, const float* rstd,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_bwd_dx_bf16(ze_bf16* dx, const ze_bf16* dy, const ze_bf16* x, const float* mean, const float* rstd,
                                              const ze_bf16* w, i64 rows, i64 n, int group) {
     ze_layernorm_bwd_dx(dx, dy, x, mean, rstd, w, rows, n, group);
 }
-extern "C" __global__ void layernorm_bwd_dx_f16(ze_f16* dx, const ze_f16* dy, const ze_f16* x, const float* mean, const float* rstd,
+extern "C" __global__ __launch_bounds__(1024) void layernorm_bwd_dx_f16(ze_f16* dx, const ze_f16* dy, const ze_f16* x, const float* mean, const float* rstd,
                                              const ze_f16* w, i64 rows, i64 n, int group) {
     ze_layernorm_bwd_dx(dx, dy, x, mean, rstd, w, rows, n, group);
 }
-extern "C" __global__ void layernorm_bwd_dwdb_f32(double* pw, double* pb, const float* dy, const float* x, const float* mean,
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_dwdb_f32(double* pw, double* pb, const float* dy, const float* x, const float* mean,
                                                const float* rstd, i64 rows, i64 n, i64 chunk) {
     ze_layernorm_bwd_dwdb(pw, pb, dy, x, mean, rstd, rows, n, chunk);
 }
-extern "C" __global__ void layernorm_bwd_dwdb_f64(double* pw, double* pb, const double* dy, const double* x, const double* mean,
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_dwdb_f64(double* pw, double* pb, const double* dy, const double* x, const double* mean,
                                                const double* rstd, i64 rows, i64 n, i64 chunk) {
     ze_layernorm_bwd_dwdb(pw, pb, dy, x, mean, rstd, rows, n, chunk);
 }
-extern "C" __global__ void layernorm_bwd_dwdb_bf16(double* pw, double* pb, const ze_bf16* dy, const ze_bf16* x, const float* mean,
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_dwdb_bf16(double* pw, double* pb, const ze_bf16* dy, const ze_bf16* x, const float* mean,
                                                const float* rstd, i64 rows, i64 n, i64 chunk) {
     ze_layernorm_bwd_dwdb(pw, pb, dy, x, mean, rstd, rows, n, chunk);
 }
-extern "C" __global__ void layernorm_bwd_dwdb_f16(double* pw, double* pb, const ze_f16* dy, const ze_f16* x, const float* mean,
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_dwdb_f16(double* pw, double* pb, const ze_f16* dy, const ze_f16* x, const float* mean,
                                                const float* rstd, i64 rows, i64 n, i64 chunk) {
     ze_layernorm_bwd_dwdb(pw, pb, dy, x, mean, rstd, rows, n, chunk);
 }
-extern "C" __global__ void layernorm_bwd_finish_f32(float* dw, float* db, const double* pw, const double* pb, i64 n, i64 chunks) {
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_finish_f32(float* dw, float* db, const double* pw, const double* pb, i64 n, i64 chunks) {
     ze_layernorm_bwd_finish(dw, db, pw, pb, n, chunks);
 }
-extern "C" __global__ void layernorm_bwd_finish_f64(double* dw, double* db, const double* pw, const double* pb, i64 n, i64 chunks) {
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_finish_f64(double* dw, double* db, const double* pw, const double* pb, i64 n, i64 chunks) {
     ze_layernorm_bwd_finish(dw, db, pw, pb, n, chunks);
 }
-extern "C" __global__ void layernorm_bwd_finish_bf16(ze_bf16* dw, ze_bf16* db, const double* pw, const double* pb, i64 n, i64 chunks) {
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_finish_bf16(ze_bf16* dw, ze_bf16* db, const double* pw, const double* pb, i64 n, i64 chunks) {
     ze_layernorm_bwd_finish(dw, db, pw, pb, n, chunks);
 }
-extern "C" __global__ void layernorm_bwd_finish_f16(ze_f16* dw, ze_f16* db, const double* pw, const double* pb, i64 n, i64 chunks) {
+extern "C" __global__ __launch_bounds__(256) void layernorm_bwd_finish_f16(ze_f16* dw, ze_f16* db, const double* pw, const double* pb, i64 n, i64 chunks) {
     ze_layernorm_bwd_finish(dw, db, pw, pb, n, chunks);
 }
 
@@ -309,7 +309,7 @@ extern "C" __global__ void layernorm_bwd_finish_f16(ze_f16* dw, ze_f16* db, cons
 // flags with one fill. The loss kernels do nothing when flags[1] != 0, so
 // that an error leaves their outputs untouched.
 
-extern "C" __global__ void cross_entropy_check(const i64* target, i64 ts, i64 rows, i64 classes, i64 ignore, u64* flags) {
+extern "C" __global__ __launch_bounds__(256) void cross_entropy_check(const i64* target, i64 ts, i64 rows, i64 classes, i64 ignore, u64* flags) {
     u64 count = 0, bad = 0;
     ZE_GRID_LOOP(r, rows) {
         const i64 t = target[r * ts];
@@ -420,38 +420,38 @@ __device__ __forceinline__ void ze_cross_entropy_bwd(T* dlogits, const T* dloss,
     }
 }
 
-extern "C" __global__ void cross_entropy_f32(float* loss, i64 ls, const float* logits, const i64* target, i64 ts, i64 rows,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_f32(float* loss, i64 ls, const float* logits, const i64* target, i64 ts, i64 rows,
                                           i64 classes, i64 ignore, double eps, const u64* flags, int group) {
     ze_cross_entropy(loss, ls, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_f64(double* loss, i64 ls, const double* logits, const i64* target, i64 ts, i64 rows,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_f64(double* loss, i64 ls, const double* logits, const i64* target, i64 ts, i64 rows,
                                           i64 classes, i64 ignore, double eps, const u64* flags, int group) {
     ze_cross_entropy(loss, ls, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_bf16(ze_bf16* loss, i64 ls, const ze_bf16* logits, const i64* target, i64 ts, i64 rows,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_bf16(ze_bf16* loss, i64 ls, const ze_bf16* logits, const i64* target, i64 ts, i64 rows,
                                           i64 classes, i64 ignore, double eps, const u64* flags, int group) {
     ze_cross_entropy(loss, ls, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_f16(ze_f16* loss, i64 ls, const ze_f16* logits, const i64* target, i64 ts, i64 rows,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_f16(ze_f16* loss, i64 ls, const ze_f16* logits, const i64* target, i64 ts, i64 rows,
                                           i64 classes, i64 ignore, double eps, const u64* flags, int group) {
     ze_cross_entropy(loss, ls, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_bwd_f32(float* dlogits, const float* dloss, i64 gs, const float* logits,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_bwd_f32(float* dlogits, const float* dloss, i64 gs, const float* logits,
                                               const i64* target, i64 ts, i64 rows, i64 classes, i64 ignore, double eps,
                                               const u64* flags, int group) {
     ze_cross_entropy_bwd(dlogits, dloss, gs, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_bwd_f64(double* dlogits, const double* dloss, i64 gs, const double* logits,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_bwd_f64(double* dlogits, const double* dloss, i64 gs, const double* logits,
                                               const i64* target, i64 ts, i64 rows, i64 classes, i64 ignore, double eps,
                                               const u64* flags, int group) {
     ze_cross_entropy_bwd(dlogits, dloss, gs, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_bwd_bf16(ze_bf16* dlogits, const ze_bf16* dloss, i64 gs, const ze_bf16* logits,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_bwd_bf16(ze_bf16* dlogits, const ze_bf16* dloss, i64 gs, const ze_bf16* logits,
                                               const i64* target, i64 ts, i64 rows, i64 classes, i64 ignore, double eps,
                                               const u64* flags, int group) {
     ze_cross_entropy_bwd(dlogits, dloss, gs, logits, target, ts, rows, classes, ignore, eps, flags, group);
 }
-extern "C" __global__ void cross_entropy_bwd_f16(ze_f16* dlogits, const ze_f16* dloss, i64 gs, const ze_f16* logits,
+extern "C" __global__ __launch_bounds__(1024) void cross_entropy_bwd_f16(ze_f16* dlogits, const ze_f16* dloss, i64 gs, const ze_f16* logits,
                                               const i64* target, i64 ts, i64 rows, i64 classes, i64 ignore, double eps,
                                               const u64* flags, int group) {
     ze_cross_entropy_bwd(dlogits, dloss, gs, logits, target, ts, rows, classes, ignore, eps, flags, group);

@@ -20,7 +20,7 @@ enum { SGD_L2 = 1, SGD_MOMENTUM = 2, SGD_FIRST = 4, SGD_NESTEROV = 8 };
 //	p = p + (negStep·m) / ((√v̂ / bc2Sqrt) + eps)
 //
 // vmax is null without AMSGrad.
-extern "C" __global__ void adam_f32(float* p, const float* g, float* m, float* v, float* vmax, i64 n, float gsign,
+extern "C" __global__ __launch_bounds__(256) void adam_f32(float* p, const float* g, float* m, float* v, float* vmax, i64 n, float gsign,
                                     float decay, float wd, float beta1, float c1, float beta2, float c2, float neg_step,
                                     float bc2_sqrt, float eps, int mode) {
     ZE_GRID_LOOP(i, n) {
@@ -48,7 +48,7 @@ extern "C" __global__ void adam_f32(float* p, const float* g, float* m, float* v
 // adam_f64: cpu.adam64, the same steps in float64 without fusion (decay =
 // 1 − lr·wd, c1 = 1 − beta1, c2 = 1 − beta2, negStep = −lr/bc1 from the
 // host).
-extern "C" __global__ void adam_f64(double* p, const double* g, double* m, double* v, double* vmax, i64 n, double gsign,
+extern "C" __global__ __launch_bounds__(256) void adam_f64(double* p, const double* g, double* m, double* v, double* vmax, i64 n, double gsign,
                                     double decay, double wd, double beta1, double c1, double beta2, double c2,
                                     double neg_step, double bc2_sqrt, double eps, int mode) {
     ZE_GRID_LOOP(i, n) {
@@ -81,7 +81,7 @@ extern "C" __global__ void adam_f64(double* p, const double* g, double* m, doubl
 //	p = fma(d, negLR, p)
 //
 // damp is 1 − dampening; buf is null without momentum.
-extern "C" __global__ void sgd_f32(float* p, const float* g, float* buf, i64 n, float gsign, float wd, float mom,
+extern "C" __global__ __launch_bounds__(256) void sgd_f32(float* p, const float* g, float* buf, i64 n, float gsign, float wd, float mom,
                                    float damp, float neg_lr, int mode) {
     ZE_GRID_LOOP(i, n) {
         const float pi = p[i];
@@ -100,7 +100,7 @@ extern "C" __global__ void sgd_f32(float* p, const float* g, float* buf, i64 n, 
 //
 //	d = g·gsign;  d = d + wd·p;  b = first ? d : buf·mom + damp·d
 //	d = nesterov ? d + mom·b : b;  p = p − lr·d
-extern "C" __global__ void sgd_f64(double* p, const double* g, double* buf, i64 n, double gsign, double wd, double mom,
+extern "C" __global__ __launch_bounds__(256) void sgd_f64(double* p, const double* g, double* buf, i64 n, double gsign, double wd, double mom,
                                    double damp, double lr, int mode) {
     ZE_GRID_LOOP(i, n) {
         const double pi = p[i];

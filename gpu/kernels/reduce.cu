@@ -191,63 +191,63 @@ __device__ __forceinline__ void ze_reduce_finish_op(const ZeReduce& R, T* dst, c
     }
 }
 
-extern "C" __global__ void reduce_rows_f32(ZeReduce R, float* dst, const float* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_rows_f32(ZeReduce R, float* dst, const float* src, double* partial, i64 splits, i64 chunk,
                                         int op, int group) {
     ze_reduce_rows_op(R, dst, src, partial, splits, chunk, op, group);
 }
-extern "C" __global__ void reduce_rows_f64(ZeReduce R, double* dst, const double* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_rows_f64(ZeReduce R, double* dst, const double* src, double* partial, i64 splits, i64 chunk,
                                         int op, int group) {
     ze_reduce_rows_op(R, dst, src, partial, splits, chunk, op, group);
 }
-extern "C" __global__ void reduce_rows_bf16(ZeReduce R, ze_bf16* dst, const ze_bf16* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_rows_bf16(ZeReduce R, ze_bf16* dst, const ze_bf16* src, double* partial, i64 splits, i64 chunk,
                                         int op, int group) {
     ze_reduce_rows_op(R, dst, src, partial, splits, chunk, op, group);
 }
-extern "C" __global__ void reduce_rows_f16(ZeReduce R, ze_f16* dst, const ze_f16* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_rows_f16(ZeReduce R, ze_f16* dst, const ze_f16* src, double* partial, i64 splits, i64 chunk,
                                         int op, int group) {
     ze_reduce_rows_op(R, dst, src, partial, splits, chunk, op, group);
 }
-extern "C" __global__ void reduce_rows_i64(ZeReduce R, i64* dst, const i64* src, i64* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_rows_i64(ZeReduce R, i64* dst, const i64* src, i64* partial, i64 splits, i64 chunk,
                                         int op, int group) {
     ze_reduce_rows_op(R, dst, src, partial, splits, chunk, op, group);
 }
-extern "C" __global__ void reduce_cols_f32(ZeReduce R, float* dst, const float* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_cols_f32(ZeReduce R, float* dst, const float* src, double* partial, i64 splits, i64 chunk,
                                         int op) {
     ze_reduce_cols_op(R, dst, src, partial, splits, chunk, op);
 }
-extern "C" __global__ void reduce_cols_f64(ZeReduce R, double* dst, const double* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_cols_f64(ZeReduce R, double* dst, const double* src, double* partial, i64 splits, i64 chunk,
                                         int op) {
     ze_reduce_cols_op(R, dst, src, partial, splits, chunk, op);
 }
-extern "C" __global__ void reduce_cols_bf16(ZeReduce R, ze_bf16* dst, const ze_bf16* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_cols_bf16(ZeReduce R, ze_bf16* dst, const ze_bf16* src, double* partial, i64 splits, i64 chunk,
                                         int op) {
     ze_reduce_cols_op(R, dst, src, partial, splits, chunk, op);
 }
-extern "C" __global__ void reduce_cols_f16(ZeReduce R, ze_f16* dst, const ze_f16* src, double* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_cols_f16(ZeReduce R, ze_f16* dst, const ze_f16* src, double* partial, i64 splits, i64 chunk,
                                         int op) {
     ze_reduce_cols_op(R, dst, src, partial, splits, chunk, op);
 }
-extern "C" __global__ void reduce_cols_i64(ZeReduce R, i64* dst, const i64* src, i64* partial, i64 splits, i64 chunk,
+extern "C" __global__ __launch_bounds__(256) void reduce_cols_i64(ZeReduce R, i64* dst, const i64* src, i64* partial, i64 splits, i64 chunk,
                                         int op) {
     ze_reduce_cols_op(R, dst, src, partial, splits, chunk, op);
 }
-extern "C" __global__ void reduce_finish_f32(ZeReduce R, float* dst, const double* partial, i64 splits, i64 pso, i64 pss,
+extern "C" __global__ __launch_bounds__(256) void reduce_finish_f32(ZeReduce R, float* dst, const double* partial, i64 splits, i64 pso, i64 pss,
                                           int op) {
     ze_reduce_finish_op(R, dst, partial, splits, pso, pss, op);
 }
-extern "C" __global__ void reduce_finish_f64(ZeReduce R, double* dst, const double* partial, i64 splits, i64 pso, i64 pss,
+extern "C" __global__ __launch_bounds__(256) void reduce_finish_f64(ZeReduce R, double* dst, const double* partial, i64 splits, i64 pso, i64 pss,
                                           int op) {
     ze_reduce_finish_op(R, dst, partial, splits, pso, pss, op);
 }
-extern "C" __global__ void reduce_finish_bf16(ZeReduce R, ze_bf16* dst, const double* partial, i64 splits, i64 pso, i64 pss,
+extern "C" __global__ __launch_bounds__(256) void reduce_finish_bf16(ZeReduce R, ze_bf16* dst, const double* partial, i64 splits, i64 pso, i64 pss,
                                           int op) {
     ze_reduce_finish_op(R, dst, partial, splits, pso, pss, op);
 }
-extern "C" __global__ void reduce_finish_f16(ZeReduce R, ze_f16* dst, const double* partial, i64 splits, i64 pso, i64 pss,
+extern "C" __global__ __launch_bounds__(256) void reduce_finish_f16(ZeReduce R, ze_f16* dst, const double* partial, i64 splits, i64 pso, i64 pss,
                                           int op) {
     ze_reduce_finish_op(R, dst, partial, splits, pso, pss, op);
 }
-extern "C" __global__ void reduce_finish_i64(ZeReduce R, i64* dst, const i64* partial, i64 splits, i64 pso, i64 pss,
+extern "C" __global__ __launch_bounds__(256) void reduce_finish_i64(ZeReduce R, i64* dst, const i64* partial, i64 splits, i64 pso, i64 pss,
                                           int op) {
     ze_reduce_finish_op(R, dst, partial, splits, pso, pss, op);
 }
@@ -329,19 +329,19 @@ __device__ __forceinline__ void ze_argmax(const ZeLayout& L, T* values, i64* ind
     }
 }
 
-extern "C" __global__ void argmax_f32(ZeLayout L, float* values, i64* indices, const float* src, i64 n, i64 stride, int group) {
+extern "C" __global__ __launch_bounds__(256) void argmax_f32(ZeLayout L, float* values, i64* indices, const float* src, i64 n, i64 stride, int group) {
     ze_argmax(L, values, indices, src, n, stride, group);
 }
-extern "C" __global__ void argmax_f64(ZeLayout L, double* values, i64* indices, const double* src, i64 n, i64 stride, int group) {
+extern "C" __global__ __launch_bounds__(256) void argmax_f64(ZeLayout L, double* values, i64* indices, const double* src, i64 n, i64 stride, int group) {
     ze_argmax(L, values, indices, src, n, stride, group);
 }
-extern "C" __global__ void argmax_bf16(ZeLayout L, ze_bf16* values, i64* indices, const ze_bf16* src, i64 n, i64 stride, int group) {
+extern "C" __global__ __launch_bounds__(256) void argmax_bf16(ZeLayout L, ze_bf16* values, i64* indices, const ze_bf16* src, i64 n, i64 stride, int group) {
     ze_argmax(L, values, indices, src, n, stride, group);
 }
-extern "C" __global__ void argmax_f16(ZeLayout L, ze_f16* values, i64* indices, const ze_f16* src, i64 n, i64 stride, int group) {
+extern "C" __global__ __launch_bounds__(256) void argmax_f16(ZeLayout L, ze_f16* values, i64* indices, const ze_f16* src, i64 n, i64 stride, int group) {
     ze_argmax(L, values, indices, src, n, stride, group);
 }
-extern "C" __global__ void argmax_i64(ZeLayout L, i64* values, i64* indices, const i64* src, i64 n, i64 stride, int group) {
+extern "C" __global__ __launch_bounds__(256) void argmax_i64(ZeLayout L, i64* values, i64* indices, const i64* src, i64 n, i64 stride, int group) {
     ze_argmax(L, values, indices, src, n, stride, group);
 }
 
@@ -362,7 +362,7 @@ template <class T> __device__ __forceinline__ void ze_sumsq(const T* x, i64 n, d
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-extern "C" __global__ void sumsq_f32(const float* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
-extern "C" __global__ void sumsq_f64(const double* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
-extern "C" __global__ void sumsq_bf16(const ze_bf16* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
-extern "C" __global__ void sumsq_f16(const ze_f16* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
+extern "C" __global__ __launch_bounds__(256) void sumsq_f32(const float* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
+extern "C" __global__ __launch_bounds__(256) void sumsq_f64(const double* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
+extern "C" __global__ __launch_bounds__(256) void sumsq_bf16(const ze_bf16* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }
+extern "C" __global__ __launch_bounds__(256) void sumsq_f16(const ze_f16* x, i64 n, double* partial) { ze_sumsq(x, n, partial); }

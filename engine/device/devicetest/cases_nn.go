@@ -48,7 +48,12 @@ func softmaxRows(x []float64, n int, log bool) []float64 {
 // stat is the type of LayerNorm's mean and rstd for inputs of dt.
 func stat(dt dtype.DType) dtype.DType { return accType(dt) }
 
-var softmaxShapes = [][]int{{1, 1}, {5, 1}, {7, 10}, {33, 257}, {4, 6, 1000}, {2, 4099}}
+var softmaxShapes = [][]int{{1, 1}, {5, 1}, {7, 10}, {33, 257}, {4, 6, 1000}, longRows}
+
+// longRows is the shape of the row kernels' cases with rows over 4096
+// elements, which GPUs run in blocks of 1024 threads; the engine's kernels
+// must fit their registers into that (see gpu/kernels' launch bounds).
+var longRows = []int{2, 4099}
 
 func softmaxName(op string, log bool, dt dtype.DType, shape []int, lname string) string {
 	kind := "softmax"
@@ -74,6 +79,9 @@ func softmaxCases() []Case {
 			for _, shape := range softmaxShapes[2:5] {
 				add(log, dt, shape, "offset", offset, nil, false)
 			}
+			// Rows over 4096 elements: blocks of 1024 threads, where a
+			// kernel's registers must fit its launch bounds.
+			add(log, dt, longRows, "contig", contig, nil, false)
 		}
 		for _, dt := range []dtype.DType{f32, bf16} {
 			cs = append(cs,
@@ -172,7 +180,7 @@ func layerNormCases() []Case {
 		}
 	}
 	for _, dt := range []dtype.DType{f64, bf16, f16} {
-		for _, shape := range [][]int{{7, 33}, {3, 5, 257}} {
+		for _, shape := range [][]int{{7, 33}, {3, 5, 257}, longRows} {
 			fwd(dt, shape, lnAffines[0], false)
 			fwd(dt, shape, lnAffines[3], false)
 			bwd(dt, shape, lnGradSets[0], false)
@@ -274,6 +282,10 @@ func crossEntropyCases() []Case {
 			add(dt, sh, ceOptions[0], "contig", false)
 			add(dt, sh, ceOptions[3], "strided", false)
 		}
+	}
+	// GPT-2's vocabulary: rows of 50257 classes, blocks of 1024 threads.
+	for _, dt := range []dtype.DType{f32, f64, bf16, f16} {
+		add(dt, ceShape{3, 50257}, ceOptions[1], "contig", false)
 	}
 	add(f32, ceShape{64, 1000}, ceOptions[0], "bcast", false)
 	add(bf16, ceShape{7, 10}, ceOptions[1], "bcast", false)
@@ -407,6 +419,10 @@ func attentionCases() []Case {
 	// PyTorch's: query i sees keys j ≤ i).
 	specs = append(specs, attnSpec{dt: f32, b: 2, h: 3, t: 5, d: 16, tk: 17}, attnSpec{dt: f32, b: 1, h: 2, t: 7, d: 8, tk: 19, causal: true},
 		attnSpec{dt: bf16, b: 1, h: 2, t: 7, d: 8, tk: 19, causal: true})
+	// Rows of over 4096 keys: the softmax kernels' blocks of 1024 threads.
+	for _, dt := range []dtype.DType{f32, f64, bf16, f16} {
+		specs = append(specs, attnSpec{dt: dt, b: 1, h: 2, t: 3, d: 8, tk: 4099})
+	}
 	specs = append(specs, attnSpec{dt: f32, b: 2, h: 8, t: 256, d: 64, causal: true, packed: true, large: true},
 		attnSpec{dt: bf16, b: 2, h: 8, t: 256, d: 64, causal: true, large: true})
 	var cs []Case

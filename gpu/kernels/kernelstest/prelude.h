@@ -25,6 +25,7 @@
 #include <ucontext.h>
 
 #define __global__
+#define __launch_bounds__(...)
 #define __device__
 #define __host__
 #define __forceinline__ inline

@@ -17,6 +17,7 @@
 #define __host__ __attribute__((host))
 #define __device__ __attribute__((device))
 #define __global__ __attribute__((global))
+#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
 #define __shared__ __attribute__((shared))
 #define __constant__ __attribute__((constant))
 #define __forceinline__ __inline__ __attribute__((always_inline))
