@@ -108,64 +108,73 @@ func compiled(family string, dev *cuda.Device, rtc func() (*nvrtc.Lib, error)) (
 }
 
 func compile(family string, dev *cuda.Device, rtc func() (*nvrtc.Lib, error), cache kernels.Cache) ([]byte, error) {
-	src, err := kernels.Source(family)
-	if err != nil {
-		return nil, err
-	}
 	lib, err := rtc()
 	if err != nil {
 		return nil, fmt.Errorf("gpu: compiling the %s kernels: %w", family, err)
 	}
-	target, err := targetArch(lib, dev)
+	target, err := Target(lib, dev.Major*10+dev.Minor)
 	if err != nil {
 		return nil, err
+	}
+	image, _, err := compileFamily(lib, family, target, cache)
+	return image, err
+}
+
+// compileFamily compiles a family for target (sm_90 or compute_90), or
+// takes the image from the cache. It is the one place that makes the
+// cache's key, so that `zeroeng kernels build` fills the cache with what a
+// job on the GPU looks up.
+func compileFamily(lib *nvrtc.Lib, family, target string, cache kernels.Cache) (image []byte, cached bool, err error) {
+	src, err := kernels.Source(family)
+	if err != nil {
+		return nil, false, err
 	}
 	opts := append([]string{"--gpu-architecture=" + target}, compileOptions...)
 	version := fmt.Sprintf("nvrtc %d.%d", lib.Major, lib.Minor)
 	key := kernels.Key(src, target, version, opts)
 	if image, ok := cache.Get(key); ok {
-		return image, nil
+		return image, true, nil
 	}
 	out, err := lib.Compile(src, family+".cu", nil, opts)
 	if err != nil {
-		return nil, fmt.Errorf("gpu: compiling the %s kernels for %s: %w", family, target, err)
+		return nil, false, fmt.Errorf("gpu: compiling the %s kernels for %s: %w", family, target, err)
 	}
-	image := out.CUBIN
+	image = out.CUBIN
 	if len(image) == 0 {
 		image = out.PTX
 	}
 	// A cache that cannot be written costs the next run a compile, no more.
 	_ = cache.Put(key, image)
-	return image, nil
+	return image, false, nil
 }
 
 // compileOptions are NVRTC's flags besides the architecture. No fast-math:
 // the kernels must match the CPU engine's float32 results within 1e-5.
 var compileOptions = []string{"--std=c++17", "--device-as-default-execution-space"}
 
-// targetArch picks what NVRTC compiles for: the device's own architecture
-// (sm_90, a CUBIN the driver loads as is) when this NVRTC knows it, else
-// the newest virtual architecture it knows below the device's (compute_XX,
-// PTX the driver compiles for the device on load).
-func targetArch(lib *nvrtc.Lib, dev *cuda.Device) (string, error) {
-	want := dev.Major*10 + dev.Minor
+// Target picks what NVRTC compiles for a GPU of compute capability sm
+// (90 for sm_90): the GPU's own architecture ("sm_90", a CUBIN the driver
+// loads as is) when this NVRTC knows it, else the newest virtual
+// architecture it knows below the GPU's ("compute_89", PTX the driver
+// compiles for the device on load).
+func Target(lib *nvrtc.Lib, sm int) (string, error) {
 	archs, err := lib.SupportedArchs()
 	if err != nil || len(archs) == 0 {
 		// Old NVRTC without the query: ask for the device's own.
-		return "sm_" + strconv.Itoa(want), nil
+		return "sm_" + strconv.Itoa(sm), nil
 	}
-	if slices.Contains(archs, want) {
-		return "sm_" + strconv.Itoa(want), nil
+	if slices.Contains(archs, sm) {
+		return "sm_" + strconv.Itoa(sm), nil
 	}
 	best := -1
 	for _, a := range archs {
-		if a <= want && a > best {
+		if a <= sm && a > best {
 			best = a
 		}
 	}
 	if best < 0 {
 		return "", fmt.Errorf("gpu: NVRTC %d.%d compiles for %s, none of them at or below the GPU's sm_%d",
-			lib.Major, lib.Minor, strings.Trim(fmt.Sprint(archs), "[]"), want)
+			lib.Major, lib.Minor, strings.Trim(fmt.Sprint(archs), "[]"), sm)
 	}
 	return "compute_" + strconv.Itoa(best), nil
 }

@@ -139,6 +139,7 @@ func commands() []*cli.Command {
 		hookCommand(),
 		checkpointCommand(),
 		plotCommand(),
+		kernelsCommand(),
 		infoCommand(),
 		versionCommand(),
 	}

@@ -51,24 +51,40 @@ func Key(src, arch, compilerVersion string, opts []string) string {
 // rejects a file that was damaged afterwards (truncated, or copied badly).
 type Cache struct {
 	Dir string
+	// Off says why a cache without Dir is disabled, for `zeroeng info` and
+	// `zeroeng kernels build`: a disabled cache costs every process a
+	// compilation of each family it uses, which should never go unsaid.
+	Off string
 }
 
 // DefaultCache returns the cache in $ZEROENG_KERNEL_CACHE, or else in
 // os.UserCacheDir()/zeroeng/kernels; ZEROENG_KERNEL_CACHE=off, or a system
-// without a user cache directory, gives a disabled cache.
+// without a user cache directory (no $HOME, as in some containers), gives
+// a disabled cache that says why in Off.
 func DefaultCache() Cache {
 	switch dir := os.Getenv(CacheEnv); dir {
 	case "off":
-		return Cache{}
+		return Cache{Off: CacheEnv + "=off"}
 	case "":
 	default:
 		return Cache{Dir: dir}
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
-		return Cache{}
+		return Cache{Off: fmt.Sprintf("no user cache folder (%v); set %s to a folder", err, CacheEnv)}
 	}
 	return Cache{Dir: filepath.Join(base, "zeroeng", "kernels")}
+}
+
+// Describe is the cache's folder, or "off" and why.
+func (c Cache) Describe() string {
+	switch {
+	case c.Enabled():
+		return c.Dir
+	case c.Off != "":
+		return "off: " + c.Off
+	}
+	return "off"
 }
 
 // Enabled reports whether the cache stores anything.

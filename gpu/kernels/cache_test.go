@@ -117,8 +117,14 @@ func TestCacheDisabled(t *testing.T) {
 	}
 
 	t.Setenv(CacheEnv, "off")
-	if DefaultCache().Enabled() {
-		t.Errorf("%s=off gives an enabled cache", CacheEnv)
+	if c := DefaultCache(); c.Enabled() || c.Describe() != "off: ZEROENG_KERNEL_CACHE=off" {
+		t.Errorf("%s=off gives %+v (%s)", CacheEnv, c, c.Describe())
+	}
+	t.Setenv(CacheEnv, "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	t.Setenv("HOME", "")
+	if c := DefaultCache(); c.Enabled() || !strings.Contains(c.Describe(), "no user cache folder") {
+		t.Errorf("without $HOME: %+v (%s)", c, c.Describe())
 	}
 	dir := t.TempDir()
 	t.Setenv(CacheEnv, dir)
