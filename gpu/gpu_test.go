@@ -6,16 +6,17 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/device/devicetest"
+	"github.com/zeroeng/zeroeng/internal/testreq"
 )
 
 // openGPU opens GPU 0 with the real NVIDIA libraries, or skips the test
-// saying what is missing. make gpu-check runs these tests on a GPU machine
-// (tools/gpucheck/run.sh).
+// saying what is missing (fails it under ZEROENG_REQUIRE_GPU=1). make
+// gpu-check runs these tests on a GPU machine (tools/gpucheck/run.sh).
 func openGPU(t *testing.T, opt Options) *Device {
 	t.Helper()
 	d, err := Open(opt)
 	if err != nil {
-		t.Skipf("no usable GPU: %v", err)
+		testreq.Skip(t, testreq.GPU, "no usable GPU: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := d.Close(); err != nil {

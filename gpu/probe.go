@@ -31,8 +31,28 @@ func (r LibReport) String() string {
 // and the devices the driver sees.
 type Report struct {
 	Driver, NVRTC, CUBLAS LibReport
-	Devices               []*cuda.Device
-	DevicesErr            error
+	// NCCL is left for the caller to fill: package nccl builds on this
+	// one. A report whose NCCL has no Name did not look for it.
+	NCCL       LibReport
+	Devices    []*cuda.Device
+	DevicesErr error
+}
+
+// Missing names what a GPU job would lack — the driver, a device, a
+// library — or is empty; the report's lines say why each is missing.
+func (r Report) Missing() []string {
+	var out []string
+	if r.Driver.Err != nil {
+		out = append(out, r.Driver.Name)
+	} else if r.DevicesErr != nil {
+		out = append(out, "a GPU")
+	}
+	for _, l := range []LibReport{r.NVRTC, r.CUBLAS, r.NCCL} {
+		if l.Name != "" && l.Err != nil {
+			out = append(out, l.Name)
+		}
+	}
+	return out
 }
 
 // Probe looks for the CUDA libraries and the GPUs, loading what it finds.

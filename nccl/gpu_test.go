@@ -9,25 +9,27 @@ import (
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/gpu/cuda"
+	"github.com/zeroeng/zeroeng/internal/testreq"
 )
 
 var _ Device = (*gpu.Device)(nil)
 
 // TestProcessGroupGPU runs the collectives on the real NCCL with one rank
 // per GPU of this machine (one rank where there is one GPU), or skips
-// saying what is missing. make gpu-check runs it on a GPU machine.
+// saying what is missing (fails under ZEROENG_REQUIRE_GPU=1). make
+// gpu-check runs it on a GPU machine.
 func TestProcessGroupGPU(t *testing.T) {
 	drv, err := cuda.Load()
 	if err != nil {
-		t.Skipf("no CUDA driver: %v", err)
+		testreq.Skip(t, testreq.GPU, "no CUDA driver: %v", err)
 	}
 	n, err := drv.DeviceCount()
 	if err != nil || n == 0 {
-		t.Skipf("no GPU: %v", err)
+		testreq.Skip(t, testreq.GPU, "no GPU: %v", err)
 	}
 	lib, err := Load()
 	if err != nil {
-		t.Skipf("no NCCL: %v", err)
+		testreq.Skip(t, testreq.GPU, "no NCCL: %v", err)
 	}
 	devs := make([]Device, n)
 	for i := range devs {

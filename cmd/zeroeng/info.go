@@ -16,6 +16,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/gpu"
+	"github.com/zeroeng/zeroeng/gpu/kernels"
 	"github.com/zeroeng/zeroeng/gpu/libs"
 	"github.com/zeroeng/zeroeng/mpi"
 	"github.com/zeroeng/zeroeng/nccl"
@@ -39,11 +40,36 @@ func versionCommand() *cli.Command {
 
 func infoCommand() *cli.Command {
 	return &cli.Command{
-		Name:         "info",
-		Usage:        "print the version, CPU features, kernels and libraries in use, and the GPUs found",
+		Name:  "info",
+		Usage: "print the version, CPU features, kernels and libraries in use, and the GPUs found",
+		Description: `--require-gpu (ZEROENG_REQUIRE_GPU=1) makes info exit 1 when there is no usable
+GPU or when NVRTC, cuBLAS or NCCL is missing, naming what is; --smoke then runs a
+short check on each GPU (memory, a kernel, a cuBLAS product, an NCCL all-reduce,
+each against the CPU) and exits 1 at the first failure.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "require-gpu", Usage: "exit 1 unless a GPU and every NVIDIA library zeroeng uses were found", EnvVars: []string{"ZEROENG_REQUIRE_GPU"}},
+			&cli.BoolFlag{Name: "smoke", Usage: "run a short end-to-end check on each GPU (implies --require-gpu)"},
+		},
 		OnUsageError: onUsageError,
 		Action: func(c *cli.Context) error {
-			writeInfo(os.Stdout)
+			if c.NArg() > 0 {
+				return usagef("info", "info: unexpected argument %q", c.Args().First())
+			}
+			w := c.App.Writer
+			r := writeInfo(w)
+			if !c.Bool("require-gpu") && !c.Bool("smoke") {
+				return nil
+			}
+			if missing := r.Missing(); len(missing) > 0 {
+				return fmt.Errorf("info: a GPU is required (--require-gpu, ZEROENG_REQUIRE_GPU); missing: %s (see above)", strings.Join(missing, ", "))
+			}
+			if c.Bool("smoke") {
+				for _, d := range r.Devices {
+					if err := gpuSmoke(w, d.Ordinal); err != nil {
+						return fmt.Errorf("info: cuda:%d: %w", d.Ordinal, err)
+					}
+				}
+			}
 			return nil
 		},
 	}
@@ -51,8 +77,8 @@ func infoCommand() *cli.Command {
 
 // writeInfo prints what a bug report needs: what runs the kernels here and
 // why (the BLAS line says which library was found and where from, or why
-// none was used).
-func writeInfo(w io.Writer) {
+// none was used). It returns what it found of the GPUs.
+func writeInfo(w io.Writer) gpu.Report {
 	fmt.Fprintln(w, versionLine())
 	if m := cpuModel(); m != "" {
 		fmt.Fprintf(w, "cpu:            %s, %d logical cores\n", m, runtime.NumCPU())
@@ -63,13 +89,13 @@ func writeInfo(w io.Writer) {
 	fmt.Fprintf(w, "threads:        %d (--threads, ZEROENG_THREADS)\n", parallel.Threads())
 	fmt.Fprintf(w, "vector kernels: %s (ZEROENG_VMATH=avx512|avx2|go overrides)\n", vmath.Implementation())
 	fmt.Fprintf(w, "blas:           %s\n", strings.TrimPrefix(blas.Info(), "blas: "))
-	writeGPUInfo(w)
+	return writeGPUInfo(w)
 }
 
 // writeGPUInfo prints the GPUs and the NVIDIA libraries: for each library
 // its version and where it was found, or why it was not (every folder
 // tried, and what was wrong with what was there).
-func writeGPUInfo(w io.Writer) {
+func writeGPUInfo(w io.Writer) gpu.Report {
 	r := gpu.Probe()
 	fmt.Fprintf(w, "cuda driver:    %s\n", r.Driver)
 	if r.DevicesErr != nil {
@@ -84,12 +110,15 @@ func writeGPUInfo(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "nvrtc:          %s\n", r.NVRTC)
+	fmt.Fprintf(w, "kernel cache:   %s (zeroeng kernels build fills it)\n", kernels.DefaultCache().Describe())
 	fmt.Fprintf(w, "cublas:         %s\n", r.CUBLAS)
+	r.NCCL.Name = nccl.Spec.Name
 	if l, err := nccl.Load(); err != nil {
-		fmt.Fprintf(w, "nccl:           missing: %v\n", err)
+		r.NCCL.Err = err
 	} else {
-		fmt.Fprintf(w, "nccl:           %s (%s, via %s)\n", ncclVersion(l.Version), l.Lib.Path, l.Lib.Source)
+		r.NCCL.Path, r.NCCL.Source, r.NCCL.Version = l.Lib.Path, l.Lib.Source, ncclVersion(l.Version)
 	}
+	fmt.Fprintf(w, "nccl:           %s\n", r.NCCL)
 	// Open MPI carries the CPU's collectives between processes.
 	if l, err := mpi.Load(); err != nil {
 		fmt.Fprintf(w, "mpi:            missing: %v\n", err)
@@ -101,6 +130,7 @@ func writeGPUInfo(w io.Writer) {
 		fmt.Fprintf(w, "mpi:            %s (%s; %s)\n", l.Version, l.Path, run)
 	}
 	fmt.Fprintf(w, "gpu libraries:  searched in $%s, the loader's path, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, site-packages/nvidia/*/lib\n", libs.EnvVar)
+	return r
 }
 
 // ncclVersion formats NCCL_VERSION_CODE: 10000·major + 100·minor + patch
