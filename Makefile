@@ -54,23 +54,29 @@ hooks:
 	$(WAT2WASM) samples/hooks/wat/allreduce.wat -o $(HOOKS_OUT)/allreduce_wat.wasm
 	$(CLANG) --target=wasm32 -nostdlib -O2 -Wall -Wextra -Wl,--no-entry -o $(HOOKS_OUT)/codec_c.wasm samples/hooks/c/codec.c
 
-# GPU validation kit: static binaries and test binaries that a GPU machine runs without Go, the
-# script that runs them (tools/gpucheck/run.sh), the PyTorch side of the GPU benchmarks and the
-# Fashion-MNIST data when this machine has it. Copy build/gpu-check to the GPU machine and run
-# build/gpu-check/run.sh there; docs/gpu-validation.md records what it showed.
+# GPU validation kit: static binaries and test binaries that a GPU machine runs without Go (gzipped),
+# the script that runs them (tools/gpucheck/run.sh), the PyTorch side of the GPU benchmarks, this
+# repository's Markdown (samples/gpt.js's default text) and 12,000 Fashion-MNIST training images with
+# the 10,000 test images, when this machine has them (Debian's dataset-fashion-mnist): about 25 MiB,
+# so that the kit and the repository travel together within a GPU lease's 64 MiB.
+# On the GPU machine: build/gpu-check/run.sh bringup, then run.sh bench (docs/gpu-validation.md).
 GPU_CHECK := build/gpu-check
 FMNIST_DIR ?= /usr/share/datasets/fashion-mnist
+FMNIST_TRAIN ?= 12000
 GPU_LDFLAGS := -s -w
+GPU_CHECK_MAX_KB := 40960
 
 gpu-check:
 	rm -rf $(GPU_CHECK)
-	mkdir -p $(GPU_CHECK)/samples $(GPU_CHECK)/data/fashion-mnist
+	mkdir -p $(GPU_CHECK)/samples $(GPU_CHECK)/docs $(GPU_CHECK)/data/fashion-mnist
 	$(GO) build -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/zeroeng ./cmd/zeroeng
 	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/gpu.test ./gpu
-	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/cuda.test ./gpu/cuda
 	$(GO) test -c -trimpath -ldflags='$(GPU_LDFLAGS)' -o $(GPU_CHECK)/nccl.test ./nccl
+	gzip -9 $(GPU_CHECK)/zeroeng $(GPU_CHECK)/gpu.test $(GPU_CHECK)/nccl.test
 	cp tools/gpucheck/run.sh bench/torch_gpu.py $(GPU_CHECK)/
 	cp samples/fashion_mnist.js samples/gpt.js $(GPU_CHECK)/samples/
-	if [ -d $(FMNIST_DIR) ]; then cp $(FMNIST_DIR)/*.gz $(GPU_CHECK)/data/fashion-mnist/; \
+	cp *.md $(GPU_CHECK)/ && cp docs/*.md $(GPU_CHECK)/docs/
+	if [ -d $(FMNIST_DIR) ]; then $(GO) run ./tools/gpucheck/fmnistsubset -n $(FMNIST_TRAIN) -o $(GPU_CHECK)/data/fashion-mnist $(FMNIST_DIR)/*.gz; \
 	else echo "gpu-check: no Fashion-MNIST data in $(FMNIST_DIR) (Debian package dataset-fashion-mnist); the fmnist step will fail"; fi
-	du -sh $(GPU_CHECK)
+	@kb=$$(du -sk $(GPU_CHECK) | cut -f1); echo "gpu-check: $(GPU_CHECK) is $$kb KiB"; \
+	if [ $$kb -gt $(GPU_CHECK_MAX_KB) ]; then echo "gpu-check: over $(GPU_CHECK_MAX_KB) KiB: with the repository it would not fit a lease's 64 MiB"; exit 1; fi

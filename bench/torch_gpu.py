@@ -5,7 +5,8 @@
   python3 torch_gpu.py cuda-gemm-bf16   # bfloat16 inputs and output, float32 accumulation
   python3 torch_gpu.py cuda-mlp         # the mlp workload of torch_cpu.py on the GPU, eager
   python3 torch_gpu.py cuda-gpt2        # GPT-2 124M train step, B x T = 8 x 1024, bf16 autocast, eager
-Prints one JSON line, with the same fields as zeroeng's.
+  python3 torch_gpu.py cuda-gemm-bf16 cuda-gpt2   # several in one process (CUDA starts once)
+Prints one JSON line a workload, with the same fields as zeroeng's.
 """
 import json, statistics, sys, time
 import torch, torch.nn as nn
@@ -102,22 +103,29 @@ def gpt2(B=8, T=1024, V=50257):
     return (*timed(step), B * T)
 
 
-def main():
-    w = sys.argv[1]
+def run(w):
     dev = torch.cuda.get_device_name(0)
     if w.startswith("cuda-gemm-"):
         dtype = torch.bfloat16 if w.endswith("bf16") else torch.float32
-        print(json.dumps({"workload": w, "device": dev, "torch": torch.__version__, "tflops": gemm(dtype, w.endswith("tf32"))}))
-    elif w == "cuda-mlp":
+        return {"workload": w, "device": dev, "torch": torch.__version__, "tflops": gemm(dtype, w.endswith("tf32"))}
+    if w == "cuda-mlp":
         med, mn = mlp()
-        print(json.dumps({"workload": w, "device": dev, "torch": torch.__version__, "step_ms_median": round(med, 3),
-                          "step_ms_min": round(mn, 3), "samples_per_s": round(256 / med * 1e3, 1)}))
-    elif w == "cuda-gpt2":
+        return {"workload": w, "device": dev, "torch": torch.__version__, "step_ms_median": round(med, 3),
+                "step_ms_min": round(mn, 3), "samples_per_s": round(256 / med * 1e3, 1)}
+    if w == "cuda-gpt2":
         med, mn, tokens = gpt2()
-        print(json.dumps({"workload": "gpt", "config": "gpt2", "dtype": "bfloat16", "device": dev, "torch": torch.__version__,
-                          "step_ms_median": round(med, 3), "step_ms_min": round(mn, 3), "tokens_per_s": round(tokens / med * 1e3)}))
-    else:
-        sys.exit("unknown workload " + w)
+        return {"workload": "gpt", "config": "gpt2", "dtype": "bfloat16", "device": dev, "torch": torch.__version__,
+                "step_ms_median": round(med, 3), "step_ms_min": round(mn, 3), "tokens_per_s": round(tokens / med * 1e3)}
+    sys.exit("unknown workload " + w)
+
+
+def main():
+    # Several workloads run in one process, so that CUDA's start-up is paid once a round.
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for w in sys.argv[1:]:
+        print(json.dumps(run(w)), flush=True)
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
