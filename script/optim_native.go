@@ -208,6 +208,38 @@ func (r *Runtime) addGroup(fn string, opt scriptOptimizer, v goja.Value) {
 	}
 }
 
+// optimizerStep is optimizer.step([closure]) as PyTorch's: a closure, a
+// function that clears the gradients, re-evaluates the model and returns
+// the loss, is called with gradients enabled before the update, and its
+// value is what step returns; without one, step returns undefined. Any
+// other argument is an error, not an ignored value.
+func (r *Runtime) optimizerStep(fn string, call goja.FunctionCall, step func() error) goja.Value {
+	if len(call.Arguments) > 1 {
+		r.throwf("%s: takes at most one argument, a closure, got %d", fn, len(call.Arguments))
+	}
+	loss := goja.Undefined()
+	if c := call.Argument(0); !isMissing(c) {
+		closure, ok := goja.AssertFunction(c)
+		if !ok {
+			r.throwf("%s: the closure must be a function that returns the loss, got %s", fn, describe(c))
+		}
+		restore := r.rt.SetGradEnabled(true)
+		v, err := closure(goja.Undefined())
+		restore()
+		if err != nil {
+			panic(err) // a JavaScript exception: let it continue unwinding
+		}
+		loss = v
+	}
+	start := r.opts.Trace.Now()
+	err := step()
+	r.traceAdd(trace.Optimizer, "optimizer step", start)
+	if err != nil {
+		r.throw(err)
+	}
+	return loss
+}
+
 // optimizerObject builds the script face of an optimizer.
 func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	h := &jsOptimizer{opt: opt, obj: r.vm.NewObject()}
@@ -220,13 +252,7 @@ func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	must(obj.Set("paramGroups", h.groups))
 	must(obj.Set("kind", opt.Kind().String()))
 	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
-		start := r.opts.Trace.Now()
-		err := opt.Step()
-		r.traceAdd(trace.Optimizer, "optimizer step", start)
-		if err != nil {
-			r.throw(err)
-		}
-		return goja.Undefined()
+		return r.optimizerStep("optimizer.step", call, opt.Step)
 	})
 	r.fn(obj, "memory", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(optimizerMemory(opt)) })
 	r.fn(obj, "zeroGrad", func(call goja.FunctionCall) goja.Value {

@@ -129,6 +129,21 @@ const s = optim.lrScheduler.StepLR(opt, { stepSize: 1, gamma: 0.5 }); opt.step()
 		{"optimizer state dict layout", `const m = nn.Linear(2, 1); const opt = optim.Adam(m.parameters()); m.forward(tensor.ones([1, 2])).sum().backward(); opt.step(); const sd = opt.stateDict(); console.log(Object.keys(sd.state[0]).sort().join(" "), sd.param_groups[0].lr, sd.param_groups[0].params.join(","))`,
 			"exp_avg exp_avg_sq step 0.001 0,1", ""},
 		{"sgd needs lr", `optim.SGD(nn.Linear(1, 1).parameters(), {})`, "", "lr is required"},
+		{"step(closure) calls the closure once, with grad, and returns its loss", `const m = nn.Linear(2, 1); const opt = optim.SGD(m.parameters(), { lr: 0.1 });
+let calls = 0, grad;
+const ret = tensor.noGrad(() => opt.step(() => { calls++; grad = tensor.isGradEnabled(); opt.zeroGrad(); const l = m.forward(tensor.ones([1, 2])).sum(); l.backward(); return l; }));
+console.log(calls, grad, tensor.isTensor(ret), tensor.isGradEnabled(), opt.step(), opt.step(null), opt.step(() => 42))`,
+			"1 true true true undefined undefined 42", ""},
+		{"step(closure) steps as closure() then step()", `tensor.manualSeed(1); const a = nn.Linear(3, 2); tensor.manualSeed(1); const b = nn.Linear(3, 2);
+const oa = optim.Adam(a.parameters(), { lr: 0.1 }), ob = optim.Adam(b.parameters(), { lr: 0.1 }); const x = tensor.randn([4, 3]);
+for (let i = 0; i < 3; i++) {
+  oa.zeroGrad(); a.forward(x).pow(2).mean().backward(); oa.step();
+  ob.step(() => { ob.zeroGrad(); const l = b.forward(x).pow(2).mean(); l.backward(); return l; });
+}
+console.log(a.weight.sub(b.weight).abs().max().item(), a.bias.sub(b.bias).abs().max().item())`, "0 0", ""},
+		{"step with a non-function closure", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(1)`, "", "optimizer.step: the closure must be a function that returns the loss, got 1"},
+		{"step with two arguments", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(() => 0, 1)`, "", "optimizer.step: takes at most one argument, a closure, got 2"},
+		{"a closure's exception propagates", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(() => { throw new RangeError("in the closure") })`, "", "in the closure"},
 		{"clip grad norm", `const p = nn.Parameter(tensor.fromArray([3, 4], {dtype: "float32"})); p.mul(p).sum().backward(); console.log(nn.utils.clipGradNorm_([p], 1).toFixed(1), p.grad.toArray().map(v => v.toFixed(2)).join(" "))`,
 			"10.0 0.60 0.80", ""},
 		{"save and load", `const m = nn.Linear(2, 2); io.saveSafetensors("m.safetensors", m.stateDict()); const sd = io.loadSafetensors("m.safetensors"); const m2 = nn.Linear(2, 2); m2.loadStateDict(sd); console.log(m2.weight.eq(m.weight).all === undefined, m2.weight.sub(m.weight).abs().sum().item())`,

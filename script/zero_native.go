@@ -9,7 +9,6 @@ import (
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
-	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/engine/zero"
 )
 
@@ -130,20 +129,15 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 	must(obj.Set("options", map[string]any{"partition": o.Partition, "stage": o.Stage,
 		"parametersAsBucketView": o.ParametersAsBucketView, "overlapWithDDP": o.OverlapWithDDP, "bucketCapMB": o.BucketCapMB}))
 	steps := 0
-	r.fn(obj, "step", func(goja.FunctionCall) goja.Value {
-		start := r.opts.Trace.Now()
-		err := z.Step()
-		r.traceAdd(trace.Optimizer, "optimizer step", start)
-		if err != nil {
-			r.throw(err)
-		}
+	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
+		loss := r.optimizerStep("ZeroRedundancyOptimizer.step", call, z.Step)
 		if steps++; steps == 1 && logMemory {
 			// What sharding saved, once per rank, on the log.
 			m := z.Memory()
 			r.writeLines(r.opts.Stderr, fmt.Sprintf("zero: rank %d of %d (stage %d, %s partition) holds parameters %s, gradients %s, optimizer state %s",
 				pg.Rank(), pg.Size(), o.Stage, o.Partition, mib(m.Parameters), mib(m.Gradients), mib(m.State)))
 		}
-		return goja.Undefined()
+		return loss
 	})
 	r.fn(obj, "consolidateStateDict", func(call goja.FunctionCall) goja.Value {
 		to := 0

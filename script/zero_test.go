@@ -11,8 +11,23 @@ import (
 )
 
 // zeroScript trains a small model for 4 steps on a global batch of 8 split
-// across the ranks, with the optimizer OPT (and SETUP after it), and
-// prints the parameters as JSON.
+// across the ranks, with the optimizer OPT (and SETUP after it), each step
+// STEP (plainStep, or closureStep), and prints the parameters as JSON.
+const (
+	plainStep = `opt.zeroGrad();
+  nn.functional.crossEntropy(model.forward(x), y).backward();
+  opt.step();`
+	// closureStep steps as PyTorch's optimizer.step(closure): the closure
+	// runs under noGrad here, and step must enable gradients for it.
+	closureStep = `const loss = tensor.noGrad(() => opt.step(() => {
+    opt.zeroGrad();
+    const l = nn.functional.crossEntropy(model.forward(x), y);
+    l.backward();
+    return l;
+  }));
+  if (!tensor.isTensor(loss) || !(loss.item() > 0)) throw new Error("step(closure) returned " + loss);`
+)
+
 const zeroScript = `const { tensor, nn, optim, dist, zero } = require("zeroeng");
 tensor.manualSeed(3);
 const net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3));
@@ -26,16 +41,14 @@ for (let i = 0; i < 8; i++) ys.push(i % 3);
 const x = tensor.fromArray(xs, [8, 6], "float32").narrow(0, r * per, per);
 const y = tensor.fromArray(ys, [8], "int64").narrow(0, r * per, per);
 for (let step = 0; step < 4; step++) {
-  opt.zeroGrad();
-  nn.functional.crossEntropy(model.forward(x), y).backward();
-  opt.step();
+  STEP
 }
 CHECK
 console.log(JSON.stringify(net.parameters().map(p => p.toArray().flat())));
 `
 
 func TestZeroFromJS(t *testing.T) {
-	plain := strings.NewReplacer("WRAP", "model = net", "OPT", `opt = optim.AdamW(net.parameters(), { lr: 0.01 })`, "SETUP", "", "CHECK", "").Replace(zeroScript)
+	plain := strings.NewReplacer("WRAP", "model = net", "OPT", `opt = optim.AdamW(net.parameters(), { lr: 0.01 })`, "SETUP", "", "CHECK", "", "STEP", plainStep).Replace(zeroScript)
 	want, err := runJob(t, 1, plain, dist.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,6 +67,9 @@ const m = opt.memory();
 if (!((r > 0 || m.optimizerState > 0) && m.parameters === 4 * (6 * 8 + 8 + 8 * 3 + 3))) throw new Error("memory " + JSON.stringify(m));`
 	for _, c := range []struct{ name, wrap, opt, setup string }{
 		{"greedy", ddpWrap, zopt(""), ""},
+		{"DDP with a closure", ddpWrap, `opt = optim.AdamW(net.parameters(), { lr: 0.01 }); const closure = true`, ""},
+		{"greedy with a closure", ddpWrap, zopt("") + "; const closure = true", ""},
+		{"stage 2 with a closure", "model = net", zopt(`, stage: 2, bucketCapMB: 0.0001`) + "; const closure = true", ""},
 		{"flat bucket view", ddpWrap, zopt(`, partition: "flat", parametersAsBucketView: true`), ""},
 		{"stage 2", "model = net", zopt(`, stage: 2, bucketCapMB: 0.0001`), ""},
 		{"schedule A", ddpWrap, zopt(`, overlapWithDDP: true`),
@@ -64,7 +80,14 @@ if (!((r > 0 || m.optimizerState > 0) && m.parameters === 4 * (6 * 8 + 8 + 8 * 3
 	} {
 		for _, n := range []int{2, 4} {
 			t.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(t *testing.T) {
-				src := strings.NewReplacer("WRAP", c.wrap, "OPT", c.opt, "SETUP", c.setup, "CHECK", stateCheck).Replace(zeroScript)
+				step, check := plainStep, stateCheck
+				if strings.Contains(c.opt, "const closure") {
+					step = closureStep
+				}
+				if !strings.Contains(c.opt, "zero.") {
+					check = ""
+				}
+				src := strings.NewReplacer("WRAP", c.wrap, "OPT", c.opt, "SETUP", c.setup, "CHECK", check, "STEP", step).Replace(zeroScript)
 				got, err := runJob(t, n, src, dist.Options{})
 				if err != nil {
 					t.Fatal(err)
