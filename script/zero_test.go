@@ -70,6 +70,8 @@ if (!((r > 0 || m.optimizerState > 0) && m.parameters === 4 * (6 * 8 + 8 + 8 * 3
 		{"DDP with a closure", ddpWrap, `opt = optim.AdamW(net.parameters(), { lr: 0.01 }); const closure = true`, ""},
 		{"greedy with a closure", ddpWrap, zopt("") + "; const closure = true", ""},
 		{"stage 2 with a closure", "model = net", zopt(`, stage: 2, bucketCapMB: 0.0001`) + "; const closure = true", ""},
+		{"schedule A with a closure", ddpWrap, zopt(`, overlapWithDDP: true`) + "; const closure = true",
+			"model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));"},
 		{"flat bucket view", ddpWrap, zopt(`, partition: "flat", parametersAsBucketView: true`), ""},
 		{"stage 2", "model = net", zopt(`, stage: 2, bucketCapMB: 0.0001`), ""},
 		{"schedule A", ddpWrap, zopt(`, overlapWithDDP: true`),
