@@ -129,7 +129,7 @@ func writeGPUInfo(w io.Writer) gpu.Report {
 		}
 		fmt.Fprintf(w, "mpi:            %s (%s; %s)\n", l.Version, l.Path, run)
 	}
-	fmt.Fprintf(w, "gpu libraries:  searched in $%s, the loader's path, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, site-packages/nvidia/*/lib\n", libs.EnvVar)
+	fmt.Fprintf(w, "gpu libraries:  searched in $%s, then newest version first: the loader's path, /usr/local/nvidia, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, site-packages/nvidia/*/lib (of the python3 on $PATH too)\n", libs.EnvVar)
 	return r
 }
 

@@ -10,14 +10,23 @@
 //
 //  1. the directories and files listed in ZEROENG_CUDA_LIBS (separated by
 //     ':'), the explicit choice;
-//  2. the dynamic loader's default search (LD_LIBRARY_PATH, the ld.so
-//     cache, the system directories), by soname;
-//  3. $CUDA_HOME and $CUDA_PATH (their lib64, lib and
+//  2. then, for each of the library's sonames, newest first (libnvrtc.so.13
+//     before libnvrtc.so.12), these places in order:
+//     - the dynamic loader's default search (LD_LIBRARY_PATH, the ld.so
+//     cache, the system directories);
+//     - /usr/local/nvidia/lib64 and lib, where NVIDIA's container runtime
+//     mounts the driver;
+//     - $CUDA_HOME, $CUDA_PATH and /usr/local/cuda (their lib64, lib and
 //     targets/<arch>-linux/lib folders);
-//  4. /usr/local/cuda, the same folders;
-//  5. the lib folders of NVIDIA's Python wheels (site-packages/nvidia/*/lib),
+//     - the lib folders of NVIDIA's Python wheels (site-packages/nvidia/*/lib),
 //     where pip installs the libraries that PyTorch uses: in $VIRTUAL_ENV,
-//     $CONDA_PREFIX, $PYTHONPATH, ~/.local and the system's Python folders.
+//     $CONDA_PREFIX, the environment of each python3 on $PATH (a venv that
+//     was never activated), $PYTHONPATH, ~/.local and the system's Python
+//     folders;
+//  3. other versions of the library found in those folders, newest first.
+//
+// Ranking sonames before places keeps an old library that happens to be on
+// the loader's path from winning over the new one PyTorch brought.
 //
 // Every candidate tried is recorded with the reason it was refused, so that
 // `zeroeng info` can say why a library is missing. A library in a "stubs"
@@ -37,6 +46,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -49,9 +59,11 @@ type Spec struct {
 	Name    string   // for messages: "CUDA driver", "NVRTC"
 	Sonames []string // tried in order, newest first: "libnvrtc.so.12", "libnvrtc.so"
 	Symbol  string   // a function the library must export: "cuInit"
-	// Deps are sonames that are loaded first, from the same folder, when
-	// the library is found in a folder (cuBLAS needs cuBLASLt); outside
-	// wheels their RUNPATH may not say where they are.
+	// Deps are libraries loaded first, from the same folder, when the
+	// library is found in a folder: sonames (cuBLAS needs cuBLASLt), or
+	// patterns of which the newest version is taken (NVRTC opens
+	// libnvrtc-builtins.so.<version> by name when it compiles). Outside
+	// the loader's path, nothing else would say where they are.
 	Deps []string
 }
 
@@ -73,6 +85,9 @@ const (
 	FromCUDAPath Source = "CUDA_PATH"
 	FromUsrLocal Source = "/usr/local/cuda"
 	FromWheel    Source = "python wheel"
+	// FromDriverMount is the folder where NVIDIA's container runtime
+	// mounts the driver's libraries.
+	FromDriverMount Source = "/usr/local/nvidia"
 )
 
 // Candidate is one place Open tries. Path is a file path, or a bare soname
@@ -131,6 +146,14 @@ func rel(path string) string { return strings.TrimPrefix(filepath.Clean(path), "
 
 // Candidates lists the places Open tries for spec, in order, without
 // duplicates.
+//
+// The user's ZEROENG_CUDA_LIBS entries come first, whatever they hold.
+// After them, a library's sonames (Spec.Sonames, newest first) rank before
+// the places: libnvrtc.so.13 in any folder is tried before libnvrtc.so.12
+// in any folder, so that an old NVRTC on the loader's path does not win
+// over the new one that came with PyTorch's wheels. Within one soname, the
+// places keep their order. Other versions found in the folders
+// (libnvrtc.so.11.8.89) come last.
 func Candidates(spec Spec, env Env) []Candidate {
 	var out []Candidate
 	seen := map[string]bool{}
@@ -145,30 +168,6 @@ func Candidates(spec Spec, env Env) []Candidate {
 		}
 		out = append(out, c)
 	}
-	// inDir adds the library's files in dir: its sonames in order, then
-	// any other versions (libnvrtc.so.11.2), in reverse lexical order.
-	inDir := func(src Source, dir string) {
-		for _, so := range spec.Sonames {
-			if p := filepath.Join(dir, so); env.isFile(p) {
-				add(src, p)
-			}
-		}
-		var stems []string
-		for _, so := range spec.Sonames {
-			if !slices.Contains(stems, stem(so)) {
-				stems = append(stems, stem(so))
-			}
-		}
-		for _, s := range stems {
-			m := env.glob(filepath.Join(dir, s) + ".*")
-			slices.Reverse(m)
-			for _, p := range m {
-				if env.isFile(p) {
-					add(src, p)
-				}
-			}
-		}
-	}
 	// 1. The user's folders and files.
 	for _, entry := range filepath.SplitList(env.Getenv(EnvVar)) {
 		if entry == "" {
@@ -176,7 +175,12 @@ func Candidates(spec Spec, env Env) []Candidate {
 		}
 		entry = filepath.Clean(entry)
 		if env.isDir(entry) {
-			inDir(FromEnv, entry)
+			for _, so := range spec.Sonames {
+				if p := filepath.Join(entry, so); env.isFile(p) {
+					add(FromEnv, p)
+				}
+			}
+			otherVersions(spec, env, entry, func(p string) { add(FromEnv, p) })
 			continue
 		}
 		base := filepath.Base(entry)
@@ -187,14 +191,49 @@ func Candidates(spec Spec, env Env) []Candidate {
 			}
 		}
 	}
-	// 2. The dynamic loader, by soname.
+	// 2. Every other place, soname by soname.
+	places := searchPlaces(env)
 	for _, so := range spec.Sonames {
-		add(FromLoader, so)
+		for _, pl := range places {
+			if pl.src == FromLoader {
+				add(FromLoader, so)
+			} else if p := filepath.Join(pl.dir, so); env.isFile(p) {
+				add(pl.src, p)
+			}
+		}
 	}
-	// 3, 4. The toolkit's folders.
+	for _, pl := range places {
+		if pl.src != FromLoader {
+			otherVersions(spec, env, pl.dir, func(p string) { add(pl.src, p) })
+		}
+	}
+	return out
+}
+
+// place is a folder searched for libraries, or the loader's own search
+// (dir "").
+type place struct {
+	src Source
+	dir string
+}
+
+// searchPlaces lists, in order: the dynamic loader (LD_LIBRARY_PATH, the
+// ld.so cache, the system folders), the driver's container mount
+// (/usr/local/nvidia, where NVIDIA's container runtime puts libcuda), the
+// toolkits of $CUDA_HOME, $CUDA_PATH and /usr/local/cuda, then the lib
+// folders of NVIDIA's Python wheels.
+func searchPlaces(env Env) []place {
+	out := []place{{FromLoader, ""}}
+	for _, d := range []string{"/usr/local/nvidia/lib64", "/usr/local/nvidia/lib"} {
+		if env.isDir(d) {
+			out = append(out, place{FromDriverMount, d})
+		}
+	}
 	toolkit := func(src Source, root string) {
 		for _, sub := range []string{"lib64", "lib", filepath.Join("targets", env.Arch+"-linux", "lib")} {
-			inDir(src, filepath.Join(root, sub))
+			if d := filepath.Join(root, sub); env.isDir(d) {
+				out = append(out, place{src, d})
+			}
 		}
 	}
 	if h := env.Getenv("CUDA_HOME"); h != "" {
@@ -204,22 +243,97 @@ func Candidates(spec Spec, env Env) []Candidate {
 		toolkit(FromCUDAPath, h)
 	}
 	toolkit(FromUsrLocal, "/usr/local/cuda")
-	// 5. NVIDIA's wheels.
 	for _, sp := range sitePackages(env) {
 		for _, dir := range env.glob(filepath.Join(sp, "nvidia", "*", "lib")) {
-			inDir(FromWheel, dir)
+			out = append(out, place{FromWheel, dir})
 		}
 	}
 	return out
 }
 
-// sitePackages lists the Python package folders that exist, the active
-// environment's first.
+// otherVersions calls add with the library's files in dir that are not
+// one of its sonames (libnvrtc.so.11.2 when Sonames name .13 and .12),
+// newest version first.
+func otherVersions(spec Spec, env Env, dir string, add func(string)) {
+	var stems []string
+	for _, so := range spec.Sonames {
+		if !slices.Contains(stems, stem(so)) {
+			stems = append(stems, stem(so))
+		}
+	}
+	for _, s := range stems {
+		m := env.glob(filepath.Join(dir, s) + ".*")
+		slices.SortStableFunc(m, func(a, b string) int { return CompareVersions(b, a) })
+		for _, p := range m {
+			if env.isFile(p) && !slices.Contains(spec.Sonames, filepath.Base(p)) {
+				add(p)
+			}
+		}
+	}
+}
+
+// CompareVersions orders two library file names by the version after
+// ".so." numerically, part by part: libnvrtc-builtins.so.12.10 is newer
+// than .so.12.9, and .so.13.0 than both. It returns -1, 0 or +1; a name
+// without a version is the oldest.
+func CompareVersions(a, b string) int {
+	va, vb := soVersion(a), soVersion(b)
+	for i := 0; i < max(len(va), len(vb)); i++ {
+		x, y := -1, -1
+		if i < len(va) {
+			x = va[i]
+		}
+		if i < len(vb) {
+			y = vb[i]
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+// soVersion is the numeric parts of the version after ".so.", a part
+// that is not a number counting as 0.
+func soVersion(name string) []int {
+	_, v, ok := strings.Cut(filepath.Base(name), ".so.")
+	if !ok {
+		return nil
+	}
+	var out []int
+	for _, part := range strings.Split(v, ".") {
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 0 {
+			n = 0
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// sitePackages lists the Python package folders that exist: the active
+// environment's ($VIRTUAL_ENV, $CONDA_PREFIX), then those of each python3
+// on $PATH, then $PYTHONPATH's, the user's and the system's.
 func sitePackages(env Env) []string {
 	var patterns []string
 	for _, v := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
 		if p := env.Getenv(v); p != "" {
 			patterns = append(patterns, filepath.Join(p, "lib", "python3*", "site-packages"))
+		}
+	}
+	// A python3 in PATH dir's prefix is the dir's parent, which is what
+	// sys.prefix is for a venv (whose python3 links to the system's: the
+	// link is not followed), a conda install or /usr/local. A venv that
+	// was never activated, as on machines set up for PyTorch, is found so.
+	for _, dir := range filepath.SplitList(env.Getenv("PATH")) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		if env.isFile(filepath.Join(dir, "python3")) || env.isFile(filepath.Join(dir, "python")) {
+			patterns = append(patterns, filepath.Join(filepath.Dir(filepath.Clean(dir)), "lib", "python3*", "site-packages"))
 		}
 	}
 	for _, p := range filepath.SplitList(env.Getenv("PYTHONPATH")) {
@@ -317,7 +431,7 @@ func (e *NotFoundError) Error() string {
 	if len(tried) > 0 {
 		fmt.Fprintf(&b, "; tried %s", strings.Join(tried, "; "))
 	} else {
-		fmt.Fprintf(&b, "; not on the loader's path, and not in %s, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda or site-packages/nvidia/*/lib", EnvVar)
+		fmt.Fprintf(&b, "; not on the loader's path, and not in %s, /usr/local/nvidia, $CUDA_HOME, $CUDA_PATH, /usr/local/cuda or the site-packages/nvidia/*/lib of Python (also of the python3 on $PATH)", EnvVar)
 	}
 	return b.String()
 }
@@ -356,10 +470,12 @@ func OpenFrom(spec Spec, cands []Candidate) (*Library, error) {
 			attempts = append(attempts, Attempt{c, errors.New(c.Refused)})
 			continue
 		}
-		if c.Source != FromLoader {
+		if c.Source != FromLoader && len(spec.Deps) > 0 {
+			dir := filepath.Dir(c.Path)
+			names := fileNames(dir)
 			for _, dep := range spec.Deps {
-				if p := filepath.Join(filepath.Dir(c.Path), dep); fileExists(p) {
-					dlopen(p, true) // best effort: the library's own load reports what is missing
+				if name := pickDep(dep, names); name != "" {
+					dlopen(filepath.Join(dir, name), true) // best effort: the library's own load reports what is missing
 				}
 			}
 		}
@@ -379,7 +495,35 @@ func OpenFrom(spec Spec, cands []Candidate) (*Library, error) {
 	return nil, &NotFoundError{Spec: spec, Attempts: attempts}
 }
 
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
+// fileNames lists the names of the files in dir (nil when it cannot be
+// read).
+func fileNames(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// pickDep chooses, among the names of a folder's files, the one that a
+// Spec.Deps entry names: the name itself, or for a pattern
+// ("libnvrtc-builtins.so.*") the newest version that matches it; "" for
+// none.
+func pickDep(dep string, names []string) string {
+	best := ""
+	for _, n := range names {
+		if ok, err := filepath.Match(dep, n); err != nil || !ok {
+			continue
+		}
+		if best == "" || CompareVersions(n, best) > 0 {
+			best = n
+		}
+	}
+	return best
 }

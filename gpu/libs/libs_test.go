@@ -59,15 +59,17 @@ func TestCandidatesOrder(t *testing.T) {
 	want := []string{
 		"ZEROENG_CUDA_LIBS /opt/mine/libnvrtc.so.12",
 		"ZEROENG_CUDA_LIBS /opt/other/libnvrtc.so.12.4.99",
+		// The newest soname everywhere, then the next: a place's order
+		// counts only between files of the same soname.
 		"loader libnvrtc.so.12",
-		"loader libnvrtc.so",
 		"CUDA_HOME /cuda-home/lib64/libnvrtc.so.12",
 		"CUDA_HOME /cuda-home/targets/x86_64-linux/lib/libnvrtc.so.12",
-		"/usr/local/cuda /usr/local/cuda/lib64/libnvrtc.so",
-		"/usr/local/cuda /usr/local/cuda/lib64/libnvrtc.so.11.2",
 		"python wheel /venv/lib/python3.11/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
 		"python wheel /home/u/.local/lib/python3.10/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
 		"python wheel /usr/lib/python3/dist-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
+		"loader libnvrtc.so",
+		"/usr/local/cuda /usr/local/cuda/lib64/libnvrtc.so",
+		"/usr/local/cuda /usr/local/cuda/lib64/libnvrtc.so.11.2",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("candidates:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
@@ -109,13 +111,83 @@ func TestCandidatesPythonPathAndConda(t *testing.T) {
 	vars := map[string]string{"PYTHONPATH": "relative:/pp", "CONDA_PREFIX": "/conda"}
 	got := paths(Candidates(nvrtcSpec, env(vars, fsys)))
 	want := []string{
-		"loader libnvrtc.so.12", "loader libnvrtc.so",
+		"loader libnvrtc.so.12",
 		"python wheel /conda/lib/python3.12/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
 		"python wheel /conda/lib/python3.9/site-packages/nvidia/cuda_nvrtc/lib/libnvrtc.so.12",
 		"python wheel /pp/nvidia/nccl/lib/libnvrtc.so.12",
+		"loader libnvrtc.so",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("candidates:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestCandidatesTorchMachine is the GPU machine PyTorch's CUDA 13 wheels
+// make, in a venv that was never activated (no VIRTUAL_ENV) whose python3
+// is on PATH, with the driver mounted under /usr/local/nvidia and an old
+// NVRTC on the loader's path: the wheels' libraries and the mounted
+// driver are found, and the newest NVRTC comes before the old one.
+func TestCandidatesTorchMachine(t *testing.T) {
+	sp := "/opt/torch/.venv/lib/python3.12/site-packages"
+	fsys := tree(
+		"/opt/torch/.venv/bin/python3",
+		"/opt/torch/.venv/pyvenv.cfg",
+		sp+"/nvidia/cu13/lib/libnvrtc.so.13",
+		sp+"/nvidia/cu13/lib/libnvrtc-builtins.so.13.0",
+		sp+"/nvidia/cu13/lib/libcublas.so.13",
+		sp+"/nvidia/nccl/lib/libnccl.so.2",
+		"/usr/local/nvidia/lib64/libcuda.so.1",
+		"/usr/bin/python3",
+	)
+	e := env(map[string]string{"PATH": "/usr/local/sbin:/opt/torch/.venv/bin:/usr/bin:relative/bin"}, fsys)
+	tests := []struct {
+		spec Spec
+		want []string
+	}{
+		{Spec{Name: "NVRTC", Sonames: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"}}, []string{
+			"loader libnvrtc.so.13",
+			"python wheel " + sp + "/nvidia/cu13/lib/libnvrtc.so.13",
+			"loader libnvrtc.so.12",
+			"loader libnvrtc.so.11.2", // an old one on the loader's path comes after the wheel's
+			"loader libnvrtc.so",
+		}},
+		{Spec{Name: "NCCL", Sonames: []string{"libnccl.so.2", "libnccl.so"}}, []string{
+			"loader libnccl.so.2",
+			"python wheel " + sp + "/nvidia/nccl/lib/libnccl.so.2",
+			"loader libnccl.so",
+		}},
+		{Spec{Name: "CUDA driver", Sonames: []string{"libcuda.so.1", "libcuda.so"}}, []string{
+			"loader libcuda.so.1",
+			"/usr/local/nvidia /usr/local/nvidia/lib64/libcuda.so.1",
+			"loader libcuda.so",
+		}},
+	}
+	for _, tt := range tests {
+		if got := paths(Candidates(tt.spec, e)); !slices.Equal(got, tt.want) {
+			t.Errorf("%s:\n  %s\nwant:\n  %s", tt.spec.Name, strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+		}
+	}
+}
+
+func TestCompareVersions(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want int
+	}{
+		{"libnvrtc-builtins.so.13.0", "libnvrtc-builtins.so.12.9", 1},
+		{"libnvrtc-builtins.so.12.10", "libnvrtc-builtins.so.12.9", 1},
+		{"libnvrtc-builtins.so.11.8", "libnvrtc-builtins.so.11.8.89", -1},
+		{"/a/libnvrtc.so.12", "/b/libnvrtc.so.12", 0},
+		{"libnvrtc.so", "libnvrtc.so.11.2", -1},
+		{"libnvrtc.so.12.x", "libnvrtc.so.12.0", 0},
+	}
+	for _, tt := range tests {
+		if got := CompareVersions(tt.a, tt.b); got != tt.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+		if got := CompareVersions(tt.b, tt.a); got != -tt.want {
+			t.Errorf("CompareVersions(%q, %q) = %d, want %d", tt.b, tt.a, got, -tt.want)
+		}
 	}
 }
 
@@ -177,5 +249,25 @@ func TestSymbols(t *testing.T) {
 	s.Need(&missing, "zeroeng_b", "zeroeng_b_old")
 	if err := s.Err(); err == nil || !strings.Contains(err.Error(), "libc (libc.so.6) does not export zeroeng_a, zeroeng_b") {
 		t.Errorf("got %v, want both missing functions named", err)
+	}
+}
+
+func TestPickDep(t *testing.T) {
+	folder := []string{"libnvrtc.so.13", "libnvrtc-builtins.so.12.9", "libnvrtc-builtins.so.13.0", "libnvrtc-builtins.so.12.10", "libcublasLt.so.12"}
+	tests := []struct {
+		dep, want string
+	}{
+		{"libnvrtc-builtins.so.*", "libnvrtc-builtins.so.13.0"},
+		{"libcublasLt.so.12", "libcublasLt.so.12"},
+		{"libcublasLt.so.13", ""},
+		{"libnccl.so.*", ""},
+	}
+	for _, tt := range tests {
+		if got := pickDep(tt.dep, folder); got != tt.want {
+			t.Errorf("pickDep(%q) = %q, want %q", tt.dep, got, tt.want)
+		}
+	}
+	if got := pickDep("libnvrtc-builtins.so.*", []string{"libnvrtc-builtins.so.12.9", "libnvrtc-builtins.so.12.10"}); got != "libnvrtc-builtins.so.12.10" {
+		t.Errorf("12.10 against 12.9: %q", got)
 	}
 }

@@ -32,6 +32,10 @@ var Spec = libs.Spec{
 	Name:    "NVRTC",
 	Sonames: []string{"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so.11.2", "libnvrtc.so"},
 	Symbol:  "nvrtcCompileProgram",
+	// NVRTC opens its builtins library by name at every compilation: from
+	// a wheel's folder, which the loader does not search, that fails with
+	// NVRTC_ERROR_BUILTIN_OPERATION_FAILURE unless it is loaded first.
+	Deps: []string{"libnvrtc-builtins.so.*"},
 }
 
 // nvrtcResult values (nvrtc.h).
