@@ -328,6 +328,11 @@ func check(op string, ts ...*Tensor) (*Runtime, *Tensor) {
 		if t.released.Load() {
 			return rt, rt.fail(op, "use of a released %s", t.label())
 		}
+		if t.st != nil && (t.st.inFlight != nil || t.st.inFlightErr != nil) {
+			if err := t.st.settle(); err != nil {
+				return rt, rt.failErr(op, fmt.Errorf("%s: %w", t.label(), err))
+			}
+		}
 	}
 	return rt, nil
 }
@@ -377,7 +382,7 @@ func HostBytes(t *Tensor) (b []byte, ok bool) {
 		return nil, false
 	}
 	hb, ok := t.st.buf.(device.HostBuffer)
-	if !ok {
+	if !ok || t.st.settle() != nil {
 		return nil, false
 	}
 	t.st.materialize(t.dt)

@@ -65,6 +65,23 @@ type storage struct {
 	// next used (zero_grad followed by backward then costs nothing: the
 	// first gradient is moved or copied in instead of added to zeros).
 	zeroPending bool
+	// inFlight completes an asynchronous operation on the buffer (see
+	// SetInFlight); inFlightErr is its failure, which stays: the memory's
+	// contents are then unknown.
+	inFlight    func() error
+	inFlightErr error
+}
+
+// settle waits for the asynchronous operation on the buffer, if any, and
+// returns its error (and that of any earlier one).
+func (s *storage) settle() error {
+	if w := s.inFlight; w != nil {
+		s.inFlight = nil
+		if err := w(); err != nil && s.inFlightErr == nil {
+			s.inFlightErr = err
+		}
+	}
+	return s.inFlightErr
 }
 
 // materialize performs a deferred zero fill before the memory is used.
@@ -204,6 +221,32 @@ func SameMemory(a, b *Tensor) bool {
 		a.Numel() == b.Numel() && (a.IsContiguous() && b.IsContiguous() || slices.Equal(a.strides, b.strides) && slices.Equal(a.shape, b.shape))
 }
 
+// SetInFlight marks t's memory (its whole storage, shared with its views)
+// as in use by an asynchronous operation that wait completes — a
+// collective that writes the parameter, as ZeRO's overlapped step
+// broadcasts the updated parameters during backward. The next use of the
+// memory on this rank, by any op or read of its elements, waits for it
+// first, so that what a script reads after backward (the parameters, to
+// print, save or evaluate) never depends on how far the communication got;
+// if the operation failed, that use fails with its error, and so does every
+// later one. Marking memory that is already in flight waits for both.
+func (t *Tensor) SetInFlight(wait func() error) {
+	if t == nil || t.st == nil || wait == nil {
+		return
+	}
+	if prev := t.st.inFlight; prev != nil {
+		t.st.inFlight = func() error {
+			err := prev()
+			if err2 := wait(); err == nil {
+				err = err2
+			}
+			return err
+		}
+		return
+	}
+	t.st.inFlight = wait
+}
+
 // SetGradPending makes the next Grad call run sync first: DDP marks its
 // parameters this way while their gradients are being reduced, so that
 // whoever reads a gradient (an optimizer step, clipping, the user) reads
@@ -285,8 +328,11 @@ func (t *Tensor) label() string {
 	return "tensor"
 }
 
-// view returns the device's description of t.
+// view returns the device's description of t. Ops have checked their
+// inputs (check), which settled any operation in flight on them and
+// reported its failure; the settle here covers the rest.
 func (t *Tensor) view() device.View {
+	_ = t.st.settle()
 	t.st.materialize(t.dt)
 	return device.View{Buf: t.st.buf, DType: t.dt, Offset: t.off, Shape: t.shape, Strides: t.strides}
 }

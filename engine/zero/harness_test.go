@@ -40,6 +40,12 @@ type run struct {
 
 	// uneven: rank r stops after steps-r iterations, under Join.
 	uneven bool
+	// noStep leaves out opt.Step() (PyTorch's overlap tests: the hook
+	// steps), so that the parameters are read right after the last
+	// backward pass.
+	noStep bool
+	// net slows every collective down to that link (dist.NetModel).
+	net dist.NetModel
 
 	// between is called on every rank after the given step (0-based) with
 	// the rank's optimizer; it may consolidate or load state.
@@ -63,7 +69,7 @@ func (c run) train(t *testing.T) result {
 	if c.steps == 0 {
 		c.steps = 6
 	}
-	w, err := dist.NewWorld(c.n, dist.Options{})
+	w, err := dist.NewWorld(c.n, dist.Options{Net: c.net})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +210,10 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 					return err
 				}
 			}
-			if err := opt.Step(); err != nil {
+			if c.noStep {
+				// Nothing between backward and the next use of the
+				// parameters: the next forward, or the read below.
+			} else if err := opt.Step(); err != nil {
 				return err
 			}
 			if !c.uneven {

@@ -234,6 +234,20 @@ func (ov *overlap) process(k int) {
 			return err
 		})
 	}
+	// Whoever uses a parameter next on this rank — the next forward, or a
+	// script that reads, prints, saves or evaluates the model right after
+	// backward without a step — waits for its broadcast, so that it sees
+	// the updated values on every rank whatever the timing. (Reading a
+	// gradient already waits for every bucket: DDP's pending sync.)
+	for j, p := range b.Params {
+		w := ov.sent[k][j]
+		p.SetInFlight(func() error {
+			if err := w.Wait(); err != nil {
+				return fmt.Errorf("zero: broadcasting the updated %s: %w", paramLabel(p, z.index[p]), err)
+			}
+			return nil
+		})
+	}
 }
 
 // finish is Step under overlap: DDP's Finalize waits for every bucket's

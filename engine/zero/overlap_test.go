@@ -1,11 +1,15 @@
 package zero
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
@@ -43,6 +47,52 @@ func TestOverlapMatrix(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOverlapParametersAfterBackward is PyTorch's overlap test loop: no
+// step() at all, the parameters read right after the last backward pass.
+// Over a slow emulated link the broadcasts of the updated parameters are
+// still in flight then; the read waits for them, so every rank sees the
+// updated values, as DDP + the plain optimizer's step gives them.
+func TestOverlapParametersAfterBackward(t *testing.T) {
+	sgd := optim.SGDConfig{LR: 0.05, Momentum: 0.9}.Group()
+	for _, sched := range []string{"A", "B"} {
+		for _, shard := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/shard=%v", sched, shard), func(t *testing.T) {
+				plain := run{n: 2, kind: optim.SGD, hyper: sgd, ddpOpts: smallBuckets, steps: 3}
+				want := plain.train(t)
+				z := plain
+				z.zero, z.opts, z.overlap, z.shard, z.noStep = true, Options{OverlapWithDDP: true}, sched, shard, true
+				z.net = dist.NetModel{Latency: 20 * time.Millisecond}
+				closeTo(t, z.train(t).params, want.params, "read after the last backward")
+			})
+		}
+	}
+}
+
+// TestInFlightFailure: a parameter whose broadcast failed cannot be used:
+// every op on it fails with the broadcast's error, and keeps failing.
+func TestInFlightFailure(t *testing.T) {
+	rt := newRuntime()
+	p := rt.Full(tensor.Float32, 1, 4)
+	calls := 0
+	p.SetInFlight(func() error { calls++; return errors.New("rank 1 failed") })
+	for range 2 {
+		_, err := p.Add(p).Float64s()
+		if err == nil || !strings.Contains(err.Error(), "rank 1 failed") {
+			t.Errorf("op on a parameter whose broadcast failed: %v", err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("the broadcast was waited for %d times", calls)
+	}
+	q := rt.Full(tensor.Float32, 1, 4)
+	waited := 0
+	q.SetInFlight(func() error { waited++; return nil })
+	q.SetInFlight(func() error { waited += 10; return nil })
+	if v, err := q.Narrow(0, 1, 2).Float64s(); err != nil || waited != 11 || len(v) != 2 {
+		t.Errorf("a view of memory with two operations in flight: %v, %v, waited %d", v, err, waited)
 	}
 }
 
