@@ -11,6 +11,7 @@ package ddp
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -127,15 +128,12 @@ func New(pg dist.ProcessGroup, params []Param, opts Options) (*DDP, error) {
 			return nil, fmt.Errorf("ddp: broadcasting parameter %s from rank 0: %w", params[i].Name, err)
 		}
 	}
-	// The first buckets take the parameters in reverse registration
-	// order, the order backward usually produces their gradients.
-	order := make([]int, len(params))
-	for i := range order {
-		order[i] = len(params) - 1 - i
-	}
-	if err := d.build(order); err != nil {
+	if err := d.build(d.initialPlan()); err != nil {
 		return nil, err
 	}
+	// PyTorch 1.13 does not rebuild the buckets of a DDP that looks for
+	// unused parameters.
+	d.rebuilt = opts.FindUnusedParameters
 	d.hook = AllReduceHook(pg)
 	for i, p := range params {
 		d.removes = append(d.removes, p.Tensor.OnGradReady(func(*tensor.Tensor) { d.ready(i) }))
@@ -168,12 +166,117 @@ func (d *DDP) RegisterCommHook(h CommHook) error {
 // accumulate locally) and back on.
 func (d *DDP) SetRequireSync(on bool) { d.sync = on }
 
-// KeepBuckets keeps the current bucket plan for good: the buckets are not
-// rebuilt from the order gradients became ready after the first
-// iteration. ZeRO's overlap assigns buckets to ranks and needs the plan
-// fixed before the first step, so that it can update from the first
-// iteration (PyTorch skips the first updates while its buckets settle).
-func (d *DDP) KeepBuckets() { d.rebuilt = true; d.order = nil }
+// KeepBuckets fixes the bucket plan before the first iteration: the plan
+// the rebuild would make for gradients that become ready in reverse
+// registration order, kept for good. ZeRO's overlap assigns buckets to
+// ranks and needs the plan fixed before the first step, so that it can
+// update from the first iteration (PyTorch skips the first updates while
+// its buckets settle). Call it before the first backward pass.
+func (d *DDP) KeepBuckets() error {
+	if d.active {
+		return fmt.Errorf("ddp: the bucket plan cannot change during a backward pass")
+	}
+	d.rebuilt, d.order = true, nil
+	if d.opts.FindUnusedParameters {
+		return nil // PyTorch's plan for it is final from the start
+	}
+	return d.build(d.predictedPlan())
+}
+
+// Bucket plans, as PyTorch 1.13's DistributedDataParallel makes them
+// (compute_bucket_assignment_by_size). A plan is the buckets in launch
+// order, each the indices of its parameters in layout order.
+//
+//   - At construction, without findUnusedParameters: one bucket of every
+//     parameter (one per dtype), in registration order. PyTorch does not
+//     guess an order it has not seen; the first iteration reduces
+//     everything at the end of backward.
+//   - At construction, with findUnusedParameters: buckets filled in
+//     registration order up to the caps (the first up to the first cap),
+//     then launched in reverse, each keeping registration order inside.
+//     PyTorch never rebuilds these.
+//   - After the first iteration, without findUnusedParameters: rebuilt in
+//     the order the gradients became ready, up to the caps.
+
+// initialPlan is the construction's plan.
+func (d *DDP) initialPlan() [][]int {
+	reg := make([]int, len(d.params))
+	for i := range reg {
+		reg[i] = i
+	}
+	limits := []int64{math.MaxInt64}
+	if d.opts.FindUnusedParameters {
+		limits = d.capBytes()
+	}
+	plan := d.assign(reg, limits, true)
+	slices.Reverse(plan)
+	return plan
+}
+
+// rebuiltPlan is the plan of the buckets rebuilt after the first
+// iteration, from the order the gradients became ready.
+func (d *DDP) rebuiltPlan(ready []int) [][]int { return d.assign(ready, d.capBytes(), false) }
+
+// predictedPlan is what the rebuild makes for gradients that become ready
+// in reverse registration order (bias before weight within a layer, as
+// autograd produces them), for users of the buckets that need the final
+// plan before the first iteration (KeepBuckets).
+func (d *DDP) predictedPlan() [][]int {
+	order := make([]int, len(d.params))
+	for i := range order {
+		order[i] = len(d.params) - 1 - i
+	}
+	return d.rebuiltPlan(order)
+}
+
+// capBytes are the caps of the first bucket and of the others, in bytes.
+func (d *DDP) capBytes() []int64 {
+	return []int64{int64(d.opts.FirstBucketCapMB * (1 << 20)), int64(d.opts.BucketCapMB * (1 << 20))}
+}
+
+// assign groups the parameters order names into buckets as PyTorch's
+// compute_bucket_assignment_by_size: one open bucket per dtype, closed as
+// soon as its bytes reach its limit (limits[0] for a dtype's first bucket,
+// the next limit for each later one, the last limit from then on); the
+// closed buckets in the order they closed, then the open ones in the order
+// their dtypes first appeared. With sortByMin the buckets are then ordered
+// by their smallest parameter index.
+func (d *DDP) assign(order []int, limits []int64, sortByMin bool) [][]int {
+	type open struct {
+		params []int
+		bytes  int64
+		limit  int // index into limits
+	}
+	var plan [][]int
+	var dtypes []dtype.DType
+	acc := map[dtype.DType]*open{}
+	for _, i := range order {
+		p := d.params[i].Tensor
+		dt := p.DType()
+		a := acc[dt]
+		if a == nil {
+			a = &open{}
+			acc[dt] = a
+			dtypes = append(dtypes, dt)
+		}
+		a.params = append(a.params, i)
+		a.bytes += int64(p.Numel() * dt.Size())
+		if a.bytes >= limits[a.limit] {
+			plan = append(plan, a.params)
+			a.params, a.bytes = nil, 0
+			a.limit = min(a.limit+1, len(limits)-1)
+		}
+	}
+	for _, dt := range dtypes {
+		if a := acc[dt]; len(a.params) > 0 {
+			plan = append(plan, a.params)
+		}
+	}
+	if sortByMin {
+		slices.SortStableFunc(plan, func(a, b []int) int { return slices.Min(a) - slices.Min(b) })
+	}
+	return plan
+}
 
 // Buckets returns the current buckets, in launch order. Their buffers and
 // parameters are the DDP's; callers must not change them.
@@ -202,20 +305,15 @@ func (d *DDP) BucketNames() [][]string {
 // build assigns the parameters, taken in order, to buckets: a bucket
 // holds one dtype and closes when it reaches its cap (the first bucket's
 // cap, then BucketCapMB).
-func (d *DDP) build(order []int) error {
+func (d *DDP) build(plan [][]int) error {
 	for _, b := range d.buckets {
 		b.Buffer.Release()
 	}
 	d.buckets = nil
 	d.where = map[*tensor.Tensor]slot{}
-	var cur []int
-	var curBytes int
-	flush := func() error {
-		if len(cur) == 0 {
-			return nil
-		}
+	for _, cur := range plan {
 		dt := d.params[cur[0]].Tensor.DType()
-		b := &bucket{Bucket: &Bucket{Index: len(d.buckets)}, param: cur}
+		b := &bucket{Bucket: &Bucket{Index: len(d.buckets)}, param: slices.Clone(cur)}
 		n := 0
 		for _, i := range cur {
 			p := d.params[i]
@@ -233,30 +331,6 @@ func (d *DDP) build(order []int) error {
 			d.where[d.params[i].Tensor] = slot{b.Index, pos, i}
 		}
 		d.buckets = append(d.buckets, b)
-		cur, curBytes = nil, 0
-		return nil
-	}
-	for _, i := range order {
-		p := d.params[i].Tensor
-		limit := d.opts.BucketCapMB
-		if len(d.buckets) == 0 {
-			limit = d.opts.FirstBucketCapMB
-		}
-		if len(cur) > 0 && d.params[cur[0]].Tensor.DType() != p.DType() {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		cur = append(cur, i)
-		curBytes += p.Numel() * p.DType().Size()
-		if float64(curBytes) >= limit*(1<<20) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return err
 	}
 	d.buckets[len(d.buckets)-1].IsLast = true
 	if d.opts.GradientAsBucketView {
@@ -441,22 +515,24 @@ func (d *DDP) Finalize() error {
 	}
 	if !d.rebuilt && len(d.order) == len(d.params) {
 		// Rebuild the buckets once, in the order the gradients became
-		// ready, as PyTorch's reducer does after the first iteration.
+		// ready, as PyTorch's reducer does after the first iteration
+		// (not with findUnusedParameters: neither does PyTorch 1.13).
 		d.rebuilt = true
-		if !slices.Equal(d.order, d.firstOrder()) {
-			d.err = d.build(d.order)
+		if plan := d.rebuiltPlan(d.order); !slices.EqualFunc(plan, d.plan(), slices.Equal) {
+			d.err = d.build(plan)
 		}
 		d.order = nil
 	}
 	return d.err
 }
 
-func (d *DDP) firstOrder() []int {
-	var order []int
+// plan is the current buckets' plan.
+func (d *DDP) plan() [][]int {
+	var plan [][]int
 	for _, b := range d.buckets {
-		order = append(order, b.param...)
+		plan = append(plan, b.param)
 	}
-	return order
+	return plan
 }
 
 // unstage writes the reduced bucket out into the gradients.

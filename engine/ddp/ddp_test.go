@@ -258,22 +258,47 @@ func TestDDPMatchesOneRankOnTheWholeBatch(t *testing.T) {
 	}
 }
 
+// TestBuckets checks the three plans on an MLP of 8-32-32-4 (registration
+// order 0.weight, 0.bias, 2.weight, 2.bias, 4.weight, 4.bias) with a 2 KiB
+// first bucket and 4 KiB after; TestBucketLayoutMatchesPyTorch holds them
+// to PyTorch's.
 func TestBuckets(t *testing.T) {
 	w, _ := dist.NewWorld(1, dist.Options{})
 	defer w.Close()
-	r := newReplica(t, 0, false)
-	// 2 KiB first bucket, 4 KiB after: the parameters in reverse order.
-	d, err := New(w.Group(0), r.named(), Options{FirstBucketCapMB: 2.0 / 1024, BucketCapMB: 4.0 / 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	got := fmt.Sprint(d.BucketNames())
-	// 4.bias (16 B) + 4.weight (512 B) + 2.bias (128 B) < 2 KiB, then 2.weight (4 KiB) closes it;
-	// then 0.bias + 0.weight.
-	want := "[[4.bias 4.weight 2.bias 2.weight] [0.bias 0.weight]]"
-	if got != want {
-		t.Errorf("buckets %s, want %s", got, want)
+	caps := Options{FirstBucketCapMB: 2.0 / 1024, BucketCapMB: 4.0 / 1024}
+	for _, tt := range []struct {
+		name string
+		find bool
+		keep bool
+		want string
+	}{
+		// PyTorch's first iteration without findUnusedParameters: one
+		// bucket, registration order.
+		{"initial", false, false, "[[0.weight 0.bias 2.weight 2.bias 4.weight 4.bias]]"},
+		// With it: filled in registration order (0.weight 1 KiB and
+		// 0.bias, then 2.weight's 4 KiB pass the first 2 KiB; the rest
+		// stays under 4 KiB), launched in reverse.
+		{"findUnusedParameters", true, false, "[[2.bias 4.weight 4.bias] [0.weight 0.bias 2.weight]]"},
+		// KeepBuckets: the rebuild's plan for reverse registration order:
+		// 4.bias, 4.weight, 2.bias, then 2.weight passes 2 KiB.
+		{"KeepBuckets", false, true, "[[4.bias 4.weight 2.bias 2.weight] [0.bias 0.weight]]"},
+	} {
+		r := newReplica(t, 0, false)
+		opts := caps
+		opts.FindUnusedParameters = tt.find
+		d, err := New(w.Group(0), r.named(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.keep {
+			if err := d.KeepBuckets(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := fmt.Sprint(d.BucketNames()); got != tt.want {
+			t.Errorf("%s: buckets %s, want %s", tt.name, got, tt.want)
+		}
+		d.Close()
 	}
 }
 

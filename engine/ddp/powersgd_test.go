@@ -43,6 +43,7 @@ func TestPowerSGDMatchesPyTorch(t *testing.T) {
 		"rank1":             {Rank: 1, StartIter: 2},
 		"rank2-cold":        {Rank: 2, StartIter: 2, NoWarmStart: true, Seed: 7},
 		"no-error-feedback": {Rank: 1, StartIter: 2, NoErrorFeedback: true},
+		"start0":            {Rank: 1, StartIter: -1, NoErrorFeedback: true, NoWarmStart: true},
 	}
 	for name, opts := range configs {
 		t.Run(name, func(t *testing.T) {

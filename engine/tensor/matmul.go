@@ -237,20 +237,29 @@ func Linear(x, weight, bias *Tensor) *Tensor {
 		out.Release()
 		return rt.failErr("linear", err)
 	}
-	if n := out.record("AddmmBackward", inputs...); n != nil {
-		sx, sw := n.saveIf(1, x2), n.saveIf(0, weight)
+	// The node's inputs are addmm's, (bias, input, weight), so that, as in
+	// PyTorch, the bias's gradient is final before the weight's: DDP's
+	// rebuilt buckets follow that order.
+	ib, ix, iw := -1, 0, 1
+	recorded := []*Tensor{x, weight}
+	if bias != nil {
+		ib, ix, iw = 0, 1, 2
+		recorded = []*Tensor{bias, x, weight}
+	}
+	if n := out.record("AddmmBackward", recorded...); n != nil {
+		sx, sw := n.saveIf(iw, x2), n.saveIf(ix, weight)
 		xs := x.shape
 		n.backward = func(g *Tensor) []*Tensor {
 			g2 := g.Reshape(rows, outF)
-			grads := make([]*Tensor, len(inputs))
-			if n.needs(0) {
-				grads[0] = g2.Matmul(sw).Reshape(xs...)
+			grads := make([]*Tensor, len(recorded))
+			if ib >= 0 && n.needs(ib) {
+				grads[ib] = g2.Sum([]int{0}, false)
 			}
-			if n.needs(1) {
-				grads[1] = g2.MT().Matmul(sx)
+			if n.needs(ix) {
+				grads[ix] = g2.Matmul(sw).Reshape(xs...)
 			}
-			if len(inputs) == 3 && n.needs(2) {
-				grads[2] = g2.Sum([]int{0}, false)
+			if n.needs(iw) {
+				grads[iw] = g2.MT().Matmul(sx)
 			}
 			return grads
 		}

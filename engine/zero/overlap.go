@@ -95,7 +95,10 @@ func newOverlap(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapOptions
 			return nil, fmt.Errorf("zero: %s is not a parameter of the DDP", paramLabel(p, z.index[p]))
 		}
 	}
-	d.KeepBuckets()
+	if err := d.KeepBuckets(); err != nil {
+		return nil, err
+	}
+	buckets = d.Buckets()
 	z.assignBuckets(buckets, opts.ShardBuckets)
 	n := len(buckets)
 	ov := &overlap{z: z, d: d, inner: hook, interleaved: interleaved, buckets: buckets, trace: opts.Trace,

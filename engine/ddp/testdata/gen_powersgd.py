@@ -22,6 +22,9 @@ CONFIGS = {
     "rank1": dict(matrix_approximation_rank=1, start_powerSGD_iter=2),
     "rank2-cold": dict(matrix_approximation_rank=2, start_powerSGD_iter=2, warm_start=False, random_seed=7),
     "no-error-feedback": dict(matrix_approximation_rank=1, start_powerSGD_iter=2, use_error_feedback=False),
+    # Compressing from the first iteration, whose buckets (one, in registration order) differ from
+    # the rebuilt ones: PyTorch allows it without error feedback and warm start.
+    "start0": dict(matrix_approximation_rank=1, start_powerSGD_iter=0, use_error_feedback=False, warm_start=False),
 }
 
 
