@@ -100,8 +100,10 @@ func topkReference(pg dist.ProcessGroup, ratio float64) ddp.CommHook {
 		if err != nil {
 			return fail(err)
 		}
+		// As the sample: a bucket index whose size changed (DDP rebuilds
+		// its buckets after the first iteration) starts a new residual.
 		acc := residual[b.Index]
-		if acc == nil {
+		if len(acc) != len(g) {
 			acc = make([]float32, len(g))
 			residual[b.Index] = acc
 		}
