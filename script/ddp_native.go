@@ -17,6 +17,19 @@ import (
 // findUnusedParameters and processGroup (a group from dist.newGroup; the
 // group of all ranks by default).
 func (r *Runtime) nativeDDP(native *goja.Object) {
+	// dist.commHooks.PowerSGDState(options): checked when made, as
+	// PyTorch's constructor checks them.
+	r.fn(native, "powerSGDState", func(call goja.FunctionCall) goja.Value {
+		o := r.options(call, 0)
+		if o == nil {
+			if !isMissing(call.Argument(0)) {
+				r.throwf("dist.commHooks.PowerSGDState: options must be an object, got %s", describe(call.Argument(0)))
+			}
+			o = r.vm.NewObject()
+		}
+		r.powerSGDOptions(o)
+		return r.vm.ToValue(map[string]any{"powerSGDOptions": o})
+	})
 	r.fn(native, "ddp", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.parallel.DistributedDataParallel"
 		var params []ddp.Param
@@ -124,20 +137,11 @@ func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Va
 			if !ok || so.Get("powerSGDOptions") == nil {
 				r.throwf("%s: powerSGDHook needs a dist.commHooks.PowerSGDState(...) as its state, got %s", fn, describe(state))
 			}
-			po := so.Get("powerSGDOptions").ToObject(r.vm)
-			opts := ddp.PowerSGDOptions{
-				Rank:               r.optInt(fn, po, "matrixApproximationRank", 1),
-				StartIter:          r.optInt(fn, po, "startPowerSGDIter", 1000),
-				MinCompressionRate: optFloat(po, "minCompressionRate", 2),
-				NoErrorFeedback:    !optBool(po, "useErrorFeedback", true),
-				NoWarmStart:        !optBool(po, "warmStart", true),
-				Seed:               uint64(r.optInt(fn, po, "randomSeed", 0)),
-				Epsilon:            optFloat(po, "orthogonalizationEpsilon", 0),
+			s, err := ddp.NewPowerSGD(pg, r.powerSGDOptions(so.Get("powerSGDOptions").ToObject(r.vm)))
+			if err != nil {
+				r.throw(err)
 			}
-			if opts.StartIter == 0 {
-				opts.StartIter = -1 // compress from the first iteration
-			}
-			return ddp.NewPowerSGD(pg, opts).Hook()
+			return s.Hook()
 		default:
 			r.throwf("%s: unknown built-in hook %q", fn, name)
 		}
@@ -191,4 +195,34 @@ func (r *Runtime) jsCommHook(state goja.Value, hook goja.Callable) ddp.CommHook 
 			return j.t, nil
 		}
 	}
+}
+
+// powerSGDOptions reads PowerSGDState's options (PyTorch's names in
+// camelCase) and checks them as PyTorch does.
+func (r *Runtime) powerSGDOptions(po *goja.Object) ddp.PowerSGDOptions {
+	const fn = "dist.commHooks.PowerSGDState"
+	r.checkKeys(fn, po, "matrixApproximationRank", "startPowerSGDIter", "minCompressionRate", "useErrorFeedback",
+		"warmStart", "randomSeed", "orthogonalizationEpsilon")
+	opts := ddp.PowerSGDOptions{
+		Rank:               r.optInt(fn, po, "matrixApproximationRank", 1),
+		StartIter:          r.optInt(fn, po, "startPowerSGDIter", 1000),
+		MinCompressionRate: optFloat(po, "minCompressionRate", 2),
+		NoErrorFeedback:    !optBool(po, "useErrorFeedback", true),
+		NoWarmStart:        !optBool(po, "warmStart", true),
+		Seed:               uint64(r.optInt(fn, po, "randomSeed", 0)),
+		Epsilon:            optFloat(po, "orthogonalizationEpsilon", 0),
+	}
+	if opts.Rank < 1 {
+		r.throwf("%s: matrixApproximationRank must be at least 1, got %d", fn, opts.Rank)
+	}
+	switch {
+	case opts.StartIter < 0:
+		r.throwf("%s: startPowerSGDIter must not be negative, got %d", fn, opts.StartIter)
+	case opts.StartIter == 0:
+		opts.StartIter = -1 // compress from the first iteration
+	}
+	if err := opts.Validate(); err != nil {
+		r.throw(err)
+	}
+	return opts
 }

@@ -228,3 +228,24 @@ console.log(steps, model.parameters().map(p => p.sum().item().toFixed(6)).join("
 		}
 	}
 }
+
+// TestPowerSGDStateChecks: PowerSGDState's options are checked when it is
+// made, as PyTorch's constructor checks them, and a misspelled key is an
+// error naming the key meant.
+func TestPowerSGDStateChecks(t *testing.T) {
+	runCases(t, []evalCase{
+		{"defaults", `const s = dist.commHooks.PowerSGDState(); console.log(JSON.stringify(s.powerSGDOptions))`, "{}", ""},
+		{"start 2 with error feedback", `dist.commHooks.PowerSGDState({ startPowerSGDIter: 2 }); console.log("ok")`, "ok", ""},
+		{"start 0 without error feedback or warm start", `dist.commHooks.PowerSGDState({ startPowerSGDIter: 0, useErrorFeedback: false, warmStart: false }); console.log("ok")`, "ok", ""},
+		{"start 1 with error feedback", `dist.commHooks.PowerSGDState({ startPowerSGDIter: 1, warmStart: false })`, "",
+			"startPowerSGDIter must be > 1 when useErrorFeedback or warmStart is on (got 1)"},
+		{"start 0 with warm start", `dist.commHooks.PowerSGDState({ startPowerSGDIter: 0, useErrorFeedback: false })`, "",
+			"startPowerSGDIter must be > 1 when useErrorFeedback or warmStart is on (got 0)"},
+		{"snake_case key", `dist.commHooks.PowerSGDState({ start_powerSGD_iter: 2 })`, "",
+			`dist.commHooks.PowerSGDState: unknown option "start_powerSGD_iter" (did you mean startPowerSGDIter?)`},
+		{"misspelled key", `dist.commHooks.PowerSGDState({ matrixAproximationRank: 2 })`, "",
+			`unknown option "matrixAproximationRank" (did you mean matrixApproximationRank?)`},
+		{"rank 0", `dist.commHooks.PowerSGDState({ matrixApproximationRank: 0 })`, "", "matrixApproximationRank must be at least 1, got 0"},
+		{"not an object", `dist.commHooks.PowerSGDState(2)`, "", "options must be an object, got 2"},
+	})
+}

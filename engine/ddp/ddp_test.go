@@ -212,7 +212,11 @@ func TestDDPMatchesOneRankOnTheWholeBatch(t *testing.T) {
 		// the parameters land within 2.6% of exact averaging (the same for
 		// every n: the compression is linear in the summed gradient).
 		{name: "PowerSGD", hook: func(pg dist.ProcessGroup) CommHook {
-			return NewPowerSGD(pg, PowerSGDOptions{Rank: 4, StartIter: 2}).Hook()
+			s, err := NewPowerSGD(pg, PowerSGDOptions{Rank: 4, StartIter: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.Hook()
 		}, normTol: 0.05},
 	}
 	for _, v := range variants {

@@ -50,9 +50,34 @@ type PowerSGD struct {
 	NumelBefore, NumelAfter int64
 }
 
-// NewPowerSGD makes the state of a PowerSGD hook over pg.
-func NewPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) *PowerSGD {
-	if opts.Rank <= 0 {
+// Validate rejects what PyTorch's PowerSGDState rejects: error feedback or
+// warm start from the first or second iteration. Both keep per-bucket
+// state across iterations, and DDP rebuilds its buckets after the first,
+// so that state would be laid out for buckets that no longer exist.
+func (o PowerSGDOptions) Validate() error {
+	if o.Rank < 0 {
+		return fmt.Errorf("ddp: PowerSGD: matrixApproximationRank must be positive, got %d", o.Rank)
+	}
+	if o.MinCompressionRate < 0 {
+		return fmt.Errorf("ddp: PowerSGD: minCompressionRate must not be negative, got %v", o.MinCompressionRate)
+	}
+	if start := o.StartIter; start != 0 && start <= 1 && (!o.NoErrorFeedback || !o.NoWarmStart) {
+		if start < 0 {
+			start = 0
+		}
+		return fmt.Errorf("ddp: PowerSGD: startPowerSGDIter must be > 1 when useErrorFeedback or warmStart is on (got %d): "+
+			"DDP rebuilds its buckets after the first iteration, and PowerSGD can only keep state for them from the second on", start)
+	}
+	return nil
+}
+
+// NewPowerSGD makes the state of a PowerSGD hook over pg; options that
+// Validate rejects are an error.
+func NewPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) (*PowerSGD, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Rank == 0 {
 		opts.Rank = 1
 	}
 	switch {
@@ -67,7 +92,7 @@ func NewPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) *PowerSGD {
 	return &PowerSGD{
 		pg: pg, opts: opts, rng: rand.New(opts.Seed),
 		errors: map[int]*tensor.Tensor{}, ps: map[int]*tensor.Tensor{}, qs: map[int]*tensor.Tensor{},
-	}
+	}, nil
 }
 
 // Hook is PowerSGD's comm hook (powerSGD_hook): for its first StartIter

@@ -91,7 +91,11 @@ func trainPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) (map[string][]flo
 		return nil, err
 	}
 	defer d.Close()
-	if err := d.RegisterCommHook(NewPowerSGD(pg, opts).Hook()); err != nil {
+	s, err := NewPowerSGD(pg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.RegisterCommHook(s.Hook()); err != nil {
 		return nil, err
 	}
 	opt, err := optim.NewSGD(model.Parameters(), optim.SGDConfig{LR: 0.1})
@@ -131,4 +135,31 @@ func trainPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) (map[string][]flo
 		out[p.Name] = v
 	}
 	return out, nil
+}
+
+// TestPowerSGDOptionsAsPyTorch: PowerSGDState's checks.
+func TestPowerSGDOptionsAsPyTorch(t *testing.T) {
+	tests := []struct {
+		opts PowerSGDOptions
+		ok   bool
+	}{
+		{PowerSGDOptions{}, true}, // start 1000
+		{PowerSGDOptions{StartIter: 2}, true},
+		{PowerSGDOptions{StartIter: 1}, false},
+		{PowerSGDOptions{StartIter: -1}, false}, // start 0, error feedback and warm start on
+		{PowerSGDOptions{StartIter: -1, NoErrorFeedback: true}, false},
+		{PowerSGDOptions{StartIter: -1, NoWarmStart: true}, false},
+		{PowerSGDOptions{StartIter: -1, NoErrorFeedback: true, NoWarmStart: true}, true},
+		{PowerSGDOptions{StartIter: 1, NoErrorFeedback: true, NoWarmStart: true}, true},
+		{PowerSGDOptions{Rank: -1, StartIter: 2}, false},
+	}
+	for _, tt := range tests {
+		err := tt.opts.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%+v: %v", tt.opts, err)
+		}
+		if _, err2 := NewPowerSGD(nil, tt.opts); (err2 == nil) != tt.ok {
+			t.Errorf("NewPowerSGD(%+v): %v", tt.opts, err2)
+		}
+	}
 }
