@@ -1,6 +1,7 @@
 package script
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -129,8 +130,21 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 	must(obj.Set("options", map[string]any{"partition": o.Partition, "stage": o.Stage,
 		"parametersAsBucketView": o.ParametersAsBucketView, "overlapWithDDP": o.OverlapWithDDP, "bucketCapMB": o.BucketCapMB}))
 	steps := 0
+	warned := false
+	step := func() error {
+		err := z.Step()
+		if errors.Is(err, zero.ErrNoOverlapHook) {
+			// PyTorch warns and returns; so do we, once per optimizer.
+			if !warned {
+				warned = true
+				r.writeLines(r.opts.Stderr, fmt.Sprintf("warning: rank %d: %v", pg.Rank(), err))
+			}
+			return nil
+		}
+		return err
+	}
 	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
-		loss := r.optimizerStep("ZeroRedundancyOptimizer.step", call, z.Step)
+		loss := r.optimizerStep("ZeroRedundancyOptimizer.step", call, step)
 		if steps++; steps == 1 && logMemory {
 			// What sharding saved, once per rank, on the log.
 			m := z.Memory()

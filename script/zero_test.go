@@ -162,3 +162,28 @@ console.log(opt.paramGroups.map(g => g.lr + "/" + g.momentum).join(" "), JSON.st
 		t.Errorf("got %q, want %q (group options on the first group only; later groups start from the defaults)", got[0], want)
 	}
 }
+
+// TestZeroStepBeforeTheOverlapHook: under overlapWithDDP, step() before
+// the overlap hook is registered does nothing and warns, once, as
+// PyTorch's step warns and returns.
+func TestZeroStepBeforeTheOverlapHook(t *testing.T) {
+	src := `const { tensor, nn, dist, zero } = require("zeroeng");
+const net = nn.Linear(2, 2);
+const before = net.weight.toArray().flat().join();
+const model = nn.parallel.DistributedDataParallel(net);
+const opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "sgd", lr: 0.1, overlapWithDDP: true, logMemory: false });
+model.forward(tensor.ones([1, 2])).sum().backward();
+const r1 = opt.step(), r2 = opt.step();
+console.log("unchanged", net.weight.toArray().flat().join() === before, r1, r2);`
+	got, err := runJob(t, 2, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Join(got, "\n")
+	if strings.Count(out, "unchanged true undefined undefined") != 2 {
+		t.Errorf("output:\n%s", out)
+	}
+	if c := strings.Count(out, "step() did nothing"); c != 2 {
+		t.Errorf("%d warnings, want one per rank:\n%s", c, out)
+	}
+}

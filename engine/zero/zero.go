@@ -18,6 +18,7 @@ package zero
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -50,6 +51,12 @@ type Options struct {
 	// runs during backward; Step then only waits for it to finish.
 	OverlapWithDDP bool
 }
+
+// ErrNoOverlapHook is Step's error under OverlapWithDDP before an overlap
+// hook was made over the optimizer: nothing was stepped. PyTorch's
+// ZeroRedundancyOptimizer.step warns and returns there; the script API
+// does the same.
+var ErrNoOverlapHook = errors.New("zero: overlapWithDDP: step() did nothing: the step runs in the DDP comm hook made by zero.hookWithZeroStep (or the interleaved one), and none is registered yet")
 
 // Optimizer is ZeroRedundancyOptimizer: the parameter groups and their
 // hyper-parameters are global (schedulers act on them through
@@ -369,7 +376,7 @@ func (z *Optimizer) Step() error {
 	switch {
 	case z.opts.OverlapWithDDP:
 		if z.ov == nil {
-			return fmt.Errorf("zero: overlapWithDDP: register zero.HookWithZeroStep (or the interleaved one) on the DDP before stepping")
+			return ErrNoOverlapHook
 		}
 		return z.ov.finish()
 	case z.flat != nil:
