@@ -87,7 +87,7 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	every := r.optInt(fn, ops, "every", 0)
 	keep := r.optInt(fn, ops, "keep", 0)
 	if every < 0 || keep < 0 {
-		r.throwf("%s: every and keep must not be negative", fn)
+		r.throwRangef("%s: every and keep must not be negative", fn)
 	}
 	if stop := r.opts.Stop; stop != nil {
 		stop.handlers.Add(1)
@@ -231,7 +231,7 @@ func isFunction(v goja.Value) bool {
 // saveCheckpoint saves state as step under dir on every rank.
 func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, keep int) string {
 	if step < 0 {
-		r.throwf("%s: step must not be negative, got %d", fn, step)
+		r.throwRangef("%s: step must not be negative, got %d", fn, step)
 	}
 	st, _, _ := r.checkpointParts(fn, state, false)
 	start := r.opts.Trace.Now()

@@ -213,16 +213,16 @@ func (r *Runtime) powerSGDOptions(po *goja.Object) ddp.PowerSGDOptions {
 		Epsilon:            optFloat(po, "orthogonalizationEpsilon", 0),
 	}
 	if opts.Rank < 1 {
-		r.throwf("%s: matrixApproximationRank must be at least 1, got %d", fn, opts.Rank)
+		r.throwRangef("%s: matrixApproximationRank must be at least 1, got %d", fn, opts.Rank)
 	}
 	switch {
 	case opts.StartIter < 0:
-		r.throwf("%s: startPowerSGDIter must not be negative, got %d", fn, opts.StartIter)
+		r.throwRangef("%s: startPowerSGDIter must not be negative, got %d", fn, opts.StartIter)
 	case opts.StartIter == 0:
 		opts.StartIter = -1 // compress from the first iteration
 	}
 	if err := opts.Validate(); err != nil {
-		r.throw(err)
+		r.throwRangef("%s: %v", fn, err) // PyTorch raises ValueError
 	}
 	return opts
 }

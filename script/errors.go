@@ -161,7 +161,25 @@ func (r *Runtime) throw(err error) {
 	panic(r.vm.NewGoError(err))
 }
 
-// throwf raises a TypeError-like message from the host API.
+// throwf raises a TypeError: the host API was called wrongly (an argument
+// of the wrong type, a missing one, an unknown option), as Python raises
+// TypeError for such calls, so that a script can tell them apart with
+// instanceof.
 func (r *Runtime) throwf(format string, args ...any) {
-	r.throw(fmt.Errorf(format, args...))
+	panic(r.vm.NewTypeError(fmt.Sprintf(format, args...)))
+}
+
+// throwRangef raises a RangeError: an argument of the right type with a
+// value the call does not accept (a negative learning rate, a rank out of
+// range), where Python raises ValueError.
+func (r *Runtime) throwRangef(format string, args ...any) {
+	ctor, ok := goja.AssertConstructor(r.vm.Get("RangeError"))
+	if !ok {
+		r.throwf(format, args...)
+	}
+	obj, err := ctor(nil, r.vm.ToValue(fmt.Sprintf(format, args...)))
+	if err != nil {
+		panic(err)
+	}
+	panic(obj)
 }

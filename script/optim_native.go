@@ -180,7 +180,7 @@ func (r *Runtime) addParams(fn string, opt scriptOptimizer, v goja.Value) {
 	}
 	n := int(list.Get("length").ToInteger())
 	if n == 0 {
-		r.throwf("%s: optimizer got an empty parameter list", fn)
+		r.throwRangef("%s: optimizer got an empty parameter list", fn)
 	}
 	if r.isTensor(list.Get("0")) {
 		g := opt.Defaults()

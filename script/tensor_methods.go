@@ -294,7 +294,7 @@ var tensorMethods = map[string]method{
 		if s := t.Size(d); s >= 0 {
 			return r.vm.ToValue(s)
 		}
-		r.throwf("tensor.size: dimension %d out of range for a %d-dimensional tensor", d, t.Dim())
+		r.throwRangef("tensor.size: dimension %d out of range for a %d-dimensional tensor", d, t.Dim())
 		return nil
 	},
 	"dim": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {

@@ -143,6 +143,11 @@ for (let i = 0; i < 3; i++) {
 console.log(a.weight.sub(b.weight).abs().max().item(), a.bias.sub(b.bias).abs().max().item())`, "0 0", ""},
 		{"step with a non-function closure", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(1)`, "", "optimizer.step: the closure must be a function that returns the loss, got 1"},
 		{"step with two arguments", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(() => 0, 1)`, "", "optimizer.step: takes at most one argument, a closure, got 2"},
+		{"wrong types are TypeErrors, bad values RangeErrors", `const classOf = f => { try { f(); return "none" } catch (e) { return e.constructor.name } };
+const opt = optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 });
+console.log(classOf(() => opt.step(1)), classOf(() => optim.SGD([], { lr: 1 })), classOf(() => dist.commHooks.PowerSGDState({ startPowerSGDIter: 1 })),
+  classOf(() => dist.commHooks.PowerSGDState({ start_powerSGD_iter: 2 })), classOf(() => tensor.ones([2]).size(3)))`,
+			"TypeError RangeError RangeError TypeError RangeError", ""},
 		{"a closure's exception propagates", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(() => { throw new RangeError("in the closure") })`, "", "in the closure"},
 		{"clip grad norm", `const p = nn.Parameter(tensor.fromArray([3, 4], {dtype: "float32"})); p.mul(p).sum().backward(); console.log(nn.utils.clipGradNorm_([p], 1).toFixed(1), p.grad.toArray().map(v => v.toFixed(2)).join(" "))`,
 			"10.0 0.60 0.80", ""},
