@@ -1,6 +1,7 @@
 package script
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/dop251/goja"
@@ -10,12 +11,13 @@ import (
 	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
-// nativeOptim installs the optimizers (optim.SGD/Adam/AdamW), their live
+// nativeOptim installs the optimizers (optim.SGD, Adam, AdamW, RMSprop,
+// Adagrad, Adamax), their live
 // parameter groups, state dicts and the learning-rate schedulers.
 func (r *Runtime) nativeOptim(native *goja.Object) {
 	o := r.vm.NewObject()
 	must(native.Set("optim", o))
-	for _, kind := range []optim.Kind{optim.SGD, optim.Adam, optim.AdamW} {
+	for _, kind := range optim.Kinds {
 		kind := kind
 		r.fn(o, kind.String(), func(call goja.FunctionCall) goja.Value { return r.newOptimizer(kind, call) })
 	}
@@ -97,49 +99,6 @@ func (r *Runtime) optimizerArg(fn string, v goja.Value) scriptOptimizer {
 	return nil
 }
 
-// groupOptions applies a script options object to a group: camelCase
-// names, PyTorch's meaning.
-func (r *Runtime) groupOptions(fn string, g *optim.ParamGroup, o *goja.Object) {
-	if o == nil {
-		return
-	}
-	for _, k := range o.Keys() {
-		v := o.Get(k)
-		switch k {
-		case "params":
-		case "lr":
-			g.LR = r.numberValue(fn, "lr", v)
-		case "weightDecay":
-			g.WeightDecay = r.numberValue(fn, "weightDecay", v)
-		case "momentum":
-			g.Momentum = r.numberValue(fn, "momentum", v)
-		case "dampening":
-			g.Dampening = r.numberValue(fn, "dampening", v)
-		case "nesterov":
-			g.Nesterov = v.ToBoolean()
-		case "maximize":
-			g.Maximize = v.ToBoolean()
-		case "amsgrad":
-			g.AMSGrad = v.ToBoolean()
-		case "eps":
-			g.Eps = r.numberValue(fn, "eps", v)
-		case "betas":
-			b := r.floatList(fn, "betas", v)
-			if len(b) != 2 {
-				r.throwf("%s: betas must be a pair of numbers", fn)
-			}
-			g.Beta1, g.Beta2 = b[0], b[1]
-		case "foreach", "fused", "capturable", "differentiable":
-			// PyTorch implementation switches: accepted, no effect.
-		default:
-			if g.Extra == nil {
-				g.Extra = map[string]float64{}
-			}
-			g.Extra[k] = r.numberValue(fn, k, v)
-		}
-	}
-}
-
 func (r *Runtime) floatList(fn, what string, v goja.Value) []float64 {
 	obj, ok := v.(*goja.Object)
 	if !ok {
@@ -162,7 +121,7 @@ func (r *Runtime) newOptimizer(kind optim.Kind, call goja.FunctionCall) goja.Val
 	if kind == optim.SGD && optValue(ops, "lr") == nil {
 		r.throwf("%s: lr is required", fn)
 	}
-	r.groupOptions(fn, &defaults, ops)
+	r.groupOptions(fn, kind, &defaults, ops, false)
 	opt, err := optim.New(kind, nil, defaults)
 	if err != nil {
 		r.throw(err)
@@ -202,7 +161,7 @@ func (r *Runtime) addGroup(fn string, opt scriptOptimizer, v goja.Value) {
 	}
 	g := opt.Defaults()
 	g.Params = r.tensorList(fn+" group params", gobj.Get("params"))
-	r.groupOptions(fn, &g, gobj)
+	r.groupOptions(fn, opt.Kind(), &g, gobj, true)
 	if err := opt.AddParamGroup(g); err != nil {
 		r.throw(err)
 	}
@@ -247,7 +206,7 @@ func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	must(obj.DefineDataProperty("__optimizer", r.vm.ToValue(h), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
 	h.groups = r.vm.NewArray()
 	for _, g := range opt.ParamGroups() {
-		must(h.groups.Set(strconv.Itoa(int(h.groups.Get("length").ToInteger())), r.groupObject(g)))
+		must(h.groups.Set(strconv.Itoa(int(h.groups.Get("length").ToInteger())), r.groupObject(opt.Kind(), g)))
 	}
 	must(obj.Set("paramGroups", h.groups))
 	must(obj.Set("kind", opt.Kind().String()))
@@ -270,7 +229,7 @@ func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	r.fn(obj, "addParamGroup", func(call goja.FunctionCall) goja.Value {
 		r.addGroup("optimizer.addParamGroup", opt, call.Argument(0))
 		groups := opt.ParamGroups()
-		must(h.groups.Set(strconv.Itoa(len(groups)-1), r.groupObject(groups[len(groups)-1])))
+		must(h.groups.Set(strconv.Itoa(len(groups)-1), r.groupObject(opt.Kind(), groups[len(groups)-1])))
 		return goja.Undefined()
 	})
 	r.fn(obj, "stateDict", func(call goja.FunctionCall) goja.Value {
@@ -353,46 +312,31 @@ func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 // groupObject is a live view of a parameter group: reading and writing
 // lr, betas, ... reads and writes the Go group, so schedulers written in
 // JavaScript work as in PyTorch.
-func (r *Runtime) groupObject(g *optim.ParamGroup) goja.Value {
-	return r.vm.NewDynamicObject(&jsGroup{r: r, g: g})
+func (r *Runtime) groupObject(kind optim.Kind, g *optim.ParamGroup) goja.Value {
+	return r.vm.NewDynamicObject(&jsGroup{r: r, kind: kind, g: g})
 }
 
 type jsGroup struct {
-	r *Runtime
-	g *optim.ParamGroup
+	r    *Runtime
+	kind optim.Kind
+	g    *optim.ParamGroup
 }
-
-var groupKeys = []string{"params", "lr", "weightDecay", "maximize", "momentum", "dampening", "nesterov", "betas", "eps", "amsgrad", "initialLr"}
 
 func (j *jsGroup) Get(key string) goja.Value {
 	r, g := j.r, j.g
-	switch key {
-	case "params":
+	if key == "params" {
 		vals := make([]any, len(g.Params))
 		for i, p := range g.Params {
 			vals[i] = r.borrow(p)
 		}
 		return r.vm.NewArray(vals...)
-	case "lr":
-		return r.vm.ToValue(g.LR)
-	case "weightDecay":
-		return r.vm.ToValue(g.WeightDecay)
-	case "maximize":
-		return r.vm.ToValue(g.Maximize)
-	case "momentum":
-		return r.vm.ToValue(g.Momentum)
-	case "dampening":
-		return r.vm.ToValue(g.Dampening)
-	case "nesterov":
-		return r.vm.ToValue(g.Nesterov)
-	case "betas":
-		return r.vm.NewArray(g.Beta1, g.Beta2)
-	case "eps":
-		return r.vm.ToValue(g.Eps)
-	case "amsgrad":
-		return r.vm.ToValue(g.AMSGrad)
-	case "initialLr":
-		return r.vm.ToValue(g.InitialLR)
+	}
+	if slices.Contains(groupKeys(j.kind), key) {
+		h, _ := hyperParamNamed(key)
+		if b, ok := h.get(g).([]any); ok {
+			return r.vm.NewArray(b...)
+		}
+		return r.vm.ToValue(h.get(g))
 	}
 	if v, ok := g.Extra[key]; ok {
 		return r.vm.ToValue(v)
@@ -404,14 +348,10 @@ func (j *jsGroup) Set(key string, val goja.Value) bool {
 	if key == "params" {
 		j.r.throwf("paramGroup.params cannot be replaced; use optimizer.addParamGroup")
 	}
-	if key == "initialLr" {
-		j.g.InitialLR = j.r.numberValue("paramGroup.initialLr", "value", val)
-		return true
-	}
 	o := j.r.vm.NewObject()
 	must(o.Set(key, val))
 	h := j.g.Hyper()
-	j.r.groupOptions("paramGroup."+key, &h, o)
+	j.r.groupOptions("paramGroup."+key, j.kind, &h, o, true)
 	params := j.g.Params
 	*j.g = h
 	j.g.Params = params
@@ -421,7 +361,7 @@ func (j *jsGroup) Set(key string, val goja.Value) bool {
 func (j *jsGroup) Has(key string) bool    { return j.Get(key) != nil }
 func (j *jsGroup) Delete(key string) bool { return false }
 func (j *jsGroup) Keys() []string {
-	keys := append([]string(nil), groupKeys...)
+	keys := groupKeys(j.kind)
 	for k := range j.g.Extra {
 		keys = append(keys, k)
 	}

@@ -418,6 +418,9 @@
     SGD: (params, options) => native.optim.SGD(Array.from(params), options),
     Adam: (params, options) => native.optim.Adam(Array.from(params), options),
     AdamW: (params, options) => native.optim.AdamW(Array.from(params), options),
+    RMSprop: (params, options) => native.optim.RMSprop(Array.from(params), options),
+    Adagrad: (params, options) => native.optim.Adagrad(Array.from(params), options),
+    Adamax: (params, options) => native.optim.Adamax(Array.from(params), options),
     lrScheduler: native.optim.lrScheduler,
   };
 

@@ -129,6 +129,19 @@ const s = optim.lrScheduler.StepLR(opt, { stepSize: 1, gamma: 0.5 }); opt.step()
 		{"optimizer state dict layout", `const m = nn.Linear(2, 1); const opt = optim.Adam(m.parameters()); m.forward(tensor.ones([1, 2])).sum().backward(); opt.step(); const sd = opt.stateDict(); console.log(Object.keys(sd.state[0]).sort().join(" "), sd.param_groups[0].lr, sd.param_groups[0].params.join(","))`,
 			"exp_avg exp_avg_sq step 0.001 0,1", ""},
 		{"sgd needs lr", `optim.SGD(nn.Linear(1, 1).parameters(), {})`, "", "lr is required"},
+		{"RMSprop, Adagrad and Adamax", `const m = nn.Linear(2, 1); const x = tensor.ones([1, 2]);
+const opts = [optim.RMSprop(m.parameters(), { momentum: 0.9, centered: true }), optim.Adagrad(m.parameters(), { lrDecay: 0.1 }), optim.Adamax(m.parameters(), { betas: [0.8, 0.9] })];
+const out = opts.map(o => { o.zeroGrad(); m.forward(x).sum().backward(); o.step(); const sd = o.stateDict(); return Object.keys(sd.state[0]).sort().join(",") + " " + o.paramGroups[0].lr; });
+console.log(out.join(" | "), opts[0].paramGroups[0].alpha, opts[1].paramGroups[0].initialAccumulatorValue, opts[2].paramGroups[0].betas.join())`,
+			"grad_avg,momentum_buffer,square_avg,step 0.01 | step,sum 0.01 | exp_avg,exp_inf,step 0.002 0.99 0 0.8,0.9", ""},
+		{"snake_case option", `optim.AdamW(nn.Linear(1, 1).parameters(), { lr: 0.1, weight_decay: 0.1 })`, "",
+			`optim.AdamW: unknown option "weight_decay" for AdamW (did you mean weightDecay?); its options are lr, betas, eps, weightDecay, amsgrad, maximize`},
+		{"misspelled option", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 0.1, momentm: 0.9 })`, "", `unknown option "momentm" for SGD (did you mean momentum?)`},
+		{"another optimizer's option", `optim.Adam(nn.Linear(1, 1).parameters(), { momentum: 0.9 })`, "", `unknown option "momentum" for Adam`},
+		{"a group's own numbers are kept", `const opt = optim.SGD([{ params: nn.Linear(1, 1).parameters(), lrScale: 2 }], { lr: 0.1 }); console.log(opt.paramGroups[0].lrScale)`, "2", ""},
+		{"a group's misspelled option", `optim.SGD([{ params: nn.Linear(1, 1).parameters(), weight_decay: 0.1 }], { lr: 0.1 })`, "", `did you mean weightDecay?`},
+		{"a group's foreign option", `optim.Adam([{ params: nn.Linear(1, 1).parameters(), nesterov: true }])`, "", `unknown option "nesterov" for Adam`},
+		{"setting a group's option", `const opt = optim.SGD(nn.Linear(1, 1).parameters(), { lr: 0.1 }); opt.paramGroups[0].momentun = 0.9`, "", `did you mean momentum?`},
 		{"step(closure) calls the closure once, with grad, and returns its loss", `const m = nn.Linear(2, 1); const opt = optim.SGD(m.parameters(), { lr: 0.1 });
 let calls = 0, grad;
 const ret = tensor.noGrad(() => opt.step(() => { calls++; grad = tensor.isGradEnabled(); opt.zeroGrad(); const l = m.forward(tensor.ones([1, 2])).sum(); l.backward(); return l; }));

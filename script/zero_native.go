@@ -30,7 +30,7 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 		ops := r.options(call, 1)
 		name := optString(ops, "optimizer", "")
 		if name == "" {
-			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\" or \"sgd\"", fn)
+			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\", \"sgd\", \"rmsprop\", \"adagrad\" or \"adamax\"", fn)
 		}
 		kind, err := optim.ParseKind(name)
 		if err != nil {
@@ -48,7 +48,7 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 				}
 			}
 		}
-		r.groupOptions(fn, &defaults, hyper)
+		r.groupOptions(fn, kind, &defaults, hyper, false)
 		opts := zero.Options{
 			Partition:              optString(ops, "partition", ""),
 			ParametersAsBucketView: optBool(ops, "parametersAsBucketView", false),
@@ -77,15 +77,7 @@ func (r *Runtime) processGroupOption(fn string, o *goja.Object) dist.ProcessGrou
 }
 
 // defaultGroup has PyTorch's defaults for kind.
-func defaultGroup(kind optim.Kind) optim.ParamGroup {
-	switch kind {
-	case optim.Adam:
-		return optim.DefaultAdam().Group()
-	case optim.AdamW:
-		return optim.DefaultAdamW().Group()
-	}
-	return optim.ParamGroup{}
-}
+func defaultGroup(kind optim.Kind) optim.ParamGroup { return optim.Defaults(kind) }
 
 // newZero builds the optimizer over the params argument: an array of
 // tensors, or of groups {params, ...options}.
@@ -113,7 +105,7 @@ func (r *Runtime) newZero(fn string, pg dist.ProcessGroup, kind optim.Kind, defa
 	}
 	// The first group's own options; the others go through addParamGroup.
 	g0Hyper := z.ParamGroups()[0]
-	r.groupOptions(fn, g0Hyper, g0)
+	r.groupOptions(fn, kind, g0Hyper, g0, true)
 	if err := g0Hyper.Validate(kind); err != nil {
 		r.throw(err)
 	}

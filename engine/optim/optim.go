@@ -23,7 +23,13 @@ const (
 	SGD Kind = iota
 	Adam
 	AdamW
+	RMSprop
+	Adagrad
+	Adamax
 )
+
+// Kinds lists every optimizer algorithm.
+var Kinds = []Kind{SGD, Adam, AdamW, RMSprop, Adagrad, Adamax}
 
 func (k Kind) String() string {
 	switch k {
@@ -33,18 +39,25 @@ func (k Kind) String() string {
 		return "Adam"
 	case AdamW:
 		return "AdamW"
+	case RMSprop:
+		return "RMSprop"
+	case Adagrad:
+		return "Adagrad"
+	case Adamax:
+		return "Adamax"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// ParseKind accepts "sgd", "adam", "adamw" in any case.
+// ParseKind accepts an optimizer's name ("sgd", "adamw", "RMSprop") in any
+// case.
 func ParseKind(s string) (Kind, error) {
-	for _, k := range []Kind{SGD, Adam, AdamW} {
+	for _, k := range Kinds {
 		if equalFold(s, k.String()) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("optim: unknown optimizer %q (sgd, adam, adamw)", s)
+	return 0, fmt.Errorf("optim: unknown optimizer %q (sgd, adam, adamw, rmsprop, adagrad, adamax)", s)
 }
 
 func equalFold(a, b string) bool {
@@ -61,7 +74,7 @@ func equalFold(a, b string) bool {
 }
 
 // ParamGroup is a set of parameters with their hyper-parameters: the union
-// of what SGD, Adam and AdamW use, each algorithm reading its own. Extra
+// of what the algorithms use, each reading its own. Extra
 // holds any other numeric keys (for schedulers or user code); they travel
 // through state dicts.
 type ParamGroup struct {
@@ -75,9 +88,16 @@ type ParamGroup struct {
 	Momentum, Dampening float64
 	Nesterov            bool
 
-	// Adam, AdamW
+	// Adam, AdamW, Adamax (betas); Eps for RMSprop and Adagrad too
 	Beta1, Beta2, Eps float64
 	AMSGrad           bool
+
+	// RMSprop (with Momentum)
+	Alpha    float64
+	Centered bool
+
+	// Adagrad
+	LRDecay, InitialAccumulatorValue float64
 
 	// InitialLR is set by the first scheduler attached (initial_lr).
 	InitialLR float64
@@ -120,6 +140,60 @@ func DefaultAdamW() AdamConfig {
 	return c
 }
 
+// RMSpropConfig holds torch.optim.RMSprop's arguments; start from
+// DefaultRMSprop.
+type RMSpropConfig struct {
+	LR, Alpha, Eps, WeightDecay, Momentum float64
+	Centered, Maximize                    bool
+}
+
+// DefaultRMSprop is torch.optim.RMSprop's defaults.
+func DefaultRMSprop() RMSpropConfig { return RMSpropConfig{LR: 1e-2, Alpha: 0.99, Eps: 1e-8} }
+
+// Group is the configuration as a parameter group's hyper-parameters.
+func (c RMSpropConfig) Group() ParamGroup {
+	return ParamGroup{LR: c.LR, Alpha: c.Alpha, Eps: c.Eps, WeightDecay: c.WeightDecay, Momentum: c.Momentum,
+		Centered: c.Centered, Maximize: c.Maximize}
+}
+
+// AdagradConfig holds torch.optim.Adagrad's arguments; start from
+// DefaultAdagrad.
+type AdagradConfig struct {
+	LR, LRDecay, WeightDecay, InitialAccumulatorValue, Eps float64
+	Maximize                                               bool
+}
+
+// DefaultAdagrad is torch.optim.Adagrad's defaults.
+func DefaultAdagrad() AdagradConfig { return AdagradConfig{LR: 1e-2, Eps: 1e-10} }
+
+// Group is the configuration as a parameter group's hyper-parameters.
+func (c AdagradConfig) Group() ParamGroup {
+	return ParamGroup{LR: c.LR, LRDecay: c.LRDecay, WeightDecay: c.WeightDecay,
+		InitialAccumulatorValue: c.InitialAccumulatorValue, Eps: c.Eps, Maximize: c.Maximize}
+}
+
+// DefaultAdamax is torch.optim.Adamax's defaults, in an AdamConfig
+// (AMSGrad does not apply).
+func DefaultAdamax() AdamConfig { return AdamConfig{LR: 2e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
+
+// Defaults returns PyTorch's default hyper-parameters for kind (SGD has no
+// default learning rate: 0).
+func Defaults(kind Kind) ParamGroup {
+	switch kind {
+	case Adam:
+		return DefaultAdam().Group()
+	case AdamW:
+		return DefaultAdamW().Group()
+	case RMSprop:
+		return DefaultRMSprop().Group()
+	case Adagrad:
+		return DefaultAdagrad().Group()
+	case Adamax:
+		return DefaultAdamax().Group()
+	}
+	return ParamGroup{}
+}
+
 // Group is the configuration as a parameter group's hyper-parameters.
 func (c SGDConfig) Group() ParamGroup {
 	return ParamGroup{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
@@ -148,7 +222,7 @@ func (g *ParamGroup) Validate(kind Kind) error {
 		if g.Nesterov && (g.Momentum <= 0 || g.Dampening != 0) {
 			return fmt.Errorf("optim: nesterov momentum requires a momentum and zero dampening")
 		}
-	case Adam, AdamW:
+	case Adam, AdamW, Adamax:
 		if !(g.Eps >= 0) {
 			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
 		}
@@ -158,15 +232,35 @@ func (g *ParamGroup) Validate(kind Kind) error {
 		if !(g.Beta2 >= 0 && g.Beta2 < 1) {
 			return fmt.Errorf("optim: invalid beta parameter at index 1: %v", g.Beta2)
 		}
+	case RMSprop:
+		switch {
+		case !(g.Eps >= 0):
+			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
+		case !(g.Momentum >= 0):
+			return fmt.Errorf("optim: invalid momentum value: %v", g.Momentum)
+		case !(g.Alpha >= 0):
+			return fmt.Errorf("optim: invalid alpha value: %v", g.Alpha)
+		}
+	case Adagrad:
+		switch {
+		case !(g.LRDecay >= 0):
+			return fmt.Errorf("optim: invalid lr_decay value: %v", g.LRDecay)
+		case !(g.InitialAccumulatorValue >= 0):
+			return fmt.Errorf("optim: invalid initial_accumulator_value value: %v", g.InitialAccumulatorValue)
+		case !(g.Eps >= 0):
+			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
+		}
 	default:
 		return fmt.Errorf("optim: unknown optimizer kind %v", kind)
 	}
 	return nil
 }
 
-// State is the per-parameter state, in PyTorch's terms: step (Adam, AdamW),
-// exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad), momentum_buffer (SGD with
-// momentum). Tensors are persistent and live on the parameter's device.
+// State is the per-parameter state, in PyTorch's terms: step (every
+// algorithm but SGD), exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad),
+// momentum_buffer (SGD and RMSprop with momentum), square_avg and grad_avg
+// (RMSprop, centered), sum (Adagrad), exp_inf (Adamax). Tensors are
+// persistent and live on the parameter's device.
 //
 // A half-precision (bfloat16, float16) parameter also has master_param:
 // its float32 master copy, which the update runs on; the other state
@@ -178,6 +272,10 @@ type State struct {
 	ExpAvgSq       *tensor.Tensor
 	MaxExpAvgSq    *tensor.Tensor
 	MomentumBuffer *tensor.Tensor
+	SquareAvg      *tensor.Tensor
+	GradAvg        *tensor.Tensor
+	Sum            *tensor.Tensor
+	ExpInf         *tensor.Tensor
 	Master         *tensor.Tensor
 }
 
@@ -198,7 +296,8 @@ func (s *State) Tensors() []nn.NamedTensor {
 	var out []nn.NamedTensor
 	for _, e := range []nn.NamedTensor{{Name: "exp_avg", Tensor: s.ExpAvg}, {Name: "exp_avg_sq", Tensor: s.ExpAvgSq},
 		{Name: "max_exp_avg_sq", Tensor: s.MaxExpAvgSq}, {Name: "momentum_buffer", Tensor: s.MomentumBuffer},
-		{Name: "master_param", Tensor: s.Master}} {
+		{Name: "square_avg", Tensor: s.SquareAvg}, {Name: "grad_avg", Tensor: s.GradAvg}, {Name: "sum", Tensor: s.Sum},
+		{Name: "exp_inf", Tensor: s.ExpInf}, {Name: "master_param", Tensor: s.Master}} {
 		if e.Tensor != nil {
 			out = append(out, e)
 		}
@@ -320,6 +419,8 @@ func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 			vmax = tensor.WritableView(s.MaxExpAvgSq)
 		}
 		return dev.AdamStep(tensor.WritableView(pc), tensor.DeviceView(gc), tensor.WritableView(s.ExpAvg), tensor.WritableView(s.ExpAvgSq), vmax, hyper)
+	case RMSprop, Adagrad, Adamax:
+		return tensorStep(kind, h, pc, gc, s)
 	}
 	return fmt.Errorf("unknown optimizer kind %v", kind)
 }

@@ -89,6 +89,14 @@ func group(t *testing.T, kind optim.Kind, base optim.ParamGroup, kw map[string]a
 		case "betas":
 			b := v.([]any)
 			g.Beta1, g.Beta2 = b[0].(float64), b[1].(float64)
+		case "alpha":
+			g.Alpha = v.(float64)
+		case "centered":
+			g.Centered = v.(bool)
+		case "lr_decay":
+			g.LRDecay = v.(float64)
+		case "initial_accumulator_value":
+			g.InitialAccumulatorValue = v.(float64)
 		case "params":
 		default:
 			t.Fatalf("unknown keyword %q", k)
@@ -120,17 +128,7 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var base optim.ParamGroup
-			switch kind {
-			case optim.SGD:
-				base = optim.ParamGroup{}
-			case optim.Adam:
-				c := optim.DefaultAdam()
-				base = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps}
-			case optim.AdamW:
-				c := optim.DefaultAdamW()
-				base = optim.ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
-			}
+			base := optim.Defaults(kind)
 			params := make([]*tensor.Tensor, 3)
 			for j := range params {
 				params[j] = fx.t[fmt.Sprintf("%s/p%d/init", name, j)].Clone().Persist()
@@ -180,7 +178,8 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 					prefix := fmt.Sprintf("%s/step%d/p%d/", name, s, j)
 					closeTo(t, prefix+"param", p, fx.t[prefix+"param"], 1e-5)
 					st := opt.State(p)
-					for _, key := range []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "master_param"} {
+					for _, key := range []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "master_param",
+						"square_avg", "grad_avg", "sum", "exp_inf"} {
 						want, ok := fx.t[prefix+key]
 						if !ok {
 							continue

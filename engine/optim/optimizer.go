@@ -32,6 +32,21 @@ func NewAdamW(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
 	return New(AdamW, params, c.Group())
 }
 
+// NewRMSprop is torch.optim.RMSprop(params, ...).
+func NewRMSprop(params []*tensor.Tensor, c RMSpropConfig) (*Optimizer, error) {
+	return New(RMSprop, params, c.Group())
+}
+
+// NewAdagrad is torch.optim.Adagrad(params, ...).
+func NewAdagrad(params []*tensor.Tensor, c AdagradConfig) (*Optimizer, error) {
+	return New(Adagrad, params, c.Group())
+}
+
+// NewAdamax is torch.optim.Adamax(params, ...).
+func NewAdamax(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
+	return New(Adamax, params, c.Group())
+}
+
 // New makes an optimizer of kind whose first group holds params with the
 // hyper-parameters of defaults. params may be empty when groups are added
 // with AddParamGroup.
@@ -86,6 +101,20 @@ func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 			return fmt.Errorf("optim: some parameters appear in more than one parameter group (%s)", label(p, i))
 		}
 		seen[p] = true
+	}
+	if o.kind == Adagrad {
+		// PyTorch's Adagrad makes its state when it gets its parameters:
+		// step 0 and the sum filled with initial_accumulator_value, in the
+		// state dict before any step.
+		for _, p := range g.Params {
+			sc := p.Runtime().OpenScope()
+			sum := tensor.ZerosLike(p).To(StateDType(p)).AddScalar(g.InitialAccumulatorValue).Persist()
+			sc.Close()
+			if err := sum.Err(); err != nil {
+				return err
+			}
+			o.state[p] = &State{Sum: sum}
+		}
 	}
 	ng := g
 	ng.Params = append([]*tensor.Tensor(nil), g.Params...)
@@ -206,6 +235,12 @@ func groupToMap(kind Kind, g *ParamGroup, ids []int) map[string]any {
 		m["capturable"], m["differentiable"], m["fused"] = false, false, false
 	case AdamW:
 		m["betas"], m["eps"], m["amsgrad"], m["capturable"] = []float64{g.Beta1, g.Beta2}, g.Eps, g.AMSGrad, false
+	case RMSprop:
+		m["alpha"], m["eps"], m["momentum"], m["centered"], m["differentiable"] = g.Alpha, g.Eps, g.Momentum, g.Centered, false
+	case Adagrad:
+		m["lr_decay"], m["eps"], m["initial_accumulator_value"] = g.LRDecay, g.Eps, g.InitialAccumulatorValue
+	case Adamax:
+		m["betas"], m["eps"] = []float64{g.Beta1, g.Beta2}, g.Eps
 	}
 	if g.InitialLR != 0 {
 		m["initial_lr"] = g.InitialLR
@@ -246,7 +281,8 @@ func applyMap(g *ParamGroup, m map[string]any) error {
 		key string
 		dst *float64
 	}{{"lr", &g.LR}, {"weight_decay", &g.WeightDecay}, {"momentum", &g.Momentum}, {"dampening", &g.Dampening},
-		{"eps", &g.Eps}, {"initial_lr", &g.InitialLR}} {
+		{"eps", &g.Eps}, {"initial_lr", &g.InitialLR}, {"alpha", &g.Alpha}, {"lr_decay", &g.LRDecay},
+		{"initial_accumulator_value", &g.InitialAccumulatorValue}} {
 		if err := num(f.key, f.dst); err != nil {
 			return err
 		}
@@ -254,7 +290,7 @@ func applyMap(g *ParamGroup, m map[string]any) error {
 	for _, f := range []struct {
 		key string
 		dst *bool
-	}{{"maximize", &g.Maximize}, {"nesterov", &g.Nesterov}, {"amsgrad", &g.AMSGrad}} {
+	}{{"maximize", &g.Maximize}, {"nesterov", &g.Nesterov}, {"amsgrad", &g.AMSGrad}, {"centered", &g.Centered}} {
 		if err := flag(f.key, f.dst); err != nil {
 			return err
 		}
@@ -282,7 +318,8 @@ func applyMap(g *ParamGroup, m map[string]any) error {
 
 var known = map[string]bool{"lr": true, "weight_decay": true, "momentum": true, "dampening": true, "eps": true,
 	"initial_lr": true, "maximize": true, "nesterov": true, "amsgrad": true, "betas": true, "params": true,
-	"foreach": true, "capturable": true, "differentiable": true, "fused": true}
+	"foreach": true, "capturable": true, "differentiable": true, "fused": true, "alpha": true, "centered": true,
+	"lr_decay": true, "initial_accumulator_value": true}
 
 func toFloat(v any) (float64, bool) {
 	switch x := v.(type) {
@@ -476,6 +513,14 @@ func stateField(s *State, name string) (**tensor.Tensor, bool) {
 		return &s.MaxExpAvgSq, true
 	case "momentum_buffer":
 		return &s.MomentumBuffer, true
+	case "square_avg":
+		return &s.SquareAvg, true
+	case "grad_avg":
+		return &s.GradAvg, true
+	case "sum":
+		return &s.Sum, true
+	case "exp_inf":
+		return &s.ExpInf, true
 	case "master_param":
 		return &s.Master, true
 	}

@@ -277,11 +277,15 @@ var kinds = func() []struct {
 	adam.LR = 1e-2
 	adamW := optim.DefaultAdamW().Group()
 	adamW.LR = 1e-2
+	rms := optim.RMSpropConfig{LR: 1e-3, Alpha: 0.9, Eps: 1e-8, Momentum: 0.5, Centered: true}.Group()
+	adagrad := optim.AdagradConfig{LR: 1e-2, LRDecay: 0.01, InitialAccumulatorValue: 0.1, Eps: 1e-10}.Group()
+	adamax := optim.DefaultAdamax().Group()
 	return []struct {
 		name  string
 		kind  optim.Kind
 		hyper optim.ParamGroup
-	}{{"SGD", optim.SGD, sgd}, {"SGD maximize", optim.SGD, sgdMax}, {"Adam", optim.Adam, adam}, {"AdamW", optim.AdamW, adamW}}
+	}{{"SGD", optim.SGD, sgd}, {"SGD maximize", optim.SGD, sgdMax}, {"Adam", optim.Adam, adam}, {"AdamW", optim.AdamW, adamW},
+		{"RMSprop", optim.RMSprop, rms}, {"Adagrad", optim.Adagrad, adagrad}, {"Adamax", optim.Adamax, adamax}}
 }()
 
 // small DDP buckets, so that the MLP spans three of them.

@@ -95,6 +95,23 @@ trajectory("adamw", AdamW, None)
 trajectory("adamw_weight_decay", AdamW, None, weight_decay=0.1)
 trajectory("adamw_amsgrad", AdamW, None, amsgrad=True)
 trajectory("adamw_groups", AdamW, [([0, 1], {"lr": 1e-2, "weight_decay": 0.1}), ([2], {"lr": 1e-3, "weight_decay": 0.0})])
+RMSprop, Adagrad, Adamax = torch.optim.RMSprop, torch.optim.Adagrad, torch.optim.Adamax
+trajectory("rmsprop", RMSprop, None)
+trajectory("rmsprop_momentum", RMSprop, None, momentum=0.9)
+trajectory("rmsprop_centered", RMSprop, None, centered=True)
+trajectory("rmsprop_centered_momentum_wd", RMSprop, None, centered=True, momentum=0.5, weight_decay=0.1, alpha=0.9)
+trajectory("rmsprop_maximize", RMSprop, None, maximize=True, eps=1e-6)
+trajectory("rmsprop_skip", RMSprop, None, skip={1: [2, 4]}, momentum=0.9)
+trajectory("adagrad", Adagrad, None)
+trajectory("adagrad_lr_decay", Adagrad, None, lr_decay=0.1, initial_accumulator_value=0.5)
+trajectory("adagrad_weight_decay", Adagrad, None, weight_decay=0.1, eps=1e-6)
+trajectory("adagrad_maximize", Adagrad, None, maximize=True)
+trajectory("adagrad_skip", Adagrad, None, skip={1: [2, 4]})
+trajectory("adamax", Adamax, None)
+trajectory("adamax_weight_decay", Adamax, None, weight_decay=0.1)
+trajectory("adamax_betas_eps", Adamax, None, betas=(0.8, 0.9), eps=1e-6)
+trajectory("adamax_maximize", Adamax, None, maximize=True)
+trajectory("adamax_skip", Adamax, None, skip={1: [2, 4]})
 
 # ---- mixed precision: half-precision parameters with float32 master weights ---------------------------
 def master_trajectory(name, cls, dt, skip=None, **kwargs):
@@ -146,6 +163,8 @@ master_trajectory("bf16_adamw", AdamW, torch.bfloat16, weight_decay=0.1)
 master_trajectory("bf16_adamw_skip", AdamW, torch.bfloat16, skip={1: [2, 4]})
 master_trajectory("bf16_sgd_momentum", SGD, torch.bfloat16, lr=0.01, momentum=0.9)
 master_trajectory("fp16_adam", Adam, torch.float16, lr=1e-4)
+master_trajectory("bf16_rmsprop", RMSprop, torch.bfloat16, lr=1e-3, momentum=0.9)
+master_trajectory("bf16_adamax", Adamax, torch.bfloat16)
 
 # ---- clip_grad_norm_ ----------------------------------------------------------------------------------
 torch.manual_seed(7)
