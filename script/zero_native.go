@@ -40,6 +40,9 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 		if kind == optim.SGD && optValue(ops, "lr") == nil {
 			r.throwf("%s: lr is required for sgd", fn)
 		}
+		// One options object holds ZeRO's options and the optimizer's:
+		// a key that is neither is an error naming the one meant.
+		r.checkKeys(fn, ops, slices.Concat(zeroOptionKeys, optimizerOptions[kind], implementationSwitches)...)
 		hyper := r.vm.NewObject()
 		if ops != nil {
 			for _, k := range ops.Keys() {
