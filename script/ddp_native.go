@@ -17,6 +17,20 @@ import (
 // findUnusedParameters and processGroup (a group from dist.newGroup; the
 // group of all ranks by default).
 func (r *Runtime) nativeDDP(native *goja.Object) {
+	// asWorldGroup(obj) makes the dist module that scripts see a handle on
+	// the group of all ranks, as dist.newGroup's objects are on theirs.
+	r.fn(native, "asWorldGroup", func(call goja.FunctionCall) goja.Value {
+		obj, ok := call.Argument(0).(*goja.Object)
+		if !ok {
+			r.throwf("asWorldGroup: expects an object")
+		}
+		if r.groups == nil {
+			r.groups = map[*goja.Object]dist.ProcessGroup{}
+		}
+		r.groups[obj] = r.group
+		r.worldObject = obj
+		return obj
+	})
 	// dist.commHooks.PowerSGDState(options): checked when made, as
 	// PyTorch's constructor checks them.
 	r.fn(native, "powerSGDState", func(call goja.FunctionCall) goja.Value {

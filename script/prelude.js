@@ -424,6 +424,11 @@
     lrScheduler: native.optim.lrScheduler,
   };
 
+  // The dist module is the group of all ranks: it stands for that group
+  // wherever a process group is taken or given (zopt.processGroup).
+  const dist = native.asWorldGroup(Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
+    DistributedDataParallel: callable(DistributedDataParallel), commHooks })));
+
   return Object.freeze({
     tensor,
     nn,
@@ -432,8 +437,7 @@
     hooks,
     io: zeroeng.io,
     data: zeroeng.data,
-    dist: Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
-      DistributedDataParallel: callable(DistributedDataParallel), commHooks })),
+    dist,
     progress: zeroeng.progress,
     metrics: zeroeng.metrics,
     checkpoint: zeroeng.checkpoint,

@@ -87,9 +87,11 @@ type Runtime struct {
 	interrupted atomic.Bool
 	// group is the rank's process group of all ranks; groups maps the
 	// script's group objects to theirs (for options such as processGroup).
-	group    dist.ProcessGroup
-	groups   map[*goja.Object]dist.ProcessGroup
-	ownWorld *dist.World // the one-rank world of a runtime outside a job
+	group  dist.ProcessGroup
+	groups map[*goja.Object]dist.ProcessGroup
+	// worldObject is the dist module scripts see: the group of all ranks.
+	worldObject *goja.Object
+	ownWorld    *dist.World // the one-rank world of a runtime outside a job
 	// inCollective counts the waits on collectives in progress (the REPL
 	// aborts the process group when Ctrl-C finds a rank blocked in one).
 	inCollective atomic.Int32

@@ -208,7 +208,78 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 		return result
 	})
 	r.fn(obj, "close", func(goja.FunctionCall) goja.Value { z.Close(); return goja.Undefined() })
+	// PyTorch's attributes: this rank in the optimizer's group, the
+	// group's size, the group itself (the dist module for all ranks), and
+	// the local optimizer over this rank's shard.
+	must(obj.Set("rank", pg.Rank()))
+	must(obj.Set("worldSize", pg.Size()))
+	must(obj.Set("processGroup", r.groupObjectOf(pg)))
+	must(obj.DefineAccessorProperty("optim", r.vm.ToValue(func(goja.FunctionCall) goja.Value {
+		return r.localOptimizer(z, pg.Rank())
+	}), nil, goja.FLAG_FALSE, goja.FLAG_FALSE)) // not enumerable: computed, and an error under the flat partition
 	return obj
+}
+
+// groupObjectOf is the script object of a process group: the dist module
+// for the group of all ranks, else the object dist.newGroup returned.
+func (r *Runtime) groupObjectOf(pg dist.ProcessGroup) goja.Value {
+	if pg == r.group && r.worldObject != nil {
+		return r.worldObject
+	}
+	for obj, g := range r.groups {
+		if g == pg {
+			return obj
+		}
+	}
+	return goja.Null()
+}
+
+// localOptimizer is zopt.optim, PyTorch's local optimizer: this rank's
+// parameter groups, each with the parameters this rank updates, and its
+// state, a Map from each of those parameters to its state ({step,
+// exp_avg, ...}). Under the flat partition a rank updates slices, not
+// parameters, and there is no such optimizer.
+func (r *Runtime) localOptimizer(z *zero.Optimizer, rank int) goja.Value {
+	if z.Options().Partition == "flat" {
+		r.throwf("zopt.optim: the flat partition updates slices of flat buckets, not whole parameters; its local state is in zopt.stateDict() after consolidateStateDict")
+	}
+	mapCtor, _ := goja.AssertConstructor(r.vm.Get("Map"))
+	state, err := mapCtor(nil)
+	if err != nil {
+		panic(err)
+	}
+	set, _ := goja.AssertFunction(state.Get("set"))
+	var groups []any
+	for _, g := range z.ParamGroups() {
+		var mine []any
+		for _, p := range g.Params {
+			if z.Owner(p) != rank {
+				continue
+			}
+			pv := r.borrow(p)
+			mine = append(mine, pv)
+			entry := map[string]any{}
+			if st := z.State(p); st != nil {
+				if z.Kind() != optim.SGD {
+					entry["step"] = st.Step
+				}
+				for _, t := range st.Tensors() {
+					entry[t.Name] = r.borrow(t.Tensor)
+				}
+			}
+			if _, err := set(state, pv, r.vm.ToValue(entry)); err != nil {
+				panic(err)
+			}
+		}
+		h := g.Hyper()
+		hyper := map[string]any{"params": r.vm.NewArray(mine...)}
+		for _, k := range optimizerOptions[z.Kind()] {
+			hp, _ := hyperParamNamed(k)
+			hyper[k] = hp.get(&h)
+		}
+		groups = append(groups, hyper)
+	}
+	return r.vm.ToValue(map[string]any{"paramGroups": groups, "state": state})
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.2f MiB", float64(b)/(1<<20)) }

@@ -190,3 +190,42 @@ console.log("unchanged", net.weight.toArray().flat().join() === before, r1, r2);
 		t.Errorf("%d warnings, want one per rank:\n%s", c, out)
 	}
 }
+
+// TestZeroAttributes: PyTorch's rank, world size, process group and local
+// optimizer (the parameters this rank updates, and their state).
+func TestZeroAttributes(t *testing.T) {
+	src := `const { tensor, nn, dist, zero } = require("zeroeng");
+tensor.manualSeed(0);
+const net = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2));
+const model = nn.parallel.DistributedDataParallel(net);
+const opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adam", lr: 0.01, logMemory: false });
+model.forward(tensor.ones([2, 4])).sum().backward();
+opt.step();
+const local = opt.optim;
+const mine = local.paramGroups[0].params;
+const ok = mine.every(p => local.state.get(p).exp_avg.shape.join() === p.shape.join() && local.state.get(p).step === 1);
+console.log(JSON.stringify({ rank: opt.rank, size: opt.worldSize, world: opt.processGroup === dist, n: mine.length, ok, lr: local.paramGroups[0].lr }));`
+	got, err := runJob(t, 2, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for r, line := range got {
+		var v struct {
+			Rank, Size, N int
+			World, OK     bool
+			LR            float64
+		}
+		line = strings.TrimPrefix(line, fmt.Sprintf("[%d] ", r))
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if v.Size != 2 || !v.World || !v.OK || v.LR != 0.01 {
+			t.Errorf("rank %d: %s", r, line)
+		}
+		total += v.N
+	}
+	if total != 4 {
+		t.Errorf("the ranks' local optimizers hold %d parameters, want the 4 of the model: %v", total, got)
+	}
+}
