@@ -46,28 +46,56 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 	})
 	r.fn(native, "ddp", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.parallel.DistributedDataParallel"
-		var params []ddp.Param
-		pairs, ok := call.Argument(0).Export().([]any)
-		if !ok {
-			r.throwf("%s: internal: expected [name, parameter] pairs", fn)
+		named := func(v goja.Value, what string) []ddp.Param {
+			var out []ddp.Param
+			if isMissing(v) {
+				return nil
+			}
+			pairs, ok := v.Export().([]any)
+			if !ok {
+				r.throwf("%s: internal: expected [name, %s] pairs", fn, what)
+			}
+			for i := range pairs {
+				pair := v.ToObject(r.vm).Get(fmt.Sprint(i)).ToObject(r.vm)
+				name := pair.Get("0").String()
+				out = append(out, ddp.Param{Name: name, Tensor: r.unwrap(fn, what+" "+name, pair.Get("1"))})
+			}
+			return out
 		}
-		for i := range pairs {
-			pair := call.Argument(0).ToObject(r.vm).Get(fmt.Sprint(i)).ToObject(r.vm)
-			name := pair.Get("0").String()
-			params = append(params, ddp.Param{Name: name, Tensor: r.unwrap(fn, "parameter "+name, pair.Get("1"))})
-		}
+		params := named(call.Argument(0), "parameter")
+		buffers := named(call.Argument(2), "buffer")
 		o := r.options(call, 1)
+		r.checkKeys(fn, o, "bucketCapMB", "firstBucketCapMB", "gradientAsBucketView", "findUnusedParameters",
+			"staticGraph", "broadcastBuffers", "processGroup")
 		opts := ddp.Options{
 			BucketCapMB:          optFloat(o, "bucketCapMB", 0),
 			FirstBucketCapMB:     optFloat(o, "firstBucketCapMB", 0),
 			GradientAsBucketView: optBool(o, "gradientAsBucketView", false),
 			FindUnusedParameters: optBool(o, "findUnusedParameters", false),
+			StaticGraph:          optBool(o, "staticGraph", false),
 		}
+		broadcastBuffers := optBool(o, "broadcastBuffers", true)
 		pg := r.processGroupOption(fn, o)
 		d, err := ddp.New(pg, params, opts)
 		if err != nil {
 			r.throw(err)
 		}
+		// Buffers (running statistics and the like) start as rank 0's, as
+		// PyTorch's constructor syncs them with the parameters; with
+		// broadcastBuffers (PyTorch's default) every forward pass takes
+		// rank 0's again, so that the replicas never drift apart.
+		syncBuffers := func() {
+			works := make([]*dist.Work, len(buffers))
+			for i, b := range buffers {
+				works[i] = pg.Broadcast(b.Tensor, 0)
+			}
+			for i, w := range works {
+				if err := w.Wait(); err != nil {
+					r.throw(fmt.Errorf("ddp: broadcasting buffer %s from rank 0: %w", buffers[i].Name, err))
+				}
+			}
+		}
+		syncBuffers()
 		if r.opts.Hooks.Path != "" {
 			if err := d.RegisterCommHook(r.defaultWasmHook(pg)); err != nil {
 				r.throw(err)
@@ -112,6 +140,12 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 			return goja.Undefined()
 		})
 		r.fn(obj, "bucketNames", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(d.BucketNames()) })
+		r.fn(obj, "syncBuffers", func(goja.FunctionCall) goja.Value {
+			if broadcastBuffers {
+				syncBuffers()
+			}
+			return goja.Undefined()
+		})
 		return obj
 	})
 }

@@ -144,6 +144,7 @@ func TestDDPFromJS(t *testing.T) {
 		{"default", "{}", "", "false"},
 		{"views and small buckets", "{ gradientAsBucketView: true, bucketCapMB: 0.0005, firstBucketCapMB: 0.0002 }", "", "false"},
 		{"noSync accumulation", "{}", "", "true"},
+		{"static graph", "{ staticGraph: true, bucketCapMB: 0.0005 }", "", "false"},
 		{"JavaScript hook", "{}", `model.registerCommHook({ calls: 0 }, (state, bucket) => {
   state.calls++;
   return dist.allReduce(bucket.buffer.div(dist.worldSize)).then(t => t);
@@ -248,4 +249,34 @@ func TestPowerSGDStateChecks(t *testing.T) {
 		{"rank 0", `dist.commHooks.PowerSGDState({ matrixApproximationRank: 0 })`, "", "matrixApproximationRank must be at least 1, got 0"},
 		{"not an object", `dist.commHooks.PowerSGDState(2)`, "", "options must be an object, got 2"},
 	})
+}
+
+// TestDDPBuffers: a module's buffers start as rank 0's; with
+// broadcastBuffers (the default) every forward pass takes rank 0's again,
+// without it each rank keeps its own.
+func TestDDPBuffers(t *testing.T) {
+	src := `const { tensor, nn, dist } = require("zeroeng");
+class Counted extends nn.Module {
+  constructor() { super(); this.lin = nn.Linear(2, 2); this.registerBuffer("seen", tensor.full([1], 10 * (dist.rank + 1))); }
+  forward(x) { this.seen.add_(dist.rank + 1); return this.lin.forward(x); }
+}
+const report = [];
+for (const broadcastBuffers of [true, false]) {
+  const m = new Counted();
+  const model = nn.parallel.DistributedDataParallel(m, { broadcastBuffers });
+  report.push(m.seen.item());
+  model.forward(tensor.ones([1, 2])); model.forward(tensor.ones([1, 2]));
+  report.push(m.seen.item());
+}
+console.log(dist.rank, report.join(" "));`
+	got, err := runJob(t, 2, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every rank starts from rank 0's 10; each forward adds rank+1. With
+	// broadcastBuffers, rank 1's second forward starts from rank 0's 11.
+	want := []string{"[0] 0 10 12 10 12", "[1] 1 10 13 10 14"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
 }

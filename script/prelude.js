@@ -308,11 +308,16 @@
       super();
       if (!(module instanceof Module)) throw new TypeError('DistributedDataParallel: expects an nn.Module');
       this.module = module;
-      hidden(this, '_reducer', native.ddp(module.namedParameters(), options));
+      hidden(this, '_reducer', native.ddp(module.namedParameters(), options, module.namedBuffers()));
     }
     // forward first ends the previous iteration's reduction (and, under a
-    // ZeRO overlap hook, waits for the parameter updates it sent).
-    forward(...args) { this._reducer.finalize(); return this.module.forward(...args); }
+    // ZeRO overlap hook, waits for the parameter updates it sent), then,
+    // with broadcastBuffers (the default), takes rank 0's buffers.
+    forward(...args) {
+      this._reducer.finalize();
+      this._reducer.syncBuffers();
+      return this.module.forward(...args);
+    }
     // registerCommHook(state, hook): hook(state, bucket) returns a future
     // of the reduced bucket (or the tensor itself); bucket has index,
     // isLast, buffer, parameters, names and offsets.

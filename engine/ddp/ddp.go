@@ -41,6 +41,13 @@ type Options struct {
 	// FindUnusedParameters lets parameters get no gradient in a backward
 	// pass (they are reduced as zeros); without it that is an error.
 	FindUnusedParameters bool
+	// StaticGraph says the model uses the same parameters every
+	// iteration (static_graph): the parameters unused in the first
+	// iteration are reduced as zeros from then on, at the start of each
+	// backward pass, with no search, and the buckets are rebuilt after the
+	// first iteration. A parameter whose use changes afterwards is an
+	// error.
+	StaticGraph bool
 }
 
 // Bucket is a group of gradients reduced together: Buffer holds them one
@@ -85,6 +92,11 @@ type DDP struct {
 	joining  bool // inside Join: every synchronised iteration announces itself
 	iters    int  // synchronised iterations so far
 	joinStep func() error
+
+	// staticUnused are the parameters the first iteration did not use,
+	// under StaticGraph; staticKnown says the first iteration has ended.
+	staticUnused []int
+	staticKnown  bool
 }
 
 type slot struct{ bucket, pos, param int }
@@ -132,8 +144,8 @@ func New(pg dist.ProcessGroup, params []Param, opts Options) (*DDP, error) {
 		return nil, err
 	}
 	// PyTorch 1.13 does not rebuild the buckets of a DDP that looks for
-	// unused parameters.
-	d.rebuilt = opts.FindUnusedParameters
+	// unused parameters (it does with a static graph).
+	d.rebuilt = opts.FindUnusedParameters && !opts.StaticGraph
 	d.hook = AllReduceHook(pg)
 	for i, p := range params {
 		d.removes = append(d.removes, p.Tensor.OnGradReady(func(*tensor.Tensor) { d.ready(i) }))
@@ -177,7 +189,7 @@ func (d *DDP) KeepBuckets() error {
 		return fmt.Errorf("ddp: the bucket plan cannot change during a backward pass")
 	}
 	d.rebuilt, d.order = true, nil
-	if d.opts.FindUnusedParameters {
+	if d.opts.FindUnusedParameters && !d.opts.StaticGraph {
 		return nil // PyTorch's plan for it is final from the start
 	}
 	return d.build(d.predictedPlan())
@@ -205,7 +217,7 @@ func (d *DDP) initialPlan() [][]int {
 		reg[i] = i
 	}
 	limits := []int64{math.MaxInt64}
-	if d.opts.FindUnusedParameters {
+	if d.opts.FindUnusedParameters && !d.opts.StaticGraph {
 		limits = d.capBytes()
 	}
 	plan := d.assign(reg, limits, true)
@@ -364,6 +376,10 @@ func (d *DDP) ready(i int) {
 	}
 	s := d.where[d.params[i].Tensor]
 	b := d.buckets[s.bucket]
+	if slices.Contains(d.staticUnused, i) {
+		d.err = fmt.Errorf("ddp: parameter %s got a gradient, but was unused in the first iteration: with staticGraph the model must use the same parameters every iteration", d.params[i].Name)
+		return
+	}
 	if b.ready[s.pos] {
 		d.err = fmt.Errorf("ddp: parameter %s got a gradient twice in one iteration (two backward passes through it without an optimizer step; use noSync to accumulate)", d.params[i].Name)
 		return
@@ -396,6 +412,15 @@ func (d *DDP) start() {
 	}
 	for _, p := range d.params {
 		p.Tensor.SetGradPending(d.Finalize)
+	}
+	// A static graph's unused parameters are known: they are reduced as
+	// zeros (or their gradient as it is) from the start, so that their
+	// buckets launch in order.
+	for _, i := range d.staticUnused {
+		s := d.where[d.params[i].Tensor]
+		if err := d.stage(d.buckets[s.bucket], s.pos); err != nil && d.err == nil {
+			d.err = err
+		}
 	}
 }
 
@@ -467,9 +492,22 @@ func (d *DDP) Finalize() error {
 				}
 			}
 		}
-		if !d.opts.FindUnusedParameters {
+		firstStatic := d.opts.StaticGraph && !d.staticKnown
+		switch {
+		case d.opts.StaticGraph && !firstStatic:
+			d.err = fmt.Errorf("ddp: parameters %s received no gradient in this backward pass, but were used in the first iteration: with staticGraph the model must use the same parameters every iteration", strings.Join(unused, ", "))
+		case !d.opts.FindUnusedParameters && !firstStatic:
 			d.err = fmt.Errorf("ddp: parameters %s received no gradient in this backward pass; construct DistributedDataParallel with findUnusedParameters: true if they are unused on purpose", strings.Join(unused, ", "))
-		} else {
+		default:
+			if firstStatic {
+				for _, b := range d.buckets {
+					for pos, ok := range b.ready {
+						if !ok {
+							d.staticUnused = append(d.staticUnused, b.param[pos])
+						}
+					}
+				}
+			}
 			for _, b := range d.buckets[d.next:] {
 				for pos, ok := range b.ready {
 					if !ok {
@@ -512,6 +550,9 @@ func (d *DDP) Finalize() error {
 	}
 	if d.err != nil {
 		return d.err
+	}
+	if d.opts.StaticGraph {
+		d.staticKnown = true
 	}
 	if !d.rebuilt && len(d.order) == len(d.params) {
 		// Rebuild the buckets once, in the order the gradients became

@@ -3,6 +3,7 @@ package ddp
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -462,5 +463,83 @@ func TestRebuildFreesTheFirstBuckets(t *testing.T) {
 	want := int64(2 * (256*256 + 256) * 4)
 	if got := dev.MemStats().LiveBytes; got != want {
 		t.Errorf("%d bytes live after three iterations, want %d (parameters and one bucket copy)", got, want)
+	}
+}
+
+// TestStaticGraph: with staticGraph, a parameter unused from the first
+// iteration on is tolerated and reduced as zeros (the training is that of
+// findUnusedParameters), the buckets are rebuilt after the first
+// iteration, and a parameter whose use changes is an error.
+func TestStaticGraph(t *testing.T) {
+	run := func(opts Options, useExtraAt int) ([][][]float64, [][]string, []error) {
+		const n = 2
+		w, _ := dist.NewWorld(n, dist.Options{})
+		defer w.Close()
+		vals := make([][][]float64, n)
+		plans := make([][]string, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for rank := range n {
+			wg.Go(func() {
+				r := newReplica(t, 0, true)
+				d, err := New(w.Group(rank), r.named(), opts)
+				if err != nil {
+					errs[rank] = err
+					return
+				}
+				defer d.Close()
+				plans[rank] = append(plans[rank], fmt.Sprint(d.BucketNames()))
+				for step := range 4 {
+					sc := r.rt.OpenScope()
+					loss := r.lossOn(step, rank*12, rank*12+12, 1)
+					if step == useExtraAt {
+						loss = loss.Add(r.extra.Sum(nil, false))
+					}
+					if err := loss.Backward(); err != nil {
+						errs[rank] = err
+						return
+					}
+					if err := r.opt.Step(); err != nil {
+						errs[rank] = err
+						return
+					}
+					if err := r.opt.ZeroGrad(false); err != nil {
+						errs[rank] = err
+						return
+					}
+					sc.Close()
+					plans[rank] = append(plans[rank], fmt.Sprint(d.BucketNames()))
+				}
+				vals[rank] = r.values(t)
+			})
+		}
+		wg.Wait()
+		return vals, plans, errs
+	}
+	small := Options{BucketCapMB: 1.0 / 1024, FirstBucketCapMB: 0.5 / 1024}
+	static, find := small, small
+	static.StaticGraph = true
+	find.FindUnusedParameters = true
+	got, plans, errs := run(static, -1)
+	want, _, wantErrs := run(find, -1)
+	for rank := range errs {
+		if errs[rank] != nil || wantErrs[rank] != nil {
+			t.Fatalf("rank %d: %v; findUnusedParameters: %v", rank, errs[rank], wantErrs[rank])
+		}
+	}
+	for i := range want[0] {
+		if !slices.Equal(got[0][i], want[0][i]) {
+			t.Errorf("parameter %d differs from findUnusedParameters' training", i)
+		}
+	}
+	// One bucket of everything first (PyTorch's plan for a static graph),
+	// rebuilt in the order of the first iteration, the unused one last.
+	if want := "[[0.weight 0.bias 2.weight 2.bias 4.weight 4.bias extra]]"; plans[0][0] != want || plans[0][1] == want ||
+		!strings.HasSuffix(plans[0][1], "[extra]]") {
+		t.Errorf("bucket plans %v", plans[0])
+	}
+	_, _, errs = run(static, 2)
+	if errs[0] == nil || !strings.Contains(errs[0].Error(), "parameter extra got a gradient, but was unused in the first iteration") {
+		t.Errorf("a static graph whose use changes: %v", errs[0])
 	}
 }
