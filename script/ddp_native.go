@@ -1,6 +1,7 @@
 package script
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dop251/goja"
@@ -9,6 +10,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/zero"
 )
 
 // nativeDDP adds native.ddp(namedParameters, options), the Go reducer under
@@ -30,6 +32,69 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		r.groups[obj] = r.group
 		r.worldObject = obj
 		return obj
+	})
+	// dist.join(joinables, fn, options): PyTorch's Join context over a
+	// DistributedDataParallel model and, optionally, its
+	// ZeroRedundancyOptimizer: fn is this rank's training loop; ranks that
+	// run out of inputs first shadow the others' iterations, or, with
+	// throwOnEarlyTermination, stop every rank with an error.
+	r.fn(native, "join", func(call goja.FunctionCall) goja.Value {
+		const fn = "dist.join"
+		list, ok := call.Argument(0).(*goja.Object)
+		if !ok || !r.isArray(list) {
+			r.throwf("%s(joinables, fn, options): joinables must be an array of a DistributedDataParallel model and its ZeroRedundancyOptimizer, got %s", fn, describe(call.Argument(0)))
+		}
+		loop, ok := goja.AssertFunction(call.Argument(1))
+		if !ok {
+			r.throwf("%s(joinables, fn, options): fn must be a function (the training loop), got %s", fn, describe(call.Argument(1)))
+		}
+		o := r.options(call, 2)
+		r.checkKeys(fn, o, "throwOnEarlyTermination", "enable")
+		var d *ddp.DDP
+		var z *zero.Optimizer
+		for i := 0; i < int(list.Get("length").ToInteger()); i++ {
+			v := list.Get(fmt.Sprint(i))
+			if opt, ok := r.zeroOptimizerOf(v); ok {
+				if z != nil {
+					r.throwf("%s: more than one ZeroRedundancyOptimizer among the joinables", fn)
+				}
+				z = opt
+				continue
+			}
+			if d != nil {
+				r.throwf("%s: more than one DistributedDataParallel model among the joinables", fn)
+			}
+			d = r.ddpOf(fn, v)
+		}
+		if d == nil {
+			r.throwf("%s: the joinables need a DistributedDataParallel model (whose reductions the ranks that ended shadow)", fn)
+		}
+		var result goja.Value
+		var jsErr error
+		body := func() error {
+			result, jsErr = loop(goja.Undefined())
+			return jsErr
+		}
+		if !optBool(o, "enable", true) {
+			if err := body(); err != nil {
+				panic(err)
+			}
+			return result
+		}
+		opts := ddp.JoinOptions{ThrowOnEarlyTermination: optBool(o, "throwOnEarlyTermination", false)}
+		var err error
+		if z != nil {
+			err = z.JoinWith(d, body, opts)
+		} else {
+			err = d.JoinWith(body, opts)
+		}
+		if jsErr != nil && !errors.Is(jsErr, ddp.ErrEarlyTermination) {
+			panic(jsErr) // the loop's own exception, with its stack
+		}
+		if err != nil {
+			r.throw(err)
+		}
+		return result
 	})
 	// dist.commHooks.PowerSGDState(options): checked when made, as
 	// PyTorch's constructor checks them.

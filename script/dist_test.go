@@ -280,3 +280,40 @@ console.log(dist.rank, report.join(" "));`
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+// TestDistJoin: PyTorch's Join context over a model and its
+// ZeroRedundancyOptimizer, shadowing the uneven ranks, or stopping them
+// all with throwOnEarlyTermination; a misspelled option is an error.
+func TestDistJoin(t *testing.T) {
+	src := `const { tensor, nn, dist, zero } = require("zeroeng");
+tensor.manualSeed(0);
+const net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2));
+const model = dist.DistributedDataParallel(net);
+const opt = zero.ZeroRedundancyOptimizer(model.parameters(), { optimizer: "sgd", lr: 0.1, logMemory: false });
+const x = tensor.randn([4, 4]), y = tensor.fromArray([0, 1, 1, 0]);
+const loop = () => { let steps = 0; for (let i = 0; i < dist.rank + 2; i++) {
+  opt.zeroGrad(); nn.functional.crossEntropy(model.forward(x), y).backward(); opt.step(); steps++;
+} return steps; };
+const shadowed = dist.join([model, opt], loop);
+let thrown = "none";
+try { dist.join([model, opt], loop, { throwOnEarlyTermination: true }); } catch (e) { thrown = e.message.includes("exhausted its inputs") ? "early" : e.message; }
+let typo = "none";
+try { dist.join([model], loop, { throwOnEarlyTerminaton: true }); } catch (e) { typo = e.message.includes("did you mean throwOnEarlyTermination?") ? "typo" : e.message; }
+console.log(dist.rank, shadowed, thrown, typo, net[0].weight.sum().item().toFixed(6));`
+	got, err := runJob(t, 3, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var weights []string
+	for r, line := range got {
+		f := strings.Fields(strings.TrimPrefix(line, fmt.Sprintf("[%d] ", r)))
+		if len(f) != 5 || f[1] != fmt.Sprint(r+2) || f[2] != "early" || f[3] != "typo" {
+			t.Errorf("rank %d: %s", r, line)
+			continue
+		}
+		weights = append(weights, f[4])
+	}
+	if len(weights) == 3 && (weights[0] != weights[1] || weights[1] != weights[2]) {
+		t.Errorf("the ranks' parameters differ after join: %v", weights)
+	}
+}

@@ -91,7 +91,7 @@ type jsOptimizer struct {
 
 func (r *Runtime) optimizerArg(fn string, v goja.Value) scriptOptimizer {
 	if obj, ok := v.(*goja.Object); ok {
-		if h, ok := obj.Get("__optimizer").Export().(*jsOptimizer); ok {
+		if h, ok := hidden(obj, "__optimizer").(*jsOptimizer); ok {
 			return h.opt
 		}
 	}

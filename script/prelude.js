@@ -431,8 +431,12 @@
 
   // The dist module is the group of all ranks: it stands for that group
   // wherever a process group is taken or given (zopt.processGroup).
+  // join(joinables, fn, options) is PyTorch's Join context:
+  // dist.join([model, zopt], () => { ...training loop... }, { throwOnEarlyTermination }).
+  const join = (joinables, fn, options) =>
+    native.join(Array.from(joinables, j => (j instanceof DistributedDataParallel ? j._reducer : j)), fn, options);
   const dist = native.asWorldGroup(Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
-    DistributedDataParallel: callable(DistributedDataParallel), commHooks })));
+    DistributedDataParallel: callable(DistributedDataParallel), commHooks, join })));
 
   return Object.freeze({
     tensor,

@@ -129,6 +129,7 @@ const s = optim.lrScheduler.StepLR(opt, { stepSize: 1, gamma: 0.5 }); opt.step()
 		{"optimizer state dict layout", `const m = nn.Linear(2, 1); const opt = optim.Adam(m.parameters()); m.forward(tensor.ones([1, 2])).sum().backward(); opt.step(); const sd = opt.stateDict(); console.log(Object.keys(sd.state[0]).sort().join(" "), sd.param_groups[0].lr, sd.param_groups[0].params.join(","))`,
 			"exp_avg exp_avg_sq step 0.001 0,1", ""},
 		{"sgd needs lr", `optim.SGD(nn.Linear(1, 1).parameters(), {})`, "", "lr is required"},
+		{"a scheduler of something else", `optim.lrScheduler.StepLR({}, { stepSize: 1 })`, "", "optim.lrScheduler.StepLR: expects an optimizer, got"},
 		{"RMSprop, Adagrad and Adamax", `const m = nn.Linear(2, 1); const x = tensor.ones([1, 2]);
 const opts = [optim.RMSprop(m.parameters(), { momentum: 0.9, centered: true }), optim.Adagrad(m.parameters(), { lrDecay: 0.1 }), optim.Adamax(m.parameters(), { betas: [0.8, 0.9] })];
 const out = opts.map(o => { o.zeroGrad(); m.forward(x).sum().backward(); o.step(); const sd = o.stateDict(); return Object.keys(sd.state[0]).sort().join(",") + " " + o.paramGroups[0].lr; });

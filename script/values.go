@@ -14,6 +14,16 @@ import (
 
 func isMissing(v goja.Value) bool { return v == nil || goja.IsUndefined(v) || goja.IsNull(v) }
 
+// hidden is the Go value behind one of the host API's hidden properties
+// ("__optimizer", "__ddp"), or nil when o has no such property.
+func hidden(o *goja.Object, key string) any {
+	v := o.Get(key)
+	if v == nil {
+		return nil
+	}
+	return v.Export()
+}
+
 // intValue converts an integral number.
 func (r *Runtime) intValue(fn, what string, v goja.Value) int {
 	if isMissing(v) {

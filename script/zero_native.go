@@ -292,7 +292,7 @@ func (r *Runtime) ddpOf(fn string, v goja.Value) *ddp.DDP {
 		if inner, ok := obj.Get("_reducer").(*goja.Object); ok {
 			red = inner
 		}
-		if d, ok := red.Get("__ddp").Export().(*ddp.DDP); ok {
+		if d, ok := hidden(red, "__ddp").(*ddp.DDP); ok {
 			return d
 		}
 	}
@@ -309,7 +309,7 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 	}
 	var z *zero.Optimizer
 	if zo, ok := o.Get("zopt").(*goja.Object); ok {
-		if h, ok := zo.Get("__optimizer").Export().(*jsOptimizer); ok {
+		if h, ok := hidden(zo, "__optimizer").(*jsOptimizer); ok {
 			z, _ = h.opt.(*zero.Optimizer)
 		}
 	}
@@ -330,4 +330,19 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 		r.throw(err)
 	}
 	return h
+}
+
+// zeroOptimizerOf finds the Go optimizer of a ZeroRedundancyOptimizer
+// object.
+func (r *Runtime) zeroOptimizerOf(v goja.Value) (*zero.Optimizer, bool) {
+	obj, ok := v.(*goja.Object)
+	if !ok {
+		return nil, false
+	}
+	h, ok := hidden(obj, "__optimizer").(*jsOptimizer)
+	if !ok {
+		return nil, false
+	}
+	z, ok := h.opt.(*zero.Optimizer)
+	return z, ok
 }

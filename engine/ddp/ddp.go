@@ -10,6 +10,7 @@
 package ddp
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -92,6 +93,9 @@ type DDP struct {
 	joining  bool // inside Join: every synchronised iteration announces itself
 	iters    int  // synchronised iterations so far
 	joinStep func() error
+	// throwOnEarlyEnd: inside Join, a rank that runs out of inputs stops
+	// every rank with ErrEarlyTermination instead of shadowing them.
+	throwOnEarlyEnd bool
 
 	// staticUnused are the parameters the first iteration did not use,
 	// under StaticGraph; staticKnown says the first iteration has ended.
@@ -402,8 +406,15 @@ func (d *DDP) start() {
 	d.iters++
 	if d.joining {
 		// Ranks that have joined learn from this count that an
-		// iteration is under way (see Join). Nobody waits for it here.
-		d.pg.AllReduce(d.rt.Ones(dtype.Int64, 1), dist.Sum)
+		// iteration is under way (see Join). Nobody waits for it here,
+		// unless an early end must stop every rank.
+		one := d.rt.Ones(dtype.Int64, 1)
+		w := d.pg.AllReduce(one, dist.Sum)
+		if d.throwOnEarlyEnd {
+			if err := d.checkNoRankEnded(one, w); err != nil {
+				d.err = err
+			}
+		}
 	}
 	for _, b := range d.buckets {
 		clear(b.ready)
@@ -621,12 +632,43 @@ func (d *DDP) unstage(b *bucket, out *tensor.Tensor) error {
 // joined, and finally every rank takes the parameters of the rank that
 // trained longest (the last to join). Every rank must call Join; it needs
 // the default all-reduce hook.
-func (d *DDP) Join(fn func() error) error {
+func (d *DDP) Join(fn func() error) error { return d.JoinWith(fn, JoinOptions{}) }
+
+// JoinOptions are PyTorch's Join context's.
+type JoinOptions struct {
+	// ThrowOnEarlyTermination: the first rank that runs out of inputs
+	// stops every rank, each with ErrEarlyTermination (at its next
+	// iteration), instead of shadowing the others' iterations.
+	ThrowOnEarlyTermination bool
+}
+
+// ErrEarlyTermination is what Join returns on every rank when one ran out
+// of inputs under ThrowOnEarlyTermination.
+var ErrEarlyTermination = errors.New("ddp: join: at least one rank exhausted its inputs; stopping every rank (throwOnEarlyTermination)")
+
+// checkNoRankEnded waits for an iteration's announcement and fails if a
+// rank announced that it ended.
+func (d *DDP) checkNoRankEnded(count *tensor.Tensor, w *dist.Work) error {
+	if err := w.Wait(); err != nil {
+		return fmt.Errorf("ddp: join: %w", err)
+	}
+	n, err := count.Item()
+	if err != nil {
+		return err
+	}
+	if int(n) < d.pg.Size() {
+		return ErrEarlyTermination
+	}
+	return nil
+}
+
+// JoinWith is Join with options.
+func (d *DDP) JoinWith(fn func() error, opts JoinOptions) error {
 	if d.custom {
 		return fmt.Errorf("ddp: join supports the default all-reduce hook only")
 	}
-	d.joining = true
-	defer func() { d.joining = false }()
+	d.joining, d.throwOnEarlyEnd = true, opts.ThrowOnEarlyTermination
+	defer func() { d.joining, d.throwOnEarlyEnd = false, false }()
 	if err := fn(); err != nil {
 		return err
 	}
@@ -635,6 +677,14 @@ func (d *DDP) Join(fn func() error) error {
 	}
 	count := d.rt.Zeros(dtype.Int64, 1).Persist()
 	defer count.Release()
+	if opts.ThrowOnEarlyTermination {
+		// Tell the ranks still training, at their next iteration, then
+		// stop with them.
+		if err := d.pg.AllReduce(count, dist.Sum).Wait(); err != nil {
+			return fmt.Errorf("ddp: join: %w", err)
+		}
+		return ErrEarlyTermination
+	}
 	for {
 		// Every rank still training announces its iteration with a 1.
 		if err := count.Zero(); err != nil {

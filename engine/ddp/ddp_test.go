@@ -1,12 +1,14 @@
 package ddp
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/dist"
@@ -541,5 +543,54 @@ func TestStaticGraph(t *testing.T) {
 	_, _, errs = run(static, 2)
 	if errs[0] == nil || !strings.Contains(errs[0].Error(), "parameter extra got a gradient, but was unused in the first iteration") {
 		t.Errorf("a static graph whose use changes: %v", errs[0])
+	}
+}
+
+// TestJoinThrowOnEarlyTermination: ranks with 3, 5 and 4 batches; the
+// first to run out stops every rank, each with ErrEarlyTermination, at
+// the next iteration: nobody hangs, and nobody trains past step 3.
+func TestJoinThrowOnEarlyTermination(t *testing.T) {
+	batches := []int{3, 5, 4}
+	w, _ := dist.NewWorld(3, dist.Options{Timeout: 20 * time.Second})
+	defer w.Close()
+	errs := make([]error, 3)
+	steps := make([]int, 3)
+	var wg sync.WaitGroup
+	for rank := range 3 {
+		wg.Go(func() {
+			r := newReplica(t, uint64(rank), false)
+			d, err := New(w.Group(rank), r.named(), Options{})
+			if err != nil {
+				errs[rank] = err
+				return
+			}
+			defer d.Close()
+			errs[rank] = d.JoinWith(func() error {
+				for step := range batches[rank] {
+					sc := r.rt.OpenScope()
+					if err := r.lossOn(step, rank*8, rank*8+8, 1).Backward(); err != nil {
+						return err
+					}
+					if err := r.opt.Step(); err != nil {
+						return err
+					}
+					if err := r.opt.ZeroGrad(false); err != nil {
+						return err
+					}
+					steps[rank] = step + 1
+					sc.Close()
+				}
+				return nil
+			}, JoinOptions{ThrowOnEarlyTermination: true})
+		})
+	}
+	wg.Wait()
+	for rank, err := range errs {
+		if !errors.Is(err, ErrEarlyTermination) {
+			t.Errorf("rank %d: %v, want ErrEarlyTermination", rank, err)
+		}
+		if steps[rank] != 3 {
+			t.Errorf("rank %d stepped %d times, want 3", rank, steps[rank])
+		}
 	}
 }

@@ -263,10 +263,15 @@ func (ov *overlap) finish() error { return ov.d.Finalize() }
 // iterations, gradient reductions and ZeRO steps alike, so that the
 // parameters it owns keep being updated and sent (see ddp.DDP.Join).
 func (z *Optimizer) Join(d *ddp.DDP, fn func() error) error {
+	return z.JoinWith(d, fn, ddp.JoinOptions{})
+}
+
+// JoinWith is Join with PyTorch's Join options.
+func (z *Optimizer) JoinWith(d *ddp.DDP, fn func() error, opts ddp.JoinOptions) error {
 	if z.ov != nil {
 		return fmt.Errorf("zero: join does not support the overlap hooks (DDP's join needs the default all-reduce hook)")
 	}
 	d.SetJoinStep(z.Step)
 	defer d.SetJoinStep(nil)
-	return d.Join(fn)
+	return d.JoinWith(fn, opts)
 }
