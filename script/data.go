@@ -107,7 +107,7 @@ func (r *Runtime) datasetObject(ds *tokens.Dataset) *goja.Object {
 
 func (r *Runtime) datasetArg(fn string, v goja.Value) *tokens.Dataset {
 	if obj, ok := v.(*goja.Object); ok {
-		if ds, ok := obj.Get("_dataset").Export().(*tokens.Dataset); ok {
+		if ds, ok := hidden(obj, "_dataset").(*tokens.Dataset); ok {
 			return ds
 		}
 	}
