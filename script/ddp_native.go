@@ -245,7 +245,7 @@ func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Va
 			return r.zeroStepHook(pg, d, state, o)
 		case "wasm":
 			return r.wasmHook(pg, o)
-		case "powerSGD":
+		case "powerSGD", "batchedPowerSGD":
 			so, ok := state.(*goja.Object)
 			if !ok || so.Get("powerSGDOptions") == nil {
 				r.throwf("%s: powerSGDHook needs a dist.commHooks.PowerSGDState(...) as its state, got %s", fn, describe(state))
@@ -253,6 +253,9 @@ func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Va
 			s, err := ddp.NewPowerSGD(pg, r.powerSGDOptions(so.Get("powerSGDOptions").ToObject(r.vm)))
 			if err != nil {
 				r.throw(err)
+			}
+			if name == "batchedPowerSGD" {
+				return s.BatchedHook()
 			}
 			return s.Hook()
 		default:

@@ -182,6 +182,7 @@ func TestDDPBuiltinHooksFromJS(t *testing.T) {
   (state, bucket) => dist.allReduce(bucket.buffer.div(dist.worldSize))));`},
 		{"PowerSGD", "model.registerCommHook(dist.commHooks.PowerSGDState({ startPowerSGDIter: 2, matrixApproximationRank: 1 }), dist.commHooks.powerSGDHook);"},
 		{"PowerSGD before its start", "model.registerCommHook(dist.commHooks.PowerSGDState({}), dist.commHooks.powerSGDHook);"},
+		{"batched PowerSGD", "model.registerCommHook(dist.commHooks.PowerSGDState({ startPowerSGDIter: 2, matrixApproximationRank: 1 }), dist.commHooks.batchedPowerSGDHook);"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := strings.NewReplacer("OPTIONS", "{}", "HOOK", c.hook, "ACCUMULATE", "false", "nn.DistributedDataParallel", "dist.DistributedDataParallel").Replace(ddpScript)

@@ -354,6 +354,7 @@
     fp16CompressHook: builtinHook('fp16Compress'),
     bf16CompressHook: builtinHook('bf16Compress'),
     powerSGDHook: builtinHook('powerSGD'),
+    batchedPowerSGDHook: builtinHook('batchedPowerSGD'),
     PowerSGDState: (options = {}) => native.powerSGDState(options),
     fp16CompressWrapper: hook => builtinHook('fp16Wrapper', { inner: hook }),
     bf16CompressWrapper: hook => builtinHook('bf16Wrapper', { inner: hook }),

@@ -2,6 +2,7 @@ package ddp
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/rand"
@@ -282,6 +283,138 @@ func (s *PowerSGD) compress(b *Bucket) (func() (*tensor.Tensor, error), error) {
 			qMem.Release()
 			delete(s.ps, b.Index)
 			delete(s.qs, b.Index)
+		}
+		if b.IsLast {
+			s.iter++
+		}
+		return buf, nil
+	}, nil
+}
+
+// BatchedHook is batched_powerSGD_hook: for its first StartIter
+// iterations the averaged all-reduce; then each bucket as a whole, padded
+// with zeros to the smallest square (side ⌈√n⌉), is the matrix M replaced
+// by P·Qᵀ, with P = M·Q all-reduced and orthogonalised and Q = Mᵀ·P
+// all-reduced and averaged. Coarser than Hook (one approximation for all
+// the bucket's gradients, which need not be matrices) and cheaper: two
+// small all-reduces a bucket. Error feedback and warm start as in Hook.
+// A state serves one of the two hooks.
+func (s *PowerSGD) BatchedHook() CommHook {
+	allReduce := AllReduceHook(s.pg)
+	return func(b *Bucket) func() (*tensor.Tensor, error) {
+		if s.iter < s.opts.StartIter {
+			if b.IsLast {
+				s.iter++
+			}
+			return allReduce(b)
+		}
+		wait, err := s.compressBatched(b)
+		if err != nil {
+			return func() (*tensor.Tensor, error) { return nil, err }
+		}
+		return wait
+	}
+}
+
+func (s *PowerSGD) compressBatched(b *Bucket) (func() (*tensor.Tensor, error), error) {
+	rt := b.Buffer.Runtime()
+	buf := b.Buffer
+	total := buf.Numel()
+	side := int(math.Ceil(math.Sqrt(float64(total))))
+	r := s.opts.Rank
+	s.NumelBefore += int64(total)
+	s.NumelAfter += int64(2 * side * r)
+	// The bucket padded with zeros to side², kept with the state until
+	// wait has written the result back.
+	padded := rt.Zeros(buf.DType(), side*side).Persist()
+	if err := padded.Narrow(0, 0, total).CopyFrom(buf); err != nil {
+		padded.Release()
+		return nil, err
+	}
+	var snapshot *tensor.Tensor
+	if !s.opts.NoErrorFeedback {
+		if e := s.errors[b.Index]; e != nil {
+			if e.Numel() != padded.Numel() {
+				padded.Release()
+				return nil, fmt.Errorf("ddp: PowerSGD: bucket %d changed size (%d elements, its error feedback has %d)", b.Index, padded.Numel(), e.Numel())
+			}
+			if err := padded.AddInPlace(e); err != nil {
+				padded.Release()
+				return nil, err
+			}
+		} else {
+			s.errors[b.Index] = rt.Zeros(buf.DType(), side*side).Persist()
+		}
+		snapshot = padded.Clone().Persist()
+	}
+	m := padded.View(side, side).Persist()
+	if s.opts.NoWarmStart || s.ps[b.Index] == nil {
+		if s.ps[b.Index] != nil {
+			s.ps[b.Index].Release()
+			s.qs[b.Index].Release()
+		}
+		// P needs no values (M·Q overwrites it); Q is drawn as PyTorch
+		// draws it, from a generator seeded by the state's RandomState.
+		s.ps[b.Index] = rt.Zeros(buf.DType(), side, r).Persist()
+		g := tensor.NewGenerator(uint64(randint(s.rng, 1_000_000_000)))
+		s.qs[b.Index] = rt.RandnWith(g, buf.DType(), side, r).Persist()
+	}
+	p, q := s.ps[b.Index], s.qs[b.Index]
+	release := func() {
+		m.Release()
+		padded.Release()
+		if snapshot != nil {
+			snapshot.Release()
+		}
+	}
+	if err := orthogonalize(q, s.opts.Epsilon); err != nil {
+		release()
+		return nil, err
+	}
+	sc := rt.OpenScope()
+	err := p.CopyFrom(m.Matmul(q))
+	sc.Close()
+	if err != nil {
+		release()
+		return nil, err
+	}
+	pWork := s.pg.AllReduce(p, dist.Sum)
+	n := float64(s.pg.Size())
+	return func() (*tensor.Tensor, error) {
+		defer release()
+		sc := rt.OpenScope()
+		defer sc.Close()
+		if err := pWork.Wait(); err != nil {
+			return nil, err
+		}
+		if err := orthogonalize(p, s.opts.Epsilon); err != nil {
+			return nil, err
+		}
+		if err := q.CopyFrom(m.Transpose(0, 1).Matmul(p)); err != nil {
+			return nil, err
+		}
+		if err := s.pg.AllReduce(q, dist.Sum).Wait(); err != nil {
+			return nil, err
+		}
+		if err := q.MulScalarInPlace(1 / n); err != nil {
+			return nil, err
+		}
+		if err := m.CopyFrom(p.Matmul(q.Transpose(0, 1))); err != nil {
+			return nil, err
+		}
+		if snapshot != nil {
+			if err := s.errors[b.Index].CopyFrom(snapshot.Sub(padded)); err != nil {
+				return nil, err
+			}
+		}
+		if s.opts.NoWarmStart {
+			p.Release()
+			q.Release()
+			delete(s.ps, b.Index)
+			delete(s.qs, b.Index)
+		}
+		if err := buf.CopyFrom(padded.Narrow(0, 0, total)); err != nil {
+			return nil, err
 		}
 		if b.IsLast {
 			s.iter++

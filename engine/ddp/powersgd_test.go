@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -44,8 +45,16 @@ func TestPowerSGDMatchesPyTorch(t *testing.T) {
 		"rank2-cold":        {Rank: 2, StartIter: 2, NoWarmStart: true, Seed: 7},
 		"no-error-feedback": {Rank: 1, StartIter: 2, NoErrorFeedback: true},
 		"start0":            {Rank: 1, StartIter: -1, NoErrorFeedback: true, NoWarmStart: true},
+		// batched_powerSGD_hook.
+		"batched-rank1":             {Rank: 1, StartIter: 2},
+		"batched-rank2-cold":        {Rank: 2, StartIter: 2, NoWarmStart: true, Seed: 7},
+		"batched-no-error-feedback": {Rank: 1, StartIter: 2, NoErrorFeedback: true},
+	}
+	if len(want) != len(configs) {
+		t.Fatalf("the fixture has %d configurations, the test %d", len(want), len(configs))
 	}
 	for name, opts := range configs {
+		batched := strings.HasPrefix(name, "batched-")
 		t.Run(name, func(t *testing.T) {
 			w, _ := dist.NewWorld(2, dist.Options{})
 			defer w.Close()
@@ -54,7 +63,7 @@ func TestPowerSGDMatchesPyTorch(t *testing.T) {
 			var wg sync.WaitGroup
 			for rank := range 2 {
 				wg.Go(func() {
-					got[rank], errs[rank] = trainPowerSGD(w.Group(rank), opts)
+					got[rank], errs[rank] = trainPowerSGD(w.Group(rank), opts, batched)
 				})
 			}
 			wg.Wait()
@@ -74,7 +83,7 @@ func TestPowerSGDMatchesPyTorch(t *testing.T) {
 	}
 }
 
-func trainPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) (map[string][]float64, error) {
+func trainPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions, batched bool) (map[string][]float64, error) {
 	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
 	l1, err := nn.NewLinear(rt, 8, 16, true)
 	if err != nil {
@@ -95,7 +104,11 @@ func trainPowerSGD(pg dist.ProcessGroup, opts PowerSGDOptions) (map[string][]flo
 	if err != nil {
 		return nil, err
 	}
-	if err := d.RegisterCommHook(s.Hook()); err != nil {
+	hook := s.Hook()
+	if batched {
+		hook = s.BatchedHook()
+	}
+	if err := d.RegisterCommHook(hook); err != nil {
 		return nil, err
 	}
 	opt, err := optim.NewSGD(model.Parameters(), optim.SGDConfig{LR: 0.1})

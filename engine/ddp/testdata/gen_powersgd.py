@@ -1,5 +1,6 @@
 """Generates powersgd.json: parameters after DDP training with PyTorch's
-PowerSGD hook on 2 gloo ranks, for engine/ddp's TestPowerSGDMatchesPyTorch.
+PowerSGD hooks (powerSGD_hook, batched_powerSGD_hook) on 2 gloo ranks, for
+engine/ddp's TestPowerSGDMatchesPyTorch.
 
     /usr/bin/python3 engine/ddp/testdata/gen_powersgd.py
 
@@ -25,7 +26,26 @@ CONFIGS = {
     # Compressing from the first iteration, whose buckets (one, in registration order) differ from
     # the rebuilt ones: PyTorch allows it without error feedback and warm start.
     "start0": dict(matrix_approximation_rank=1, start_powerSGD_iter=0, use_error_feedback=False, warm_start=False),
+    # batched_powerSGD_hook: each bucket as one padded square matrix.
+    "batched-rank1": dict(batched=True, matrix_approximation_rank=1, start_powerSGD_iter=2),
+    "batched-rank2-cold": dict(batched=True, matrix_approximation_rank=2, start_powerSGD_iter=2, warm_start=False, random_seed=7),
+    "batched-no-error-feedback": dict(batched=True, matrix_approximation_rank=1, start_powerSGD_iter=2, use_error_feedback=False),
 }
+
+
+# PyTorch 1.13's batched_powerSGD_hook fails an assertion of its own _orthogonalize, which the
+# batching of powerSGD_hook (pytorch#75157) changed to take only 3-D batches of matrices, while the
+# batched hook still passes one 2-D matrix. Give it that matrix as a batch of one, as it was meant.
+_orthogonalize_batches = powerSGD._orthogonalize
+
+
+def _orthogonalize_any(matrices, epsilon=0):
+    if matrices.dim() == 2:
+        return _orthogonalize_batches(matrices.unsqueeze(0), epsilon)
+    return _orthogonalize_batches(matrices, epsilon)
+
+
+powerSGD._orthogonalize = _orthogonalize_any
 
 
 def batch():
@@ -44,8 +64,10 @@ def run(rank, world, out):
     for name, kw in CONFIGS.items():
         torch.manual_seed(0)
         model = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)))
+        kw = dict(kw)
+        hook = powerSGD.batched_powerSGD_hook if kw.pop("batched", False) else powerSGD.powerSGD_hook
         state = powerSGD.PowerSGDState(process_group=None, **kw)
-        model.register_comm_hook(state, powerSGD.powerSGD_hook)
+        model.register_comm_hook(state, hook)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for _ in range(6):
             opt.zero_grad()
