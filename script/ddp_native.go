@@ -96,6 +96,47 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		}
 		return result
 	})
+	// dist.commHooks.PostLocalSGDState(options), checked when made.
+	r.fn(native, "postLocalSGDState", func(call goja.FunctionCall) goja.Value {
+		o := r.options(call, 0)
+		if o == nil {
+			r.throwf("dist.commHooks.PostLocalSGDState(options): options must be an object { startLocalSGDIter, subgroup, ... }, got %s", describe(call.Argument(0)))
+		}
+		r.postLocalSGD(o)
+		return r.vm.ToValue(map[string]any{"postLocalSGDOptions": o})
+	})
+	// dist.PeriodicModelAverager({ period, warmupSteps, processGroup }).
+	r.fn(native, "periodicModelAverager", func(call goja.FunctionCall) goja.Value {
+		const fn = "dist.PeriodicModelAverager"
+		o := r.options(call, 0)
+		if o == nil {
+			r.throwf("%s(options): options must be an object { period, warmupSteps, processGroup }, got %s", fn, describe(call.Argument(0)))
+		}
+		r.checkKeys(fn, o, "period", "warmupSteps", "processGroup")
+		if optValue(o, "period") == nil {
+			r.throwf("%s: period is required", fn)
+		}
+		// A null processGroup is dist.newGroup's answer on a rank outside
+		// the group: its averaging leaves the parameters alone.
+		var pg dist.ProcessGroup
+		if v := o.Get("processGroup"); v == nil || !goja.IsNull(v) {
+			pg = r.processGroupOption(fn, o)
+		}
+		a, err := ddp.NewPeriodicModelAverager(pg, r.optInt(fn, o, "period", 0), r.optInt(fn, o, "warmupSteps", 0))
+		if err != nil {
+			r.throwRangef("%v", err)
+		}
+		obj := r.vm.NewObject()
+		r.fn(obj, "averageParameters", func(call goja.FunctionCall) goja.Value {
+			if err := a.AverageParameters(r.tensorList(fn+".averageParameters", call.Argument(0))); err != nil {
+				r.throw(err)
+			}
+			return goja.Undefined()
+		})
+		must(obj.DefineAccessorProperty("step", r.vm.ToValue(func(goja.FunctionCall) goja.Value { return r.vm.ToValue(a.Step()) }),
+			nil, goja.FLAG_FALSE, goja.FLAG_TRUE))
+		return obj
+	})
 	// dist.commHooks.PowerSGDState(options): checked when made, as
 	// PyTorch's constructor checks them.
 	r.fn(native, "powerSGDState", func(call goja.FunctionCall) goja.Value {
@@ -245,6 +286,13 @@ func (r *Runtime) commHook(pg dist.ProcessGroup, d *ddp.DDP, state, hook goja.Va
 			return r.zeroStepHook(pg, d, state, o)
 		case "wasm":
 			return r.wasmHook(pg, o)
+		case "postLocalSGD":
+			so, ok := state.(*goja.Object)
+			if !ok || so.Get("postLocalSGDOptions") == nil {
+				r.throwf("%s: postLocalSGDHook needs a dist.commHooks.PostLocalSGDState(...) as its state, got %s", fn, describe(state))
+			}
+			s := r.postLocalSGD(so.Get("postLocalSGDOptions").ToObject(r.vm))
+			return s.Hook()
 		case "powerSGD", "batchedPowerSGD":
 			so, ok := state.(*goja.Object)
 			if !ok || so.Get("powerSGDOptions") == nil {
@@ -341,4 +389,29 @@ func (r *Runtime) powerSGDOptions(po *goja.Object) ddp.PowerSGDOptions {
 		r.throwRangef("%s: %v", fn, err) // PyTorch raises ValueError
 	}
 	return opts
+}
+
+// postLocalSGD reads PostLocalSGDState's options: startLocalSGDIter
+// (required), subgroup (a group from dist.newGroup or dist.newSubgroups,
+// null on ranks outside every subgroup), processGroup (the global group;
+// all ranks by default) and postLocalGradientAllreduce (default true).
+func (r *Runtime) postLocalSGD(o *goja.Object) *ddp.PostLocalSGD {
+	const fn = "dist.commHooks.PostLocalSGDState"
+	r.checkKeys(fn, o, "startLocalSGDIter", "subgroup", "processGroup", "postLocalGradientAllreduce")
+	if optValue(o, "startLocalSGDIter") == nil {
+		r.throwf("%s: startLocalSGDIter is required", fn)
+	}
+	var sub dist.ProcessGroup
+	if v := optValue(o, "subgroup"); v != nil {
+		g, ok := r.groups[v.ToObject(r.vm)]
+		if !ok {
+			r.throwf("%s: subgroup must be a group from dist.newGroup or dist.newSubgroups, got %s", fn, describe(v))
+		}
+		sub = g
+	}
+	s, err := ddp.NewPostLocalSGD(r.processGroupOption(fn, o), sub, r.optInt(fn, o, "startLocalSGDIter", 0), optBool(o, "postLocalGradientAllreduce", true))
+	if err != nil {
+		r.throwRangef("%v", err)
+	}
+	return s
 }

@@ -26,6 +26,7 @@ func (r *Runtime) distModule() *goja.Object {
 	must(m.Set("rank", r.opts.Rank))
 	must(m.Set("worldSize", max(1, r.opts.WorldSize)))
 	must(m.Set("localRank", r.opts.LocalRank))
+	must(m.Set("localWorldSize", max(1, r.opts.LocalWorldSize)))
 	must(m.Set("isInitialized", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(true) }))
 	// commTime(): seconds this rank's communication queues have been busy
 	// (cumulative; null where the backend does not count).

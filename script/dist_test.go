@@ -318,3 +318,49 @@ console.log(dist.rank, shadowed, thrown, typo, net[0].weight.sum().item().toFixe
 		t.Errorf("the ranks' parameters differ after join: %v", weights)
 	}
 }
+
+// TestPostLocalSGDFromJS: post-local SGD in subgroups of 2 of 4 ranks with
+// a periodic averager: after the last averaging every rank holds the same
+// parameters, in between the subgroups differ; the arguments are checked.
+func TestPostLocalSGDFromJS(t *testing.T) {
+	src := `const { tensor, nn, optim, dist } = require("zeroeng");
+tensor.manualSeed(0);
+const model = dist.DistributedDataParallel(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)));
+const [sub, all] = dist.newSubgroups(2);
+model.registerCommHook(dist.commHooks.PostLocalSGDState({ startLocalSGDIter: 1, subgroup: sub }), dist.commHooks.postLocalSGDHook);
+const averager = dist.PeriodicModelAverager({ period: 3 });
+const opt = optim.SGD(model.parameters(), { lr: 0.1 });
+const x = tensor.randn([4, 4], { seed: dist.rank }), y = tensor.fromArray([0, 1, 1, 0]);
+const sums = [];
+for (let i = 0; i < 4; i++) {
+  opt.zeroGrad(); nn.functional.crossEntropy(model.forward(x), y).backward(); opt.step();
+  averager.averageParameters(model.parameters());
+  sums.push(model.module[0].weight.sum().item().toFixed(6));
+}
+const errs = [];
+for (const f of [() => dist.PeriodicModelAverager({ period: 0 }), () => dist.PeriodicModelAverager({ periods: 2 }),
+                 () => dist.commHooks.PostLocalSGDState({ subgroup: sub }), () => dist.newSubgroups(3)]) {
+  try { f(); errs.push("none"); } catch (e) { errs.push(e.constructor.name); }
+}
+console.log(dist.rank, all.length, sub.size, averager.step, sums.join(" "), errs.join(" "));`
+	got, err := runJob(t, 4, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := make([][]string, len(got))
+	for r, line := range got {
+		fields[r] = strings.Fields(strings.TrimPrefix(line, fmt.Sprintf("[%d] ", r)))
+		if len(fields[r]) != 12 || fields[r][1] != "2" || fields[r][2] != "2" || fields[r][3] != "4" ||
+			strings.Join(fields[r][8:], " ") != "RangeError TypeError TypeError RangeError" {
+			t.Fatalf("rank %d: %s", r, line)
+		}
+	}
+	// Steps 1 and 4 (0-based 0 and 3) are averaged over every rank; steps
+	// 2 and 3 only within each subgroup.
+	for step, averaged := range []bool{true, false, false, true} {
+		a, b, c := fields[0][4+step], fields[1][4+step], fields[2][4+step]
+		if a != b || (a == c) != averaged {
+			t.Errorf("step %d: ranks 0, 1, 2 have %s %s %s (averaged over all: %v)", step+1, a, b, c, averaged)
+		}
+	}
+}

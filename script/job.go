@@ -25,8 +25,9 @@ type JobOptions struct {
 	// output prefixes see the job's ranks.
 	FirstRank, WorldSize int
 	// FirstLocalRank is the node-local rank (LOCAL_RANK) of this
-	// process's first rank.
-	FirstLocalRank int
+	// process's first rank; LocalWorldSize the ranks of its node
+	// (LOCAL_WORLD_SIZE; 0: this process's ranks, or the whole job).
+	FirstLocalRank, LocalWorldSize int
 	// NoPrefix leaves the ranks' output without the "[rank] " prefix that
 	// a job of several ranks otherwise gets (zeroeng launch adds it).
 	NoPrefix bool
@@ -159,6 +160,10 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		rank := jo.FirstRank + local
 		o := jo.Rank
 		o.Rank, o.WorldSize, o.LocalRank = rank, size, jo.FirstLocalRank+local
+		o.LocalWorldSize = jo.LocalWorldSize
+		if o.LocalWorldSize == 0 {
+			o.LocalWorldSize = n
+		}
 		o.Group = world.Group(local)
 		if size > 1 && !jo.NoPrefix {
 			o.Prefix = fmt.Sprintf("[%d] ", rank)

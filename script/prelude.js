@@ -355,6 +355,12 @@
     bf16CompressHook: builtinHook('bf16Compress'),
     powerSGDHook: builtinHook('powerSGD'),
     batchedPowerSGDHook: builtinHook('batchedPowerSGD'),
+    postLocalSGDHook: builtinHook('postLocalSGD'),
+    // PostLocalSGDState({ startLocalSGDIter, subgroup, postLocalGradientAllreduce }):
+    // without a subgroup, the ranks of this rank's node (dist.newSubgroups()).
+    PostLocalSGDState: (options = {}) => native.postLocalSGDState(
+      options.subgroup === undefined && options.postLocalGradientAllreduce !== false
+        ? { ...options, subgroup: newSubgroups()[0] } : options),
     PowerSGDState: (options = {}) => native.powerSGDState(options),
     fp16CompressWrapper: hook => builtinHook('fp16Wrapper', { inner: hook }),
     bf16CompressWrapper: hook => builtinHook('bf16Wrapper', { inner: hook }),
@@ -432,12 +438,35 @@
 
   // The dist module is the group of all ranks: it stands for that group
   // wherever a process group is taken or given (zopt.processGroup).
+  // newSubgroups(groupSize) splits the ranks into groups of groupSize
+  // consecutive ranks (default: the ranks of a node) and returns
+  // [this rank's group, every group], as torch.distributed.new_subgroups;
+  // every rank must call it.
+  function newSubgroups(groupSize = zeroeng.dist.localWorldSize) {
+    const n = zeroeng.dist.worldSize;
+    if (!Number.isInteger(groupSize) || groupSize < 1 || n % groupSize !== 0) {
+      throw new RangeError(`dist.newSubgroups: the group size must divide the world size ${n}, got ${groupSize}`);
+    }
+    let mine = null;
+    const groups = [];
+    for (let start = 0; start < n; start += groupSize) {
+      const g = zeroeng.dist.newGroup(Array.from({ length: groupSize }, (_, i) => start + i));
+      groups.push(g);
+      if (g) mine = g;
+    }
+    return [mine, groups];
+  }
+  // PeriodicModelAverager({ period, warmupSteps, processGroup }):
+  // averager.averageParameters(model.parameters()) after each optimizer
+  // step averages them over the group every period steps after warmupSteps.
+  const PeriodicModelAverager = options => native.periodicModelAverager(options);
+
   // join(joinables, fn, options) is PyTorch's Join context:
   // dist.join([model, zopt], () => { ...training loop... }, { throwOnEarlyTermination }).
   const join = (joinables, fn, options) =>
     native.join(Array.from(joinables, j => (j instanceof DistributedDataParallel ? j._reducer : j)), fn, options);
   const dist = native.asWorldGroup(Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
-    DistributedDataParallel: callable(DistributedDataParallel), commHooks, join })));
+    DistributedDataParallel: callable(DistributedDataParallel), commHooks, join, newSubgroups, PeriodicModelAverager })));
 
   return Object.freeze({
     tensor,

@@ -35,6 +35,9 @@ type Options struct {
 	// LocalRank is the rank's place among the ranks of its node (its
 	// GPU), LOCAL_RANK in a job of several processes.
 	LocalRank int
+	// LocalWorldSize is the number of ranks on the rank's node
+	// (LOCAL_WORLD_SIZE): dist.newSubgroups' default size.
+	LocalWorldSize int
 	// Seed seeds the rank's default generator (torch.manual_seed).
 	Seed uint64
 	// Args are the script's arguments: process.argv is

@@ -70,7 +70,7 @@ func (p *processJob) stoppedByAnother() bool {
 // apply sets the job options that place this process's single
 // rank in the job: its rank, its device and its backend.
 func (p *processJob) apply(jo *script.JobOptions) {
-	jo.Ranks, jo.FirstRank, jo.WorldSize, jo.FirstLocalRank = 1, p.place.Rank, p.place.Size, p.place.LocalRank
+	jo.Ranks, jo.FirstRank, jo.WorldSize, jo.FirstLocalRank, jo.LocalWorldSize = 1, p.place.Rank, p.place.Size, p.place.LocalRank, p.place.LocalSize
 	jo.NoPrefix = p.launched
 	if p.cuda {
 		jo.NewDevice = func(int) (device.Device, error) {
