@@ -271,3 +271,84 @@ func TestPickDep(t *testing.T) {
 		t.Errorf("12.10 against 12.9: %q", got)
 	}
 }
+
+// TestSitePackagesOrder checks the Python folders' order: the activated
+// environments, then the prefix of each python3 (or python) on PATH in
+// PATH's order, then PYTHONPATH, ~/.local and the system's, each once.
+func TestSitePackagesOrder(t *testing.T) {
+	fsys := tree(
+		"/venv/bin/python3",
+		"/venv/lib/python3.12/site-packages/x",
+		"/conda/lib/python3.11/site-packages/x",
+		"/a/bin/python3",
+		"/a/lib/python3.9/site-packages/x",
+		"/a/lib/python3.12/site-packages/x",
+		"/b/bin/python",
+		"/b/lib/python3.10/site-packages/x",
+		"/nopython/lib/python3.12/site-packages/x", // PATH names /nopython/bin, which holds no python
+		"/pp/x",
+		"/home/u/.local/lib/python3.12/site-packages/x",
+		"/usr/bin/python3",
+		"/usr/lib/python3/dist-packages/x",
+		"/usr/local/lib/python3.12/dist-packages/x",
+	)
+	vars := map[string]string{
+		"VIRTUAL_ENV":  "/venv",
+		"CONDA_PREFIX": "/conda",
+		"PATH":         "/a/bin:/nopython/bin:/venv/bin:bin:/b/bin/:/usr/bin",
+		"PYTHONPATH":   "/pp",
+	}
+	got := sitePackages(env(vars, fsys))
+	want := []string{
+		"/venv/lib/python3.12/site-packages",
+		"/conda/lib/python3.11/site-packages",
+		"/a/lib/python3.12/site-packages",
+		"/a/lib/python3.9/site-packages",
+		"/b/lib/python3.10/site-packages",
+		"/pp",
+		"/home/u/.local/lib/python3.12/site-packages",
+		"/usr/local/lib/python3.12/dist-packages",
+		"/usr/lib/python3/dist-packages",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("site-packages:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestCandidatesDriverMount checks that the container runtime's driver
+// folders come after the loader and before the toolkits.
+func TestCandidatesDriverMount(t *testing.T) {
+	spec := Spec{Name: "CUDA driver", Sonames: []string{"libcuda.so.1", "libcuda.so"}}
+	fsys := tree(
+		"/usr/local/nvidia/lib64/libcuda.so.1",
+		"/usr/local/nvidia/lib/libcuda.so.1",
+		"/cuda-home/lib64/libcuda.so.1",
+		"/usr/local/cuda/lib64/libcuda.so.1",
+		"/usr/local/nvidia/lib64/libcuda.so.550.54.15",
+	)
+	got := paths(Candidates(spec, env(map[string]string{"CUDA_HOME": "/cuda-home"}, fsys)))
+	want := []string{
+		"loader libcuda.so.1",
+		"/usr/local/nvidia /usr/local/nvidia/lib64/libcuda.so.1",
+		"/usr/local/nvidia /usr/local/nvidia/lib/libcuda.so.1",
+		"CUDA_HOME /cuda-home/lib64/libcuda.so.1",
+		"/usr/local/cuda /usr/local/cuda/lib64/libcuda.so.1",
+		"loader libcuda.so",
+		"/usr/local/nvidia /usr/local/nvidia/lib64/libcuda.so.550.54.15",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("candidates:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// TestNotFoundErrorPlaces checks that, when only the loader was tried, the
+// message lists every place searched, the new ones included.
+func TestNotFoundErrorPlaces(t *testing.T) {
+	err := &NotFoundError{Spec: nvrtcSpec, Attempts: []Attempt{{Candidate{Source: FromLoader, Path: "libnvrtc.so.12"}, errors.New("not found")}}}
+	msg := err.Error()
+	for _, want := range []string{EnvVar, "/usr/local/nvidia", "$CUDA_HOME", "/usr/local/cuda", "python3 on $PATH"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not mention %q", msg, want)
+		}
+	}
+}
