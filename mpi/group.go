@@ -466,7 +466,12 @@ func (g *Group) exchange(o *op, tag uintptr, es int, recv, send func(k int) []by
 // in rank order, with its own, with the in-process backend's Reducer.
 // The received parts wait in scratch memory taken when the op starts and
 // given back once they are reduced.
-func (g *Group) reduceStages(o *op, dt dtype.DType, rop dist.ReduceOp, parts func(k int) []byte, dst []byte) {
+//
+// For an all-reduce, total is the all-reduce's size in bytes and at the
+// offset of this rank's part in it: the Reducer then combines the ranks
+// in the order of PyTorch's gloo backend (dist.Reducer.AllReduce). A
+// reduce-scatter passes total 0: rank order.
+func (g *Group) reduceStages(o *op, dt dtype.DType, rop dist.ReduceOp, parts func(k int) []byte, dst []byte, at, total int) {
 	n, me, es := g.size, g.rank, dt.Size()
 	own := parts(me)
 	var recv *scratchBuf
@@ -493,7 +498,11 @@ func (g *Group) reduceStages(o *op, dt dtype.DType, rop dist.ReduceOp, parts fun
 					}
 				}
 				r, done := g.reducer(dt, rop)
-				r.Reduce(dst, srcs, 0, len(dst))
+				if total > 0 {
+					r.AllReduce(dst, srcs, 0, len(dst), at, total)
+				} else {
+					r.Reduce(dst, srcs, 0, len(dst))
+				}
 				done()
 				recv.put()
 			}
@@ -588,9 +597,10 @@ func (g *Group) allReduceOp(b []byte, dt dtype.DType, rop dist.ReduceOp, what st
 		return b[lo:hi]
 	}
 	own := parts(me)
+	at, _ := dist.Part(numel, n, me, es)
 	o := g.newOp(kAllReduce, what, len(b), keep)
 	o.lastColl = -1
-	g.reduceStages(o, dt, rop, parts, own)
+	g.reduceStages(o, dt, rop, parts, own, at, len(b))
 	o.stages = append(o.stages, func(o *op) error {
 		return g.exchange(o, tagOf(o.seq, 1), es, parts, func(int) []byte { return own })
 	})
@@ -694,7 +704,7 @@ func (g *Group) blocks(k kind, out, in *tensor.Tensor, rop dist.ReduceOp) *dist.
 			dst = scratch(blk)
 			o.finish = func() error { copy(ob, dst); return nil }
 		}
-		g.reduceStages(o, dt, rop, parts, dst)
+		g.reduceStages(o, dt, rop, parts, dst, 0, 0)
 	case kAllGather:
 		if out.Numel() != n*in.Numel() {
 			return bad("the output has %d elements, %d ranks × the input's %d needed", out.Numel(), n, in.Numel())

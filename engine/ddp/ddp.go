@@ -765,9 +765,9 @@ func (d *DDP) syncFromLastJoiner() error {
 // place.
 func AllReduceHook(pg dist.ProcessGroup) CommHook {
 	return func(b *Bucket) func() (*tensor.Tensor, error) {
-		// Division by a scalar multiplies by its reciprocal, as PyTorch's
-		// CPU kernel does.
-		if err := b.Buffer.MulScalarInPlace(1 / float64(pg.Size())); err != nil {
+		// bucket.buffer().div_(world_size): a true division, as PyTorch's
+		// CPU kernel divides by a number.
+		if err := b.Buffer.DivScalarInPlace(float64(pg.Size())); err != nil {
 			return func() (*tensor.Tensor, error) { return nil, err }
 		}
 		w := pg.AllReduce(b.Buffer, dist.Sum)

@@ -40,29 +40,29 @@ func CheckDType(dt dtype.DType) error {
 	return fmt.Errorf("dtype %v cannot be communicated", dt)
 }
 
-// Reducer combines the same element range of every rank's buffer, in rank
-// order, so that every rank computes bit-identical results, and every
-// backend that uses it the same results as the in-process one: bfloat16
-// and float16 in float32, rounded once (to nearest, ties to even); an
-// average is the sum divided by the number of ranks; max and min
-// propagate NaN. A Reducer holds scratch memory for one chunk: it is for
-// one goroutine at a time.
+// Reducer combines the same element range of every rank's buffer so that
+// every rank computes bit-identical results, and every backend that uses
+// it the same results as the in-process one. An all-reduce combines the
+// ranks in the order of PyTorch's Gloo backend (see AllReduce), so that a
+// job's numbers are those of the same job under PyTorch with gloo, bit for
+// bit; other reductions combine in rank order. bfloat16 and float16 are
+// combined in float32 and rounded after every combination, as Gloo and
+// NCCL add half-precision values; an average is the sum divided by the
+// number of ranks; max and min propagate NaN. A Reducer holds scratch
+// memory for one chunk: it is for one goroutine at a time.
 type Reducer struct {
 	dt      dtype.DType
 	op      ReduceOp
 	n       int       // ranks: the divisor of Avg
 	scratch []byte    // one chunk of the result
-	acc     []float32 // one chunk in float32, for bfloat16 and float16
 	divisor []float32 // n, reduceChunk times: Avg divides with vmath.Div
+	order   []int     // the ranks in the order they are combined
 }
 
 // NewReducer returns a Reducer of n ranks' elements of dt by op, which
 // CheckReduce must have accepted.
 func NewReducer(dt dtype.DType, op ReduceOp, n int) *Reducer {
-	r := &Reducer{dt: dt, op: op, n: n, scratch: make([]byte, reduceChunk*dt.Size())}
-	if dt == dtype.BFloat16 || dt == dtype.Float16 {
-		r.acc = make([]float32, reduceChunk)
-	}
+	r := &Reducer{dt: dt, op: op, n: n, scratch: make([]byte, reduceChunk*dt.Size()), order: make([]int, n)}
 	if dt == dtype.Float32 && op == Avg {
 		r.divisor = make([]float32, reduceChunk)
 		for i := range r.divisor {
@@ -74,9 +74,16 @@ func NewReducer(dt dtype.DType, op ReduceOp, n int) *Reducer {
 
 // Reduce writes into dst (bytes [lo, hi) of the collective's element
 // range, at element boundaries) the combination of srcs[k][lo:hi], rank
-// k's bytes, a chunk at a time. dst may be one of the srcs' ranges: each
-// chunk is combined in scratch first.
+// k's bytes, in rank order, a chunk at a time. dst may be one of the
+// srcs' ranges: each chunk is combined in scratch first.
 func (r *Reducer) Reduce(dst []byte, srcs [][]byte, lo, hi int) {
+	for k := range r.order {
+		r.order[k] = k
+	}
+	r.reduce(dst, srcs, lo, hi)
+}
+
+func (r *Reducer) reduce(dst []byte, srcs [][]byte, lo, hi int) {
 	es := r.dt.Size()
 	for start := lo; start < hi; start += reduceChunk * es {
 		end := min(hi, start+reduceChunk*es)
@@ -86,13 +93,50 @@ func (r *Reducer) Reduce(dst []byte, srcs [][]byte, lo, hi int) {
 	}
 }
 
+// AllReduce is Reduce for an all-reduce of total bytes, of which
+// srcs[k][lo:hi] are bytes [offset+lo, offset+hi): it combines the ranks
+// in the order of Gloo's ring all-reduce, which PyTorch's gloo backend
+// runs. Gloo cuts the buffer into one chunk a rank (in segments of at
+// most 1 MiB, at least two a chunk); chunk c starts at rank c−1, and each
+// rank down the ring adds its own values to the partial sum it received,
+// rank c last: ((x[c−1] + x[c−2]) + x[c−3]) + … + x[c].
+func (r *Reducer) AllReduce(dst []byte, srcs [][]byte, lo, hi, offset, total int) {
+	chunk := glooChunkBytes(total, r.n, r.dt.Size())
+	for start := lo; start < hi; {
+		c := (offset + start) / chunk
+		end := min(hi, (c+1)*chunk-offset)
+		for j := range r.order {
+			r.order[j] = ((c-1-j)%r.n + r.n) % r.n
+		}
+		r.reduce(dst[start-lo:end-lo], srcs, start, end)
+		start = end
+	}
+}
+
+// glooChunkBytes is the size of the chunk each rank reduces in Gloo's
+// ring all-reduce of total bytes over n ranks (gloo/allreduce.cc as
+// PyTorch 1.13 links it): the buffer is cut into segments of at most 1 MiB,
+// their number rounded up to at least 2n and to a multiple of n, the
+// segments made equal (a whole number of elements each), and each rank's
+// chunk is a run of them.
+func glooChunkBytes(total, n, es int) int {
+	const maxSegment = 1 << 20
+	maxSegmentBytes := es * max(1, maxSegment/es)
+	segments := max((total+maxSegmentBytes-1)/maxSegmentBytes, 2*n)
+	segments = (segments + n - 1) / n * n
+	segment := (total + segments - 1) / segments
+	segment = (segment + es - 1) / es * es
+	return max(segments/n*segment, es)
+}
+
 func (r *Reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
+	first, rest := r.order[0], r.order[1:]
 	switch r.dt {
 	case dtype.Float32:
 		o := asSlice[float32](out)
-		copy(o, asSlice[float32](srcs[0][lo:hi]))
-		for _, s := range srcs[1:] {
-			in := asSlice[float32](s[lo:hi])
+		copy(o, asSlice[float32](srcs[first][lo:hi]))
+		for _, k := range rest {
+			in := asSlice[float32](srcs[k][lo:hi])
 			if r.op == Sum || r.op == Avg {
 				vmath.Add(o, o, in)
 			} else {
@@ -104,9 +148,9 @@ func (r *Reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
 		}
 	case dtype.Float64:
 		o := asSlice[float64](out)
-		copy(o, asSlice[float64](srcs[0][lo:hi]))
-		for _, s := range srcs[1:] {
-			combine(o, asSlice[float64](s[lo:hi]), r.op)
+		copy(o, asSlice[float64](srcs[first][lo:hi]))
+		for _, k := range rest {
+			combine(o, asSlice[float64](srcs[k][lo:hi]), r.op)
 		}
 		if r.op == Avg {
 			d := float64(r.n)
@@ -115,43 +159,38 @@ func (r *Reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
 			}
 		}
 	case dtype.BFloat16, dtype.Float16:
-		// Combined in float32 and rounded once, as NCCL does for half
-		// types.
-		acc := r.acc[:(hi-lo)/2]
-		for k, s := range srcs {
-			in := asSlice[uint16](s[lo:hi])
+		// Each combination in float32, rounded to the half type, as
+		// Gloo's and NCCL's half-precision arithmetic rounds it.
+		o := asSlice[uint16](out)
+		copy(o, asSlice[uint16](srcs[first][lo:hi]))
+		for _, k := range rest {
+			in := asSlice[uint16](srcs[k][lo:hi])
 			for i, h := range in {
-				x := halfToFloat(r.dt, h)
-				if k == 0 {
-					acc[i] = x
-				} else {
-					acc[i] = combine1(acc[i], x, r.op)
-				}
+				o[i] = floatToHalf(r.dt, combine1(halfToFloat(r.dt, o[i]), halfToFloat(r.dt, h), r.op))
 			}
 		}
-		o := asSlice[uint16](out)
-		for i, x := range acc {
-			if r.op == Avg {
-				x /= float32(r.n)
+		if r.op == Avg {
+			d := float32(r.n)
+			for i, h := range o {
+				o[i] = floatToHalf(r.dt, halfToFloat(r.dt, h)/d)
 			}
-			o[i] = floatToHalf(r.dt, x)
 		}
 	case dtype.Int64:
 		o := asSlice[int64](out)
-		copy(o, asSlice[int64](srcs[0][lo:hi]))
-		for _, s := range srcs[1:] {
-			combine(o, asSlice[int64](s[lo:hi]), r.op)
+		copy(o, asSlice[int64](srcs[first][lo:hi]))
+		for _, k := range rest {
+			combine(o, asSlice[int64](srcs[k][lo:hi]), r.op)
 		}
 	case dtype.Int32:
 		o := asSlice[int32](out)
-		copy(o, asSlice[int32](srcs[0][lo:hi]))
-		for _, s := range srcs[1:] {
-			combine(o, asSlice[int32](s[lo:hi]), r.op)
+		copy(o, asSlice[int32](srcs[first][lo:hi]))
+		for _, k := range rest {
+			combine(o, asSlice[int32](srcs[k][lo:hi]), r.op)
 		}
 	case dtype.Uint8, dtype.Bool:
-		copy(out, srcs[0][lo:hi])
-		for _, s := range srcs[1:] {
-			combine(out, s[lo:hi], r.op)
+		copy(out, srcs[first][lo:hi])
+		for _, k := range rest {
+			combine(out, srcs[k][lo:hi], r.op)
 		}
 	}
 }

@@ -127,7 +127,7 @@ func (w *World) run(g *group, key roundKey, c *call) error {
 		for k, o := range calls {
 			srcs[k] = o.out
 		}
-		g.reducer(c).Reduce(c.out[lo:hi], srcs, lo, hi)
+		g.reducer(c).AllReduce(c.out[lo:hi], srcs, lo, hi, 0, c.numel*es)
 		r.reduced.countDown()
 		if err := w.await(r, &r.reduced, deadline, "reduce"); err != nil {
 			return err

@@ -490,12 +490,29 @@ func (t *Tensor) MulScalar(s float64) *Tensor {
 	return unary("mul", device.MulScalar, t, s, false, false, false, func(g, _, _ *Tensor) *Tensor { return g.MulScalar(s) })
 }
 
-// DivScalar returns t / s (true division).
+// DivScalar returns t / s (true division), as PyTorch 1.13's CPU kernel
+// divides by a Python number: each element divided by s rounded to t's
+// dtype (float32, float64), or, for bfloat16 and float16, in float32 by s
+// in float32, then rounded. A multiplication by the reciprocal would
+// differ in the last bit for most divisors that are not powers of two.
 func (t *Tensor) DivScalar(s float64) *Tensor {
-	if t.err == nil && !t.dt.IsFloat() {
-		return t.Div(t.rt.Scalar(Float32, s))
+	if t.err != nil {
+		return t
 	}
-	return t.MulScalar(1 / s)
+	switch t.dt {
+	case Float32, Float64:
+		return t.Div(t.rt.Scalar(t.dt, s))
+	case BFloat16, Float16:
+		if s == 0 || math.Abs(s) == math.Exp2(math.Round(math.Log2(math.Abs(s)))) {
+			return t.MulScalar(1 / s) // a power of two: exact either way
+		}
+		wide := t.To(Float32)
+		defer wide.Release()
+		q := wide.Div(t.rt.Scalar(Float32, s))
+		defer q.Release()
+		return q.To(t.dt)
+	}
+	return t.Div(t.rt.Scalar(Float32, s))
 }
 
 // RDivScalar returns s / t.
@@ -649,6 +666,30 @@ func (t *Tensor) AddInPlace(u *Tensor) error {
 }
 
 // MulScalarInPlace multiplies t by s in place, as t.mul_(s).
+// DivScalarInPlace divides t by s in place, with DivScalar's rounding
+// (PyTorch's t.div_(s)).
+func (t *Tensor) DivScalarInPlace(s float64) error {
+	if _, bad := check("div_", t); bad != nil {
+		return bad.err
+	}
+	if err := t.checkInPlace("div_"); err != nil {
+		return err
+	}
+	if t.dt != Float32 && t.dt != Float64 {
+		q := t.DivScalar(s)
+		defer q.Release()
+		return t.CopyFrom(q)
+	}
+	d := t.rt.Scalar(t.dt, s)
+	defer d.Release()
+	dv, err := broadcastView(d, t.shape)
+	if err != nil {
+		return fmt.Errorf("tensor: div_: %w", err)
+	}
+	t.st.version.Add(1)
+	return kernel(func() error { return t.rt.dev.Binary(device.Div, t.view(), t.view(), dv) })
+}
+
 func (t *Tensor) MulScalarInPlace(s float64) error {
 	if _, bad := check("mul_", t); bad != nil {
 		return bad.err

@@ -254,6 +254,23 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	return nil
 }
 
+// closeNorm holds the relative L2 distance between got and want, over all
+// parameters, to tol.
+func closeNorm(t *testing.T, got, want [][]float64, tol float64, what string) {
+	t.Helper()
+	var diff, ref float64
+	for i := range want {
+		for j := range want[i] {
+			d := got[i][j] - want[i][j]
+			diff += d * d
+			ref += want[i][j] * want[i][j]
+		}
+	}
+	if r := math.Sqrt(diff / ref); r > tol {
+		t.Fatalf("%s: relative distance %.4g from the plain run, more than %g", what, r, tol)
+	}
+}
+
 func closeTo(t *testing.T, got, want [][]float64, what string) {
 	t.Helper()
 	for i := range want {

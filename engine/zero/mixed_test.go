@@ -37,7 +37,18 @@ func TestMixedPrecisionSharding(t *testing.T) {
 					z.zero, z.opts = true, l.opts
 					z.seedRank = l.opts.Stage == 2
 					got := z.train(t)
-					closeTo(t, got.params, want.params, l.name)
+					if l.opts.Stage == 2 && n >= 3 {
+						// Stage 2 reduces the gradients with a
+						// reduce-scatter, the plain run with DDP's
+						// all-reduce: with three ranks or more their
+						// bfloat16 additions come in other orders and
+						// round differently (each addition rounds, as in
+						// gloo and NCCL), so the runs agree to bfloat16's
+						// precision, not bit for bit.
+						closeNorm(t, got.params, want.params, 1e-2, l.name)
+					} else {
+						closeTo(t, got.params, want.params, l.name)
+					}
 					for i, ps := range got.params {
 						for j, v := range ps {
 							if b := float64(dtype.BF16FromFloat32(float32(v)).Float32()); b != v {

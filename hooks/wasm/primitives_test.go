@@ -146,7 +146,14 @@ func TestPrimitives(t *testing.T) {
 		}
 		noErrors(t, got)
 		want := training{n: n, hook: builtin(ddp.AllReduceHook)}.run(t)
-		equalRuns(t, got, want, 0)
+		// With three ranks the built-in hook divides by 3 and adds in
+		// gloo's order, the guest multiplies by 1/3 and reduce-scatters in
+		// rank order: the last bit may differ.
+		tol := 0.0
+		if n == 3 {
+			tol = 1e-6
+		}
+		equalRuns(t, got, want, tol)
 		// Three steps: the first reduces one bucket of everything (as
 		// PyTorch's DDP does), the next two the four rebuilt buckets.
 		if c, want := strings.Count(log.String(), "checked"), (1+4+4)*n; c != want {
