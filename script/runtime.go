@@ -156,6 +156,9 @@ func (r *Runtime) sourceLoader(path string) ([]byte, error) {
 		return nil, err
 	}
 	r.lastRequire = ""
+	if strings.EqualFold(filepath.Ext(path), ".json") {
+		return b, nil // require parses it as JSON, not as a program
+	}
 	if _, err := parser.ParseFile(nil, path, string(b), 0); err != nil {
 		return nil, syntaxError(err)
 	}
