@@ -52,13 +52,19 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		r.checkKeys(fn, o, "throwOnEarlyTermination", "enable")
 		var d *ddp.DDP
 		var z *zero.Optimizer
+		var jsStep goja.Callable // ZeRO over an optimizer class (prelude.js)
 		for i := 0; i < int(list.Get("length").ToInteger()); i++ {
 			v := list.Get(fmt.Sprint(i))
-			if opt, ok := r.zeroOptimizerOf(v); ok {
-				if z != nil {
+			opt, ok := r.zeroOptimizerOf(v)
+			var step goja.Callable
+			if obj, isObj := v.(*goja.Object); isObj && !ok {
+				step, _ = goja.AssertFunction(obj.Get("__joinStep"))
+			}
+			if ok || step != nil {
+				if z != nil || jsStep != nil {
 					r.throwf("%s: more than one ZeroRedundancyOptimizer among the joinables", fn)
 				}
-				z = opt
+				z, jsStep = opt, step
 				continue
 			}
 			if d != nil {
@@ -83,9 +89,19 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		}
 		opts := ddp.JoinOptions{ThrowOnEarlyTermination: optBool(o, "throwOnEarlyTermination", false)}
 		var err error
-		if z != nil {
+		switch {
+		case z != nil:
 			err = z.JoinWith(d, body, opts)
-		} else {
+		case jsStep != nil:
+			// A rank that ran out of inputs steps its shard with the
+			// averaged gradients, as with a built-in optimizer.
+			d.SetJoinStep(func() error {
+				_, err := jsStep(goja.Undefined())
+				return err
+			})
+			defer d.SetJoinStep(nil)
+			err = d.JoinWith(body, opts)
+		default:
 			err = d.JoinWith(body, opts)
 		}
 		if jsErr != nil && !errors.Is(jsErr, ddp.ErrEarlyTermination) {

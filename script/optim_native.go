@@ -95,6 +95,9 @@ func (r *Runtime) optimizerArg(fn string, v goja.Value) scriptOptimizer {
 			return h.opt
 		}
 	}
+	if obj, ok := v.(*goja.Object); ok && !isMissing(obj.Get("paramGroups")) {
+		r.throwf("%s: takes zeroeng's built-in optimizers (optim.SGD, optim.AdamW, ..., or zero.ZeroRedundancyOptimizer over one of them), not one written in JavaScript (optim.Optimizer)", fn)
+	}
 	r.throwf("%s: expects an optimizer, got %s", fn, describe(v))
 	return nil
 }

@@ -46,7 +46,8 @@ func TestParityWithPyTorch(t *testing.T) {
 		}
 	}
 	runs := []run{
-		{"zero.js", "zero-sgd", layouts},
+		{"zero.js", "zero-sgd", append(slices.Clone(layouts), "js-class")},
+		{"zero.js", "zero-sgd-mixed", append(slices.Clone(layouts), "js-class")},
 		{"zero.js", "zero-adam", append(slices.Clone(layouts), "overlap-A", "overlap-B")},
 		{"zero.js", "zero-adamw", append(slices.Clone(layouts), overlaps...)},
 		{"zero.js", "zero-rmsprop", layouts},

@@ -409,6 +409,282 @@
     },
   };
 
+  // Optimizer is the base of optimizers written in JavaScript, as
+  // torch.optim.Optimizer: new MyOptimizer(params, defaults), where params
+  // is an array of parameters or of groups { params, ...options } and
+  // defaults fill the options a group leaves out (optim.required: one it
+  // must give). A subclass implements step(closure) over this.paramGroups
+  // and keeps per-parameter state in this.state, a Map from parameter to
+  // object; state tensors outlive a step, so make them with .keep().
+  // stateDict() and loadStateDict() use PyTorch's layout (parameters as
+  // indices in group order), and zero.ZeroRedundancyOptimizer takes such a
+  // class as its optimizer.
+  const required = Object.freeze({ toString: () => '<required parameter>' });
+  class Optimizer {
+    constructor(params, defaults = {}) {
+      const name = this.constructor.name;
+      if (params === null || typeof params !== 'object' || typeof params[Symbol.iterator] !== 'function' || tensor.isTensor(params)) {
+        throw new TypeError(`${name}: params must be an array of parameters or of parameter groups, got ${typeof params}`);
+      }
+      if (defaults === null || typeof defaults !== 'object') throw new TypeError(`${name}: defaults must be an object`);
+      this.defaults = { ...defaults };
+      this.state = new Map();
+      this.paramGroups = [];
+      const list = Array.from(params);
+      if (list.length === 0) throw new RangeError(`${name}: optimizer got an empty parameter list`);
+      for (const g of tensor.isTensor(list[0]) ? [{ params: list }] : list) this.addParamGroup(g);
+    }
+
+    addParamGroup(group) {
+      const name = `${this.constructor.name}.addParamGroup`;
+      if (group === null || typeof group !== 'object' || Array.isArray(group) || tensor.isTensor(group)) {
+        throw new TypeError(`${name}: a parameter group is an object { params, ...options }`);
+      }
+      if (group.params === undefined) throw new TypeError(`${name}: the group has no params`);
+      const params = tensor.isTensor(group.params) ? [group.params] : Array.from(group.params);
+      for (const [i, p] of params.entries()) {
+        if (!tensor.isTensor(p)) throw new TypeError(`${name}: params[${i}] is not a tensor`);
+        if (!p.isLeaf) throw new RangeError(`${name}: params[${i}]: can't optimize a non-leaf tensor`);
+      }
+      const seen = new Set(this.paramGroups.flatMap(g => g.params));
+      if (new Set(params).size !== params.length || params.some(p => seen.has(p))) {
+        throw new RangeError(`${name}: some parameters appear in more than one parameter group`);
+      }
+      const g = { ...group, params };
+      for (const [k, v] of Object.entries(this.defaults)) {
+        if (v === required && !(k in group)) throw new RangeError(`${name}: the group does not give the required option ${k}`);
+        if (!(k in g)) g[k] = v;
+      }
+      this.paramGroups.push(g);
+    }
+
+    // zeroGrad(setToNone = false), or zeroGrad({ setToNone }), as PyTorch 1.13's.
+    zeroGrad(setToNone = false) {
+      if (setToNone !== null && typeof setToNone === 'object') setToNone = Boolean(setToNone.setToNone);
+      for (const g of this.paramGroups) {
+        for (const p of g.params) {
+          if (!p.grad) continue;
+          if (setToNone) p.grad = null;
+          else p.grad.zero_();
+        }
+      }
+    }
+
+    step() {
+      throw new Error(`${this.constructor.name}.step is not implemented: an optimizer class implements step(closure)`);
+    }
+
+    stateDict() {
+      const index = new Map();
+      const param_groups = this.paramGroups.map(g => {
+        const { params, ...options } = g;
+        return { ...options, params: params.map(p => { index.set(p, index.size); return index.get(p); }) };
+      });
+      const state = {};
+      for (const [p, s] of this.state) {
+        if (index.has(p)) state[index.get(p)] = { ...s };
+      }
+      return { state, param_groups };
+    }
+
+    loadStateDict(sd) {
+      const name = `${this.constructor.name}.loadStateDict`;
+      const groups = sd && sd.param_groups;
+      if (!Array.isArray(groups) || sd.state === null || typeof sd.state !== 'object') {
+        throw new TypeError(`${name}: expects a state dict { state, param_groups }`);
+      }
+      if (groups.length !== this.paramGroups.length) {
+        throw new RangeError(`${name}: the state dict has ${groups.length} parameter groups, the optimizer ${this.paramGroups.length}`);
+      }
+      const byIndex = new Map();
+      groups.forEach((g, i) => {
+        const mine = this.paramGroups[i].params;
+        if (!Array.isArray(g.params) || g.params.length !== mine.length) {
+          throw new RangeError(`${name}: group ${i} of the state dict has ${g.params && g.params.length} parameters, the optimizer's ${mine.length}`);
+        }
+        g.params.forEach((at, j) => byIndex.set(String(at), mine[j]));
+      });
+      const state = new Map();
+      for (const [at, s] of Object.entries(sd.state)) {
+        const p = byIndex.get(at);
+        if (!p) throw new RangeError(`${name}: the state dict has state for parameter ${at}, which no group lists`);
+        const own = {};
+        for (const [k, v] of Object.entries(s)) own[k] = tensor.isTensor(v) ? v.clone().keep() : v;
+        state.set(p, own);
+      }
+      this.state = state;
+      groups.forEach((g, i) => {
+        const { params, ...options } = g;
+        Object.assign(this.paramGroups[i], options);
+      });
+    }
+  }
+
+  // ShardedOptimizer is ZeroRedundancyOptimizer over an optimizer class
+  // written in JavaScript (PyTorch's optimizer_class): the parameters are
+  // partitioned as PyTorch does (greedy, stage 1), each rank builds the
+  // class over its own parameters (this.optim), and a step runs it, then
+  // broadcasts every parameter from its owner. Its paramGroups are the
+  // global groups; their options (a scheduler's lr) reach the local
+  // optimizer at every step.
+  class ShardedOptimizer extends Optimizer {
+    constructor(params, options) {
+      const { optimizer: Cls, processGroup, logMemory, partition = 'greedy', stage = 1, overlapWithDDP = false,
+        parametersAsBucketView = false, bucketCapMB, ...defaults } = options;
+      const fn = `zero.ZeroRedundancyOptimizer(${Cls.name || 'optimizer class'})`;
+      if (partition !== 'greedy' || (stage !== 1 && stage !== 0) || overlapWithDDP || parametersAsBucketView || bucketCapMB !== undefined) {
+        throw new RangeError(`${fn}: an optimizer class runs over whole parameters: the greedy partition of stage 1, without overlapWithDDP, parametersAsBucketView or bucketCapMB (those update slices of flat buckets in Go; use a built-in optimizer for them)`);
+      }
+      super(params, defaults);
+      this._pg = processGroup ?? dist;
+      this._owner = new Map();
+      hidden(this, '__joinStep', () => this.step()); // dist.join's step on a rank that ran out of inputs
+      this._partition();
+      const local = this._localGroups();
+      this.optim = new Cls(local, defaults);
+      if (typeof this.optim.step !== 'function' || !Array.isArray(this.optim.paramGroups)) {
+        throw new TypeError(`${fn}: the optimizer class must build an object with step() and paramGroups, as optim.Optimizer's subclasses do`);
+      }
+    }
+
+    get rank() { return this._pg.rank; }
+    get worldSize() { return this._pg.size ?? this._pg.worldSize; }
+    get processGroup() { return this._pg; }
+
+    _partition() {
+      const owners = native.zero.greedyPartition(this.paramGroups.map(g => g.params.map(p => p.numel())), this.worldSize);
+      this.paramGroups.forEach((g, i) => g.params.forEach((p, j) => this._owner.set(p, owners[i][j])));
+    }
+
+    // This rank's share of global group i, largest parameters first (the
+    // order of PyTorch's local optimizer).
+    _localGroup(i) {
+      const { params, ...options } = this.paramGroups[i];
+      const sorted = params.map((p, j) => [p, j]).sort((a, b) => b[0].numel() - a[0].numel() || a[1] - b[1]).map(e => e[0]);
+      return { ...options, params: sorted.filter(p => this._owner.get(p) === this.rank) };
+    }
+
+    _localGroups() { return this.paramGroups.map((_, i) => this._localGroup(i)); }
+
+    // _syncGroups copies every option but params from groups to groups.
+    static _syncGroups(from, to) {
+      from.forEach((g, i) => {
+        for (const [k, v] of Object.entries(g)) if (k !== 'params') to[i][k] = v;
+      });
+    }
+
+    addParamGroup(group) {
+      super.addParamGroup(group);
+      if (!this.optim) return; // the constructor's groups
+      this._partition();
+      if (typeof this.optim.addParamGroup !== 'function') {
+        throw new TypeError('zero.ZeroRedundancyOptimizer.addParamGroup: the local optimizer has no addParamGroup');
+      }
+      this.optim.addParamGroup(this._localGroup(this.paramGroups.length - 1));
+    }
+
+    step(closure) {
+      ShardedOptimizer._syncGroups(this.paramGroups, this.optim.paramGroups);
+      const loss = closure === undefined ? this.optim.step() : this.optim.step(closure);
+      tensor.noGrad(() => {
+        const works = this.paramGroups.flatMap(g => g.params.map(p => this._pg.broadcast(p, this._owner.get(p))));
+        for (const w of works) w.wait();
+      });
+      ShardedOptimizer._syncGroups(this.optim.paramGroups, this.paramGroups);
+      return loss;
+    }
+
+    // clipGradNorm_ clips every parameter's gradient (each rank holds them
+    // all at stage 1) by their total norm.
+    clipGradNorm_(maxNorm, normType = 2) {
+      return nn.utils.clipGradNorm_(this.paramGroups.flatMap(g => g.params), maxNorm, normType);
+    }
+
+    // consolidateStateDict(to) gathers every rank's local state on rank
+    // to, for stateDict(); every rank must call it. Each rank in turn
+    // sends its entries' layout as an object and their tensors with
+    // broadcasts, as PyTorch's consolidate_state_dict does.
+    consolidateStateDict(to = 0) {
+      const index = new Map(this.paramGroups.flatMap(g => g.params).map((p, i) => [p, i]));
+      const local = this.optim.stateDict();
+      const localParams = this.optim.paramGroups.flatMap(g => g.params);
+      const mine = new Map(); // global index → this rank's state entry
+      local.param_groups.flatMap(g => g.params).forEach((id, j) => {
+        if (local.state[id]) mine.set(index.get(localParams[j]), local.state[id]);
+      });
+      const state = {};
+      for (let src = 0; src < this.worldSize; src++) {
+        let layout = null;
+        if (src === this.rank) {
+          layout = {};
+          for (const [at, s] of mine) {
+            layout[at] = {};
+            for (const [k, v] of Object.entries(s)) {
+              layout[at][k] = tensor.isTensor(v) ? { shape: v.shape, dtype: v.dtype } : { value: v };
+            }
+          }
+        }
+        layout = this._pg.broadcastObject(layout, src);
+        for (const [at, e] of Object.entries(layout)) {
+          const entry = {};
+          for (const [k, d] of Object.entries(e)) {
+            if (!('shape' in d)) { entry[k] = d.value; continue; }
+            const buf = src === this.rank ? mine.get(Number(at))[k].clone() : tensor.empty(d.shape, { dtype: d.dtype });
+            this._pg.broadcast(buf, src).wait();
+            entry[k] = buf.keep();
+          }
+          if (this.rank === to) state[at] = entry;
+          else for (const v of Object.values(entry)) if (tensor.isTensor(v)) v.release();
+        }
+      }
+      this._consolidated = this.rank === to ? state : null;
+    }
+
+    stateDict() {
+      if (!this._consolidated) {
+        throw new Error('zero.ZeroRedundancyOptimizer.stateDict: this rank holds no consolidated state: call consolidateStateDict(to) on every rank first, then stateDict() on rank to');
+      }
+      const sd = super.stateDict();
+      return { state: this._consolidated, param_groups: sd.param_groups };
+    }
+
+    // loadStateDict takes a consolidated state dict: the global groups'
+    // options, and to the local optimizer the state of this rank's
+    // parameters.
+    loadStateDict(sd) {
+      const name = 'zero.ZeroRedundancyOptimizer.loadStateDict';
+      const groups = sd && sd.param_groups;
+      if (!Array.isArray(groups) || sd.state === null || typeof sd.state !== 'object' || groups.length !== this.paramGroups.length) {
+        throw new RangeError(`${name}: expects a consolidated state dict with ${this.paramGroups.length} parameter groups`);
+      }
+      const global = this.paramGroups.flatMap(g => g.params);
+      const at = new Map(global.map((p, i) => [p, i]));
+      groups.forEach((g, i) => {
+        if (!Array.isArray(g.params) || g.params.length !== this.paramGroups[i].params.length) {
+          throw new RangeError(`${name}: group ${i} of the state dict does not match the optimizer's`);
+        }
+      });
+      ShardedOptimizer._syncGroups(groups, this.paramGroups);
+      const ids = groups.flatMap(g => g.params);
+      const state = {};
+      let j = 0;
+      const local = this.optim.paramGroups.map(g => {
+        const { params, ...options } = g;
+        return {
+          ...options, params: params.map(p => {
+            const s = sd.state[ids[at.get(p)]];
+            if (s) state[j] = s;
+            return j++;
+          }),
+        };
+      });
+      ShardedOptimizer._syncGroups(groups, local);
+      this.optim.loadStateDict({ state, param_groups: local });
+    }
+  }
+
+  Object.defineProperty(ShardedOptimizer, 'name', { value: 'ZeroRedundancyOptimizer' });
+
   // ZeRO: ZeroRedundancyOptimizer(params, {optimizer, lr, ..., partition,
   // parametersAsBucketView, overlapWithDDP, stage}) and the overlap hooks,
   // which wrap any comm hook: model.registerCommHook(null,
@@ -420,6 +696,7 @@
   };
   const zero = Object.freeze({
     ZeroRedundancyOptimizer: function ZeroRedundancyOptimizer(params, options) {
+      if (options && typeof options.optimizer === 'function') return new ShardedOptimizer(Array.from(params), options);
       return native.zero.ZeroRedundancyOptimizer(Array.from(params), options);
     },
     hookWithZeroStep: zeroHook('hookWithZeroStep', false),
@@ -427,6 +704,8 @@
   });
 
   const optim = {
+    Optimizer,
+    required,
     SGD: (params, options) => native.optim.SGD(Array.from(params), options),
     Adam: (params, options) => native.optim.Adam(Array.from(params), options),
     AdamW: (params, options) => native.optim.AdamW(Array.from(params), options),

@@ -25,12 +25,27 @@ var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView"
 func (r *Runtime) nativeZero(native *goja.Object) {
 	o := r.vm.NewObject()
 	must(native.Set("zero", o))
+	// greedyPartition(sizes, ranks): the owner rank of every parameter of
+	// every group (sizes[g][i] elements), PyTorch's greedy partition, for
+	// ZeRO over an optimizer class written in JavaScript (prelude.js).
+	r.fn(o, "greedyPartition", func(call goja.FunctionCall) goja.Value {
+		var sizes [][]int
+		if err := r.vm.ExportTo(call.Argument(0), &sizes); err != nil {
+			r.throwf("zero: greedyPartition: %v", err)
+		}
+		load := make([]int, r.intValue("zero: greedyPartition", "ranks", call.Argument(1)))
+		owners := make([]any, len(sizes))
+		for g, s := range sizes {
+			owners[g] = zero.AssignLargestFirst(s, load)
+		}
+		return r.vm.ToValue(owners)
+	})
 	r.fn(o, "ZeroRedundancyOptimizer", func(call goja.FunctionCall) goja.Value {
 		const fn = "zero.ZeroRedundancyOptimizer"
 		ops := r.options(call, 1)
 		name := optString(ops, "optimizer", "")
 		if name == "" {
-			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\", \"sgd\", \"rmsprop\", \"adagrad\" or \"adamax\"", fn)
+			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\", \"sgd\", \"rmsprop\", \"adagrad\", \"adamax\" or an optimizer class (a subclass of optim.Optimizer)", fn)
 		}
 		kind, err := optim.ParseKind(name)
 		if err != nil {

@@ -229,3 +229,119 @@ console.log(JSON.stringify({ rank: opt.rank, size: opt.worldSize, world: opt.pro
 		t.Errorf("the ranks' local optimizers hold %d parameters, want the 4 of the model: %v", total, got)
 	}
 }
+
+// optimizerClass is a small optimizer written in JavaScript (SGD without
+// momentum, plus a step counter in its state, so that state dicts have
+// something to carry).
+const optimizerClass = `class Plain extends optim.Optimizer {
+  constructor(params, options) { super(params, { lr: optim.required, ...options }); }
+  step(closure) {
+    const loss = closure === undefined ? undefined : tensor.enableGrad(closure);
+    tensor.noGrad(() => {
+      for (const g of this.paramGroups) for (const p of g.params) {
+        if (!p.grad) continue;
+        const s = this.state.get(p) ?? { n: 0, last: tensor.zeros(p.shape).keep() };
+        s.n++;
+        s.last.copy_(p.grad);
+        this.state.set(p, s);
+        p.add_(p.grad, { alpha: -g.lr });
+      }
+    });
+    return loss;
+  }
+}
+`
+
+// TestOptimizerClass: optim.Optimizer's groups, defaults and state dicts,
+// and ZeRO over a class written in JavaScript: its state consolidated and
+// reloaded into another ZeRO gives the same next step.
+func TestOptimizerClass(t *testing.T) {
+	src := `const { tensor, nn, optim, dist, zero } = require("zeroeng");
+` + optimizerClass + `
+tensor.manualSeed(0);
+const net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2));
+const model = nn.parallel.DistributedDataParallel(net);
+const x = tensor.ones([2, 4]).mul(dist.rank + 1);
+const train = opt => { opt.zeroGrad(); model.forward(x).square().sum().backward(); opt.step(); };
+const opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: Plain, lr: 0.05 });
+for (let i = 0; i < 3; i++) train(opt);
+opt.consolidateStateDict(1);
+const sd = dist.rank === 1 ? opt.stateDict() : null;
+const counts = sd && Object.values(sd.state).map(s => s.n);
+// Every rank loads rank 1's consolidated state (its tensors, as arrays, through an object broadcast).
+const wire = dist.broadcastObject(sd && { state: Object.fromEntries(Object.entries(sd.state).map(([k, s]) =>
+  [k, { n: s.n, last: s.last.toArray().flat(Infinity), shape: s.last.shape }])), param_groups: sd.param_groups }, 1);
+for (const s of Object.values(wire.state)) { s.last = tensor.fromArray(s.last, s.shape, "float32"); delete s.shape; }
+const saved = net.parameters().map(p => p.clone().keep());
+train(opt);
+const after = net.parameters().map(p => p.toArray());
+tensor.noGrad(() => net.parameters().forEach((p, i) => p.copy_(saved[i])));
+const again = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: Plain, lr: 0.5 });
+again.loadStateDict(wire);
+const n = again.optim.paramGroups[0].params.map(p => again.optim.state.get(p).n);
+train(again);
+const same = JSON.stringify(net.parameters().map(p => p.toArray())) === JSON.stringify(after);
+console.log(JSON.stringify({ counts, lr: again.paramGroups[0].lr, n, same }));`
+	got, err := runJob(t, 2, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The greedy partition: the 8x4 weight on rank 0; the 2x8 weight and
+	// both biases on rank 1.
+	want := []string{`[0] {"counts":null,"lr":0.05,"n":[3],"same":true}`, `[1] {"counts":[3,3,3,3],"lr":0.05,"n":[3,3,3],"same":true}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	for _, c := range []struct{ src, want string }{
+		{`new Plain([], { lr: 1 })`, "empty parameter list"},
+		{`new Plain(net.parameters(), {})`, "required option lr"},
+		{`new Plain([net.weight, net.weight], { lr: 1 })`, "more than one parameter group"},
+		{`new Plain([net.weight.mul(2)], { lr: 1 })`, "non-leaf"},
+		{`new Plain(net.parameters(), { lr: 1 }).loadStateDict({ state: {}, param_groups: [] })`, "0 parameter groups, the optimizer 1"},
+		{`new (class extends optim.Optimizer {})(net.parameters()).step()`, "step is not implemented"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: Plain, lr: 1, stage: 2 })`, "greedy partition of stage 1"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: Plain, lr: 1 }).stateDict()`, "consolidateStateDict(to) on every rank first"},
+		{`optim.lrScheduler.StepLR(new Plain(net.parameters(), { lr: 1 }), { stepSize: 1 })`, "not one written in JavaScript"},
+	} {
+		src := `const { tensor, nn, optim, dist, zero } = require("zeroeng"); const net = nn.Linear(2, 2);
+` + optimizerClass + c.src
+		_, err := runJob(t, 1, src, dist.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.src, err, c.want)
+		}
+	}
+}
+
+// TestOptimizerClassJoin: uneven inputs under dist.join with ZeRO over a
+// class written in JavaScript give what the built-in SGD gives (which
+// TestParityWithPyTorch checks against PyTorch).
+func TestOptimizerClassJoin(t *testing.T) {
+	src := `const { tensor, nn, optim, dist, zero } = require("zeroeng");
+` + optimizerClass + `
+tensor.manualSeed(0);
+const net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2));
+const model = nn.parallel.DistributedDataParallel(net);
+const opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: OPTIMIZER, lr: 0.05, logMemory: false });
+dist.join([model, opt], () => {
+  for (let i = 0; i < 2 + 2 * dist.rank; i++) {
+    opt.zeroGrad();
+    model.forward(tensor.ones([2, 4]).mul(i + dist.rank)).square().sum().backward();
+    opt.step();
+  }
+});
+console.log(JSON.stringify(net.parameters().map(p => p.toArray().flat())));`
+	builtin, err := runJob(t, 3, strings.Replace(src, "OPTIMIZER", `"sgd"`, 1), dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class, err := runJob(t, 3, strings.Replace(src, "OPTIMIZER", "Plain", 1), dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rank := range builtin {
+		if err := closeJSON(strings.TrimPrefix(class[rank], fmt.Sprintf("[%d] ", rank)), strings.TrimPrefix(builtin[rank], fmt.Sprintf("[%d] ", rank))); err != nil {
+			t.Errorf("rank %d: %v", rank, err)
+		}
+	}
+}

@@ -243,18 +243,39 @@ func (z *Optimizer) partition() {
 // the rank with the smallest load, ties to the lowest rank, and adds
 // their sizes to load.
 func (z *Optimizer) assignLargestFirst(params []*tensor.Tensor, load []int) {
-	sorted := slices.Clone(params)
-	slices.SortStableFunc(sorted, func(a, b *tensor.Tensor) int { return cmp.Compare(b.Numel(), a.Numel()) })
-	for _, p := range sorted {
+	sizes := make([]int, len(params))
+	for i, p := range params {
+		sizes[i] = p.Numel()
+	}
+	for i, r := range AssignLargestFirst(sizes, load) {
+		z.owner[params[i]] = r
+	}
+}
+
+// AssignLargestFirst is PyTorch's greedy partition of one parameter
+// group: it returns the owner rank of each of the parameters of the given
+// sizes, taking them largest first (a stable sort) and giving each to the
+// rank with the smallest load (ties to the lowest rank), whose load it
+// then increases. load has one running total per rank and carries over
+// from group to group.
+func AssignLargestFirst(sizes []int, load []int) []int {
+	order := make([]int, len(sizes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(sizes[b], sizes[a]) })
+	owner := make([]int, len(sizes))
+	for _, i := range order {
 		r := 0
 		for k := 1; k < len(load); k++ {
 			if load[k] < load[r] {
 				r = k
 			}
 		}
-		z.owner[p] = r
-		load[r] += p.Numel()
+		owner[i] = r
+		load[r] += sizes[i]
 	}
+	return owner
 }
 
 // dropForeignState frees the state of parameters this rank no longer owns.

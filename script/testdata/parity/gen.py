@@ -158,8 +158,15 @@ def scenarios(rank, world):
     # ZeRO over each optimizer class (test_zero_redundancy_optimizer's optimizer_class cases).
     for name in OPTIMIZERS:
         res["zero-" + name], opt = train(rank, world, zero(name))
-        if name == "adam":
-            res["zero-adam"]["stateDict"] = state_dict(opt, rank)
+        if name in ("sgd", "adam"):
+            res["zero-" + name]["stateDict"] = state_dict(opt, rank)
+    # SGD in two groups, stepped with a closure, the last layer added as a third group after two
+    # steps, and the consolidated state: zeroeng runs it with its SGD and with one written in JavaScript.
+    res["zero-sgd-mixed"], opt = train(rank, world, lambda net: ZeroRedundancyOptimizer(
+        [{"params": list(net.parameters())[:2]}, {"params": list(net.parameters())[2:4], "lr": 0.05, "momentum": 0.5}],
+        optimizer_class=torch.optim.SGD, lr=0.1, momentum=0.9), closure=True,
+        add_group_at=(2, lambda net: {"params": list(net.parameters())[4:], "lr": 0.02}))
+    res["zero-sgd-mixed"]["stateDict"] = state_dict(opt, rank)
     # Two parameter groups with their own hyper-parameters.
     res["zero-groups"], _ = train(rank, world, lambda net: ZeroRedundancyOptimizer(
         [{"params": list(net.parameters())[:4]}, {"params": list(net.parameters())[4:], "lr": 0.03, "weight_decay": 0.1}],
