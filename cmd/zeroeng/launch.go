@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/zeroeng/zeroeng/engine/jobenv"
+	"github.com/zeroeng/zeroeng/engine/rendezvous"
 )
 
 const launchDescription = `Starts a job of several processes, one rank each, as torchrun does: on this
@@ -41,8 +44,12 @@ non-zero exit, a signal), launch stops the others (SIGTERM, then SIGKILL after
 passed on to every rank (a checkpoint.Manager turns SIGTERM into a checkpoint
 and exit 0); a second one kills them.
 
-Several nodes: run launch once per node with the same --nnodes and --master and
-each node's --node-rank. Under Slurm (srun --ntasks-per-node=1 zeroeng launch)
+The rendezvous store admits only the processes that have the job's secret,
+ZEROENG_JOB_TOKEN: launch makes one for a job of one node; a job of several
+nodes needs it set, the same on every node (at least 16 random characters).
+
+Several nodes: run launch once per node with the same --nnodes, --master and
+ZEROENG_JOB_TOKEN and each node's --node-rank. Under Slurm (srun --ntasks-per-node=1 zeroeng launch)
 and under mpirun (one launch per node), --nnodes, --node-rank and the master's
 host come from their variables (SLURM_*, OMPI_*, PMI_*); MASTER_PORT (default
 29500) must be free on the master's host.
@@ -86,6 +93,9 @@ type launchPlan struct {
 	mpirun                  bool
 	grace                   time.Duration
 	runArgs                 []string // for every rank: "run", flags, script, "--", script args
+	// token is the job's secret launch made (ZEROENG_JOB_TOKEN), when
+	// the environment has none; the ranks get it, nobody sees it.
+	token string
 }
 
 func parseLaunch(c *cli.Context) (launchPlan, error) {
@@ -172,6 +182,25 @@ func parseLaunch(c *cli.Context) (launchPlan, error) {
 		}
 	}
 
+	// The job's secret, which the rendezvous store asks of every rank.
+	switch tok := os.Getenv(jobTokenEnv); {
+	case tok != "":
+		if _, err := jobSecret(net.JoinHostPort(p.masterAddr, strconv.Itoa(p.masterPort))); err != nil {
+			return p, usagef("launch", "launch: %v", strings.TrimPrefix(err.Error(), "run: "))
+		}
+	case p.nnodes > 1 && isLoopbackHost(p.masterAddr):
+		// Nodes on one host (a test): a loopback store is open to this
+		// host's processes only, as without launch.
+	case p.nnodes > 1:
+		return p, usagef("launch", "launch: a job of %d nodes needs %s, the same secret of at least %d characters on every node, which the rendezvous store asks of every rank (for example export %s=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') and pass it to each node's launch)", p.nnodes, jobTokenEnv, rendezvous.MinSecretLen, jobTokenEnv)
+	default:
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return p, fmt.Errorf("launch: making the job's secret: %w", err)
+		}
+		p.token = hex.EncodeToString(b)
+	}
+
 	// Every rank runs "zeroeng run" with launch's run flags.
 	p.runArgs = []string{"run"}
 	for _, f := range c.Command.Flags {
@@ -237,6 +266,9 @@ func launchEnv(parent []string, p launchPlan) []string {
 		}
 		env = append(env, kv)
 	}
+	if p.token != "" {
+		env = append(env, jobTokenEnv+"="+p.token)
+	}
 	if os.Getenv("ZEROENG_THREADS") == "" {
 		// The ranks of a node share its cores, as torchrun's
 		// OMP_NUM_THREADS does.
@@ -267,7 +299,7 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 	if os.Geteuid() == 0 {
 		args = append(args, "--allow-run-as-root")
 	}
-	args = append(args, "-x", "ZEROENG_THREADS", "-x", "MASTER_ADDR", "-x", "MASTER_PORT")
+	args = append(args, "-x", "ZEROENG_THREADS", "-x", "MASTER_ADDR", "-x", "MASTER_PORT", "-x", jobTokenEnv)
 	args = append(args, self)
 	args = append(args, p.runArgs...)
 	cmd := exec.Command("mpirun", args...)

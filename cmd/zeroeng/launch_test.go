@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -341,6 +342,10 @@ console.log("rank", dist.rank, "of", dist.worldSize, "local", dist.localRank);`}
 		{"flags", func(node, port int) ([]string, []string) {
 			return []string{"--nnodes", "2", "--node-rank", strconv.Itoa(node), "--master", fmt.Sprintf("127.0.0.1:%d", port)}, nil
 		}},
+		{"flags and a secret", func(node, port int) ([]string, []string) {
+			return []string{"--nnodes", "2", "--node-rank", strconv.Itoa(node), "--master", fmt.Sprintf("127.0.0.1:%d", port)},
+				[]string{"ZEROENG_JOB_TOKEN=two-nodes-share-this-secret"}
+		}},
 		{"slurm", func(node, port int) ([]string, []string) {
 			return nil, []string{"SLURM_STEP_ID=0", "SLURM_PROCID=" + strconv.Itoa(node), "SLURM_NTASKS=2", "SLURM_LOCALID=0",
 				"SLURM_NODEID=" + strconv.Itoa(node), "SLURM_STEP_TASKS_PER_NODE=1(x2)", "SLURM_STEP_NODELIST=localhost,other",
@@ -377,5 +382,74 @@ console.log("rank", dist.rank, "of", dist.worldSize, "local", dist.localRank);`}
 				}
 			}
 		})
+	}
+}
+
+// TestLaunchJobSecret: a job across nodes whose store the network reaches
+// needs ZEROENG_JOB_TOKEN; nodes with different secrets fail with an error
+// that names it (and never prints a secret); a rank started by hand with
+// a non-loopback MASTER_ADDR and no secret is refused before it listens.
+func TestLaunchJobSecret(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"noop.js": `console.log("ran");`})
+	r := zeroeng(t, dir, nil, "launch", "--spawn", "direct", "--nnodes", "2", "--node-rank", "1", "--master", "10.9.9.9:29500", "noop.js")
+	if r.code != 2 || !strings.Contains(r.stderr, "a job of 2 nodes needs ZEROENG_JOB_TOKEN") {
+		t.Errorf("two nodes without a secret: status %d\n%s", r.code, r.stderr)
+	}
+	r = zeroeng(t, dir, []string{"ZEROENG_JOB_TOKEN=short"}, "launch", "--nproc-per-node", "1", "noop.js")
+	if r.code != 2 || !strings.Contains(r.stderr, "ZEROENG_JOB_TOKEN has 5 characters") {
+		t.Errorf("a short secret: status %d\n%s", r.code, r.stderr)
+	}
+	r = zeroeng(t, dir, []string{"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=10.9.9.9", "MASTER_PORT=29500"}, "run", "noop.js")
+	if r.code == 0 || !strings.Contains(r.stderr, "reachable from the network, and ZEROENG_JOB_TOKEN is not set") {
+		t.Errorf("a hand-started rank without a secret: status %d\n%s", r.code, r.stderr)
+	}
+
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets := []string{"node-zero-has-this-secret", "node-one-has-another-one"}
+	results := make(chan result, 2)
+	for node := range 2 {
+		go func() {
+			results <- zeroeng(t, dir, []string{"ZEROENG_JOB_TOKEN=" + secrets[node]}, "launch", "--spawn", "direct", "--grace", "1s",
+				"--nnodes", "2", "--node-rank", strconv.Itoa(node), "--master", fmt.Sprintf("127.0.0.1:%d", port), "--rdzv-timeout", "3s", "noop.js")
+		}()
+	}
+	var all string
+	for range 2 {
+		r := <-results
+		if r.code == 0 {
+			t.Errorf("a node with its own secret succeeded:\n%s", r.stdout)
+		}
+		all += r.stdout + r.stderr
+	}
+	if !strings.Contains(all, "does not have the job's secret (ZEROENG_JOB_TOKEN)") {
+		t.Errorf("the error does not name the secret:\n%s", all)
+	}
+	for _, s := range secrets {
+		if strings.Contains(all, s) {
+			t.Errorf("a secret was printed:\n%s", all)
+		}
+	}
+}
+
+// TestSignalWhileWaitingForRanks: a rank waiting at the rendezvous for
+// ranks that never come stops at the first SIGTERM, not at its timeout.
+func TestSignalWhileWaitingForRanks(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"noop.js": `console.log("ran");`})
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, dir, []string{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + strconv.Itoa(port)}, "run", "noop.js")
+	s.drain()
+	time.Sleep(300 * time.Millisecond)
+	sent := time.Now()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	err = s.cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 143 || time.Since(sent) > 3*time.Second {
+		t.Fatalf("after SIGTERM: %v after %v\n%s", err, time.Since(sent), s.stderr)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -45,7 +46,8 @@ type processJob struct {
 	place    jobenv.Place
 	cuda     bool
 	dist     dist.Options
-	timeout  time.Duration // of the rendezvous
+	timeout  time.Duration   // of the rendezvous
+	ctx      context.Context // the job's: cancelled by SIGINT and SIGTERM
 	launched bool
 
 	made *processBackend // the backend backend made, once it has
@@ -105,9 +107,49 @@ func (p *processJob) join() (*rendezvous.Rendezvous, error) {
 	if err != nil {
 		return nil, err
 	}
+	secret, err := jobSecret(addr)
+	if err != nil {
+		return nil, err
+	}
 	host, _ := os.Hostname()
 	me := rendezvous.Member{Rank: p.place.Rank, Size: p.place.Size, Host: host, PID: os.Getpid()}
-	return rendezvous.Join(context.Background(), addr, me, p.timeout, p.place.Rank == 0)
+	ctx := p.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return rendezvous.JoinWithSecret(ctx, addr, me, secret, p.timeout, p.place.Rank == 0)
+}
+
+// jobTokenEnv names the job's secret, which every rank must have: rank
+// 0's rendezvous store admits only the processes that prove they know it
+// (engine/rendezvous/auth.go). zeroeng launch makes one for a job of one
+// node; the ranks of a job across nodes, or started by hand, get it from
+// the user. It is never printed.
+const jobTokenEnv = "ZEROENG_JOB_TOKEN"
+
+// jobSecret is the job's secret from ZEROENG_JOB_TOKEN. Without one, a
+// store on a loopback address is open to this host's processes (as
+// PyTorch's TCPStore is); one that the network reaches is refused.
+func jobSecret(addr string) ([]byte, error) {
+	tok := os.Getenv(jobTokenEnv)
+	if tok == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil && isLoopbackHost(host) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("run: the rendezvous store at %s is reachable from the network, and %s is not set: give every rank the same secret of at least %d characters (for example export %s=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')), or start the job with zeroeng launch, which makes one", addr, jobTokenEnv, rendezvous.MinSecretLen, jobTokenEnv)
+	}
+	if len(tok) < rendezvous.MinSecretLen {
+		return nil, fmt.Errorf("run: %s has %d characters; the job's secret needs at least %d random ones", jobTokenEnv, len(tok), rendezvous.MinSecretLen)
+	}
+	return []byte(tok), nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // backend makes this rank's process group (script.JobOptions.NewBackend).

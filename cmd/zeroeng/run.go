@@ -314,6 +314,9 @@ func runAction(c *cli.Context) error {
 	stop := &script.StopRequest{}
 	sig := catchSignals(cancel, stop, logs.prefix)
 	defer sig.stop()
+	if proc != nil {
+		proc.ctx = ctx // a signal ends the wait for the other ranks too
+	}
 
 	var rec *trace.Recorder // nil: no trace
 	if cfg.trace != "" {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -103,12 +104,21 @@ type result struct {
 // rank 0 may start its server after the other ranks start dialing.
 // timeout is also the client's timeout for Get (see SetTimeout).
 func Dial(ctx context.Context, addr string, timeout time.Duration) (*Client, error) {
-	return dial(ctx, addr, addr, timeout)
+	return dial(ctx, addr, addr, nil, timeout)
+}
+
+// DialWithSecret is Dial to a store made by ListenWithSecret: the client
+// and the store each prove that they know secret before any request.
+func DialWithSecret(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*Client, error) {
+	if err := checkSecret(secret); err != nil {
+		return nil, err
+	}
+	return dial(ctx, addr, addr, secret, timeout)
 }
 
 // dial dials addr and names the store name in errors (rank 0 dials its own
 // server on loopback, but names it as the other ranks know it).
-func dial(ctx context.Context, addr, name string, timeout time.Duration) (*Client, error) {
+func dial(ctx context.Context, addr, name string, secret []byte, timeout time.Duration) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
@@ -124,7 +134,7 @@ func dial(ctx context.Context, addr, name string, timeout time.Duration) (*Clien
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			var c *Client
-			c, err = handshake(nc, name, min(remaining, 5*time.Second))
+			c, err = handshake(nc, name, secret, min(remaining, 5*time.Second))
 			if err == nil {
 				c.timeout.Store(int64(timeout))
 				return c, nil
@@ -178,34 +188,59 @@ type protocolError struct{ msg string }
 
 func (e *protocolError) Error() string { return e.msg }
 
-// handshake introduces the client and checks that a store answers.
-func handshake(nc net.Conn, addr string, timeout time.Duration) (*Client, error) {
+// handshake introduces the client, checks that a store answers and, if
+// the store sends a challenge, proves that this client knows secret and
+// checks the store's proof that it does too (auth.go).
+func handshake(nc net.Conn, addr string, secret []byte, timeout time.Duration) (*Client, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
 	_ = nc.SetDeadline(time.Now().Add(timeout))
-	if _, err := nc.Write(encodeFrame(opHello, 0, []byte(protoMagic), []byte{protoVersion})); err != nil {
+	fail := func(err error) (*Client, error) {
 		nc.Close()
 		return nil, err
 	}
 	br := bufio.NewReaderSize(nc, 64<<10)
-	f, err := readFrame(br)
-	switch {
-	case errors.Is(err, errMalformed):
-		nc.Close()
-		return nil, &protocolError{fmt.Sprintf("rendezvous: %s is not a rendezvous store (another service on MASTER_PORT?): %v", addr, err)}
-	case err != nil:
-		nc.Close()
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			err = errors.New("the connection closed during the hello")
+	// exchange sends one frame and reads the reply.
+	exchange := func(op byte, fields ...[]byte) (frame, error) {
+		if _, err := nc.Write(encodeFrame(op, 0, fields...)); err != nil {
+			return frame{}, err
 		}
-		return nil, err
-	case f.op == rError && len(f.fields) == 1:
-		nc.Close()
-		return nil, &protocolError{fmt.Sprintf("rendezvous: the store at %s refused this client: %s", addr, f.fields[0])}
-	case f.op != rOK || len(f.fields) != 2 || string(f.fields[0]) != protoMagic:
-		nc.Close()
-		return nil, &protocolError{fmt.Sprintf("rendezvous: %s is not a rendezvous store (another service on MASTER_PORT?): bad hello", addr)}
+		f, err := readFrame(br)
+		switch {
+		case errors.Is(err, errMalformed):
+			return f, &protocolError{fmt.Sprintf("rendezvous: %s is not a rendezvous store (another service on MASTER_PORT?): %v", addr, err)}
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+			return f, errors.New("the connection closed during the hello")
+		case err != nil:
+			return f, err
+		case f.op == rError && len(f.fields) == 1:
+			return f, &protocolError{fmt.Sprintf("rendezvous: the store at %s refused this client: %s", addr, f.fields[0])}
+		}
+		return f, nil
+	}
+	f, err := exchange(opHello, []byte(protoMagic), []byte{protoVersion})
+	if err != nil {
+		return fail(err)
+	}
+	if f.op != rOK || len(f.fields) != 3 || string(f.fields[0]) != protoMagic {
+		return fail(&protocolError{fmt.Sprintf("rendezvous: %s is not a rendezvous store of this version (another service on MASTER_PORT, or another zeroeng?): bad hello", addr)})
+	}
+	challenge := f.fields[2]
+	switch {
+	case len(challenge) == 0 && secret != nil:
+		return fail(&protocolError{fmt.Sprintf("rendezvous: the store at %s does not authenticate its clients, but this process has the job's secret (ZEROENG_JOB_TOKEN): is it another job's store, or was rank 0 started without the secret?", addr)})
+	case len(challenge) != 0 && secret == nil:
+		return fail(&protocolError{fmt.Sprintf("rendezvous: the store at %s admits only the processes that have the job's secret: set ZEROENG_JOB_TOKEN to the value rank 0 has", addr)})
+	case len(challenge) != 0:
+		mine := nonce()
+		f, err := exchange(opAuth, mine, proof(secret, "client", challenge, mine))
+		if err != nil {
+			return fail(err)
+		}
+		if f.op != rOK || len(f.fields) != 1 || !hmac.Equal(f.fields[0], proof(secret, "server", mine, challenge)) {
+			return fail(&protocolError{fmt.Sprintf("rendezvous: the store at %s could not prove that it has the job's secret (another job's store?)", addr)})
+		}
 	}
 	_ = nc.SetDeadline(time.Time{})
 	c := &Client{addr: addr, nc: nc, pending: map[uint32]chan result{}, nextID: 1}

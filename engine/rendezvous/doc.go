@@ -14,6 +14,11 @@
 // reports between ranks (Fail, Failed), barriers, and an orderly end in
 // which rank 0 keeps the store up until every other rank has left.
 //
+// A store made with a secret (ListenWithSecret, JoinWithSecret) admits
+// only the processes that prove they have it, and proves it has it too,
+// by HMAC over fresh challenges; strangers are held to tiny frames, few
+// connections and one counted log line (auth.go).
+//
 // The wire protocol is this package's own: length-prefixed binary frames
 // (frame.go describes them), with request ids so that one connection
 // carries any number of concurrent requests. Keys are at most MaxKey

@@ -1,6 +1,7 @@
 package rendezvous
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,6 +35,12 @@ import (
 //	opNumKeys     (none)
 //	opOnDrop      K, V                  when this connection ends, set K to V unless K
 //	                                    exists; an empty K cancels
+//	opAuth        nonce, proof          the answer to the hello's challenge (auth.go)
+//
+// The hello's reply is rOK with the magic, the version and a challenge,
+// empty when the store does not authenticate; a client answers a
+// challenge with opAuth before anything else, and the store's rOK then
+// carries its own proof.
 //
 // Replies: rOK (fields depend on the request), rTimeout (the missing keys),
 // rAborted (the abort key that appeared and its value), rError (a message),
@@ -48,6 +55,7 @@ const (
 	opDelete
 	opNumKeys
 	opOnDrop
+	opAuth
 )
 
 const (
@@ -76,7 +84,7 @@ const (
 	waitParamsLen = 1 + 8 + 4
 	waitFetch     = 1 // flags: reply with the values of the nAll keys
 	protoMagic    = "zeroeng-rendezvous"
-	protoVersion  = 1
+	protoVersion  = 2
 )
 
 // frame is one parsed message. Fields alias the frame's own buffer, each
@@ -93,14 +101,17 @@ var errMalformed = errors.New("malformed frame")
 // than about twice the bytes that actually arrived: a length prefix that
 // promises a large frame gets its buffer in steps as the bytes come in, so
 // a peer that announces MaxFrame and sends ten bytes costs 64 KiB.
-func readFrame(r io.Reader) (frame, error) {
+func readFrame(r io.Reader) (frame, error) { return readFrameLimit(r, MaxFrame) }
+
+// readFrameLimit is readFrame for frames of at most limit bytes.
+func readFrameLimit(r io.Reader, limit int) (frame, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return frame{}, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n < headerLen || n > MaxFrame {
-		return frame{}, fmt.Errorf("%w: length %d outside [%d, %d]", errMalformed, n, headerLen, MaxFrame)
+	if n < headerLen || uint64(n) > uint64(limit) {
+		return frame{}, fmt.Errorf("%w: length %d outside [%d, %d]", errMalformed, n, headerLen, limit)
 	}
 	const step = 64 << 10
 	size := int(n)
@@ -211,6 +222,14 @@ func (f *frame) check() error {
 		return keys(f.fields)
 	case opNumKeys:
 		return want(0)
+	case opAuth:
+		if err := want(2); err != nil {
+			return err
+		}
+		if len(f.fields[0]) != nonceLen || len(f.fields[1]) != sha256.Size {
+			return errors.New("authentication answer of the wrong size")
+		}
+		return nil
 	case opCheck:
 		return keys(f.fields)
 	case opWait:

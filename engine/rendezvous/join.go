@@ -87,6 +87,15 @@ type Rendezvous struct {
 // problem that concerns the whole job writes it to the store, and every
 // waiting rank fails with it.
 func Join(ctx context.Context, addr string, me Member, timeout time.Duration, serve bool) (*Rendezvous, error) {
+	return JoinWithSecret(ctx, addr, me, nil, timeout, serve)
+}
+
+// JoinWithSecret is Join in a job whose ranks share secret (at least
+// MinSecretLen bytes; nil: none): rank 0's store admits only the processes
+// that prove they have it, and every rank checks that the store has it too
+// (auth.go), so that no stranger can read or write the job's keys, claim
+// a rank, or learn the NCCL unique id. The secret is never sent.
+func JoinWithSecret(ctx context.Context, addr string, me Member, secret []byte, timeout time.Duration, serve bool) (*Rendezvous, error) {
 	if me.Size < 1 {
 		return nil, fmt.Errorf("rendezvous: WORLD_SIZE is %d; it must be at least 1", me.Size)
 	}
@@ -95,6 +104,9 @@ func Join(ctx context.Context, addr string, me Member, timeout time.Duration, se
 	}
 	if timeout <= 0 {
 		timeout = DefaultTimeout
+	}
+	if err := checkSecret(secret); err != nil {
+		return nil, err
 	}
 	if me.Host == "" {
 		me.Host, _ = os.Hostname()
@@ -109,7 +121,7 @@ func Join(ctx context.Context, addr string, me Member, timeout time.Duration, se
 	r := &Rendezvous{me: me, timeout: timeout, gens: map[string]int{}}
 	dialAddr := addr
 	if serve && me.Rank == 0 {
-		srv, err := Listen(listenAddr(addr))
+		srv, err := ListenWithSecret(listenAddr(addr), secret)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +129,7 @@ func Join(ctx context.Context, addr string, me Member, timeout time.Duration, se
 		_, port, _ := net.SplitHostPort(srv.Addr())
 		dialAddr = net.JoinHostPort(loopbackOf(addr), port)
 	}
-	c, err := dial(ctx, dialAddr, addr, time.Until(start.Add(timeout)))
+	c, err := dial(ctx, dialAddr, addr, secret, time.Until(start.Add(timeout)))
 	if err != nil {
 		if r.server != nil {
 			r.server.Close()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,13 +42,19 @@ type Server struct {
 	ln   net.Listener
 	addr string
 
-	mu      sync.Mutex
-	store   map[string][]byte
-	watch   map[string]map[*waiter]role // waiters by the keys they watch
-	conns   map[*conn]struct{}
-	closed  bool
-	changed chan struct{} // closed and replaced when a connection goes
-	hellos  int           // clients that ever connected
+	secret []byte // nil: clients are not authenticated (auth.go)
+
+	mu            sync.Mutex
+	store         map[string][]byte
+	watch         map[string]map[*waiter]role // waiters by the keys they watch
+	conns         map[*conn]struct{}
+	closed        bool
+	changed       chan struct{} // closed and replaced when a connection goes
+	admitted      int           // connections that passed the handshake and are still there
+	hellos        int           // clients that ever passed the handshake
+	handshaking   int           // connections still in their handshake
+	refused       int           // connections refused since the last report
+	refusedLogged time.Time     // when refusals were last reported
 
 	logf atomic.Pointer[func(error)]
 	wg   sync.WaitGroup
@@ -74,8 +81,17 @@ type waiter struct {
 }
 
 // Listen serves a new store on addr ("host:port"; port 0 picks a free
-// port, which Addr reports).
-func Listen(addr string) (*Server, error) {
+// port, which Addr reports). Its clients are not authenticated: any
+// process that reaches the port can use it (see ListenWithSecret).
+func Listen(addr string) (*Server, error) { return ListenWithSecret(addr, nil) }
+
+// ListenWithSecret serves a store that admits only clients that know
+// secret (at least MinSecretLen bytes; nil: anyone), which
+// DialWithSecret proves without sending it (auth.go).
+func ListenWithSecret(addr string, secret []byte) (*Server, error) {
+	if err := checkSecret(secret); err != nil {
+		return nil, err
+	}
 	lc := net.ListenConfig{KeepAliveConfig: keepAlive}
 	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
@@ -87,6 +103,7 @@ func Listen(addr string) (*Server, error) {
 	s := &Server{
 		ln:      ln,
 		addr:    ln.Addr().String(),
+		secret:  secret,
 		store:   map[string][]byte{},
 		watch:   map[string]map[*waiter]role{},
 		conns:   map[*conn]struct{}{},
@@ -139,11 +156,29 @@ func (s *Server) Close() error {
 }
 
 // numConns is the number of connected clients, the number that ever
-// connected, and a channel that is closed when one leaves.
+// connected, and a channel that is closed when one leaves. Connections
+// that did not pass the handshake do not count.
 func (s *Server) numConns() (now, ever int, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.conns), s.hellos, s.changed
+	return s.admitted, s.hellos, s.changed
+}
+
+// refuse counts a connection dropped before it passed the handshake and
+// reports the count at most every refusalLogEvery: one line, not one per
+// stranger.
+func (s *Server) refuse(from net.Addr, why error) {
+	s.mu.Lock()
+	s.refused++
+	n := s.refused
+	report := time.Since(s.refusedLogged) >= refusalLogEvery
+	if report {
+		s.refused, s.refusedLogged = 0, time.Now()
+	}
+	s.mu.Unlock()
+	if report {
+		s.logError(fmt.Errorf("rendezvous: store at %s: refused %d connection(s) that did not pass the handshake (the last from %s: %v)", s.addr, n, from, why))
+	}
 }
 
 // missing returns the keys that do not exist.
@@ -186,6 +221,13 @@ func (s *Server) accept() {
 			nc.Close()
 			return
 		}
+		if s.handshaking >= maxUnauthenticated {
+			s.mu.Unlock()
+			nc.Close()
+			s.refuse(nc.RemoteAddr(), fmt.Errorf("%d connections are in their handshake already", maxUnauthenticated))
+			continue
+		}
+		s.handshaking++
 		s.conns[c] = struct{}{}
 		s.wg.Add(2)
 		s.mu.Unlock()
@@ -207,6 +249,10 @@ type conn struct {
 	dead    bool // close now
 
 	waiters map[*waiter]struct{} // guarded by s.mu
+	// admitted is set, under s.mu, when the handshake is done; until
+	// then challenge is what the client must answer (auth.go).
+	admitted  bool
+	challenge []byte
 	// dropKey and dropValue, when dropKey is set, are stored when the
 	// connection ends (opOnDrop), guarded by s.mu.
 	dropKey   string
@@ -278,23 +324,36 @@ func (c *conn) read() {
 	defer c.gone()
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	_ = c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
-	for hello := true; ; hello = false {
-		f, err := readFrame(br)
+	for admitted := false; ; {
+		limit := MaxFrame
+		if !admitted {
+			limit = maxHandshakeFrame
+		}
+		f, err := readFrameLimit(br, limit)
 		if err != nil {
-			if !quietEnd(err) {
+			switch {
+			case !admitted:
+				if !errors.Is(err, net.ErrClosed) {
+					c.s.refuse(c.nc.RemoteAddr(), err)
+				}
+			case !quietEnd(err):
 				c.s.logError(fmt.Errorf("rendezvous: store at %s: closed the connection from %s: %w", c.s.addr, c.nc.RemoteAddr(), err))
 			}
 			return
 		}
-		if hello {
-			if err := c.hello(f); err != nil {
-				c.s.logError(fmt.Errorf("rendezvous: store at %s: closed the connection from %s: %w", c.s.addr, c.nc.RemoteAddr(), err))
+		if !admitted {
+			ok, err := c.handshake(f)
+			if err != nil {
+				c.s.refuse(c.nc.RemoteAddr(), err)
 				return
 			}
-			_ = c.nc.SetReadDeadline(time.Time{})
+			if ok {
+				admitted = true
+				_ = c.nc.SetReadDeadline(time.Time{})
+			}
 			continue
 		}
-		if f.op == opHello || f.op >= rOK {
+		if f.op == opHello || f.op == opAuth || f.op >= rOK {
 			c.s.logError(fmt.Errorf("rendezvous: store at %s: closed the connection from %s: unexpected op %d", c.s.addr, c.nc.RemoteAddr(), f.op))
 			return
 		}
@@ -307,21 +366,55 @@ func quietEnd(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET)
 }
 
-func (c *conn) hello(f frame) error {
-	if f.op != opHello || !bytes.Equal(f.fields[0], []byte(protoMagic)) {
-		return errors.New("not a rendezvous client (bad hello)")
+// handshake takes the hello and, on a store with a secret, the answer to
+// its challenge; it reports when the client is admitted.
+func (c *conn) handshake(f frame) (admitted bool, err error) {
+	if c.challenge == nil {
+		if f.op != opHello || !bytes.Equal(f.fields[0], []byte(protoMagic)) {
+			return false, errors.New("not a rendezvous client (bad hello)")
+		}
+		if v := f.fields[1]; len(v) != 1 || v[0] != protoVersion {
+			c.refuseWith(f.id, fmt.Sprintf("the store speaks protocol version %d, this client another", protoVersion))
+			return false, errors.New("client of another protocol version")
+		}
+		if c.s.secret == nil {
+			c.send(encodeFrame(rOK, f.id, []byte(protoMagic), []byte{protoVersion}, nil))
+			c.admit()
+			return true, nil
+		}
+		c.challenge = nonce()
+		c.send(encodeFrame(rOK, f.id, []byte(protoMagic), []byte{protoVersion}, c.challenge))
+		return false, nil
 	}
-	if v := f.fields[1]; len(v) != 1 || v[0] != protoVersion {
-		// Nothing else is queued yet: write the reason before closing.
-		_ = c.nc.SetWriteDeadline(time.Now().Add(goodbyeTimeout))
-		_, _ = c.nc.Write(encodeFrame(rError, f.id, fmt.Appendf(nil, "the store speaks protocol version %d, this client another", protoVersion)))
-		return errors.New("client of another protocol version")
+	if f.op != opAuth {
+		return false, fmt.Errorf("op %d before authenticating", f.op)
 	}
-	c.send(encodeFrame(rOK, f.id, []byte(protoMagic), []byte{protoVersion}))
-	c.s.mu.Lock()
-	c.s.hellos++
-	c.s.mu.Unlock()
-	return nil
+	clientNonce, mac := f.fields[0], f.fields[1]
+	if !hmac.Equal(mac, proof(c.s.secret, "client", c.challenge, clientNonce)) {
+		c.refuseWith(f.id, "authentication failed: this process does not have the job's secret (ZEROENG_JOB_TOKEN)")
+		return false, errors.New("wrong job secret")
+	}
+	c.send(encodeFrame(rOK, f.id, proof(c.s.secret, "server", clientNonce, c.challenge)))
+	c.admit()
+	return true, nil
+}
+
+// refuseWith writes why the client is refused before the connection
+// closes (nothing else is queued during the handshake).
+func (c *conn) refuseWith(id uint32, msg string) {
+	_ = c.nc.SetWriteDeadline(time.Now().Add(goodbyeTimeout))
+	_, _ = c.nc.Write(encodeFrame(rError, id, []byte(msg)))
+}
+
+// admit counts a client that passed the handshake.
+func (c *conn) admit() {
+	s := c.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.admitted = true
+	s.handshaking--
+	s.admitted++
+	s.hellos++
 }
 
 // gone forgets a connection whose reader ended.
@@ -337,6 +430,11 @@ func (c *conn) gone() {
 		s.set(c.dropKey, c.dropValue)
 	}
 	if _, ok := s.conns[c]; ok {
+		if c.admitted {
+			s.admitted--
+		} else {
+			s.handshaking--
+		}
 		delete(s.conns, c)
 		close(s.changed)
 		s.changed = make(chan struct{})

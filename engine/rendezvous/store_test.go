@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -420,31 +421,99 @@ func TestListenPortInUse(t *testing.T) {
 	}
 }
 
+// logRecorder collects what a server logs.
+type logRecorder struct {
+	mu     sync.Mutex
+	logged []string
+}
+
+func (l *logRecorder) record(err error) {
+	l.mu.Lock()
+	l.logged = append(l.logged, err.Error())
+	l.mu.Unlock()
+}
+
+func (l *logRecorder) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.logged)
+}
+
+// waitFor waits until a logged line contains want.
+func (l *logRecorder) waitFor(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		lines := l.lines()
+		if len(lines) > 0 && strings.Contains(lines[len(lines)-1], want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("logged %q, want an error containing %q", lines, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sendRaw writes b on a raw connection to addr and waits for the server
+// to close it.
+func sendRaw(t *testing.T, addr string, b []byte) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil {
+		t.Fatalf("the server did not close the connection: %v", err)
+	}
+}
+
 // TestMalformedFrames sends garbage on raw connections: the server cuts
-// each off, says why, and goes on serving its clients.
+// each off and goes on serving its clients. Garbage from a client that
+// passed the handshake is logged with its reason; connections that never
+// pass it are counted, and reported in one line at most every
+// refusalLogEvery, however many there are.
 func TestMalformedFrames(t *testing.T) {
 	srv, c := newStore(t)
-	var mu sync.Mutex
-	var logged []string
-	srv.SetErrorLog(func(err error) {
-		mu.Lock()
-		logged = append(logged, err.Error())
-		mu.Unlock()
-	})
+	var log logRecorder
+	srv.SetErrorLog(log.record)
 	if err := c.Set("k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
 	hello := encodeFrame(opHello, 0, []byte(protoMagic), []byte{protoVersion})
+	for i, b := range [][]byte{
+		[]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"),
+		{0xff, 0xff, 0xff, 0xff, 1, 2, 3},
+		{0, 0, 0, 2, 1, 2},
+		encodeFrame(opHello, 0, []byte("someone else"), []byte{1}),
+		encodeFrame(opSet, 1, []byte("k"), []byte("x")),
+		encodeFrame(opHello, 0, []byte(protoMagic), make([]byte, 300)),
+	} {
+		sendRaw(t, srv.Addr(), b)
+		if i == 0 {
+			log.waitFor(t, "refused 1 connection(s) that did not pass the handshake")
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if lines := log.lines(); len(lines) != 1 {
+		t.Fatalf("logged %q, want one line for six strangers", lines)
+	}
+	srv.mu.Lock()
+	srv.refusedLogged = time.Now().Add(-time.Hour)
+	srv.mu.Unlock()
+	sendRaw(t, srv.Addr(), []byte("GET / HTTP/1.1\r\n\r\n"))
+	log.waitFor(t, "refused 6 connection(s)")
+
 	tests := []struct {
 		name string
 		send []byte
 		want string // in the logged error
 	}{
-		{"text", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), "malformed frame: length"},
-		{"huge length", []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}, "malformed frame: length"},
-		{"short length", []byte{0, 0, 0, 2, 1, 2}, "malformed frame: length"},
-		{"bad hello", encodeFrame(opHello, 0, []byte("someone else"), []byte{1}), "bad hello"},
-		{"no hello", encodeFrame(opSet, 1, []byte("k"), []byte("x")), "bad hello"},
 		{"unknown op", append(hello, encodeFrame(99, 1)...), "unknown op 99"},
 		{"field overruns", append(hello, 0, 0, 0, 10, opSet, 0, 0, 0, 1, 0, 0, 0, 200, 'k'), "overruns the frame"},
 		{"wrong field count", append(hello, encodeFrame(opSet, 1, []byte("k"))...), "wants 2 fields"},
@@ -452,36 +521,12 @@ func TestMalformedFrames(t *testing.T) {
 		{"bad add", append(hello, encodeFrame(opAdd, 1, []byte("k"), []byte{1})...), "add delta of 1 bytes"},
 		{"bad wait", append(hello, encodeFrame(opWait, 1, waitParams(false, 0, 5), []byte("k"))...), "wait for 5 keys with 1 given"},
 		{"reply op", append(hello, encodeFrame(rOK, 1)...), "unexpected op"},
+		{"second hello", append(hello, hello...), "unexpected op 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			nc, err := net.Dial("tcp", srv.Addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			if _, err := nc.Write(tt.send); err != nil {
-				t.Fatal(err)
-			}
-			// The server closes the connection: reads end.
-			nc.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := io.Copy(io.Discard, nc); err != nil {
-				t.Fatalf("the server did not close the connection: %v", err)
-			}
-			deadline := time.Now().Add(2 * time.Second)
-			for {
-				mu.Lock()
-				found := len(logged) > 0 && strings.Contains(logged[len(logged)-1], tt.want)
-				last := logged
-				mu.Unlock()
-				if found {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("logged %q, want an error containing %q", last, tt.want)
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
+			sendRaw(t, srv.Addr(), tt.send)
+			log.waitFor(t, tt.want)
 			if v, err := c.Get("k"); err != nil || string(v) != "v" {
 				t.Fatalf("after the garbage, Get = %q, %v", v, err)
 			}
