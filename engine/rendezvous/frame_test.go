@@ -47,6 +47,8 @@ func FuzzParseFrame(f *testing.F) {
 	f.Add(encodeFrame(opCheck, 5, []byte("a"), []byte("b")))
 	f.Add(append(encodeFrame(opDelete, 6, []byte("k")), encodeFrame(opNumKeys, 7)...))
 	f.Add(encodeFrame(rOK, 8, []byte("value")))
+	f.Add(encodeFrame(opAuth, 9, make([]byte, nonceLen), make([]byte, 32)))
+	f.Add(encodeFrame(opAuth, 10, make([]byte, 5), make([]byte, 32)))
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte{0, 0, 0, 9, opSet, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
