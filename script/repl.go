@@ -28,6 +28,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // REPLOptions configure a REPL.
@@ -342,7 +343,7 @@ func (r *REPL) load(path string) Result {
 	if r.Pending() {
 		return fail(errors.New(".load: finish the entry being typed first, or abandon it with .break"))
 	}
-	src, err := os.ReadFile(path)
+	src, err := safefile.ReadFile(path, maxSourceBytes)
 	if err != nil {
 		return fail(fmt.Errorf(".load: %w", err))
 	}

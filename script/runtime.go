@@ -26,6 +26,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/trace"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // Options configure a Runtime.
@@ -148,7 +149,7 @@ func (r *Runtime) sourceLoader(path string) ([]byte, error) {
 	if r.lastRequire == "" {
 		r.lastRequire = path
 	}
-	b, err := os.ReadFile(filepath.FromSlash(path))
+	b, err := safefile.ReadFile(filepath.FromSlash(path), maxSourceBytes)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, require.ModuleFileDoesNotExistError
@@ -165,6 +166,10 @@ func (r *Runtime) sourceLoader(path string) ([]byte, error) {
 	r.required[path] = true
 	return b, nil
 }
+
+// maxSourceBytes bounds a script or module file (and a JSON one that
+// require reads).
+const maxSourceBytes = 256 << 20
 
 // VM exposes the goja runtime (for the REPL's completion).
 func (r *Runtime) VM() *goja.Runtime { return r.vm }

@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/zeroeng/zeroeng/hooks/wasm"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 func hookCommand() *cli.Command {
@@ -39,7 +39,7 @@ func hookCheck(c *cli.Context) error {
 		return usagef("hook check", "hook check: name one .wasm file")
 	}
 	path := c.Args().First()
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, wasm.MaxModuleBytes)
 	if err != nil {
 		return fmt.Errorf("hook check: %w", err)
 	}

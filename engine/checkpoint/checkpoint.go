@@ -40,6 +40,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // Names of the files a checkpoint directory holds.
@@ -181,7 +182,13 @@ func Latest(dir string) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, ManifestName)); err == nil {
 		return dir, nil
 	}
-	b, err := os.ReadFile(filepath.Join(dir, LatestName))
+	latest := filepath.Join(dir, LatestName)
+	if fi, err := os.Lstat(latest); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		// Ours is a small file; a link could point anywhere, and what it
+		// points at must not reach a message.
+		return "", fmt.Errorf("checkpoint: %s is a symbolic link; it must be the file %s writes, naming a step folder", latest, LatestName)
+	}
+	b, err := safefile.ReadFile(latest, maxLatestBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		// A crash between the rename of a step's folder and the update of
 		// latest, or a directory written by hand: the newest complete step.
@@ -199,10 +206,22 @@ func Latest(dir string) (string, error) {
 	}
 	name := strings.TrimSpace(string(b))
 	if _, ok := parseStep(name); !ok {
-		return "", fmt.Errorf("checkpoint: %s names %q, not a step folder", filepath.Join(dir, LatestName), name)
+		// Not quoted back: the file may hold anything.
+		return "", fmt.Errorf("checkpoint: %s does not name a step folder (it should hold a name such as %s)", latest, StepName(100))
 	}
-	return filepath.Join(dir, name), nil
+	path := filepath.Join(dir, name)
+	if fi, err := os.Lstat(path); err == nil && !fi.IsDir() {
+		return "", fmt.Errorf("checkpoint: %s names %s, which is not a folder in %s (a symbolic link or a file)", latest, name, dir)
+	}
+	return path, nil
 }
+
+// maxLatestBytes bounds the latest file (a step folder's name).
+const maxLatestBytes = 4 << 10
+
+// maxManifestBytes bounds a manifest: a few kilobytes of JSON per file
+// and rank.
+const maxManifestBytes = 64 << 20
 
 // listSteps returns the steps of the complete checkpoints (those with a
 // manifest) under dir, ascending.
@@ -228,7 +247,7 @@ func listSteps(dir string) ([]int64, error) {
 // ReadManifest reads and checks the manifest of the checkpoint at path.
 func ReadManifest(path string) (*Manifest, error) {
 	file := filepath.Join(path, ManifestName)
-	b, err := os.ReadFile(file)
+	b, err := safefile.ReadFile(file, maxManifestBytes)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("checkpoint: %s is not a checkpoint (no %s)", path, ManifestName)

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -431,7 +432,32 @@ func TestBadCheckpoints(t *testing.T) {
 		{"newer version", func(t *testing.T, ckpt string) { editManifest(t, ckpt, func(m *Manifest) { m.Version = 9 }) }, nil, "version 9"},
 		{"latest names garbage", func(t *testing.T, ckpt string) {
 			os.WriteFile(filepath.Join(filepath.Dir(ckpt), LatestName), []byte("../../etc\n"), 0o644)
-		}, nil, "not a step folder"},
+		}, nil, "does not name a step folder"},
+		{"latest links to a secret", func(t *testing.T, ckpt string) {
+			secret := filepath.Join(t.TempDir(), "secret")
+			os.WriteFile(secret, []byte("root:x:0:0\n"), 0o600)
+			latest := filepath.Join(filepath.Dir(ckpt), LatestName)
+			os.Remove(latest)
+			os.Symlink(secret, latest)
+		}, nil, "latest is a symbolic link"},
+		{"latest is a FIFO", func(t *testing.T, ckpt string) {
+			latest := filepath.Join(filepath.Dir(ckpt), LatestName)
+			os.Remove(latest)
+			syscall.Mkfifo(latest, 0o644)
+		}, nil, "not a regular file (a FIFO)"},
+		{"manifest is a FIFO", func(t *testing.T, ckpt string) {
+			os.Remove(filepath.Join(ckpt, ManifestName))
+			syscall.Mkfifo(filepath.Join(ckpt, ManifestName), 0o644)
+		}, nil, "not a regular file (a FIFO)"},
+		{"model is a FIFO", func(t *testing.T, ckpt string) {
+			os.Remove(filepath.Join(ckpt, "model.safetensors"))
+			syscall.Mkfifo(filepath.Join(ckpt, "model.safetensors"), 0o644)
+		}, nil, "not a regular file (a FIFO)"},
+		{"step folder links out", func(t *testing.T, ckpt string) {
+			elsewhere := filepath.Join(t.TempDir(), "elsewhere")
+			os.Rename(ckpt, elsewhere)
+			os.Symlink(elsewhere, ckpt)
+		}, nil, "which is not a folder in"},
 		{"other model", nil, func(st *State) {
 			st.Modules[0].Tensors[4].Name = "head.weight"
 		}, `Missing key(s) in state_dict: "head.weight"`},
@@ -472,6 +498,9 @@ func TestBadCheckpoints(t *testing.T) {
 				_, _, err := Restore(pg, rs.rt, dir, st)
 				if err == nil || !strings.Contains(err.Error(), c.want) {
 					return fmt.Errorf("Restore returned %v, want an error containing %q", err, c.want)
+				}
+				if strings.Contains(err.Error(), "root:x") {
+					return fmt.Errorf("the error shows the contents of a file it was pointed at: %v", err)
 				}
 				if got := values(rs.params); !slices.EqualFunc(got, before, slices.Equal) {
 					return fmt.Errorf("a failed restore changed the parameters")

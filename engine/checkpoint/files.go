@@ -18,6 +18,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/tensorio"
 	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -80,15 +81,11 @@ func readFile(dir string, m *Manifest, name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("checkpoint: %s: the manifest lists no file %s", dir, name)
 	}
-	f, err := os.Open(path)
+	f, st, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
 	if st.Size() != want.Bytes {
 		return nil, fmt.Errorf("checkpoint: %s has %d bytes, the manifest says %d: the file is truncated or was replaced", path, st.Size(), want.Bytes)
 	}

@@ -35,11 +35,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // Array is an n-dimensional array: little-endian, row-major Data of exactly
@@ -79,15 +79,12 @@ var elems = map[byte]elem{
 
 // ReadFile reads the idx file at path, raw or gzip-compressed.
 func ReadFile(path string) (*Array, error) {
-	f, err := os.Open(path)
+	f, fi, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("idx: %w", err)
 	}
 	defer f.Close()
-	size := int64(-1)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
-	}
+	size := fi.Size()
 	return read(f, path, size)
 }
 

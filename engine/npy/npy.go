@@ -36,11 +36,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/zeroeng/zeroeng/internal/fileio"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // Array is an n-dimensional array: little-endian, C-order (row-major) Data of
@@ -138,15 +138,12 @@ func headerLen(b []byte) uint64 {
 // exactly what the header describes, and it checks the file size against the
 // header before allocating the data.
 func ReadFile(path string) (*Array, error) {
-	f, err := os.Open(path)
+	f, fi, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("npy: %w", err)
 	}
 	defer f.Close()
-	size := int64(-1)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
-	}
+	size := fi.Size()
 	return read(f, path, size, true)
 }
 

@@ -21,10 +21,10 @@ import (
 	"fmt"
 	"github.com/zeroeng/zeroeng/internal/fileio"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // MaxHeaderSize is the largest header, in bytes, that readers accept and
@@ -138,15 +138,12 @@ func checkHeaderLen(p prefix, n uint64, size int64) error {
 // The data section gets its own allocation, so tensors written in alignment
 // order (as Write and the Python library do) are aligned to their element size.
 func ReadFile(path string) (*File, error) {
-	f, err := os.Open(path)
+	f, fi, err := safefile.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	defer f.Close()
-	size := int64(-1)
-	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-		size = fi.Size()
-	}
+	size := fi.Size()
 	return read(f, path, size)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/npy"
 	"github.com/zeroeng/zeroeng/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // llm.c's shard header: 256 little-endian int32, of which the first three
@@ -31,6 +32,11 @@ const (
 	versionGPT2   = 1
 	versionLlama3 = 7
 )
+
+// maxFileBytes bounds one token file read into memory: far above any
+// shard (llm.c writes 100M tokens, 200 MB, per shard), it keeps an
+// endless or absurd file from growing the process without limit.
+const maxFileBytes = 64 << 30
 
 // Dataset is a stream of token ids held in memory. Tokens that fit in 16
 // bits are kept in 16 bits (llm.c's GPT-2 shards, bytes).
@@ -138,7 +144,7 @@ func Load(patterns ...string) (*Dataset, error) {
 	}
 	var parts []*Dataset
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := safefile.ReadFile(f, maxFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("tokens: %w", err)
 		}

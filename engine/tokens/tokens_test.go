@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -283,4 +284,19 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLoadRefusesEndlessFiles: a device or a FIFO named as a token file
+// is an error naming it at once, not a read that never ends.
+func TestLoadRefusesEndlessFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "train.bin")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/zero", fifo} {
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), path+": not a regular file") {
+			t.Errorf("Load(%s): %v", path, err)
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package wasm
 
 import (
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/internal/hookbuild"
@@ -95,4 +97,19 @@ func FuzzCheck(f *testing.F) {
 			t.Fatal("no info and no error")
 		}
 	})
+}
+
+// TestLoadRefusesEndlessFiles: a device or a FIFO named as a module is
+// an error at once (hook check and --hook read through Load's reader).
+func TestLoadRefusesEndlessFiles(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "hook.wasm")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/zero", fifo} {
+		_, err := Load(path, Config{})
+		if err == nil || !strings.Contains(err.Error(), path+": not a regular file") {
+			t.Errorf("Load(%s): %v", path, err)
+		}
+	}
 }

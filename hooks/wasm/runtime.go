@@ -13,6 +13,8 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
 // DefaultMemoryLimitMB bounds a hook's linear memory, and as much again
@@ -158,7 +160,7 @@ func (m *Module) Info() *Info { return m.info }
 
 // Load reads and compiles the hook module at path (see Compile).
 func Load(path string, cfg Config) (*Module, error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, MaxModuleBytes)
 	if err != nil {
 		return nil, fmt.Errorf("wasm hook: %w", err)
 	}
