@@ -66,7 +66,33 @@ func (r *Runtime) newWasmHook(pg dist.ProcessGroup, path string, cfg wasm.Config
 		r.throw(err)
 	}
 	r.closers = append(r.closers, func() { h.Close() })
+	r.hooksMu.Lock()
+	r.wasmHooks = append(r.wasmHooks, h)
+	r.hooksMu.Unlock()
 	return h.CommHook()
+}
+
+// interruptHooks stops this rank's calls into Wasm hooks where they can be
+// stopped (see wasm.Hook.Interrupt); the hooks fail from then on.
+func (r *Runtime) interruptHooks() {
+	r.hooksMu.Lock()
+	defer r.hooksMu.Unlock()
+	for _, h := range r.wasmHooks {
+		h.Interrupt()
+	}
+}
+
+// stuckInHook describes this rank's call into a Wasm hook if it has run
+// for at least d and cannot be interrupted.
+func (r *Runtime) stuckInHook(d time.Duration) (string, bool) {
+	r.hooksMu.Lock()
+	defer r.hooksMu.Unlock()
+	for _, h := range r.wasmHooks {
+		if s, ok := h.Uninterruptible(d); ok {
+			return s, true
+		}
+	}
+	return "", false
 }
 
 // defaultWasmHook is the hook of zeroeng run --hook, for a new DDP.

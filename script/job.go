@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/device"
@@ -84,7 +86,7 @@ func makeBackend(n int, jo JobOptions) (Backend, []device.Device, func(), error)
 		d, err := jo.NewDevice(rank)
 		if err != nil {
 			closeDevs()
-			return nil, nil, nil, &RankError{jo.FirstRank + rank, max(n, jo.WorldSize), err}
+			return nil, nil, nil, &RankError{Rank: jo.FirstRank + rank, Ranks: max(n, jo.WorldSize), Err: err}
 		}
 		devs[rank] = d
 	}
@@ -122,13 +124,20 @@ func (e *StopError) Error() string { return "dist: " + e.Why }
 type RankError struct {
 	Rank, Ranks int
 	Err         error
+	// Abandoned names the ranks the job stopped waiting for, each inside
+	// a call into a Wasm hook that nothing could interrupt.
+	Abandoned []string
 }
 
 func (e *RankError) Error() string {
-	if e.Ranks <= 1 {
-		return e.Err.Error()
+	msg := e.Err.Error()
+	if e.Ranks > 1 {
+		msg = fmt.Sprintf("rank %d: %v", e.Rank, e.Err)
 	}
-	return fmt.Sprintf("rank %d: %v", e.Rank, e.Err)
+	for _, a := range e.Abandoned {
+		msg += "\n" + a
+	}
+	return msg
 }
 
 func (e *RankError) Unwrap() error { return e.Err }
@@ -171,11 +180,11 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		o.Runtime = tensor.NewRuntime(devs[local], o.Seed)
 		r, err := New(o)
 		if err != nil {
-			return &RankError{rank, size, err}
+			return &RankError{Rank: rank, Ranks: size, Err: err}
 		}
 		if jo.Setup != nil {
 			if err := jo.Setup(r); err != nil {
-				return &RankError{rank, size, err}
+				return &RankError{Rank: rank, Ranks: size, Err: err}
 			}
 		}
 		runtimes[local] = r
@@ -193,6 +202,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		for i, r := range runtimes {
 			if i != failed {
 				r.Interrupt(why)
+				r.interruptHooks()
 			}
 		}
 	}
@@ -202,7 +212,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		case <-ctx.Done():
 			mu.Lock()
 			if first == nil {
-				first = &RankError{-1, size, &Error{Message: "interrupted", Interrupted: true}}
+				first = &RankError{Rank: -1, Ranks: size, Err: &Error{Message: "interrupted", Interrupted: true}}
 			}
 			mu.Unlock()
 			stopOthers(-1, "interrupted", nil)
@@ -215,7 +225,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			case err := <-st.Stopped():
 				mu.Lock()
 				if first == nil {
-					first = &RankError{jo.FirstRank, size, err}
+					first = &RankError{Rank: jo.FirstRank, Ranks: size, Err: err}
 				}
 				mu.Unlock()
 				stopOthers(-1, strings.TrimPrefix(err.Error(), "dist: "), nil)
@@ -223,11 +233,14 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			}
 		}()
 	}
+	running := make([]atomic.Bool, n)
 	for local, r := range runtimes {
 		rank := jo.FirstRank + local
 		wg.Add(1)
+		running[local].Store(true)
 		go func() {
 			defer wg.Done()
+			defer running[local].Store(false)
 			defer r.Close()
 			err := r.RunFile(path)
 			if err == nil {
@@ -241,15 +254,66 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			defer mu.Unlock()
 			var se *Error
 			if first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted)) {
-				first = &RankError{rank, size, err}
+				first = &RankError{Rank: rank, Ranks: size, Err: err}
 				go stopOthers(local, fmt.Sprintf("stopped: rank %d failed", rank), err)
 			}
 		}()
 	}
-	wg.Wait()
+	finished := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(finished)
+	}()
+	abandoned := waitRanks(finished, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return first != nil
+	}, func() []string {
+		var stuck []string
+		for local, r := range runtimes {
+			if !running[local].Load() {
+				continue
+			}
+			s, ok := r.stuckInHook(abandonAfter)
+			if !ok {
+				return nil // a rank that will stop: wait for it
+			}
+			stuck = append(stuck, fmt.Sprintf("rank %d did not stop: it is %s", jo.FirstRank+local, s))
+		}
+		return stuck
+	})
 	close(done)
+	mu.Lock()
+	defer mu.Unlock()
 	if first == nil {
 		return nil
 	}
+	first.Abandoned = abandoned
 	return first
+}
+
+// abandonAfter is how long a stopping job waits for a rank that is inside
+// a Wasm hook nothing can interrupt before it gives up on the rank.
+const abandonAfter = 2 * time.Second
+
+// waitRanks waits until finished is closed. Once the job has failed (or
+// was interrupted), it also returns when stuck names every rank still
+// running, each inside a call that nothing can stop: their goroutines
+// are abandoned (the process exits soon after) rather than waited for.
+func waitRanks(finished <-chan struct{}, failed func() bool, stuck func() []string) []string {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-finished:
+			return nil
+		case <-tick.C:
+			if !failed() {
+				continue
+			}
+			if s := stuck(); len(s) > 0 {
+				return s
+			}
+		}
+	}
 }

@@ -136,7 +136,7 @@ func NewREPL(opts REPLOptions) (*REPL, error) {
 		go k.serve(o, opts.Setup, started)
 		if err := <-started; err != nil {
 			r.Close()
-			return nil, &RankError{rank, n, err}
+			return nil, &RankError{Rank: rank, Ranks: n, Err: err}
 		}
 		r.ranks = append(r.ranks, k)
 	}

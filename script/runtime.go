@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dop251/goja"
@@ -26,6 +27,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/trace"
+	"github.com/zeroeng/zeroeng/hooks/wasm"
 	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
@@ -82,6 +84,11 @@ type Runtime struct {
 	module  *goja.Object // require("zeroeng")
 	methods map[string]goja.Value
 	life    lifetime
+
+	// wasmHooks are the rank's Wasm hook instances, which RunJob watches
+	// from another goroutine (hooks_native.go).
+	hooksMu   sync.Mutex
+	wasmHooks []*wasm.Hook
 
 	// required records the files loaded through require (their line 1 is
 	// shifted by the module wrapper) and the last module asked for.

@@ -750,3 +750,69 @@ func TestZeroOverlapSample(t *testing.T) {
 		t.Errorf("--schedule C: status %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestHookThatLoops: a Wasm hook compiled without a time limit cannot be
+// interrupted, yet the job still ends: on Ctrl-C with every rank looping
+// in it (more ranks than GOMAXPROCS), and when one rank loops while the
+// others' collectives time out. The error names the hook and the ranks
+// left behind.
+func TestHookThatLoops(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"train.js": `
+const { tensor, nn, optim } = require("zeroeng");
+const net = nn.Linear(4, 2);
+const model = nn.parallel.DistributedDataParallel(net);
+const opt = optim.SGD(net.parameters(), { lr: 0.1 });
+console.log("training");
+for (let step = 0; step < 1000; step++) {
+  opt.zeroGrad();
+  model.forward(tensor.ones([2, 4])).sum().backward();
+  opt.step();
+}`})
+	loop := func(rank string) []byte {
+		return hookbuild.WAT(t, `(module
+  (import "zeroeng" "all_reduce" (func $all_reduce (param i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (global $rank (mut i32) (i32.const 0))
+  (func (export "zeroeng_hook_abi_v1"))
+  (func (export "init") (param $rank i32) (param $world i32) (result i32) (global.set $rank (local.get $rank)) (i32.const 0))
+  (func (export "on_bucket") (param $b i32) (result i32)
+    (if (i32.eq (global.get $rank) (i32.const `+rank+`)) (then (loop $forever (br $forever))))
+    (call $all_reduce (local.get $b) (i32.const 0))))`)
+	}
+	everyRank := filepath.Join(dir, "loop.wasm")
+	os.WriteFile(everyRank, loop("-1"), 0o644) // -1: see below
+	os.WriteFile(everyRank, hookbuild.WAT(t, `(module
+  (memory (export "memory") 1)
+  (func (export "zeroeng_hook_abi_v1"))
+  (func (export "on_bucket") (param $b i32) (result i32) (loop $forever (br $forever)) (i32.const 0)))`), 0o644)
+	rankOne := filepath.Join(dir, "loop_rank1.wasm")
+	os.WriteFile(rankOne, loop("1"), 0o644)
+
+	t.Run("Ctrl-C", func(t *testing.T) {
+		s := start(t, dir, []string{"GOMAXPROCS=1"}, "run", "--nproc", "3", "--hook", everyRank, "train.js")
+		for s.lines.Scan() && !strings.Contains(s.lines.Text(), "training") {
+		}
+		s.drain()
+		time.Sleep(500 * time.Millisecond) // into the hook
+		sent := time.Now()
+		s.cmd.Process.Signal(os.Interrupt)
+		err := s.cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 || time.Since(sent) > 6*time.Second {
+			t.Fatalf("after SIGINT: %v after %v\n%s", err, time.Since(sent), s.stderr)
+		}
+		if !strings.Contains(s.stderr.String(), "did not stop: it is inside Wasm hook loop.wasm's on_bucket") {
+			t.Errorf("stderr does not name the hook:\n%s", s.stderr)
+		}
+	})
+	t.Run("a collective's timeout", func(t *testing.T) {
+		began := time.Now()
+		r := zeroeng(t, dir, nil, "run", "--nproc", "2", "--dist-timeout", "2s", "--hook", rankOne, "train.js")
+		if r.code == 0 || time.Since(began) > 20*time.Second {
+			t.Fatalf("status %d after %v\n%s", r.code, time.Since(began), r.stderr)
+		}
+		if !strings.Contains(r.stderr, "rank 1 did not stop: it is inside Wasm hook loop_rank1.wasm's on_bucket") || !strings.Contains(r.stderr, "2s") {
+			t.Errorf("stderr:\n%s", r.stderr)
+		}
+	})
+}

@@ -427,6 +427,7 @@ func runAction(c *cli.Context) error {
 			msg += " at " + relPath(se.Position)
 		}
 		logs.log(slog.LevelWarn, -1, msg, nil)
+		logs.abandoned(err)
 	case err == nil:
 		if proc == nil || place.Rank == 0 {
 			logs.summary(fmt.Sprintf("finished in %.2fs (%s)", elapsed.Seconds(), plural(ranks, "rank")),

@@ -43,6 +43,8 @@ func TestCheck(t *testing.T) {
 			[]string{"imports wasi_snapshot_preview1.fd_write with type (i32) -> (i32), want (i32, i32, i32, i32) -> (i32)"}},
 		{"an imported memory", `(import "env" "memory" (memory 1))` + marker + onBucket,
 			[]string{"imports memory env.memory", `no exported memory named "memory"`}},
+		{"a start function", memory + marker + onBucket + `(func $spin (loop $l (br $l))) (start $spin)`,
+			[]string{"has a start function (a WebAssembly start section), which would run as each rank instantiates the module"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,8 +16,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -109,10 +113,16 @@ type Hook struct {
 	rt   *tensor.Runtime
 	opts Options
 
-	mod   api.Module
-	ctx   context.Context // carries the Hook to the host functions
-	fns   map[string]api.Function
-	stack [8]uint64
+	mod    api.Module
+	ctx    context.Context    // carries the Hook to the host functions
+	cancel context.CancelFunc // Interrupt's
+	fns    map[string]api.Function
+
+	// The call into the guest in progress, for Uninterruptible: its
+	// export and when it began (unix nanoseconds; 0: none).
+	callExport atomic.Pointer[string]
+	callSince  atomic.Int64
+	stack      [8]uint64
 
 	handles    map[uint32]*handle
 	nextHandle uint32
@@ -180,11 +190,29 @@ func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*
 	prefix := o.Prefix + m.name + ": "
 	h.stdout = &lineWriter{w: o.Stdout, prefix: prefix}
 	h.stderr = &lineWriter{w: o.Stderr, prefix: prefix}
-	h.ctx = context.WithValue(context.Background(), hookKey{}, h)
+	h.ctx, h.cancel = context.WithCancel(context.WithValue(context.Background(), hookKey{}, h))
+	spareProcessor(+1)
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
 		WithStdout(h.stdout).WithStderr(h.stderr)
-	mod, err := m.rt.rt.InstantiateModule(h.ctx, m.cm, cfg)
+	// Instantiation runs the module's start function, if it has one:
+	// under the time limit too, and watched like any call.
+	ictx := h.ctx
+	if t := m.cfg.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ictx, t)
+		defer cancel()
+	}
+	start := "start function"
+	h.callExport.Store(&start)
+	h.callSince.Store(time.Now().UnixNano())
+	mod, err := m.rt.rt.InstantiateModule(ictx, m.cm, cfg)
+	h.callSince.Store(0)
 	if err != nil {
+		if errors.Is(ictx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("its start function ran past the time limit of %v", m.cfg.Timeout)
+		}
+		h.cancel()
+		spareProcessor(-1)
 		return nil, h.wrap("instantiate", -1, fmt.Errorf("%v", err))
 	}
 	h.mod = mod
@@ -232,6 +260,11 @@ func (h *Hook) setup(config []byte) error {
 
 // Close ends the instance and frees the tensors the guest made.
 func (h *Hook) Close() error {
+	if h.cancel != nil {
+		h.cancel()
+		h.cancel = nil
+		spareProcessor(-1)
+	}
 	h.stdout.flush()
 	h.stderr.flush()
 	for id, hd := range h.handles {
@@ -244,6 +277,52 @@ func (h *Hook) Close() error {
 	}
 	return nil
 }
+
+// Interrupt stops the call into the guest in progress, and every later
+// one, with an error: at once where the module checks for it (compiled
+// with a time limit, Config.Timeout), otherwise not before the call
+// returns by itself (see Uninterruptible).
+func (h *Hook) Interrupt() {
+	if h.cancel != nil {
+		h.cancel()
+	}
+}
+
+// Uninterruptible names the call into the guest in progress if it has run
+// for at least d and nothing can stop it: the module was compiled without
+// time checks (no Config.Timeout), whose loops cannot be left from the
+// outside. A job that stops abandons such a call instead of waiting for it.
+func (h *Hook) Uninterruptible(d time.Duration) (string, bool) {
+	since := h.callSince.Load()
+	if since == 0 || h.m.cfg.Timeout > 0 || time.Since(time.Unix(0, since)) < d {
+		return "", false
+	}
+	export := "?"
+	if e := h.callExport.Load(); e != nil {
+		export = *e
+	}
+	return fmt.Sprintf("inside Wasm hook %s's %s for %s, which has no time limit (--hook-timeout) and cannot be interrupted", h.m.name, export, time.Since(time.Unix(0, since)).Round(100*time.Millisecond)), true
+}
+
+// spareProcessor keeps one more Go processor (GOMAXPROCS) than there are
+// hook instances: a guest's compiled loops cannot be preempted, so with a
+// guest looping on every processor nothing else would run — not the
+// signal handler, not a timer, not the other ranks' timeouts. delta is +1
+// for a new instance and -1 for a closed one; GOMAXPROCS is raised when
+// needed and never lowered.
+func spareProcessor(delta int) {
+	instancesMu.Lock()
+	defer instancesMu.Unlock()
+	instances += delta
+	if want := instances + 1; delta > 0 && runtime.GOMAXPROCS(0) < want {
+		runtime.GOMAXPROCS(want)
+	}
+}
+
+var (
+	instancesMu sync.Mutex
+	instances   int
+)
 
 // Err is the failure that ended the instance, if any.
 func (h *Hook) Err() error { return h.dead }
@@ -436,7 +515,10 @@ func (h *Hook) call(export string, bucket int, args ...uint64) error {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
+	h.callExport.Store(&export)
+	h.callSince.Store(time.Now().UnixNano())
 	err := fn.CallWithStack(ctx, h.stack[:])
+	h.callSince.Store(0)
 	switch {
 	case h.callErr != nil && err != nil:
 		return h.wrap(export, bucket, fmt.Errorf("%w (the module then stopped: %v)", h.callErr, h.trap(err)))

@@ -63,6 +63,24 @@ func prescan(b []byte) error {
 	return nil
 }
 
+// hasStartSection reports whether a module that prescan accepted has a
+// start section (id 8), whose function runs at instantiation.
+func hasStartSection(b []byte) bool {
+	r := &reader{b: b, off: 8}
+	for r.off < len(r.b) {
+		id := r.byte()
+		size := r.length()
+		if r.err != nil {
+			return false
+		}
+		if id == 8 {
+			return true
+		}
+		r.off += size
+	}
+	return false
+}
+
 // reader reads the binary format, remembering the first error.
 type reader struct {
 	b   []byte

@@ -183,7 +183,7 @@ func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
 	if err != nil {
 		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
 	}
-	info := inspectCompiled(name, cm, s)
+	info := inspectCompiled(name, cm, s, hasStartSection(wasm))
 	if err := info.Err(); err != nil {
 		return nil, err
 	}
@@ -211,8 +211,11 @@ func compile(s *sharedRuntime, key runtimeKey, wasm []byte) (wazero.CompiledModu
 	return e.cm, e.err
 }
 
-func inspectCompiled(name string, cm wazero.CompiledModule, s *sharedRuntime) *Info {
+func inspectCompiled(name string, cm wazero.CompiledModule, s *sharedRuntime, start bool) *Info {
 	info := inspect(name, cm.ExportedFunctions(), cm.ImportedFunctions(), cm.ExportedMemories(), cm.ImportedMemories())
+	if start {
+		info.Problems = append(info.Problems, "has a start function (a WebAssembly start section), which would run as each rank instantiates the module, outside the hook's calls: a hook initializes in _initialize or its init export")
+	}
 	for _, d := range cm.ImportedFunctions() {
 		mod, n, _ := d.Import()
 		if mod != wasiModule {
@@ -247,7 +250,7 @@ func Check(name string, wasm []byte) (*Info, error) {
 		return nil, fmt.Errorf("wasm hook %s: invalid WebAssembly: %w", name, err)
 	}
 	defer cm.Close(context.Background())
-	return inspectCompiled(name, cm, s), nil
+	return inspectCompiled(name, cm, s, hasStartSection(wasm)), nil
 }
 
 func looksLikeWasm(b []byte) error {
