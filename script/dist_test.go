@@ -364,3 +364,45 @@ console.log(dist.rank, all.length, sub.size, averager.step, sums.join(" "), errs
 		}
 	}
 }
+
+// TestProcessExitOnOneRank: process.exit(0) on one rank ends that rank as
+// the end of its script does: a rank that then waits for it in a
+// collective fails at once, naming it; when every rank exits so, the job
+// ends with status 0. A non-zero exit stops every rank with that status.
+func TestProcessExitOnOneRank(t *testing.T) {
+	for _, c := range []struct {
+		name, src string
+		want      string // in the error; "" for an exit with status 0
+		code      int
+	}{
+		{"one rank leaves", `if (dist.rank === 1) process.exit(0);
+for (let i = 0; i < 3; i++) dist.allReduce(tensor.ones([2])).wait();`, "rank 1 ended its program without calling allReduce", -1},
+		{"every rank leaves", `dist.allReduce(tensor.ones([2])).wait(); process.exit(0);`, "", 0},
+		{"one rank fails", `if (dist.rank === 1) process.exit(3);
+for (;;) dist.allReduce(tensor.ones([2])).wait();`, "", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done := make(chan error, 1)
+			go func() {
+				_, err := runJob(t, 2, `const { tensor, dist } = require("zeroeng");
+`+c.src, dist.Options{})
+				done <- err
+			}()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the job did not end")
+			}
+			var se *Error
+			switch {
+			case c.want != "":
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("err = %v, want %q", err, c.want)
+				}
+			case !errors.As(err, &se) || se.Exit == nil || se.Exit.Code != c.code:
+				t.Errorf("err = %v, want process.exit(%d)", err, c.code)
+			}
+		})
+	}
+}

@@ -193,6 +193,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	var (
 		mu    sync.Mutex
 		first *RankError
+		exit0 *RankError // the first process.exit(0), when nothing failed
 		wg    sync.WaitGroup
 	)
 	stopOthers := func(failed int, why string, cause error) {
@@ -243,16 +244,26 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			defer running[local].Store(false)
 			defer r.Close()
 			err := r.RunFile(path)
-			if err == nil {
+			var se *Error
+			exited := errors.As(err, &se) && se.Exit != nil && se.Exit.Code == 0
+			if err == nil || exited {
 				// Collectives waiting for this rank can never complete.
+				// process.exit(0) ends the rank as the end of its script
+				// does: the job succeeds if the others need it no more.
 				if l, ok := world.(leaver); ok {
 					l.Leave(local)
+				}
+				if exited {
+					mu.Lock()
+					if exit0 == nil {
+						exit0 = &RankError{Rank: rank, Ranks: size, Err: err}
+					}
+					mu.Unlock()
 				}
 				return
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			var se *Error
 			if first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted)) {
 				first = &RankError{Rank: rank, Ranks: size, Err: err}
 				go stopOthers(local, fmt.Sprintf("stopped: rank %d failed", rank), err)
@@ -286,6 +297,9 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 	mu.Lock()
 	defer mu.Unlock()
 	if first == nil {
+		if exit0 != nil {
+			return exit0 // the script's own status, 0
+		}
 		return nil
 	}
 	first.Abandoned = abandoned

@@ -304,24 +304,32 @@ func TestLaunchSIGTERMUnderMPI(t *testing.T) {
 // TestMPIRankThatFinishesEarly: as on the in-process backend, a rank
 // whose script ends does not leave the others waiting in a collective
 // that needs it until the timeout: theirs fails at once, naming it.
+// process.exit(0) ends a rank the same way.
 func TestMPIRankThatFinishesEarly(t *testing.T) {
 	needMPI(t)
 	dir := scriptDir(t, map[string]string{"early.js": `
 const { tensor, dist } = require("zeroeng");
-if (dist.rank != 1) dist.allReduce(tensor.ones([4]), "sum").wait();`})
-	cmd := exec.Command("mpirun", append(mpirunArgs(2), "run", "--dist-timeout", "2m", "early.js")...)
-	cmd.Dir = dir
-	cmd.Env = cleanEnv()
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the job succeeded:\n%s", out)
-	}
-	want := "[0] early.js:3:65: mpi: AllReduce of 4 float32 on rank 0: rank 1 has finished its script; this collective can never complete"
-	if !strings.Contains(string(out), want) {
-		t.Errorf("output lacks %q:\n%s", want, out)
-	}
-	if took := time.Since(start); took > time.Minute {
-		t.Errorf("took %v: rank 0 waited for its timeout", took)
+if (dist.rank != 1) dist.allReduce(tensor.ones([4]), "sum").wait();`, "exits.js": `
+const { tensor, dist } = require("zeroeng");
+if (dist.rank == 1) process.exit(0);
+dist.allReduce(tensor.ones([4]), "sum").wait();`})
+	for script, want := range map[string]string{
+		"early.js": "[0] early.js:3:65: mpi: AllReduce of 4 float32 on rank 0: rank 1 has finished its script; this collective can never complete",
+		"exits.js": "[0] exits.js:4:45: mpi: AllReduce of 4 float32 on rank 0: rank 1 has finished its script; this collective can never complete",
+	} {
+		cmd := exec.Command("mpirun", append(mpirunArgs(2), "run", "--dist-timeout", "2m", script)...)
+		cmd.Dir = dir
+		cmd.Env = cleanEnv()
+		start := time.Now()
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%s: the job succeeded:\n%s", script, out)
+		}
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s: output lacks %q:\n%s", script, want, out)
+		}
+		if took := time.Since(start); took > time.Minute {
+			t.Errorf("%s: took %v: rank 0 waited for its timeout", script, took)
+		}
 	}
 }

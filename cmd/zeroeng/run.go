@@ -434,7 +434,15 @@ func runAction(c *cli.Context) error {
 				slog.Int("ranks", ranks), slog.Float64("elapsed_s", roundMillis(elapsed)))
 		}
 	case se != nil && se.Exit != nil:
-		// process.exit(code): the script chose its status; nothing to add.
+		// process.exit(code): the script chose its status. In a job of
+		// several ranks a failing one ends every rank: say which.
+		if ranks > 1 && se.Exit.Code != 0 && re != nil {
+			where := ""
+			if se.Position != "" {
+				where = " at " + relPath(se.Position)
+			}
+			logs.log(slog.LevelWarn, -1, fmt.Sprintf("rank %d called process.exit(%d)%s, which ends the job", re.Rank, se.Exit.Code, where), nil)
+		}
 	default:
 		logs.scriptFailure(err)
 	}
