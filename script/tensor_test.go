@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 // evalCase runs src (a script body) and compares what it prints.
@@ -283,5 +285,21 @@ func TestReprMatchesPyTorch(t *testing.T) {
 				t.Errorf("printed\n%s\nPyTorch prints\n%s", got, c.Repr)
 			}
 		})
+	}
+}
+
+// TestTensorLargerThanMemory: a tensor the machine cannot hold is a
+// script error at the line that asked for it, not Go's fatal
+// out-of-memory with its trace.
+func TestTensorLargerThanMemory(t *testing.T) {
+	avail, ok := hostmem.Available()
+	if !ok {
+		t.Skip("the memory available is unknown here (no /proc/meminfo)")
+	}
+	rows := (avail+1<<30)/16 + 1
+	src := fmt.Sprintf("const { tensor } = require('zeroeng');\nconst t = tensor.zeros([%d, 4]);\n", rows)
+	_, err := runScript(t, t.TempDir(), "case.js", src, Options{})
+	if err == nil || !strings.Contains(err.Error(), "case.js:2:") || !strings.Contains(err.Error(), "of memory available") {
+		t.Fatalf("err = %v", err)
 	}
 }

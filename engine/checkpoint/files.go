@@ -19,6 +19,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/tensorio"
 	"github.com/zeroeng/zeroeng/engine/zero"
 	"github.com/zeroeng/zeroeng/internal/safefile"
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -88,6 +89,9 @@ func readFile(dir string, m *Manifest, name string) ([]byte, error) {
 	defer f.Close()
 	if st.Size() != want.Bytes {
 		return nil, fmt.Errorf("checkpoint: %s has %d bytes, the manifest says %d: the file is truncated or was replaced", path, st.Size(), want.Bytes)
+	}
+	if err := hostmem.Check(want.Bytes); err != nil {
+		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
 	}
 	b := make([]byte, want.Bytes)
 	sum := crc32.New(castagnoli)

@@ -9,11 +9,13 @@ package cpu
 
 import (
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 // alignment of every buffer, in bytes: one AVX-512 vector / cache line.
@@ -93,6 +95,9 @@ func (d *Device) Alloc(dt dtype.DType, n int) (device.Buffer, error) {
 		d.stats.PooledBytes -= int64(size)
 		d.stats.Reuses++
 	} else {
+		if err := d.checkRoom(size); err != nil {
+			return nil, fmt.Errorf("cpu: %d elements of %v: %w", n, dt, err)
+		}
 		b = &Buffer{data: alignedBytes(size), owner: d}
 		d.stats.Allocs++
 	}
@@ -101,6 +106,27 @@ func (d *Device) Alloc(dt dtype.DType, n int) (device.Buffer, error) {
 	d.stats.PeakBytes = max(d.stats.PeakBytes, d.stats.LiveBytes)
 	return b, nil
 }
+
+// checkRoom refuses a large allocation that the machine cannot hold (Go
+// would die of it with a fatal error), after giving the pool back to try.
+// Called with d.mu held.
+func (d *Device) checkRoom(size int) error {
+	if size < checkRoomFrom {
+		return nil
+	}
+	err := hostmem.Check(int64(size))
+	if err != nil && d.stats.PooledBytes > 0 {
+		d.trimLocked()
+		debug.FreeOSMemory()
+		err = hostmem.Check(int64(size))
+	}
+	return err
+}
+
+// checkRoomFrom is the smallest allocation checked against the memory
+// available: reading /proc/meminfo costs microseconds, nothing next to
+// filling 64 MiB.
+const checkRoomFrom = 64 << 20
 
 func alignedBytes(size int) []byte {
 	if size == 0 {
@@ -141,6 +167,10 @@ func (d *Device) Free(buf device.Buffer) {
 func (d *Device) Trim() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.trimLocked()
+}
+
+func (d *Device) trimLocked() {
 	clear(d.pool)
 	d.stats.PooledBytes = 0
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
@@ -181,6 +182,9 @@ func read(r io.Reader, path string, size int64) (*Array, error) {
 		}
 		if have > h.nbytes {
 			return nil, p.errorf("%d trailing bytes after the %d bytes of data that %s needs", have-h.nbytes, h.nbytes, h)
+		}
+		if err := hostmem.Check(h.nbytes); err != nil {
+			return nil, p.errorf("%s: %w", h, err)
 		}
 		body = make([]byte, h.nbytes)
 		var m int

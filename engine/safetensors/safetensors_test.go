@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"flag"
-	"github.com/zeroeng/zeroeng/internal/fileio"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/internal/fileio"
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/go_written.safetensors")
@@ -547,5 +549,36 @@ func TestReadFileMissing(t *testing.T) {
 	_, err := ReadFile("testdata/does-not-exist.safetensors")
 	if err == nil || !strings.Contains(err.Error(), "testdata/does-not-exist.safetensors") || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestFileLargerThanMemory: a sparse file with an honest header whose
+// data is larger than the memory available is an error naming the file
+// and both sizes, before anything is allocated (not Go's fatal
+// out-of-memory).
+func TestFileLargerThanMemory(t *testing.T) {
+	avail, ok := hostmem.Available()
+	if !ok {
+		t.Skip("the memory available is unknown here (no /proc/meminfo)")
+	}
+	elems := (avail + 1<<30) / 4
+	hdr := fmt.Sprintf(`{"big":{"dtype":"F32","shape":[%d],"data_offsets":[0,%d]}}`, elems, 4*elems)
+	for len(hdr)%8 != 0 {
+		hdr += " "
+	}
+	path := filepath.Join(t.TempDir(), "big.safetensors")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.Write(f, binary.LittleEndian, uint64(len(hdr)))
+	f.WriteString(hdr)
+	if err := f.Truncate(int64(8+len(hdr)) + 4*elems); err != nil {
+		t.Skipf("no sparse file of %d bytes here: %v", 4*elems, err)
+	}
+	f.Close()
+	_, err = ReadFile(path)
+	if err == nil || !strings.Contains(err.Error(), "big.safetensors") || !strings.Contains(err.Error(), "of memory available") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 // WriteAtomic runs fill on a temporary file next to path and renames it over
@@ -75,6 +77,9 @@ const readChunk = 64 << 10
 // A short read returns the bytes read and io.ErrUnexpectedEOF.
 func ReadExact(r io.Reader, n int, trusted bool) ([]byte, error) {
 	if trusted {
+		if err := hostmem.Check(int64(n)); err != nil {
+			return nil, err
+		}
 		buf := make([]byte, n)
 		m, err := io.ReadFull(r, buf)
 		if errors.Is(err, io.EOF) {

@@ -13,6 +13,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 // ErrNotRegular matches the error of Open and ReadFile for a path that
@@ -53,6 +55,9 @@ func ReadFile(path string, limit int64) ([]byte, error) {
 	defer f.Close()
 	if fi.Size() > limit {
 		return nil, tooLarge(path, fi.Size(), limit)
+	}
+	if err := hostmem.Check(fi.Size()); err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
