@@ -56,6 +56,14 @@ func (r *Runtime) scriptError(err error) error {
 		e.fillStack(intr.Stack(), r.required)
 		return e
 	}
+	var overflow *goja.StackOverflowError
+	if errors.As(err, &overflow) {
+		e := &Error{Message: fmt.Sprintf("RangeError: maximum call stack size exceeded (%d calls deep): a recursion that does not end?", maxCallDepth)}
+		stack := overflow.Stack()
+		// The deepest frames say where; the rest repeat them.
+		e.fillStack(stack[:min(len(stack), 10)], r.required)
+		return e
+	}
 	var list parser.ErrorList
 	if errors.As(err, &list) {
 		return syntaxError(list)

@@ -25,6 +25,10 @@ type WasmHookOptions struct {
 	OnError wasm.Policy
 }
 
+// maxHookTimeoutMs bounds timeoutMs: a day, far beyond any hook call, and
+// far inside what a time.Duration holds.
+const maxHookTimeoutMs = 24 * 60 * 60 * 1000
+
 // wasmHook makes this rank's instance of the Wasm hook described by the
 // object hooks.wasm(path, options) returned: options are memoryLimitMB,
 // timeoutMs, onError ("abort" or "fallback") and config (a string, or a
@@ -34,9 +38,14 @@ func (r *Runtime) wasmHook(pg dist.ProcessGroup, o *goja.Object) ddp.CommHook {
 	path := o.Get("path").String()
 	opts, _ := optValue(o, "options").(*goja.Object)
 	def := r.opts.Hooks
+	r.checkKeys(fn, opts, "memoryLimitMB", "timeoutMs", "onError", "config")
+	ms := r.optNumber(fn, opts, "timeoutMs", float64(def.Limits.Timeout)/1e6)
+	if !(ms >= 0 && ms <= maxHookTimeoutMs) { // NaN fails too
+		r.throwRangef("%s: timeoutMs must be a number of milliseconds from 0 (no limit) to %d (a day), got %v", fn, maxHookTimeoutMs, ms)
+	}
 	cfg := wasm.Config{
 		MemoryLimitMB: r.optInt(fn, opts, "memoryLimitMB", def.Limits.MemoryLimitMB),
-		Timeout:       time.Duration(r.optNumber(fn, opts, "timeoutMs", float64(def.Limits.Timeout)/1e6) * 1e6),
+		Timeout:       time.Duration(ms * 1e6),
 	}
 	policy, err := wasm.ParsePolicy(optString(opts, "onError", def.OnError.String()))
 	if err != nil {

@@ -131,7 +131,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r := &Runtime{vm: goja.New(), rt: rt, opts: opts, required: map[string]bool{}}
 	r.vm.SetParserOptions(parser.WithDisableSourceMaps)
-	r.vm.SetMaxCallStackSize(10000)
+	r.vm.SetMaxCallStackSize(maxCallDepth)
 	r.life.init(r, opts.AutoRelease)
 	reg := require.NewRegistry(require.WithLoader(r.sourceLoader))
 	reg.RegisterNativeModule("zeroeng", func(vm *goja.Runtime, module *goja.Object) {
@@ -173,6 +173,10 @@ func (r *Runtime) sourceLoader(path string) ([]byte, error) {
 	r.required[path] = true
 	return b, nil
 }
+
+// maxCallDepth bounds the script's call depth: a recursion that does not
+// end fails with a RangeError instead of growing the stack without limit.
+const maxCallDepth = 10000
 
 // maxSourceBytes bounds a script or module file (and a JSON one that
 // require reads).

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -587,20 +588,45 @@ const maxLine = 4096
 func (l *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
-		i := slices.Index(p, '\n')
 		l.open = true
-		if i < 0 {
-			l.buf = append(l.buf, p...)
+		i := slices.Index(p, '\n')
+		if i < 0 || len(l.buf)+i > maxLine {
+			// No newline within the line's room: take what fits, and
+			// end the line there if it is full.
+			take := min(len(p), maxLine-len(l.buf))
+			l.buf = append(l.buf, p[:take]...)
+			p = p[take:]
 			if len(l.buf) >= maxLine {
 				l.flush()
 			}
-			break
+			continue
 		}
 		l.buf = append(l.buf, p[:i]...)
 		l.flush()
 		p = p[i+1:]
 	}
 	return n, nil
+}
+
+// appendPrintable appends b with what a terminal would act on instead of
+// showing — control characters (tab aside), C1 controls, bytes that are
+// not UTF-8 — written as \xNN, so that a guest cannot move the cursor,
+// recolour or clear the user's terminal, or hide its lines.
+func appendPrintable(out, b []byte) []byte {
+	for len(b) > 0 {
+		r, size := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && size <= 1,
+			r < 0x20 && r != '\t', r == 0x7f, r >= 0x80 && r < 0xa0:
+			for _, c := range b[:max(size, 1)] {
+				out = fmt.Appendf(out, "\\x%02x", c)
+			}
+		default:
+			out = append(out, b[:size]...)
+		}
+		b = b[max(size, 1):]
+	}
+	return out
 }
 
 // line writes b as a line of its own (several, if it holds newlines).
@@ -616,7 +642,7 @@ func (l *lineWriter) flush() {
 		return
 	}
 	out := make([]byte, 0, len(l.prefix)+len(l.buf)+1)
-	out = append(append(append(out, l.prefix...), l.buf...), '\n')
+	out = append(appendPrintable(append(out, l.prefix...), l.buf), '\n')
 	l.w.Write(out)
 	l.buf, l.open = l.buf[:0], false
 }

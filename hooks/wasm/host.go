@@ -244,7 +244,8 @@ func (h *Hook) transfer(fn string, mem api.Memory, s []uint64) (hd *handle, off 
 	off, n := int64(s[1]), u32(s[3])
 	size := int64(hd.t.Numel() * hd.t.DType().Size())
 	if off < 0 || off > size || int64(n) > size-off {
-		return nil, 0, nil, h.fail(fn, ErrBounds, "bytes [%d, %d) of a tensor of %d bytes", off, off+int64(n), size)
+		// Not as a range: off+n may overflow.
+		return nil, 0, nil, h.fail(fn, ErrBounds, "%d bytes at offset %d are outside the tensor's %d bytes", n, off, size)
 	}
 	guest, st = h.guest(fn, mem, u32(s[2]), n)
 	return

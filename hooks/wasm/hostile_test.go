@@ -87,7 +87,13 @@ func TestHostileModules(t *testing.T) {
 			name: "a read past the bucket",
 			body: `(func (export "on_bucket") (param $b i32) (result i32)
 				  (call $tensor_read (local.get $b) (i64.const 1000000) (i32.const 0) (i32.const 8)))`,
-			want: []string{"host call tensor_read: ERR_BOUNDS: bytes [1000000, 1000008)"},
+			want: []string{"host call tensor_read: ERR_BOUNDS: 8 bytes at offset 1000000 are outside the tensor's"},
+		},
+		{
+			name: "a read at an offset near 2^63",
+			body: `(func (export "on_bucket") (param $b i32) (result i32)
+				  (call $tensor_read (local.get $b) (i64.const 9223372036854775807) (i32.const 0) (i32.const 8)))`,
+			want: []string{"host call tensor_read: ERR_BOUNDS: 8 bytes at offset 9223372036854775807 are outside the tensor's"},
 		},
 		{
 			name: "a handle it never had",
