@@ -176,6 +176,7 @@ type bucketCall struct {
 	count    int   // collectives issued for the bucket
 	err      error // the hook's failure on this bucket
 	snapshot *tensor.Tensor
+	step     int64 // the iteration the bucket belongs to
 }
 
 // NewHook instantiates the module for one rank of pg, whose tensors live
@@ -361,7 +362,7 @@ func (h *Hook) launch(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 	if h.fallen {
 		return h.builtin(b)
 	}
-	bc := &bucketCall{b: b}
+	bc := &bucketCall{b: b, step: h.step}
 	if h.opts.OnError == Fallback && h.dead == nil {
 		bc.snapshot = b.Buffer.Clone().Persist()
 	}
@@ -433,7 +434,15 @@ func (h *Hook) agree(bc *bucketCall, err error) (*tensor.Tensor, error) {
 	n := int64(bc.count)
 	votes := h.rt.FromInt64s([]int64{failed, n, -n}, 3)
 	if cerr := h.pg.AllReduce(votes, dist.Max).Wait(); cerr != nil {
-		return nil, h.wrap("fallback", b.Index, fmt.Errorf("the ranks could not agree on the hook's outcome: %w", cerr))
+		if err != nil {
+			// This rank's failure is what happened; the vote failed
+			// because of it (the others were still in the collectives
+			// the hook issued before it failed here).
+			return nil, fmt.Errorf("%w; the ranks could not then agree to fall back to the all-reduce: %v", err, cerr)
+		}
+		e := h.wrap("fallback", b.Index, fmt.Errorf("the ranks could not agree on the hook's outcome (has it failed on another rank?): %w", cerr))
+		e.(*Error).Step = bc.step
+		return nil, e
 	}
 	v, cerr := votes.Int64s()
 	if cerr != nil {
@@ -447,7 +456,9 @@ func (h *Hook) agree(bc *bucketCall, err error) (*tensor.Tensor, error) {
 		why = err.Error()
 	}
 	if v[1] != -v[2] {
-		return nil, h.wrap("fallback", b.Index, fmt.Errorf("cannot fall back to the all-reduce: the ranks issued different collectives for this bucket (%d to %d) before the hook failed (%s)", -v[2], v[1], why))
+		e := h.wrap("fallback", b.Index, fmt.Errorf("cannot fall back to the all-reduce: the ranks issued different collectives for this bucket (%d to %d) before the hook failed (%s)", -v[2], v[1], why))
+		e.(*Error).Step = bc.step
+		return nil, e
 	}
 	if !h.fallen {
 		h.fallen = true
