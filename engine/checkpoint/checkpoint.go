@@ -29,6 +29,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -278,9 +279,45 @@ func parseManifest(b []byte, file string) (*Manifest, error) {
 			return nil, fmt.Errorf("checkpoint: %s: bad file entry %q", file, f.Name)
 		}
 	}
+	// The files the parts need, exactly: a load and checkpoint verify
+	// then check every one of them.
+	need := map[string]string{} // file → the part that needs it
+	part := func(what, key string) error {
+		if key == "" || key != filepath.Base(key) || key[0] == '.' {
+			return fmt.Errorf("checkpoint: %s: bad %s key %q", file, what, key)
+		}
+		return nil
+	}
+	for _, k := range m.Modules {
+		if err := part("module", k); err != nil {
+			return nil, err
+		}
+		need[k+".safetensors"] = fmt.Sprintf("module %q", k)
+	}
 	for _, o := range m.Optimizers {
-		if o.Shards < 1 || (o.Shards != 1 && o.Shards != m.WorldSize) {
+		if err := part("optimizer", o.Key); err != nil {
+			return nil, err
+		}
+		if o.Shards < 1 || (o.Shards != 1 && o.Shards != m.WorldSize) || (o.Partition != "" && o.Shards != m.WorldSize) {
 			return nil, fmt.Errorf("checkpoint: %s: optimizer %q has %d shards for %d ranks", file, o.Key, o.Shards, m.WorldSize)
+		}
+		for r := range o.Shards {
+			need[shardName(o.Key, r, o.Shards)] = fmt.Sprintf("optimizer %q", o.Key)
+		}
+	}
+	listed := map[string]bool{}
+	for _, f := range m.Files {
+		if listed[f.Name] {
+			return nil, fmt.Errorf("checkpoint: %s: lists %s twice", file, f.Name)
+		}
+		listed[f.Name] = true
+		if _, ok := need[f.Name]; !ok {
+			return nil, fmt.Errorf("checkpoint: %s: lists %s, which no module or optimizer of the checkpoint uses", file, f.Name)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(need)) {
+		if !listed[name] {
+			return nil, fmt.Errorf("checkpoint: %s: lists no file %s, which %s needs", file, name, need[name])
 		}
 	}
 	return &m, nil

@@ -430,6 +430,19 @@ func TestBadCheckpoints(t *testing.T) {
 			os.WriteFile(filepath.Join(ckpt, ManifestName), []byte(`{"format": "zeroeng-checkpoint", "version": 1, `), 0o644)
 		}, nil, "manifest.json: unexpected end of JSON input"},
 		{"newer version", func(t *testing.T, ckpt string) { editManifest(t, ckpt, func(m *Manifest) { m.Version = 9 }) }, nil, "version 9"},
+		{"manifest lists no files", func(t *testing.T, ckpt string) {
+			flip(t, filepath.Join(ckpt, "model.safetensors"))
+			editManifest(t, ckpt, func(m *Manifest) { m.Files = nil })
+		}, nil, `lists no file model.safetensors, which module "model" needs`},
+		{"one shard of a sharded optimizer", func(t *testing.T, ckpt string) {
+			editManifest(t, ckpt, func(m *Manifest) { m.Optimizers[0].Shards = 1 })
+		}, nil, `optimizer "optimizer" has 1 shards for 2 ranks`},
+		{"a file no part uses", func(t *testing.T, ckpt string) {
+			editManifest(t, ckpt, func(m *Manifest) { m.Files = append(m.Files, FileInfo{Name: "extra.safetensors"}) })
+		}, nil, "lists extra.safetensors, which no module or optimizer of the checkpoint uses"},
+		{"a module key that leaves the folder", func(t *testing.T, ckpt string) {
+			editManifest(t, ckpt, func(m *Manifest) { m.Modules[0] = "../model" })
+		}, nil, `bad module key "../model"`},
 		{"latest names garbage", func(t *testing.T, ckpt string) {
 			os.WriteFile(filepath.Join(filepath.Dir(ckpt), LatestName), []byte("../../etc\n"), 0o644)
 		}, nil, "does not name a step folder"},
