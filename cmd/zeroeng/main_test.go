@@ -816,3 +816,45 @@ for (let step = 0; step < 1000; step++) {
 		}
 	})
 }
+
+// TestWasmCacheDamaged: a damaged entry of the on-disk compilation cache
+// is cleared and the hook compiled again, once, with a line naming the
+// cache; the run goes on.
+func TestWasmCacheDamaged(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"ddp.js": `
+const { tensor, nn } = require("zeroeng");
+const model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2));
+model.forward(tensor.ones([2, 4])).sum().backward();
+console.log("ok");`})
+	hook := filepath.Join(dir, "allreduce.wasm")
+	os.WriteFile(hook, hookbuild.Sample(t, "allreduce_wat"), 0o644)
+	cache := filepath.Join(t.TempDir(), "cache")
+	env := []string{"ZEROENG_WASM_CACHE=" + cache}
+	if r := zeroeng(t, dir, env, "run", "--quiet", "--hook", hook, "ddp.js"); r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	damaged := 0
+	filepath.WalkDir(cache, func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(path)
+			for i := 64; i < len(b); i += 97 {
+				b[i] ^= 0xff
+			}
+			os.WriteFile(path, b, 0o644)
+			damaged++
+		}
+		return nil
+	})
+	if damaged == 0 {
+		t.Fatalf("nothing cached in %s", cache)
+	}
+	for run := range 2 {
+		r := zeroeng(t, dir, env, "run", "--quiet", "--hook", hook, "ddp.js")
+		if r.code != 0 || r.stdout != "ok\n" {
+			t.Fatalf("run %d: status %d\n%s\n%s", run, r.code, r.stdout, r.stderr)
+		}
+		if said := strings.Contains(r.stderr, "the Wasm compilation cache in "+cache+" was damaged"); said != (run == 0) {
+			t.Errorf("run %d: stderr %q", run, r.stderr)
+		}
+	}
+}

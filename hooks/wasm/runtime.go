@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +69,7 @@ var (
 	runtimes   = map[runtimeKey]*sharedRuntime{}
 	cacheOnce  sync.Once
 	cache      wazero.CompilationCache
+	cacheDir   string // the on-disk cache's directory, "" for none
 
 	compiledMu sync.Mutex
 	compiled   = map[compiledKey]*compiledEntry{}
@@ -103,13 +105,30 @@ func compilationCache() wazero.CompilationCache {
 		}
 		if dir != "" && dir != "off" {
 			if c, err := wazero.NewCompilationCacheWithDir(dir); err == nil {
-				cache = c
+				cache, cacheDir = c, dir
 				return
 			}
 		}
 		cache = wazero.NewCompilationCache()
 	})
 	return cache
+}
+
+// clearCache removes the entries of wazero's folders in the cache
+// directory (not the folders, which the open cache writes into, and
+// nothing else the user may keep there).
+func clearCache(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "wazero-") {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		files, _ := os.ReadDir(sub)
+		for _, f := range files {
+			os.RemoveAll(filepath.Join(sub, f.Name()))
+		}
+	}
 }
 
 // runtimeFor returns the shared runtime for the limits, with WASI and
@@ -204,6 +223,13 @@ func compile(s *sharedRuntime, key runtimeKey, wasm []byte) (wazero.CompiledModu
 	compiledMu.Unlock()
 	e.once.Do(func() {
 		e.cm, e.err = s.rt.CompileModule(context.Background(), wasm)
+		if e.err != nil && strings.Contains(e.err.Error(), "compilationcache") && cacheDir != "" {
+			// A damaged entry of the on-disk cache (a crash while it was
+			// written, a disk error): clear the cache, compile afresh.
+			fmt.Fprintf(os.Stderr, "zeroeng: the Wasm compilation cache in %s was damaged (%v); cleared it and compiled again\n", cacheDir, e.err)
+			clearCache(cacheDir)
+			e.cm, e.err = s.rt.CompileModule(context.Background(), wasm)
+		}
 		if e.err != nil {
 			e.err = fmt.Errorf("invalid WebAssembly: %w", e.err)
 		}
