@@ -84,10 +84,18 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	if _, ok := state.(*goja.Object); !ok {
 		r.throwf("%s: options.state must be the object of what to save ({ model, optimizer, ... }), got %s", fn, describe(state))
 	}
+	r.checkKeys(fn, ops, "state", "every", "keep")
 	every := r.optInt(fn, ops, "every", 0)
 	keep := r.optInt(fn, ops, "keep", 0)
 	if every < 0 || keep < 0 {
 		r.throwRangef("%s: every and keep must not be negative", fn)
+	}
+	if r.group == nil || r.group.Rank() == 0 {
+		// The folder is this job's from now on: a second job that tries
+		// to use it fails here, not after an hour of training.
+		if err := checkpoint.Lock(dir); err != nil {
+			r.throw(err)
+		}
 	}
 	if stop := r.opts.Stop; stop != nil {
 		stop.handlers.Add(1)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -234,5 +235,49 @@ func TestCheckpointVerify(t *testing.T) {
 	}
 	if r := zeroeng(t, ".", nil, "checkpoint", "verify", t.TempDir()); r.code != 1 || !strings.Contains(r.stderr, "holds no checkpoint") {
 		t.Errorf("verify of an empty directory: status %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestCheckpointFolderOfOneJob: a second job that makes a Manager on a
+// folder another job holds fails at once, naming that job; a run that
+// retires old checkpoints leaves none half deleted when it exits.
+func TestCheckpointFolderOfOneJob(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"hold.js": `
+const { tensor, nn, checkpoint } = require("zeroeng");
+const model = nn.Linear(2, 2);
+const ckpt = checkpoint.Manager("ckpt", { state: { model }, keep: 1 });
+for (let step = 1; step <= 5; step++) ckpt.save(step, { force: true });
+console.log("holding");
+const until = Date.now() + Number(process.argv[2] || 0);
+while (Date.now() < until) {}
+`})
+	s := start(t, dir, nil, "run", "hold.js", "--", "20000")
+	if !s.lines.Scan() || s.lines.Text() != "holding" {
+		t.Fatalf("first job: %q\n%s", s.lines.Text(), s.stderr)
+	}
+	s.drain()
+	r := zeroeng(t, dir, nil, "run", "hold.js")
+	if r.code == 0 || !strings.Contains(r.stderr, "ckpt is being written by pid "+strconv.Itoa(s.cmd.Process.Pid)) {
+		t.Errorf("second job: status %d\n%s", r.code, r.stderr)
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+
+	// The lock died with its job; a run that prunes ends with nothing
+	// retired left behind.
+	r = zeroeng(t, dir, nil, "run", "hold.js")
+	if r.code != 0 {
+		t.Fatalf("after the first job: status %d\n%s", r.code, r.stderr)
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got := strings.Join(names, " "); got != ".lock latest step-00000005" {
+		t.Errorf("the folder holds %s", got)
 	}
 }

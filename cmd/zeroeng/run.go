@@ -19,6 +19,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/checkpoint"
 	"github.com/zeroeng/zeroeng/engine/jobenv"
 	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/gpu"
@@ -355,6 +356,7 @@ func runAction(c *cli.Context) error {
 		proc.apply(&jo)
 	}
 	err = script.RunJob(ctx, cfg.script, jo)
+	checkpoint.Finish() // retired checkpoints still being deleted
 	elapsed := time.Since(start)
 	if proc != nil && proc.stoppedByAnother() {
 		time.Sleep(stopDelay) // the failed rank ends first (zeroeng launch names it)

@@ -81,15 +81,15 @@ func Save(pg dist.ProcessGroup, dir string, step int64, st *State, opts SaveOpti
 // leftovers of saves that a crash interrupted.
 func prepare(dir, tmp string) error {
 	removing.Wait()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+	if err := Lock(dir); err != nil {
+		return err
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".tmp-step-") || strings.HasPrefix(e.Name(), ".old-step-") {
+		if strings.HasPrefix(e.Name(), ".tmp-step-") || strings.HasPrefix(e.Name(), ".old-step-") || strings.HasPrefix(e.Name(), "."+LatestName+".tmp") {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return fmt.Errorf("checkpoint: removing an interrupted save: %w", err)
 			}
@@ -248,3 +248,8 @@ func prune(dir, current string, keep int) error {
 // removing counts the background deletions of retired checkpoints; a
 // save waits for them before it looks for leftovers to remove.
 var removing sync.WaitGroup
+
+// Finish waits for the deletions of retired checkpoints that saves left
+// running in the background; a process calls it before it exits, so that
+// none is left half deleted.
+func Finish() { removing.Wait() }
