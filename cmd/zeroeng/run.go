@@ -16,10 +16,10 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
-	"github.com/zeroeng/zeroeng/engine/checkpoint"
 	"github.com/zeroeng/zeroeng/engine/jobenv"
 	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/gpu"

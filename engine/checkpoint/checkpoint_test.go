@@ -345,7 +345,7 @@ func TestKeepAndLatest(t *testing.T) {
 	dir := t.TempDir()
 	saveSteps(t, dir, 2, 1, 2, 3, 4, 5)
 	removing.Wait() // the retired checkpoints are deleted in the background
-	if got, want := listDir(t, dir), []string{"latest", "step-00000004", "step-00000005"}; !slices.Equal(got, want) {
+	if got, want := listDir(t, dir), []string{LockName, "latest", "step-00000004", "step-00000005"}; !slices.Equal(got, want) {
 		t.Fatalf("after five saves keeping 2: %v, want %v", got, want)
 	}
 	if p, err := Latest(dir); err != nil || filepath.Base(p) != "step-00000005" {
