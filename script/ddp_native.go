@@ -202,6 +202,7 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 		if err != nil {
 			r.throw(err)
 		}
+		r.ddps = append(r.ddps, d)
 		// Buffers (running statistics and the like) start as rank 0's, as
 		// PyTorch's constructor syncs them with the parameters; with
 		// broadcastBuffers (PyTorch's default) every forward pass takes

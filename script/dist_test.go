@@ -406,3 +406,17 @@ for (;;) dist.allReduce(tensor.ones([2])).wait();`, "", 3},
 		})
 	}
 }
+
+// TestHookFailureInTheLastBackward: a comm hook that fails in the last
+// backward pass of a script, whose gradients nothing reads afterwards,
+// fails the job at the script's end instead of being lost.
+func TestHookFailureInTheLastBackward(t *testing.T) {
+	src := `const { tensor, nn, dist } = require("zeroeng");
+const model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2));
+model.registerCommHook(null, (state, bucket) => { throw new Error("the hook gives up"); });
+model.forward(tensor.ones([2, 4])).sum().backward();`
+	_, err := runJob(t, 2, src, dist.Options{})
+	if err == nil || !strings.Contains(err.Error(), "after the script's end") || !strings.Contains(err.Error(), "the hook gives up") {
+		t.Fatalf("err = %v", err)
+	}
+}

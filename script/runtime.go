@@ -24,6 +24,7 @@ import (
 	"github.com/dop251/goja_nodejs/require"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/trace"
@@ -89,6 +90,8 @@ type Runtime struct {
 	// from another goroutine (hooks_native.go).
 	hooksMu   sync.Mutex
 	wasmHooks []*wasm.Hook
+
+	ddps []*ddp.DDP // the models the script wrapped, finished at its end
 
 	// required records the files loaded through require (their line 1 is
 	// shifted by the module wrapper) and the last module asked for.
@@ -278,7 +281,27 @@ func (r *Runtime) RunFile(path string) error {
 	}
 	must(r.vm.Get("process").ToObject(r.vm).Set("argv", argv))
 	_, err = r.run(func() (goja.Value, error) { return r.req.Require(abs) })
+	if err == nil {
+		err = r.finishBackward()
+	}
 	return err
+}
+
+// finishBackward waits, once the script has ended, for the gradient
+// reductions its last backward pass left running (DDP overlaps them with
+// backward, and only the next use of the gradients waits for them), so
+// that a failure there — a comm hook's — is the script's error rather
+// than lost.
+func (r *Runtime) finishBackward() error {
+	for _, d := range r.ddps {
+		if !d.Pending() {
+			continue // its errors, if any, were the script's to see
+		}
+		if err := d.Finalize(); err != nil {
+			return &Error{Message: "after the script's end, the gradient reduction of its last backward pass failed: " + err.Error(), Cause: err}
+		}
+	}
+	return nil
 }
 
 // RunString runs source text as a script named name (no module wrapper:

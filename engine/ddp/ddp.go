@@ -482,6 +482,10 @@ func (d *DDP) traceEvent(rank int, name string, b *bucket, start time.Time) trac
 		Args: [2]trace.Arg{{Key: "bucket", Val: int64(b.Index)}, {Key: "bytes", Val: int64(b.Buffer.Numel() * b.Buffer.DType().Size())}}}
 }
 
+// Pending reports whether a backward pass's reductions have not been
+// finalized yet (Finalize then waits for them).
+func (d *DDP) Pending() bool { return d.active }
+
 // Finalize ends the iteration: unused parameters are reduced as zeros (or
 // named in an error), every bucket's reduction is waited for and the
 // reduced values land in the gradients. Reading any parameter's gradient

@@ -142,6 +142,7 @@ func runtimeFor(key runtimeKey) (*sharedRuntime, error) {
 	ctx := context.Background()
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(key.memoryPages).
+		WithMemoryCapacityFromMax(true).
 		WithCloseOnContextDone(key.timeout)
 	if !key.uncached {
 		cfg = cfg.WithCompilationCache(compilationCache())
