@@ -107,10 +107,15 @@
 // # Timeouts and faults
 //
 // dist.Options.Timeout (dist.DefaultTimeout when zero) bounds each work
-// from the moment it is issued: at the deadline the work fails with an
-// error naming the collective, its size, the rank and the timeout ("mpi:
-// AllReduce of 1048576 float32 on rank 1 timed out after 10s; other ranks
-// may have died"). MPI cannot cancel a collective, so the world is then
+// from the moment it is issued. At the deadline the rank asks the other
+// members of the group what they have called (status.go; every rank's
+// communication goroutine answers, idle or not), and after their answers
+// or two seconds the work fails with an error naming the collective, its
+// size, the rank, the timeout and the ranks that have not called it or
+// did not answer ("mpi: AllReduce of 1048576 float32 on rank 1 timed out
+// after 10s: rank 2 has not called it (it called 41 of the group's
+// collectives before it; its last call of any kind was 10.2s ago)"). MPI
+// cannot cancel a collective, so the world is then
 // broken: the works in flight fail with errors that wrap that one, and
 // later calls fail at once. A failed MPI call breaks it the same way.
 // World.Abort fails the pending and later works at once, with no MPI call

@@ -126,10 +126,11 @@ type engine struct {
 	stopping bool             // Close: drain, finalise and return
 	bell     bell             // rung when a call is queued or the state changes
 	exited   chan struct{}
-	closeErr error  // MPI_Finalize's, once exited is closed
-	kill     func() // World.Kill's MPI_Abort, for the communication goroutine
-	local    []*op  // ops whose offloaded work has finished
-	leave    bool   // World.Leave: tell the other ranks
+	closeErr error     // MPI_Finalize's, once exited is closed
+	kill     func()    // World.Kill's MPI_Abort, for the communication goroutine
+	local    []*op     // ops whose offloaded work has finished
+	leave    bool      // World.Leave: tell the other ranks
+	lastCall time.Time // when the rank last called a collective or a message (status.go)
 	// stuck is the error of the first work that failed on another rank's
 	// Leave while MPI had it: MPI cannot cancel it, so Close leaves MPI
 	// as it is.
@@ -149,6 +150,7 @@ type engine struct {
 	p2p       []*op // messages in flight
 	p2pQueue  []*op // messages taken, to start
 	notice    notices
+	queries   queries
 	nextID    int   // the next subgroup's id
 	held      int   // collectives queued on the groups or in flight
 	flying    int64 // bytes of the ops in flight
@@ -196,7 +198,8 @@ func (e *engine) submit(o *op) *dist.Work {
 		release(o.keep)
 		return dist.Failed(fmt.Errorf("mpi: %s on %s was not issued: %w", o.what, o.g.where(), err))
 	}
-	o.deadline = time.Now().Add(e.timeout)
+	now := time.Now()
+	o.deadline, e.lastCall = now.Add(e.timeout), now
 	if o.p2p {
 		c := &o.g.recvs
 		if o.kind == kSend {
@@ -318,6 +321,9 @@ func (e *engine) loop(ready chan<- error, init func() error) {
 			return
 		}
 		if e.idle() {
+			if e.queries.op != nil {
+				e.progress(true) // answer the status queries that came
+			}
 			if stopping {
 				if err := e.stuckErr(); err != nil {
 					e.closeErr = e.unfinalised(err)
@@ -326,22 +332,27 @@ func (e *engine) loop(ready chan<- error, init func() error) {
 				e.closeErr = e.finalize()
 				return
 			}
+			// Idle, it still looks for status queries every idlePoll.
+			pause := time.Duration(0)
+			if e.queries.op != nil {
+				pause = idlePoll
+			}
 			switch {
 			case !busy:
-				e.bell.wait(0, e.called)
+				e.bell.wait(pause, e.called)
 			case lingering && !e.spawned && e.linger():
 			default:
 				// Linger next time only if this sleep is short: the
 				// rank issues its collectives one at a time.
 				parked := time.Now()
-				e.bell.wait(0, e.called)
+				e.bell.wait(pause, e.called)
 				lingering = time.Since(parked) < idleSpin
 			}
 			idleSince, busy, e.spawned = time.Time{}, false, false
 			continue
 		}
 		busy = true
-		n := e.progress()
+		n := e.progress(false)
 		e.issue()
 		now := time.Now()
 		if e.broken || e.checkDeadlines(now) {
@@ -654,9 +665,9 @@ func (e *engine) idle() bool { return e.held == 0 && len(e.p2p) == 0 && len(e.p2
 // all completed. It returns how many requests completed. The receive of
 // Leave notices is tested with the works' requests, not alone: a notice
 // matters only to works that wait for MPI.
-func (e *engine) progress() int {
+func (e *engine) progress(poll bool) int {
 	n := len(e.reqs)
-	if n == 0 || n == 1 && e.slots[0].o == e.notice.op {
+	if n == 0 || !poll && !slices.ContainsFunc(e.slots, func(s slot) bool { return !e.background(s) }) {
 		return 0
 	}
 	if cap(e.indices) < n {
@@ -678,6 +689,7 @@ func (e *engine) progress() int {
 	}
 	var ready []*op
 	var notice *status // a Leave notice that arrived
+	var queried []int  // the ranks whose status queries arrived
 	for k := range int(count) {
 		i := e.indices[k]
 		s := e.slots[i]
@@ -690,6 +702,14 @@ func (e *engine) progress() int {
 		if s.o == e.notice.op {
 			c := *st
 			notice = &c
+			continue
+		}
+		if s.o == e.queries.op {
+			queried = append(queried, int(st.Source))
+			continue
+		}
+		if p := e.probeOf(s.o); p != nil {
+			e.answered(p, s.peer, st)
 			continue
 		}
 		if s.want >= 0 {
@@ -726,12 +746,20 @@ func (e *engine) progress() int {
 	if notice != nil && !e.broken {
 		e.noticed(notice)
 	}
+	for _, r := range queried {
+		if !e.broken {
+			e.answer(r)
+		}
+	}
 	return int(count)
 }
 
 // checkDeadlines fails the oldest op still in flight past its deadline;
 // it reports whether the world broke.
 func (e *engine) checkDeadlines(now time.Time) bool {
+	if e.queries.probe != nil && (e.finishProbe(now) || e.queries.probe != nil) {
+		return e.broken
+	}
 	var late *op
 	for _, g := range e.groups {
 		if len(g.inflight) > 0 && now.After(g.inflight[0].deadline) {
@@ -745,6 +773,11 @@ func (e *engine) checkDeadlines(now time.Time) bool {
 		}
 	}
 	if late == nil {
+		return false
+	}
+	if e.queries.op != nil {
+		// Ask the others what they have called; the error names them.
+		e.startProbe(late)
 		return false
 	}
 	e.broken = true

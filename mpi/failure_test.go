@@ -3,7 +3,11 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,9 +91,11 @@ func TestTimeout(t *testing.T) {
 			t.Errorf("rank %d: %q", r, res[r])
 			continue
 		}
-		want := fmt.Sprintf("mpi: AllReduce of 8 float32 on rank %d timed out after 1s; other ranks may have died", r)
-		if lines[0] != want {
-			t.Errorf("rank %d: error %q, want %q", r, lines[0], want)
+		// Rank 1 answers the others' status query from its idle
+		// communication goroutine.
+		want := lines[0]
+		if prefix := fmt.Sprintf("mpi: AllReduce of 8 float32 on rank %d timed out after 1s: rank 1 has not called it (it called 1 of the group's collectives before it; its last call of any kind was ", r); !strings.HasPrefix(want, prefix) {
+			t.Errorf("rank %d: error %q, want %q...", r, lines[0], prefix)
 		}
 		if d, err := time.ParseDuration(lines[1]); err != nil || d < time.Second || d > 5*time.Second {
 			t.Errorf("rank %d: the timeout came after %s", r, lines[1])
@@ -209,5 +215,41 @@ func TestInJob(t *testing.T) {
 	}
 	if _, _, ok := localPlace(env("OMPI_COMM_WORLD_LOCAL_RANK", "2", "OMPI_COMM_WORLD_LOCAL_SIZE", "2")); ok {
 		t.Error("localPlace took a local rank out of range")
+	}
+}
+
+// TestStoppedRank has rank 1 stop itself (SIGSTOP) before a collective:
+// the others' timeout names it as the rank that did not answer their
+// status query, where they used to say only that some rank may have
+// died.
+func TestStoppedRank(t *testing.T) {
+	if isChild() {
+		w := childWorld(t)
+		pg := w.Group(0)
+		if err := pg.Barrier().Wait(); err != nil {
+			leave(w, "barrier: "+err.Error())
+		}
+		pidFile := filepath.Join(os.Getenv(dirEnv), "pid1")
+		if w.Rank() == 1 {
+			note(w, "stopped")
+			os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o644)
+			syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			select {} // killed by rank 0
+		}
+		err := pg.AllReduce(newRuntime().Zeros(dtype.Float32, 8), dist.Sum).Wait()
+		if w.Rank() == 0 {
+			b, _ := os.ReadFile(pidFile)
+			if pid, perr := strconv.Atoi(string(b)); perr == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		leave(w, fmt.Sprint(err))
+	}
+	res := failureJob(t, 3, timeoutEnv+"=1s")
+	for _, r := range []int{0, 2} {
+		want := fmt.Sprintf("mpi: AllReduce of 8 float32 on rank %d timed out after 1s: rank 1 did not answer within 2s (its process died, was stopped by SIGSTOP, or hangs outside zeroeng)", r)
+		if res[r] != want {
+			t.Errorf("rank %d: %q, want %q", r, res[r], want)
+		}
 	}
 }

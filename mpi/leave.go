@@ -60,7 +60,10 @@ func (e *engine) openNotices() error {
 	}
 	e.notice.op = &op{}
 	e.notice.buf = make([]int64, 1+4*maxNoticeGroups)
-	return e.listen()
+	if err := e.listen(); err != nil {
+		return err
+	}
+	return e.listenQueries()
 }
 
 // listen posts the receive of the next notice, unless every other rank
@@ -89,7 +92,7 @@ func (e *engine) closeNotices() []error {
 	l := e.lib
 	var errs []error
 	for i, s := range e.slots {
-		if s.o != e.notice.op {
+		if !e.background(s) {
 			continue
 		}
 		req := e.reqs[i]
