@@ -82,11 +82,19 @@ func BenchmarkCommHookOverhead(b *testing.B) {
 			return func() (*tensor.Tensor, error) { return bk.Buffer, nil }
 		}, bucket)
 	})
+	// The default compiles the loop checks in; trusted leaves them out;
+	// a time limit adds a timer to every call.
 	b.Run("wasm-wat", func(b *testing.B) { benchWasm(b, "noop.wasm", hookbuild.WAT(b, noopWAT), wasm.Config{}, 1) })
+	b.Run("wasm-wat-trusted", func(b *testing.B) {
+		benchWasm(b, "noop.wasm", hookbuild.WAT(b, noopWAT), wasm.Config{Trusted: true}, 1)
+	})
 	b.Run("wasm-wat-timeout", func(b *testing.B) {
 		benchWasm(b, "noop.wasm", hookbuild.WAT(b, noopWAT), wasm.Config{Timeout: time.Second}, 1)
 	})
 	b.Run("wasm-go", func(b *testing.B) { benchWasm(b, "noop.wasm", hookbuild.GoSource(b, noopGo), wasm.Config{}, 1) })
+	b.Run("wasm-go-trusted", func(b *testing.B) {
+		benchWasm(b, "noop.wasm", hookbuild.GoSource(b, noopGo), wasm.Config{Trusted: true}, 1)
+	})
 	b.Run("js", func(b *testing.B) {
 		r, err := New(Options{Stdout: io.Discard, Stderr: io.Discard})
 		if err != nil {
@@ -135,10 +143,16 @@ func BenchmarkCodec4MiB(b *testing.B) {
 		}, bucket)
 	})
 	b.Run("wasm-go", func(b *testing.B) { benchWasm(b, "codec.wasm", hookbuild.Sample(b, "codec"), wasm.Config{}, numel) })
+	b.Run("wasm-go-trusted", func(b *testing.B) {
+		benchWasm(b, "codec.wasm", hookbuild.Sample(b, "codec"), wasm.Config{Trusted: true}, numel)
+	})
 	b.Run("wasm-go-timeout", func(b *testing.B) {
 		benchWasm(b, "codec.wasm", hookbuild.Sample(b, "codec"), wasm.Config{Timeout: time.Minute}, numel)
 	})
 	b.Run("wasm-c", func(b *testing.B) { benchWasm(b, "codec_c.wasm", hookbuild.Sample(b, "codec_c"), wasm.Config{}, numel) })
+	b.Run("wasm-c-trusted", func(b *testing.B) {
+		benchWasm(b, "codec_c.wasm", hookbuild.Sample(b, "codec_c"), wasm.Config{Trusted: true}, numel)
+	})
 }
 
 // nativeBF16Codec is the samples' codec in Go, on the bucket's own bytes.

@@ -38,7 +38,7 @@ func (r *Runtime) wasmHook(pg dist.ProcessGroup, o *goja.Object) ddp.CommHook {
 	path := o.Get("path").String()
 	opts, _ := optValue(o, "options").(*goja.Object)
 	def := r.opts.Hooks
-	r.checkKeys(fn, opts, "memoryLimitMB", "timeoutMs", "onError", "config")
+	r.checkKeys(fn, opts, "memoryLimitMB", "timeoutMs", "onError", "config", "trusted")
 	ms := r.optNumber(fn, opts, "timeoutMs", float64(def.Limits.Timeout)/1e6)
 	if !(ms >= 0 && ms <= maxHookTimeoutMs) { // NaN fails too
 		r.throwRangef("%s: timeoutMs must be a number of milliseconds from 0 (no limit) to %d (a day), got %v", fn, maxHookTimeoutMs, ms)
@@ -46,6 +46,7 @@ func (r *Runtime) wasmHook(pg dist.ProcessGroup, o *goja.Object) ddp.CommHook {
 	cfg := wasm.Config{
 		MemoryLimitMB: r.optInt(fn, opts, "memoryLimitMB", def.Limits.MemoryLimitMB),
 		Timeout:       time.Duration(ms * 1e6),
+		Trusted:       optBool(opts, "trusted", def.Limits.Trusted),
 	}
 	policy, err := wasm.ParsePolicy(optString(opts, "onError", def.OnError.String()))
 	if err != nil {
@@ -89,19 +90,6 @@ func (r *Runtime) interruptHooks() {
 	for _, h := range r.wasmHooks {
 		h.Interrupt()
 	}
-}
-
-// stuckInHook describes this rank's call into a Wasm hook if it has run
-// for at least d and cannot be interrupted.
-func (r *Runtime) stuckInHook(d time.Duration) (string, bool) {
-	r.hooksMu.Lock()
-	defer r.hooksMu.Unlock()
-	for _, h := range r.wasmHooks {
-		if s, ok := h.Uninterruptible(d); ok {
-			return s, true
-		}
-	}
-	return "", false
 }
 
 // defaultWasmHook is the hook of zeroeng run --hook, for a new DDP.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/device"
@@ -124,20 +122,13 @@ func (e *StopError) Error() string { return "dist: " + e.Why }
 type RankError struct {
 	Rank, Ranks int
 	Err         error
-	// Abandoned names the ranks the job stopped waiting for, each inside
-	// a call into a Wasm hook that nothing could interrupt.
-	Abandoned []string
 }
 
 func (e *RankError) Error() string {
-	msg := e.Err.Error()
-	if e.Ranks > 1 {
-		msg = fmt.Sprintf("rank %d: %v", e.Rank, e.Err)
+	if e.Ranks <= 1 {
+		return e.Err.Error()
 	}
-	for _, a := range e.Abandoned {
-		msg += "\n" + a
-	}
-	return msg
+	return fmt.Sprintf("rank %d: %v", e.Rank, e.Err)
 }
 
 func (e *RankError) Unwrap() error { return e.Err }
@@ -234,14 +225,11 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			}
 		}()
 	}
-	running := make([]atomic.Bool, n)
 	for local, r := range runtimes {
 		rank := jo.FirstRank + local
 		wg.Add(1)
-		running[local].Store(true)
 		go func() {
 			defer wg.Done()
-			defer running[local].Store(false)
 			defer r.Close()
 			err := r.RunFile(path)
 			var se *Error
@@ -270,29 +258,7 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 			}
 		}()
 	}
-	finished := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(finished)
-	}()
-	abandoned := waitRanks(finished, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return first != nil
-	}, func() []string {
-		var stuck []string
-		for local, r := range runtimes {
-			if !running[local].Load() {
-				continue
-			}
-			s, ok := r.stuckInHook(abandonAfter)
-			if !ok {
-				return nil // a rank that will stop: wait for it
-			}
-			stuck = append(stuck, fmt.Sprintf("rank %d did not stop: it is %s", jo.FirstRank+local, s))
-		}
-		return stuck
-	})
+	wg.Wait()
 	close(done)
 	mu.Lock()
 	defer mu.Unlock()
@@ -302,32 +268,5 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		}
 		return nil
 	}
-	first.Abandoned = abandoned
 	return first
-}
-
-// abandonAfter is how long a stopping job waits for a rank that is inside
-// a Wasm hook nothing can interrupt before it gives up on the rank.
-const abandonAfter = 2 * time.Second
-
-// waitRanks waits until finished is closed. Once the job has failed (or
-// was interrupted), it also returns when stuck names every rank still
-// running, each inside a call that nothing can stop: their goroutines
-// are abandoned (the process exits soon after) rather than waited for.
-func waitRanks(finished <-chan struct{}, failed func() bool, stuck func() []string) []string {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-finished:
-			return nil
-		case <-tick.C:
-			if !failed() {
-				continue
-			}
-			if s := stuck(); len(s) > 0 {
-				return s
-			}
-		}
-	}
 }

@@ -369,7 +369,7 @@
   // Wasm comm hooks (docs/wasm-hook-abi.md), sandboxed modules built
   // from any language: model.registerCommHook(hooks.wasm('topk.wasm',
   // { config: { ratio: 0.01 }, onError: 'fallback' })). Options:
-  // memoryLimitMB, timeoutMs, onError ('abort' or 'fallback') and config
+  // memoryLimitMB, timeoutMs, trusted (no loop checks), onError ('abort' or 'fallback') and config
   // (a string, or a value handed to the module as JSON).
   const hooks = Object.freeze({
     wasm(path, options = {}) {

@@ -103,17 +103,6 @@ func (l *jobLog) scriptFailure(err error) {
 		msg = fmt.Sprintf("rank %d: %s", rank, msg)
 	}
 	l.logText(msg, stack)
-	l.abandoned(err)
-}
-
-// abandoned reports the ranks a stopping job gave up waiting for.
-func (l *jobLog) abandoned(err error) {
-	var re *script.RankError
-	if errors.As(err, &re) {
-		for _, a := range re.Abandoned {
-			l.log(slog.LevelWarn, -1, a, nil)
-		}
-	}
 }
 
 // logText prints a script error without the "zeroeng: " prefix: it starts

@@ -751,11 +751,11 @@ func TestZeroOverlapSample(t *testing.T) {
 	}
 }
 
-// TestHookThatLoops: a Wasm hook compiled without a time limit cannot be
-// interrupted, yet the job still ends: on Ctrl-C with every rank looping
-// in it (more ranks than GOMAXPROCS), and when one rank loops while the
-// others' collectives time out. The error names the hook and the ranks
-// left behind.
+// TestHookThatLoops: a Wasm hook that never returns does not make the
+// process deaf: its loops check for interruption (unless it is trusted),
+// so Ctrl-C stops a job whose every rank loops in it (more ranks than
+// GOMAXPROCS), and when one rank loops while the others' collectives time
+// out, the job ends with their timeout, naming the rank that never came.
 func TestHookThatLoops(t *testing.T) {
 	dir := scriptDir(t, map[string]string{"train.js": `
 const { tensor, nn, optim } = require("zeroeng");
@@ -768,25 +768,21 @@ for (let step = 0; step < 1000; step++) {
   model.forward(tensor.ones([2, 4])).sum().backward();
   opt.step();
 }`})
-	loop := func(rank string) []byte {
-		return hookbuild.WAT(t, `(module
+	everyRank := filepath.Join(dir, "loop.wasm")
+	os.WriteFile(everyRank, hookbuild.WAT(t, `(module
+  (memory (export "memory") 1)
+  (func (export "zeroeng_hook_abi_v1"))
+  (func (export "on_bucket") (param $b i32) (result i32) (loop $forever (br $forever)) (i32.const 0)))`), 0o644)
+	rankOne := filepath.Join(dir, "loop_rank1.wasm")
+	os.WriteFile(rankOne, hookbuild.WAT(t, `(module
   (import "zeroeng" "all_reduce" (func $all_reduce (param i32 i32) (result i32)))
   (memory (export "memory") 1)
   (global $rank (mut i32) (i32.const 0))
   (func (export "zeroeng_hook_abi_v1"))
   (func (export "init") (param $rank i32) (param $world i32) (result i32) (global.set $rank (local.get $rank)) (i32.const 0))
   (func (export "on_bucket") (param $b i32) (result i32)
-    (if (i32.eq (global.get $rank) (i32.const `+rank+`)) (then (loop $forever (br $forever))))
-    (call $all_reduce (local.get $b) (i32.const 0))))`)
-	}
-	everyRank := filepath.Join(dir, "loop.wasm")
-	os.WriteFile(everyRank, loop("-1"), 0o644) // -1: see below
-	os.WriteFile(everyRank, hookbuild.WAT(t, `(module
-  (memory (export "memory") 1)
-  (func (export "zeroeng_hook_abi_v1"))
-  (func (export "on_bucket") (param $b i32) (result i32) (loop $forever (br $forever)) (i32.const 0)))`), 0o644)
-	rankOne := filepath.Join(dir, "loop_rank1.wasm")
-	os.WriteFile(rankOne, loop("1"), 0o644)
+    (if (i32.eq (global.get $rank) (i32.const 1)) (then (loop $forever (br $forever))))
+    (call $all_reduce (local.get $b) (i32.const 0))))`), 0o644)
 
 	t.Run("Ctrl-C", func(t *testing.T) {
 		s := start(t, dir, []string{"GOMAXPROCS=1"}, "run", "--nproc", "3", "--hook", everyRank, "train.js")
@@ -796,13 +792,18 @@ for (let step = 0; step < 1000; step++) {
 		time.Sleep(500 * time.Millisecond) // into the hook
 		sent := time.Now()
 		s.cmd.Process.Signal(os.Interrupt)
-		err := s.cmd.Wait()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 130 || time.Since(sent) > 6*time.Second {
-			t.Fatalf("after SIGINT: %v after %v\n%s", err, time.Since(sent), s.stderr)
+		done := make(chan error, 1)
+		go func() { done <- s.cmd.Wait() }()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(20 * time.Second):
+			s.cmd.Process.Kill()
+			t.Fatalf("SIGINT did not stop the job in 20s\n%s", s.stderr)
 		}
-		if !strings.Contains(s.stderr.String(), "did not stop: it is inside Wasm hook loop.wasm's on_bucket") {
-			t.Errorf("stderr does not name the hook:\n%s", s.stderr)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 130 || time.Since(sent) > 5*time.Second {
+			t.Fatalf("after SIGINT: %v after %v\n%s", err, time.Since(sent), s.stderr)
 		}
 	})
 	t.Run("a collective's timeout", func(t *testing.T) {
@@ -811,7 +812,7 @@ for (let step = 0; step < 1000; step++) {
 		if r.code == 0 || time.Since(began) > 20*time.Second {
 			t.Fatalf("status %d after %v\n%s", r.code, time.Since(began), r.stderr)
 		}
-		if !strings.Contains(r.stderr, "rank 1 did not stop: it is inside Wasm hook loop_rank1.wasm's on_bucket") || !strings.Contains(r.stderr, "2s") {
+		if !strings.Contains(r.stderr, "timed out after 2s: rank 1 did not call it") {
 			t.Errorf("stderr:\n%s", r.stderr)
 		}
 	})

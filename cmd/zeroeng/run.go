@@ -53,6 +53,8 @@ command line wins over the variable:
    ZEROENG_HOOK_CONFIG=...     --hook-config '{"ratio":0.01}'  handed to that hook's configure export
    ZEROENG_HOOK_MEMORY_MB=256  --hook-memory-mb 256  memory limit of every Wasm hook (default 512)
    ZEROENG_HOOK_TIMEOUT=2s     --hook-timeout 2s     time limit of every call into a Wasm hook (default none)
+   ZEROENG_HOOK_TRUSTED=1      --hook-trusted        compile Wasm hooks without the loop checks: faster loops,
+                                                     but a hook that never returns stalls the process (Ctrl-C too)
    ZEROENG_HOOK_ON_ERROR=fallback  --hook-on-error fallback  a failed Wasm hook ends the run (abort) or
                                                      hands its buckets to the built-in all-reduce
 
@@ -109,7 +111,8 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "hook", Usage: "reduce the gradients of every DistributedDataParallel with the Wasm comm hook `FILE.wasm` (docs/wasm-hook-abi.md)", EnvVars: []string{"ZEROENG_HOOK"}},
 			&cli.StringFlag{Name: "hook-config", Usage: "configuration handed to the --hook module's configure export (JSON for the samples)", EnvVars: []string{"ZEROENG_HOOK_CONFIG"}},
 			&cli.IntFlag{Name: "hook-memory-mb", Value: wasm.DefaultMemoryLimitMB, Usage: "memory limit of every Wasm hook in MiB (its linear memory, and as much for the host tensors it makes)", EnvVars: []string{"ZEROENG_HOOK_MEMORY_MB"}},
-			&cli.DurationFlag{Name: "hook-timeout", Usage: "time limit of every call into a Wasm hook (0: none; a limit slows guest loops slightly)", EnvVars: []string{"ZEROENG_HOOK_TIMEOUT"}},
+			&cli.DurationFlag{Name: "hook-timeout", Usage: "time limit of every call into a Wasm hook (0: none)", EnvVars: []string{"ZEROENG_HOOK_TIMEOUT"}},
+			&cli.BoolFlag{Name: "hook-trusted", Usage: "compile Wasm hooks without the check in every loop that lets them be interrupted: faster loops, but a hook that never returns stalls the whole process, signals included (for hooks you wrote)", EnvVars: []string{"ZEROENG_HOOK_TRUSTED"}},
 			&cli.StringFlag{Name: "hook-on-error", Value: "abort", Usage: "when a Wasm hook fails: abort the run, or fallback to the built-in all-reduce for the rest of it", EnvVars: []string{"ZEROENG_HOOK_ON_ERROR"}},
 		},
 		Action: runAction,
@@ -226,7 +229,10 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	cfg.hooks = script.WasmHookOptions{
 		Path:   c.String("hook"),
 		Config: c.String("hook-config"),
-		Limits: wasm.Config{MemoryLimitMB: c.Int("hook-memory-mb"), Timeout: c.Duration("hook-timeout")},
+		Limits: wasm.Config{MemoryLimitMB: c.Int("hook-memory-mb"), Timeout: c.Duration("hook-timeout"), Trusted: c.Bool("hook-trusted")},
+	}
+	if cfg.hooks.Limits.Trusted && cfg.hooks.Limits.Timeout > 0 {
+		return cfg, usagef("run", "run: --hook-timeout needs the loop checks that --hook-trusted leaves out: choose one")
 	}
 	if m := cfg.hooks.Limits.MemoryLimitMB; m < 1 || m > 4096 {
 		return cfg, usagef("run", "run: --hook-memory-mb must be between 1 and 4096, got %d", m)
@@ -429,7 +435,6 @@ func runAction(c *cli.Context) error {
 			msg += " at " + relPath(se.Position)
 		}
 		logs.log(slog.LevelWarn, -1, msg, nil)
-		logs.abandoned(err)
 	case err == nil:
 		if proc == nil || place.Rank == 0 {
 			logs.summary(fmt.Sprintf("finished in %.2fs (%s)", elapsed.Seconds(), plural(ranks, "rank")),

@@ -16,12 +16,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"github.com/tetratelabs/wazero"
@@ -114,16 +110,14 @@ type Hook struct {
 	rt   *tensor.Runtime
 	opts Options
 
-	mod    api.Module
-	ctx    context.Context    // carries the Hook to the host functions
-	cancel context.CancelFunc // Interrupt's
-	fns    map[string]api.Function
+	mod api.Module
+	// ctx carries the Hook to the host functions. It has no Done
+	// channel: wazero would watch one with a goroutine per call
+	// (Interrupt closes the module instead).
+	ctx context.Context
+	fns map[string]api.Function
 
-	// The call into the guest in progress, for Uninterruptible: its
-	// export and when it began (unix nanoseconds; 0: none).
-	callExport atomic.Pointer[string]
-	callSince  atomic.Int64
-	stack      [8]uint64
+	stack [8]uint64
 
 	handles    map[uint32]*handle
 	nextHandle uint32
@@ -192,8 +186,7 @@ func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*
 	prefix := o.Prefix + m.name + ": "
 	h.stdout = &lineWriter{w: o.Stdout, prefix: prefix}
 	h.stderr = &lineWriter{w: o.Stderr, prefix: prefix}
-	h.ctx, h.cancel = context.WithCancel(context.WithValue(context.Background(), hookKey{}, h))
-	spareProcessor(+1)
+	h.ctx = context.WithValue(context.Background(), hookKey{}, h)
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
 		WithStdout(h.stdout).WithStderr(h.stderr)
 	// Instantiation runs the module's start function, if it has one:
@@ -204,17 +197,11 @@ func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*
 		ictx, cancel = context.WithTimeout(ictx, t)
 		defer cancel()
 	}
-	start := "start function"
-	h.callExport.Store(&start)
-	h.callSince.Store(time.Now().UnixNano())
 	mod, err := m.rt.rt.InstantiateModule(ictx, m.cm, cfg)
-	h.callSince.Store(0)
 	if err != nil {
 		if errors.Is(ictx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("its start function ran past the time limit of %v", m.cfg.Timeout)
 		}
-		h.cancel()
-		spareProcessor(-1)
 		return nil, h.wrap("instantiate", -1, fmt.Errorf("%v", err))
 	}
 	h.mod = mod
@@ -262,11 +249,6 @@ func (h *Hook) setup(config []byte) error {
 
 // Close ends the instance and frees the tensors the guest made.
 func (h *Hook) Close() error {
-	if h.cancel != nil {
-		h.cancel()
-		h.cancel = nil
-		spareProcessor(-1)
-	}
 	h.stdout.flush()
 	h.stderr.flush()
 	for id, hd := range h.handles {
@@ -281,50 +263,16 @@ func (h *Hook) Close() error {
 }
 
 // Interrupt stops the call into the guest in progress, and every later
-// one, with an error: at once where the module checks for it (compiled
-// with a time limit, Config.Timeout), otherwise not before the call
-// returns by itself (see Uninterruptible).
+// one, with an error: at the guest's next loop iteration or call, unless
+// the module is trusted (Config.Trusted), whose call runs on until it
+// returns by itself.
 func (h *Hook) Interrupt() {
-	if h.cancel != nil {
-		h.cancel()
+	if h.mod != nil {
+		// Safe while the guest runs: its loop checks see the module
+		// closed and exit with this code.
+		h.mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
 	}
 }
-
-// Uninterruptible names the call into the guest in progress if it has run
-// for at least d and nothing can stop it: the module was compiled without
-// time checks (no Config.Timeout), whose loops cannot be left from the
-// outside. A job that stops abandons such a call instead of waiting for it.
-func (h *Hook) Uninterruptible(d time.Duration) (string, bool) {
-	since := h.callSince.Load()
-	if since == 0 || h.m.cfg.Timeout > 0 || time.Since(time.Unix(0, since)) < d {
-		return "", false
-	}
-	export := "?"
-	if e := h.callExport.Load(); e != nil {
-		export = *e
-	}
-	return fmt.Sprintf("inside Wasm hook %s's %s for %s, which has no time limit (--hook-timeout) and cannot be interrupted", h.m.name, export, time.Since(time.Unix(0, since)).Round(100*time.Millisecond)), true
-}
-
-// spareProcessor keeps one more Go processor (GOMAXPROCS) than there are
-// hook instances: a guest's compiled loops cannot be preempted, so with a
-// guest looping on every processor nothing else would run — not the
-// signal handler, not a timer, not the other ranks' timeouts. delta is +1
-// for a new instance and -1 for a closed one; GOMAXPROCS is raised when
-// needed and never lowered.
-func spareProcessor(delta int) {
-	instancesMu.Lock()
-	defer instancesMu.Unlock()
-	instances += delta
-	if want := instances + 1; delta > 0 && runtime.GOMAXPROCS(0) < want {
-		runtime.GOMAXPROCS(want)
-	}
-}
-
-var (
-	instancesMu sync.Mutex
-	instances   int
-)
 
 // Err is the failure that ended the instance, if any.
 func (h *Hook) Err() error { return h.dead }
@@ -527,10 +475,7 @@ func (h *Hook) call(export string, bucket int, args ...uint64) error {
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	h.callExport.Store(&export)
-	h.callSince.Store(time.Now().UnixNano())
 	err := fn.CallWithStack(ctx, h.stack[:])
-	h.callSince.Store(0)
 	switch {
 	case h.callErr != nil && err != nil:
 		return h.wrap(export, bucket, fmt.Errorf("%w (the module then stopped: %v)", h.callErr, h.trap(err)))

@@ -29,9 +29,15 @@ type Config struct {
 	// tensors it makes); 0 means DefaultMemoryLimitMB. At most 4096.
 	MemoryLimitMB int
 	// Timeout bounds the wall time of every call into the guest, host
-	// calls included; 0 means no limit. A limit makes the compiled code
-	// check for it in every loop (see docs/benchmarks.md for the cost).
+	// calls included; 0 means no limit.
 	Timeout time.Duration
+	// Trusted compiles the module without the check wazero puts in every
+	// loop, which is what lets a guest be interrupted (Ctrl-C, a failed
+	// rank, Timeout) and lets Go's scheduler and garbage collector stop
+	// it: loops run faster (docs/benchmarks.md), but a guest that never
+	// returns then stalls the whole process, signals included. For
+	// modules one wrote oneself.
+	Trusted bool
 }
 
 func (c Config) memoryLimitMB() int {
@@ -48,6 +54,9 @@ func (c Config) validate() error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("wasm hook: negative time limit %v", c.Timeout)
 	}
+	if c.Timeout > 0 && c.Trusted {
+		return fmt.Errorf("wasm hook: a time limit needs the loop checks that a trusted module is compiled without")
+	}
 	return nil
 }
 
@@ -55,7 +64,7 @@ func (c Config) validate() error {
 // or limits; each is made once per process and shared.
 type runtimeKey struct {
 	memoryPages uint32
-	timeout     bool
+	unchecked   bool // Config.Trusted
 	uncached    bool // Check's: nothing it compiles is kept
 }
 
@@ -143,7 +152,7 @@ func runtimeFor(key runtimeKey) (*sharedRuntime, error) {
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(key.memoryPages).
 		WithMemoryCapacityFromMax(true).
-		WithCloseOnContextDone(key.timeout)
+		WithCloseOnContextDone(!key.unchecked)
 	if !key.uncached {
 		cfg = cfg.WithCompilationCache(compilationCache())
 	}
@@ -194,7 +203,7 @@ func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, timeout: cfg.Timeout > 0}
+	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, unchecked: cfg.Trusted}
 	s, err := runtimeFor(key)
 	if err != nil {
 		return nil, err
