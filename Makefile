@@ -2,7 +2,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build run test test-race bench fuzz vet fmt hooks gpu-check
+.PHONY: build run test test-all bench fuzz vet fmt hooks gpu-check
 
 build:
 	$(GO) build -o bin/zeroeng ./cmd/zeroeng
@@ -11,10 +11,24 @@ build:
 run: build
 	./bin/zeroeng run samples/quickstart.js
 
+# `make test` is what a newcomer runs, in a few minutes: unit tests, PyTorch numerics, the
+# distributed conformance on the in-process backend, the hostile-input checks, and the race
+# detector on the concurrency core. `make test-all` (what CI runs) adds the long suites: jobs of
+# several processes under mpirun, launch and kill-and-resume, training runs on Fashion-MNIST, the
+# emulated GPU conformance, every kernel through NVRTC, and the race detector everywhere.
 # The race detector needs cgo (gcc); everything else builds and tests with CGO_ENABLED=0.
+RACE_CORE := ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./engine/rendezvous/... ./engine/checkpoint/... ./engine/tensor/...
+RACE_ALL := ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./engine/checkpoint/... ./engine/trace/... ./engine/rendezvous/... ./engine/jobenv/... ./mpi/... ./hooks/... ./script/... ./cmd/...
+# timed runs a command and says how long it took.
+timed = t0=$$(date +%s); $(1) && echo "== $(2): $$(( $$(date +%s) - t0 )) s"
+
 test: vet
-	$(GO) test ./...
-	CGO_ENABLED=1 $(GO) test -race -short ./engine/cpu/... ./engine/tensor/... ./engine/nn/... ./engine/optim/... ./engine/dist/... ./engine/ddp/... ./engine/zero/... ./engine/checkpoint/... ./engine/trace/... ./engine/rendezvous/... ./engine/jobenv/... ./mpi/... ./hooks/... ./script/... ./cmd/...
+	@$(call timed,$(GO) test -short ./...,tests (-short))
+	@$(call timed,CGO_ENABLED=1 $(GO) test -race -short $(RACE_CORE),race detector on the concurrency core)
+
+test-all: vet
+	@$(call timed,$(GO) test ./...,every test)
+	@$(call timed,CGO_ENABLED=1 $(GO) test -race -short $(RACE_ALL),race detector)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)

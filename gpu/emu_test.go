@@ -22,11 +22,14 @@ import (
 //
 // ZEEMU_LARGE=1 adds the suite's large cases; ZEEMU_FILTER=Op1,Op2 selects.
 func TestConformanceEmulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the emulated GPU conformance (a minute on two cores) runs with make test-all")
+	}
 	t.Setenv("ZEEMU_DIR", kernelstest.Build(t))
 	d, _ := openFake(t)
 	filter := os.Getenv("ZEEMU_FILTER")
 	devicetest.ConformanceWith(t, cpu.New(cpu.Options{}), d, devicetest.Options{
-		Short: testing.Short() || os.Getenv("ZEEMU_LARGE") == "",
+		Short: os.Getenv("ZEEMU_LARGE") == "",
 		Filter: func(name string) bool {
 			if strings.HasPrefix(name, "Gemm/bf16") || strings.HasPrefix(name, "Gemm/f16") {
 				return false

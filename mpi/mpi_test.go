@@ -86,6 +86,9 @@ func childWorld(t testing.TB) *World {
 // needMPI skips the test when Open MPI or mpirun is missing.
 func needMPI(t *testing.T) {
 	t.Helper()
+	if testing.Short() && !isChild() {
+		t.Skip("jobs of several processes under mpirun run with make test-all")
+	}
 	if _, err := Load(); err != nil {
 		t.Skipf("no Open MPI: %v", err)
 	}

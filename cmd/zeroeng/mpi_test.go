@@ -25,6 +25,9 @@ import (
 // needMPI skips a test without Open MPI's library and mpirun.
 func needMPI(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("jobs of several processes under mpirun run with make test-all")
+	}
 	if _, err := exec.LookPath("mpirun"); err != nil {
 		t.Skip("mpirun is not installed (Debian's openmpi-bin)")
 	}
