@@ -52,7 +52,7 @@ func (r *Runtime) checkpointModule() *goja.Object {
 		const fn = "checkpoint.save"
 		dir := r.pathArg(fn, call.Argument(0))
 		step := r.intValue(fn, "step", call.Argument(1))
-		keep := r.optInt(fn, r.options(call, 3), "keep", 0)
+		keep := r.optInt(fn, r.optionsOf(fn, call, 3, "keep"), "keep", 0)
 		return r.vm.ToValue(r.saveCheckpoint(fn, dir, step, call.Argument(2), keep))
 	})
 	r.fn(m, "load", func(call goja.FunctionCall) goja.Value {
@@ -109,7 +109,7 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	r.fn(obj, "save", func(call goja.FunctionCall) goja.Value {
 		const fn = "Manager.save"
 		step := r.intValue(fn, "step", call.Argument(0))
-		force := optBool(r.options(call, 1), "force", false)
+		force := optBool(r.optionsOf(fn, call, 1, "force"), "force", false)
 		stop := r.agreeStop(fn)
 		if !force && !stop && (every == 0 || step%every != 0) {
 			return goja.Null()

@@ -60,7 +60,7 @@ func (r *Runtime) dataModule() *goja.Object {
 	r.fn(m, "TokenLoader", func(call goja.FunctionCall) goja.Value {
 		const fn = "data.TokenLoader"
 		ds := r.datasetArg(fn, call.Argument(0))
-		o := r.options(call, 1)
+		o := r.optionsOf(fn, call, 1, "batchSize", "seqLen", "rank", "worldSize", "shuffle", "seed")
 		opts := tokens.LoaderOptions{
 			Batch:   r.optInt(fn, o, "batchSize", 0),
 			SeqLen:  r.optInt(fn, o, "seqLen", 0),

@@ -19,7 +19,9 @@ import (
 func (r *Runtime) nativeNN(native *goja.Object) {
 	F := r.vm.NewObject()
 	must(native.Set("functional", F))
-	opt := func(call goja.FunctionCall, i int) *goja.Object { return r.options(call, i) }
+	opt := func(fn string, call goja.FunctionCall, i int, known ...string) *goja.Object {
+		return r.optionsOf(fn, call, i, known...)
+	}
 	maybe := func(fn, what string, v goja.Value) *tensor.Tensor {
 		if isMissing(v) {
 			return nil
@@ -41,7 +43,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	act("sigmoid", (*tensor.Tensor).Sigmoid)
 	r.fn(F, "gelu", func(call goja.FunctionCall) goja.Value {
 		approx := "none"
-		if o := opt(call, 1); o != nil {
+		if o := opt("nn.functional.gelu", call, 1, "approximate"); o != nil {
 			approx = optString(o, "approximate", "none")
 		} else if v := call.Argument(1); !isMissing(v) {
 			approx = v.String()
@@ -52,7 +54,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		r.fn(F, name, func(call goja.FunctionCall) goja.Value {
 			fn := "nn.functional." + name
 			d := -1
-			if o := opt(call, 1); o != nil {
+			if o := opt(fn, call, 1, "dim"); o != nil {
 				d = r.optInt(fn, o, "dim", -1)
 			} else {
 				d = r.intArg(fn, "dim", call, 1, -1)
@@ -75,7 +77,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	r.fn(F, "embedding", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.embedding"
 		pad := int64(-1)
-		if o := opt(call, 2); o != nil {
+		if o := opt(fn, call, 2, "paddingIdx"); o != nil {
 			if v := optValue(o, "paddingIdx"); v != nil {
 				pad = int64(r.intValue(fn, "paddingIdx", v))
 			}
@@ -85,7 +87,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	r.fn(F, "dropout", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.dropout"
 		p, training := 0.5, true
-		if o := opt(call, 1); o != nil {
+		if o := opt(fn, call, 1, "p", "training"); o != nil {
 			p, training = r.optNumber(fn, o, "p", 0.5), optBool(o, "training", true)
 		} else {
 			if v := call.Argument(1); !isMissing(v) {
@@ -97,7 +99,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	})
 	r.fn(F, "crossEntropy", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.crossEntropy"
-		o := opt(call, 2)
+		o := opt(fn, call, 2, "reduction", "ignoreIndex", "labelSmoothing")
 		ce := tensor.CrossEntropyOptions{
 			Reduction:      tensor.Reduction(optString(o, "reduction", "mean")),
 			IgnoreIndex:    int64(r.optInt(fn, o, "ignoreIndex", -100)),
@@ -107,17 +109,30 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	})
 	r.fn(F, "mseLoss", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.mseLoss"
-		red := tensor.Reduction(optString(opt(call, 2), "reduction", "mean"))
+		red := tensor.Reduction(optString(opt(fn, call, 2, "reduction"), "reduction", "mean"))
 		return r.wrap(tensor.MSELoss(r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "target", call.Argument(1)), red))
 	})
 	r.fn(F, "scaledDotProductAttention", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.scaledDotProductAttention"
-		causal := optBool(opt(call, 3), "isCausal", false)
+		causal := optBool(opt(fn, call, 3, "isCausal"), "isCausal", false)
 		return r.wrap(tensor.ScaledDotProductAttention(r.unwrap(fn, "query", call.Argument(0)), r.unwrap(fn, "key", call.Argument(1)), r.unwrap(fn, "value", call.Argument(2)), causal))
 	})
 
 	// PyTorch's default initialisations, draw for draw from the rank's
 	// generator.
+	// checkOptions(fn, options, keys): the prelude's layers check their
+	// options objects as the Go half does (checkKeys).
+	r.fn(native, "checkOptions", func(call goja.FunctionCall) goja.Value {
+		o, _ := call.Argument(1).(*goja.Object)
+		if o != nil && !r.isTensor(o) {
+			var keys []string
+			if err := r.vm.ExportTo(call.Argument(2), &keys); err != nil {
+				r.throwf("checkOptions: %v", err)
+			}
+			r.checkKeys(call.Argument(0).String(), o, keys...)
+		}
+		return goja.Undefined()
+	})
 	r.fn(native, "linearInit", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.Linear"
 		in, out := r.intValue(fn, "inFeatures", call.Argument(0)), r.intValue(fn, "outFeatures", call.Argument(1))

@@ -26,7 +26,7 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 	r.fn(sched, "StepLR", func(call goja.FunctionCall) goja.Value {
 		const fn = "optim.lrScheduler.StepLR"
 		opt := r.optimizerArg(fn, call.Argument(0))
-		ops := r.options(call, 1)
+		ops := r.optionsOf(fn, call, 1, "stepSize", "gamma")
 		stepSize := r.optInt(fn, ops, "stepSize", 0)
 		if ops == nil {
 			stepSize = r.intValue(fn, "stepSize", call.Argument(1))
@@ -60,7 +60,7 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 	r.fn(sched, "WarmupCosine", func(call goja.FunctionCall) goja.Value {
 		const fn = "optim.lrScheduler.WarmupCosine"
 		opt := r.optimizerArg(fn, call.Argument(0))
-		ops := r.options(call, 1)
+		ops := r.optionsOf(fn, call, 1, "warmup", "total", "minRatio")
 		s, err := optim.NewWarmupCosine(opt, r.optInt(fn, ops, "warmup", 0), r.optInt(fn, ops, "total", 0), r.optNumber(fn, ops, "minRatio", 0))
 		if err != nil {
 			r.throw(err)
@@ -219,7 +219,7 @@ func (r *Runtime) optimizerObject(opt scriptOptimizer) *goja.Object {
 	r.fn(obj, "memory", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(optimizerMemory(opt)) })
 	r.fn(obj, "zeroGrad", func(call goja.FunctionCall) goja.Value {
 		setToNone := false
-		if o := r.options(call, 0); o != nil {
+		if o := r.optionsOf("optimizer.zeroGrad", call, 0, "setToNone"); o != nil {
 			setToNone = optBool(o, "setToNone", false)
 		} else {
 			setToNone = boolArg(call, 0, false)

@@ -171,14 +171,27 @@
     }
   }
 
+  // options checks an options object against the keys fn takes, as the
+  // Go half checks its own: an unknown key is a TypeError naming it and
+  // the key meant ("did you mean elementwiseAffine?").
+  const options = (fn, o, ...keys) => {
+    if (o !== undefined && o !== null && (typeof o !== 'object' || Array.isArray(o))) {
+      throw new TypeError(`${fn}: options must be an object { ${keys.join(', ')} }, got ${typeof o}`);
+    }
+    native.checkOptions(fn, o, keys);
+    return o ?? {};
+  };
+
   // nn.init: torch.nn.init's in-place initialisers, drawing from the
-  // rank's generator.
+  // rank's generator; normal_(t, mean, std) or normal_(t, { mean, std }).
   const init = Object.freeze({
     normal_(t, mean = 0, std = 1) {
+      if (typeof mean === 'object') ({ mean = 0, std = 1 } = options('nn.init.normal_', mean, 'mean', 'std'));
       tensor.noGrad(() => t.copy_(tensor.randn(t.shape, { dtype: t.dtype }).mul(std).add(mean)));
       return t;
     },
     uniform_(t, a = 0, b = 1) {
+      if (typeof a === 'object') ({ a = 0, b = 1 } = options('nn.init.uniform_', a, 'a', 'b'));
       tensor.noGrad(() => t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)));
       return t;
     },
@@ -190,8 +203,10 @@
   const pyBool = b => (b ? 'True' : 'False');
 
   class Linear extends Module {
+    // Linear(in, out, bias = true), or Linear(in, out, { bias }).
     constructor(inFeatures, outFeatures, bias = true) {
       super();
+      if (bias !== null && typeof bias === 'object') ({ bias = true } = options('nn.Linear', bias, 'bias'));
       const [w, b] = native.linearInit(inFeatures, outFeatures, bias !== false);
       this.weight = Parameter(w);
       this.bias = b ? Parameter(b) : null;
@@ -203,9 +218,9 @@
   }
 
   class Embedding extends Module {
-    constructor(numEmbeddings, embeddingDim, options = {}) {
+    constructor(numEmbeddings, embeddingDim, opts = {}) {
       super();
-      const paddingIdx = options.paddingIdx ?? null;
+      const paddingIdx = options('nn.Embedding', opts, 'paddingIdx').paddingIdx ?? null;
       this.weight = Parameter(native.embeddingInit(numEmbeddings, embeddingDim, paddingIdx));
       hidden(this, 'numEmbeddings', numEmbeddings);
       hidden(this, 'embeddingDim', embeddingDim);
@@ -218,11 +233,13 @@
   }
 
   class LayerNorm extends Module {
-    constructor(normalizedShape, options = {}) {
+    // LayerNorm(shape, eps) or LayerNorm(shape, { eps, elementwiseAffine }).
+    constructor(normalizedShape, opts = {}) {
       super();
       const shape = Array.isArray(normalizedShape) ? normalizedShape : [normalizedShape];
-      const eps = typeof options === 'number' ? options : (options.eps ?? 1e-5);
-      const affine = typeof options === 'number' ? true : (options.elementwiseAffine ?? true);
+      const o = typeof opts === 'number' ? { eps: opts } : options('nn.LayerNorm', opts, 'eps', 'elementwiseAffine');
+      const eps = o.eps ?? 1e-5;
+      const affine = o.elementwiseAffine ?? true;
       hidden(this, 'normalizedShape', shape);
       hidden(this, 'eps', eps);
       if (affine) {
@@ -240,8 +257,10 @@
   }
 
   class Dropout extends Module {
+    // Dropout(p = 0.5), or Dropout({ p }).
     constructor(p = 0.5) {
       super();
+      if (p !== null && typeof p === 'object') ({ p = 0.5 } = options('nn.Dropout', p, 'p'));
       if (!(p >= 0 && p <= 1)) throw new RangeError(`dropout probability has to be between 0 and 1, but got ${p}`);
       hidden(this, 'p', p);
     }
@@ -290,11 +309,11 @@
   function Parameter(t, requiresGrad = true) { return native.parameter(t, requiresGrad); }
 
   class CrossEntropyLoss extends Module {
-    constructor(options = {}) { super(); hidden(this, 'options', options); }
+    constructor(opts = {}) { super(); hidden(this, 'options', options('nn.CrossEntropyLoss', opts, 'reduction', 'ignoreIndex', 'labelSmoothing')); }
     forward(input, target) { return F.crossEntropy(input, target, this.options); }
   }
   class MSELoss extends Module {
-    constructor(options = {}) { super(); hidden(this, 'options', options); }
+    constructor(opts = {}) { super(); hidden(this, 'options', options('nn.MSELoss', opts, 'reduction')); }
     forward(input, target) { return F.mseLoss(input, target, this.options); }
   }
 

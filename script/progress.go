@@ -35,7 +35,7 @@ func (r *Runtime) progressModule() *goja.Object {
 	m := r.vm.NewObject()
 	must(m.Set("bar", func(call goja.FunctionCall) goja.Value {
 		const fn = "progress.bar"
-		o := r.options(call, 0)
+		o := r.optionsOf(fn, call, 0, "total", "label")
 		if !isMissing(call.Argument(0)) && o == nil {
 			r.throwf("%s: expects an options object ({ total, label }), got %s", fn, describe(call.Argument(0)))
 		}

@@ -59,11 +59,11 @@ func arith(name string, f func(a, b *tensor.Tensor) *tensor.Tensor, scalar func(
 
 // dimKeep reads (dim?, keepdim?) with dim a number or an array.
 func dimKeep(r *Runtime, fn string, call goja.FunctionCall) ([]int, bool) {
-	if o := r.options(call, 0); o != nil {
+	if o := r.optionsOf(fn, call, 0, "dim", "keepdim"); o != nil {
 		return r.dimsArg(fn, optValue(o, "dim")), optBool(o, "keepdim", false)
 	}
 	keep := boolArg(call, 1, false)
-	if o := r.options(call, 1); o != nil {
+	if o := r.optionsOf(fn, call, 1, "keepdim"); o != nil {
 		keep = optBool(o, "keepdim", false)
 	}
 	return r.dimsArg(fn, call.Argument(0)), keep
@@ -122,7 +122,7 @@ var tensorMethods = map[string]method{
 	"sigmoid":    unaryMethod((*tensor.Tensor).Sigmoid),
 	"gelu": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		approx := "none"
-		if o := r.options(call, 0); o != nil {
+		if o := r.optionsOf("tensor.gelu", call, 0, "approximate"); o != nil {
 			approx = optString(o, "approximate", "none")
 		} else if v := call.Argument(0); !isMissing(v) {
 			approx = v.String()
@@ -235,8 +235,14 @@ var tensorMethods = map[string]method{
 	// Types.
 	"to": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		v := call.Argument(0)
-		if o := r.options(call, 0); o != nil {
+		if o := r.optionsOf("tensor.to", call, 0, "dtype", "device"); o != nil {
 			v = optValue(o, "dtype")
+			if d := optValue(o, "device"); v == nil && d != nil {
+				v = d
+			}
+		}
+		if isMissing(v) {
+			r.throwf("tensor.to: expects a dtype (\"bfloat16\") or a device, got none")
 		}
 		if s := v.String(); s == "cpu" || s == "cpu:0" {
 			return r.wrap(t.Detach()) // already there
@@ -286,6 +292,13 @@ var tensorMethods = map[string]method{
 	"toString": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, _ goja.FunctionCall) goja.Value {
 		return r.vm.ToValue(r.repr(t))
 	},
+	// valueOf is what JavaScript's arithmetic and comparisons call: x + 1
+	// would quietly make a string and x - y NaN, far from where the
+	// mistake is. Text (`${x}`, String(x)) goes through toString.
+	"valueOf": func(r *Runtime, _ *jsTensor, _ *tensor.Tensor, _ goja.FunctionCall) goja.Value {
+		r.throwf("tensor: JavaScript's operators do not apply to tensors (x + 1 would be a string, x - y NaN): use x.add(y), x.sub(y), x.mul(y), x.div(y), x.lt(y), ...; x.item() for the number in a one-element tensor; `${x}` for text")
+		return nil
+	},
 	"size": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		if isMissing(call.Argument(0)) {
 			return r.vm.ToValue(shapeValues(t.Shape()))
@@ -313,9 +326,9 @@ var tensorMethods = map[string]method{
 		if v := call.Argument(0); !isMissing(v) && r.isTensor(v) {
 			opt.Grad = r.unwrap("tensor.backward", "gradient", v)
 		}
-		o := r.options(call, 0)
+		o := r.optionsOf("tensor.backward", call, 0, "retainGraph")
 		if o == nil {
-			o = r.options(call, 1)
+			o = r.optionsOf("tensor.backward", call, 1, "retainGraph")
 		}
 		opt.RetainGraph = optBool(o, "retainGraph", false)
 		r.life.backward()
@@ -353,7 +366,7 @@ var tensorMethods = map[string]method{
 	},
 	"add_": func(r *Runtime, j *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		other := r.tensorOrScalar("tensor.add_", call.Argument(0), t)
-		if o := r.options(call, 1); o != nil {
+		if o := r.optionsOf("tensor.add_", call, 1, "alpha"); o != nil {
 			if alpha := r.optNumber("tensor.add_", o, "alpha", 1); alpha != 1 {
 				other = other.MulScalar(alpha)
 			}
@@ -398,12 +411,12 @@ func varStd(std bool) method {
 	return func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		correction, keep := 1, false
 		dims := []int(nil)
-		if o := r.options(call, 0); o != nil {
+		if o := r.optionsOf(name, call, 0, "dim", "keepdim", "correction", "unbiased"); o != nil {
 			dims = r.dimsArg(name, optValue(o, "dim"))
 			correction, keep = r.optCorrection(name, o), optBool(o, "keepdim", false)
 		} else {
 			dims = r.dimsArg(name, call.Argument(0))
-			if o := r.options(call, 1); o != nil {
+			if o := r.optionsOf(name, call, 1, "keepdim", "correction", "unbiased"); o != nil {
 				correction, keep = r.optCorrection(name, o), optBool(o, "keepdim", false)
 			} else if v := call.Argument(1); !isMissing(v) {
 				if !v.ToBoolean() { // unbiased=false

@@ -27,16 +27,28 @@ func (r *Runtime) generatorOpt(fn string, o *goja.Object) *rand.Generator {
 	return r.rt.Generator()
 }
 
-// shapeAndOptions reads (shape..., {options}) or ([shape], {options}).
-func (r *Runtime) shapeAndOptions(fn string, call goja.FunctionCall) ([]int, *goja.Object) {
+// shapeAndOptions reads (shape..., {options}) or ([shape], {options}),
+// the options checked against known.
+func (r *Runtime) shapeAndOptions(fn string, call goja.FunctionCall, known ...string) ([]int, *goja.Object) {
 	shape := r.shapeArgs(fn, call, 0)
 	var o *goja.Object
 	for i := len(call.Arguments) - 1; i >= 0; i-- {
-		if o = r.options(call, i); o != nil {
+		if o = r.optionsOf(fn, call, i, known...); o != nil {
 			break
 		}
 	}
 	return shape, o
+}
+
+// requiresGrad applies a factory's requiresGrad option, as PyTorch's
+// requires_grad argument: the new tensor is a leaf that autograd tracks.
+func (r *Runtime) requiresGrad(fn string, o *goja.Object, t *tensor.Tensor) *tensor.Tensor {
+	if optBool(o, "requiresGrad", false) {
+		if err := t.SetRequiresGrad(true); err != nil {
+			r.throwf("%s: requiresGrad: %v", fn, err)
+		}
+	}
+	return t
 }
 
 // tensorList converts an array of tensors.
@@ -71,10 +83,11 @@ func (r *Runtime) tensorModule() *goja.Object {
 		var shape []int
 		haveShape := false
 		dtArg := goja.Value(nil)
+		var opts *goja.Object
 		for i := 1; i < len(call.Arguments) && i <= 2; i++ {
 			a := call.Arguments[i]
-			if o := r.options(call, i); o != nil {
-				dtArg = optValue(o, "dtype")
+			if o := r.optionsOf(fn, call, i, "dtype", "requiresGrad"); o != nil {
+				dtArg, opts = optValue(o, "dtype"), o
 				continue
 			}
 			if obj, ok := a.(*goja.Object); ok {
@@ -97,11 +110,11 @@ func (r *Runtime) tensorModule() *goja.Object {
 			if want != dt {
 				t = t.To(want)
 			}
-			return r.wrap(t)
+			return r.wrap(r.requiresGrad(fn, opts, t))
 		}
 		if r.isTensor(data) {
 			t := r.unwrap(fn, "data", data)
-			return r.wrap(t.To(r.dtypeValue(fn, dtArg, t.DType())).Clone())
+			return r.wrap(r.requiresGrad(fn, opts, t.To(r.dtypeValue(fn, dtArg, t.DType())).Clone()))
 		}
 		vals, inferred := r.float64s(fn, data)
 		if !haveShape {
@@ -111,15 +124,20 @@ func (r *Runtime) tensorModule() *goja.Object {
 		if isIntegral(vals) { // JavaScript cannot tell 1.0 from 1: integers make int64, as torch.tensor([1, 2])
 			def = dtype.Int64
 		}
-		return r.wrap(r.rt.FromValues(r.dtypeValue(fn, dtArg, def), vals, shape...))
+		return r.wrap(r.requiresGrad(fn, opts, r.rt.FromValues(r.dtypeValue(fn, dtArg, def), vals, shape...)))
 	}
 	r.fn(m, "fromArray", fromArray)
 	r.fn(m, "tensor", fromArray)
 
 	creator := func(name string, make func(dt dtype.DType, shape []int, o *goja.Object) *tensor.Tensor) {
 		r.fn(m, name, func(call goja.FunctionCall) goja.Value {
-			shape, o := r.shapeAndOptions("tensor."+name, call)
-			return r.wrap(make(r.dtypeValue("tensor."+name, optValue(o, "dtype"), dtype.Float32), shape, o))
+			fn := "tensor." + name
+			keys := []string{"dtype", "requiresGrad"}
+			if name == "rand" || name == "randn" {
+				keys = append(keys, "seed")
+			}
+			shape, o := r.shapeAndOptions(fn, call, keys...)
+			return r.wrap(r.requiresGrad(fn, o, make(r.dtypeValue(fn, optValue(o, "dtype"), dtype.Float32), shape, o)))
 		})
 	}
 	creator("zeros", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Zeros(dt, s...) })
@@ -139,7 +157,8 @@ func (r *Runtime) tensorModule() *goja.Object {
 			}
 		}
 		value := r.numberValue("tensor.full", "value", call.Argument(1))
-		return r.wrap(r.rt.Full(r.dtypeValue("tensor.full", optValue(r.options(call, 2), "dtype"), dtype.Float32), value, shape...))
+		o := r.optionsOf("tensor.full", call, 2, "dtype", "requiresGrad")
+		return r.wrap(r.requiresGrad("tensor.full", o, r.rt.Full(r.dtypeValue("tensor.full", optValue(o, "dtype"), dtype.Float32), value, shape...)))
 	})
 	like := func(name string, f func(t *tensor.Tensor) *tensor.Tensor) {
 		r.fn(m, name, func(call goja.FunctionCall) goja.Value {
@@ -154,7 +173,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		var nums []float64
 		var o *goja.Object
 		for i := range call.Arguments {
-			if o = r.options(call, i); o != nil {
+			if o = r.optionsOf(fn, call, i, "dtype", "requiresGrad"); o != nil {
 				break
 			}
 			nums = append(nums, r.numberValue(fn, "argument", call.Arguments[i]))
@@ -174,7 +193,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		if !isIntegral(nums) {
 			def = dtype.Float32
 		}
-		return r.wrap(r.rt.Arange(r.dtypeValue(fn, optValue(o, "dtype"), def), start, end, step))
+		return r.wrap(r.requiresGrad(fn, o, r.rt.Arange(r.dtypeValue(fn, optValue(o, "dtype"), def), start, end, step)))
 	})
 	r.fn(m, "randint", func(call goja.FunctionCall) goja.Value {
 		const fn = "tensor.randint"
@@ -186,7 +205,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 			high, shapeAt = r.intValue(fn, "high", call.Argument(0)), 1
 		}
 		shape := r.intList(fn, "shape", call.Argument(shapeAt))
-		o := r.options(call, shapeAt+1)
+		o := r.optionsOf(fn, call, shapeAt+1, "seed")
 		g := r.generatorOpt(fn, o)
 		n, err := checkShape(shape)
 		if err != nil {
@@ -200,7 +219,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		return r.wrap(r.rt.FromInt64s(vals, shape...))
 	})
 	r.fn(m, "randperm", func(call goja.FunctionCall) goja.Value {
-		o := r.options(call, 1)
+		o := r.optionsOf("tensor.randperm", call, 1, "seed")
 		return r.wrap(r.rt.RandpermWith(r.generatorOpt("tensor.randperm", o), r.intValue("tensor.randperm", "n", call.Argument(0))))
 	})
 	r.fn(m, "cat", func(call goja.FunctionCall) goja.Value {

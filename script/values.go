@@ -76,6 +76,15 @@ func boolArg(call goja.FunctionCall, i int, def bool) bool {
 }
 
 // options returns argument i when it is a plain options object.
+// optionsOf is options, checked against the keys fn accepts: an unknown
+// key is an error naming it and the key meant (checkKeys). Every options
+// object of the host API is read through it.
+func (r *Runtime) optionsOf(fn string, call goja.FunctionCall, i int, known ...string) *goja.Object {
+	o := r.options(call, i)
+	r.checkKeys(fn, o, known...)
+	return o
+}
+
 func (r *Runtime) options(call goja.FunctionCall, i int) *goja.Object {
 	v := call.Argument(i)
 	if isMissing(v) {

@@ -334,6 +334,7 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 	inner := r.commHook(pg, d, state, o.Get("inner"))
 	var opts zero.OverlapOptions
 	if oo, ok := o.Get("options").(*goja.Object); ok {
+		r.checkKeys(fn, oo, "shardBuckets")
 		opts.ShardBuckets = optBool(oo, "shardBuckets", false)
 	}
 	wrap := zero.HookWithZeroStep
