@@ -3,6 +3,7 @@ package script
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 
 	"github.com/dop251/goja"
@@ -57,7 +58,7 @@ func (r *Runtime) checkpointModule() *goja.Object {
 	})
 	r.fn(m, "load", func(call goja.FunctionCall) goja.Value {
 		const fn = "checkpoint.load"
-		return r.loadCheckpoint(fn, r.pathArg(fn, call.Argument(0)), call.Argument(1))
+		return r.loadCheckpoint(fn, r.pathArg(fn, call.Argument(0)), call.Argument(1), false)
 	})
 	r.fn(m, "latest", func(call goja.FunctionCall) goja.Value {
 		p, err := checkpoint.Latest(r.pathArg("checkpoint.latest", call.Argument(0)))
@@ -104,7 +105,8 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	obj := r.vm.NewObject()
 	must(obj.Set("dir", dir))
 	r.fn(obj, "load", func(goja.FunctionCall) goja.Value {
-		return r.loadCheckpoint("Manager.load", dir, state)
+		// A resume goes on from the newest intact checkpoint.
+		return r.loadCheckpoint("Manager.load", dir, state, true)
 	})
 	r.fn(obj, "save", func(call goja.FunctionCall) goja.Value {
 		const fn = "Manager.save"
@@ -255,13 +257,30 @@ func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, kee
 
 // loadCheckpoint restores the newest checkpoint under dir into state and
 // returns { step, path, worldSize }, or null when there is none.
-func (r *Runtime) loadCheckpoint(fn, dir string, state goja.Value) goja.Value {
+func (r *Runtime) loadCheckpoint(fn, dir string, state goja.Value, newestIntact bool) goja.Value {
 	st, stateful, values := r.checkpointParts(fn, state, true)
 	start := r.opts.Trace.Now()
 	r.inCollective.Add(1)
-	m, path, err := checkpoint.Restore(r.group, r.rt, dir, st)
+	var m *checkpoint.Manifest
+	var path string
+	var skipped []checkpoint.Skipped
+	var err error
+	if newestIntact {
+		m, path, skipped, err = checkpoint.RestoreNewestIntact(r.group, r.rt, dir, st)
+	} else {
+		m, path, err = checkpoint.Restore(r.group, r.rt, dir, st)
+	}
 	r.inCollective.Add(-1)
 	r.traceAdd(trace.User, "checkpoint load", start)
+	if r.opts.Rank == 0 {
+		for _, s := range skipped {
+			msg := fmt.Sprintf("%szeroeng: checkpoint: skipped %s, which is damaged: %v", r.opts.Prefix, s.Path, s.Err)
+			if err == nil && path != "" {
+				msg += "; resuming from " + filepath.Base(path)
+			}
+			fmt.Fprintln(r.opts.Stderr, msg)
+		}
+	}
 	if err != nil {
 		r.throw(err)
 	}

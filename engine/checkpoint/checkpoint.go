@@ -245,8 +245,14 @@ func listSteps(dir string) ([]int64, error) {
 	return steps, nil
 }
 
-// ReadManifest reads and checks the manifest of the checkpoint at path.
+// ReadManifest reads and checks the manifest of the checkpoint at path;
+// its errors are the checkpoint's damage (ErrDamaged).
 func ReadManifest(path string) (*Manifest, error) {
+	m, err := readManifest(path)
+	return m, damaged(err)
+}
+
+func readManifest(path string) (*Manifest, error) {
 	file := filepath.Join(path, ManifestName)
 	b, err := safefile.ReadFile(file, maxManifestBytes)
 	if err != nil {
@@ -337,9 +343,15 @@ func (m *Manifest) file(name string) (FileInfo, bool) {
 // for success) is gathered on rank 0, which broadcasts the first, naming
 // its rank. A failed collective is returned as it is.
 func agree(pg dist.ProcessGroup, err error) error {
+	// A leading byte says whether the error is the checkpoint's damage
+	// (ErrDamaged), which every rank's error then matches too.
 	var msg []byte
 	if err != nil {
-		msg = []byte(err.Error())
+		mark := byte('e')
+		if errors.Is(err, ErrDamaged) {
+			mark = 'd'
+		}
+		msg = append([]byte{mark}, err.Error()...)
 	}
 	all, gerr := pg.GatherObject(msg, 0)
 	if gerr != nil {
@@ -351,7 +363,7 @@ func agree(pg dist.ProcessGroup, err error) error {
 			if len(m) > 0 {
 				first = m
 				if pg.Size() > 1 && r != pg.Rank() {
-					first = fmt.Appendf(nil, "rank %d: %s", r, m)
+					first = fmt.Appendf(m[:1:1], "rank %d: %s", r, m[1:])
 				}
 				break
 			}
@@ -364,10 +376,12 @@ func agree(pg dist.ProcessGroup, err error) error {
 	switch {
 	case len(out) == 0:
 		return nil
-	case err != nil && string(out) == err.Error():
+	case err != nil && string(out[1:]) == err.Error():
 		return err // this rank's own, unwrapped
+	case out[0] == 'd':
+		return damaged(errors.New(string(out[1:])))
 	}
-	return errors.New(string(out))
+	return errors.New(string(out[1:]))
 }
 
 func now() string { return time.Now().UTC().Format(time.RFC3339) }

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -634,5 +635,93 @@ func TestPyTorchLoadsTheModel(t *testing.T) {
 		if g == nil || g[0] != w[0] || fmt.Sprint(g[1]) != fmt.Sprint(w[1]) || math.Abs(g[2].(float64)-w[2].(float64)) > 1e-9*math.Max(1, math.Abs(w[2].(float64))) {
 			t.Errorf("%s: PyTorch read %v, zeroeng saved %v", name, g, w)
 		}
+	}
+}
+
+// TestRestoreNewestIntact: a resume goes on from the newest intact
+// checkpoint when the newer ones (or latest) are damaged, saying which it
+// skipped; it never skips one that is intact but unfit for the state, and
+// fails when nothing intact is left.
+func TestRestoreNewestIntact(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		damage   func(t *testing.T, dir string)
+		mutate   func(st *State)
+		wantStep int64  // 0: an error
+		want     string // in the error, or in a skipped one's
+		skipped  int
+	}{
+		{"intact", func(*testing.T, string) {}, nil, 3, "", 0},
+		{"newest corrupted", func(t *testing.T, dir string) { flip(t, filepath.Join(dir, StepName(3), "model.safetensors")) }, nil, 2, "corrupted: CRC-32C", 1},
+		{"two newest damaged", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, StepName(3), ManifestName))
+			truncate(t, filepath.Join(dir, StepName(2), "optimizer.rank-00001-of-00002.safetensors"))
+		}, nil, 1, "truncated", 2},
+		{"latest a FIFO", func(t *testing.T, dir string) {
+			os.Remove(filepath.Join(dir, LatestName))
+			syscall.Mkfifo(filepath.Join(dir, LatestName), 0o644)
+		}, nil, 3, "not a regular file", 1},
+		{"intact but another model", func(*testing.T, string) {}, func(st *State) { st.Modules[0].Tensors[4].Name = "head.weight" }, 0, `Missing key(s) in state_dict: "head.weight"`, 0},
+		{"all damaged", func(t *testing.T, dir string) {
+			for s := int64(1); s <= 3; s++ {
+				flip(t, filepath.Join(dir, StepName(s), "model.safetensors"))
+			}
+		}, nil, 0, "no intact checkpoint", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			l := layout{ranks: 2, zero: true, opts: zero.Options{Partition: "flat"}}
+			err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+				rs := job{}.newRank(t, l, pg, 0)
+				for step := int64(1); step <= 3; step++ {
+					if err := (job{}).train(rs, int(step)-1, int(step)); err != nil {
+						return err
+					}
+					if _, err := Save(pg, dir, step, rs.state(t), SaveOptions{}); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.damage(t, dir)
+			err = onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+				rs := job{}.newRank(t, l, pg, 0)
+				st := rs.state(t)
+				if c.mutate != nil {
+					c.mutate(st)
+				}
+				m, _, skipped, err := RestoreNewestIntact(pg, rs.rt, dir, st)
+				if len(skipped) != c.skipped {
+					return fmt.Errorf("skipped %v, want %d", skipped, c.skipped)
+				}
+				for _, s := range skipped {
+					if !errors.Is(s.Err, ErrDamaged) {
+						return fmt.Errorf("skipped %s for %v, which is not damage", s.Path, s.Err)
+					}
+				}
+				if c.wantStep == 0 {
+					if err == nil || !strings.Contains(err.Error(), c.want) {
+						return fmt.Errorf("err = %v, want %q", err, c.want)
+					}
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				if m.Step != c.wantStep {
+					return fmt.Errorf("restored step %d, want %d", m.Step, c.wantStep)
+				}
+				if c.want != "" && !strings.Contains(skipped[len(skipped)-1].Err.Error(), c.want) {
+					return fmt.Errorf("skipped for %v, want %q", skipped[len(skipped)-1].Err, c.want)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }

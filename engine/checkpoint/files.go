@@ -75,8 +75,14 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // readFile reads one file of the checkpoint at dir and checks it against
-// the manifest: present, the same size, the same CRC-32C.
+// the manifest: present, the same size, the same CRC-32C. Its errors are
+// the checkpoint's damage (ErrDamaged).
 func readFile(dir string, m *Manifest, name string) ([]byte, error) {
+	b, err := readFileChecked(dir, m, name)
+	return b, damaged(err)
+}
+
+func readFileChecked(dir string, m *Manifest, name string) ([]byte, error) {
 	path := filepath.Join(dir, name)
 	want, ok := m.file(name)
 	if !ok {
@@ -175,7 +181,7 @@ func readModule(rt *tensor.Runtime, rd *reader, key string) (map[string]*tensor.
 	}
 	f, err := safetensors.Parse(b)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(rd.dir, name), err)
+		return nil, damaged(fmt.Errorf("checkpoint: %s: %w", filepath.Join(rd.dir, name), err))
 	}
 	out := map[string]*tensor.Tensor{}
 	for _, st := range f.Tensors {
@@ -297,7 +303,7 @@ func readOptimizer(rd *reader, name string, params []*tensor.Tensor) (*optimizer
 func parseOptimizer(b []byte, path string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
 	f, err := safetensors.Parse(b)
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+		return nil, nil, damaged(fmt.Errorf("checkpoint: %s: %w", path, err))
 	}
 	var meta optimizerMeta
 	text, ok := f.Metadata[optimizerMetaKey]

@@ -1,7 +1,10 @@
 package checkpoint
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,7 +45,85 @@ func Restore(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, st *State) (*
 	if path == "" {
 		return nil, "", nil
 	}
+	m, err := restoreFrom(pg, rt, path, st)
+	if err != nil {
+		return nil, "", err
+	}
+	return m, path, nil
+}
 
+// Skipped is a damaged checkpoint RestoreNewestIntact passed over.
+type Skipped struct {
+	Path string
+	Err  error // why (it matches ErrDamaged)
+}
+
+// RestoreNewestIntact is Restore from the newest checkpoint under dir that
+// is intact: when the one latest names (or latest itself) is damaged —
+// a file missing, truncated, failing its CRC (ErrDamaged) — it goes on
+// with the next older complete checkpoint, and says which it skipped and
+// why. A checkpoint that is intact but does not fit st (another model) is
+// an error, as with Restore: an older one would not fit either, and
+// falling back past it would hide the mistake.
+func RestoreNewestIntact(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, st *State) (*Manifest, string, []Skipped, error) {
+	// Rank 0 lists the candidates, newest first: latest's, then the
+	// complete step folders.
+	var candidates []string
+	var latestErr error
+	if pg.Rank() == 0 {
+		latest, err := Latest(dir)
+		switch {
+		case err != nil:
+			latestErr = damaged(err)
+		case latest != "":
+			candidates = append(candidates, latest)
+		}
+		steps, err := listSteps(dir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) && latestErr == nil {
+			latestErr = err
+		}
+		for i := len(steps) - 1; i >= 0; i-- {
+			if p := filepath.Join(dir, StepName(steps[i])); !slices.Contains(candidates, p) {
+				candidates = append(candidates, p)
+			}
+		}
+	}
+	b, err := json.Marshal(candidates)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if b, err = pg.BroadcastObject(b, 0); err != nil {
+		return nil, "", nil, err
+	}
+	if err := json.Unmarshal(b, &candidates); err != nil {
+		return nil, "", nil, err
+	}
+	var skipped []Skipped
+	if err := agree(pg, latestErr); err != nil {
+		if !errors.Is(err, ErrDamaged) || len(candidates) == 0 {
+			return nil, "", nil, err
+		}
+		skipped = append(skipped, Skipped{Path: filepath.Join(dir, LatestName), Err: err})
+	}
+	for _, path := range candidates {
+		m, err := restoreFrom(pg, rt, path, st)
+		if err == nil {
+			return m, path, skipped, nil
+		}
+		if !errors.Is(err, ErrDamaged) {
+			return nil, "", skipped, err
+		}
+		skipped = append(skipped, Skipped{Path: path, Err: err})
+	}
+	if len(skipped) > 0 {
+		return nil, "", skipped, fmt.Errorf("checkpoint: no intact checkpoint under %s; the newest was damaged: %w", dir, skipped[0].Err)
+	}
+	return nil, "", nil, nil
+}
+
+// restoreFrom restores st from the checkpoint at path, on every rank or
+// on none.
+func restoreFrom(pg dist.ProcessGroup, rt *tensor.Runtime, path string, st *State) (*Manifest, error) {
 	// Read and check everything first.
 	m, err := ReadManifest(path)
 	var loaded *pending
@@ -51,7 +132,7 @@ func Restore(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, st *State) (*
 	}
 	if err := agree(pg, err); err != nil {
 		loaded.release()
-		return nil, "", err
+		return nil, err
 	}
 	err = loaded.apply(st)
 	loaded.release()
@@ -59,9 +140,9 @@ func Restore(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, st *State) (*
 		err = st.SetRNG(m.RNG[pg.Rank()])
 	}
 	if err := agree(pg, err); err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	return m, path, nil
+	return m, nil
 }
 
 // pending is what read found, ready to apply.
@@ -276,7 +357,7 @@ func Verify(path string) (*Manifest, error) {
 			return nil, err
 		}
 		if _, err := safetensors.Parse(b); err != nil {
-			return nil, fmt.Errorf("checkpoint: %s: %w", filepath.Join(path, f.Name), err)
+			return nil, damaged(fmt.Errorf("checkpoint: %s: %w", filepath.Join(path, f.Name), err))
 		}
 	}
 	return m, nil
