@@ -104,8 +104,9 @@ func (r *Runtime) scriptError(err error) error {
 	return &Error{Message: err.Error(), Cause: err}
 }
 
-// syntaxError formats a parser error with the file's own position.
-func syntaxError(err error) error {
+// syntaxError formats a parser error with the file's own position; src,
+// when given, is the source, for a hint where the error has a usual cause.
+func syntaxError(err error, src ...string) error {
 	var list parser.ErrorList
 	if errors.As(err, &list) && len(list) > 0 {
 		p := list[0].Position
@@ -113,9 +114,23 @@ func syntaxError(err error) error {
 		if len(list) > 1 {
 			msg += fmt.Sprintf(" (and %d more errors)", len(list)-1)
 		}
+		if len(src) > 0 && isModuleSyntax(src[0], p.Line) {
+			msg += `: scripts are CommonJS modules: write const { tensor, nn } = require("zeroeng") instead of import, and module.exports = ... instead of export`
+		}
 		return &Error{Message: msg, Position: fmt.Sprintf("%s:%d:%d", p.Filename, p.Line, p.Column)}
 	}
 	return &Error{Message: "SyntaxError: " + err.Error()}
+}
+
+// isModuleSyntax reports whether line (from 1) of src is an ES module
+// import or export statement.
+func isModuleSyntax(src string, line int) bool {
+	lines := strings.Split(src, "\n")
+	if line < 1 || line > len(lines) {
+		return false
+	}
+	l := strings.TrimSpace(lines[line-1])
+	return strings.HasPrefix(l, "import ") || strings.HasPrefix(l, "import{") || strings.HasPrefix(l, "export ")
 }
 
 // exceptionMessage is the thrown value as text: "Name: message" for Error

@@ -7,6 +7,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/internal/suggest"
 )
 
 // hyperParam is one hyper-parameter of a parameter group under its script
@@ -117,10 +118,10 @@ func (r *Runtime) groupOptions(fn string, kind optim.Kind, g *optim.ParamGroup, 
 			h.set(r, fn, g, v)
 		default:
 			_, other := hyperParamNamed(k)
-			if !group || other || suggestKey(k, allowed) != "" {
+			if !group || other || suggest.Closest(k, allowed) != "" {
 				msg := "%s: unknown option %q for %v"
 				args := []any{fn, k, kind}
-				if s := suggestKey(k, allowed); s != "" {
+				if s := suggest.Closest(k, allowed); s != "" {
 					msg += " (did you mean %s?)"
 					args = append(args, s)
 				}

@@ -1,36 +1,9 @@
 package script
 
-import "testing"
-
-func TestSuggestKey(t *testing.T) {
-	known := []string{"lr", "momentum", "weightDecay", "nesterov", "startPowerSGDIter", "matrixApproximationRank"}
-	tests := []struct{ key, want string }{
-		{"weight_decay", "weightDecay"},
-		{"start_powerSGD_iter", "startPowerSGDIter"},
-		{"matrix_approximation_rank", "matrixApproximationRank"},
-		{"momentm", "momentum"},
-		{"Nesterov", "nesterov"},
-		{"weightdecay", "weightDecay"},
-		{"betas", ""},
-		{"x", ""},
-	}
-	for _, tt := range tests {
-		if got := suggestKey(tt.key, known); got != tt.want {
-			t.Errorf("suggestKey(%q) = %q, want %q", tt.key, got, tt.want)
-		}
-	}
-}
-
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"a", "", 1}, {"momentm", "momentum", 1}, {"kitten", "sitting", 3}, {"bais", "bias", 1}, {"dtpye", "dtype", 1}} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
+import (
+	"strings"
+	"testing"
+)
 
 // TestUnknownOptionKeys: every options object of the host API is checked
 // against the keys its function takes (the cases the issue found silently
@@ -79,4 +52,15 @@ func TestOperatorsOnTensors(t *testing.T) {
 		{name: "Number(x)", src: "Number(tensor.ones([1]));", err: want},
 		{name: "text", src: "const x = tensor.ones([2]); console.log(`${x}` === String(x), x.toString());", want: "true tensor([1., 1.])"},
 	})
+}
+
+// TestImportStatementHint: an ES module import or export names the
+// CommonJS way scripts load zeroeng.
+func TestImportStatementHint(t *testing.T) {
+	for _, src := range []string{"import { tensor } from \"zeroeng\";\n", "const x = 1;\nexport default x;\n"} {
+		_, err := runScript(t, t.TempDir(), "case.js", src, Options{})
+		if err == nil || !strings.Contains(err.Error(), `require("zeroeng") instead of import`) {
+			t.Errorf("%q: %v", src, err)
+		}
+	}
 }

@@ -67,7 +67,7 @@ func checkpointVerify(c *cli.Context) error {
 		if o.Shards > 1 {
 			how = fmt.Sprintf("ZeRO stage %d, %s partition, %d shards", o.Stage, o.Partition, o.Shards)
 		}
-		fmt.Fprintf(w, "optimizer %s: %s (%s)\n", o.Key, o.Kind, how)
+		fmt.Fprintf(w, "optimizer %q: %s (%s)\n", o.Key, o.Kind, how)
 	}
 	var keys []string
 	for k := range m.State {

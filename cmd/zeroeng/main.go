@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,11 +20,49 @@ import (
 	"github.com/zeroeng/zeroeng/bench"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/jobenv"
+	"github.com/zeroeng/zeroeng/internal/suggest"
 	"github.com/zeroeng/zeroeng/script"
 )
 
-// version is set at link time (-ldflags "-X main.version=...").
+// version is set at link time (-ldflags "-X main.version=..."); otherwise
+// it comes from what the Go toolchain recorded in the binary (buildVersion).
 var version = "dev"
+
+func init() {
+	if version == "dev" {
+		version = buildVersion()
+	}
+}
+
+// buildVersion is the module's version when the binary was built from a
+// released module (go install ...@v1.2.3), else "dev-" and the git commit
+// it was built from, with "+modified" when the tree had changes.
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, modified := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	v := "dev-" + rev[:min(12, len(rev))]
+	if modified {
+		v += "+modified"
+	}
+	return v
+}
 
 // usageError marks errors that exit with status 2; cmd names the command
 // whose help the message points to ("" for the top level).
@@ -48,6 +87,20 @@ func onUsageError(c *cli.Context, err error, isSubcommand bool) error {
 	cmd := ""
 	if isSubcommand && c.Command != nil {
 		cmd = c.Command.Name
+	}
+	// "flag provided but not defined: -nprc": name the flag meant.
+	if name, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: "); ok {
+		var known []string
+		flags := c.App.Flags
+		if c.Command != nil && len(c.Command.Flags) > 0 {
+			flags = c.Command.Flags
+		}
+		for _, f := range flags {
+			known = append(known, f.Names()...)
+		}
+		if s := suggest.Closest(strings.TrimLeft(name, "-"), known); s != "" {
+			err = fmt.Errorf("%w (did you mean --%s?)", err, s)
+		}
 	}
 	return usageError{err, cmd}
 }
@@ -117,7 +170,7 @@ func commands() []*cli.Command {
 		replCommand(),
 		{
 			Name:         "bench",
-			Usage:        "run a side-by-side benchmark workload and print one JSON line (as shared/bench/torch_cpu.py); ddp2 and its variants also as ranks of an MPI job (mpirun -np 2 zeroeng bench ddp2)",
+			Usage:        "run a side-by-side benchmark workload and print one JSON line (as bench/torch_cpu.py); ddp2 and its variants also as ranks of an MPI job (mpirun -np 2 zeroeng bench ddp2)",
 			ArgsUsage:    strings.Join(bench.Workloads, "|"),
 			OnUsageError: onUsageError,
 			Action: func(c *cli.Context) error {

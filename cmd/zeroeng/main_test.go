@@ -859,3 +859,34 @@ console.log("ok");`})
 		}
 	}
 }
+
+// TestRunHelpListsModules: run --help names every module that
+// require("zeroeng") gives a script.
+func TestRunHelpListsModules(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"keys.js": `console.log(Object.keys(require("zeroeng")).join(" "));`})
+	r := zeroeng(t, dir, nil, "run", "--quiet", "keys.js")
+	if r.code != 0 {
+		t.Fatalf("status %d\n%s", r.code, r.stderr)
+	}
+	help := zeroeng(t, dir, nil, "run", "--help")
+	text := strings.Join(strings.Fields(help.stdout+help.stderr), " ")
+	for _, m := range strings.Fields(r.stdout) {
+		if !strings.Contains(text, " "+m+",") && !strings.Contains(text, " "+m+" ") && !strings.Contains(text, " "+m+".") {
+			t.Errorf("run --help does not name the module %s", m)
+		}
+	}
+}
+
+// TestUsageHints: a misspelled flag names the flag meant, and --hook on a
+// script that builds no DistributedDataParallel warns that it did nothing.
+func TestUsageHints(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"plain.js": `console.log("ok");`})
+	if r := zeroeng(t, dir, nil, "run", "--nprc", "2", "plain.js"); r.code != 2 || !strings.Contains(r.stderr, "(did you mean --nproc?)") {
+		t.Errorf("misspelled flag: status %d\n%s", r.code, r.stderr)
+	}
+	hook := filepath.Join(dir, "allreduce_wat.wasm")
+	os.WriteFile(hook, hookbuild.Sample(t, "allreduce_wat"), 0o644)
+	if r := zeroeng(t, dir, nil, "run", "--hook", hook, "plain.js"); r.code != 0 || !strings.Contains(r.stderr, "--hook "+hook+": the script made no DistributedDataParallel") {
+		t.Errorf("--hook without DDP: status %d, no warning\n%s", r.code, r.stderr)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -29,8 +30,9 @@ import (
 )
 
 const runDescription = `Runs a JavaScript training script. Every rank runs the same script in its own
-JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim, io, dist,
-progress, metrics, trace and device. Flags go before the script; what follows the script (after
+JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim, zero, hooks, io,
+data, dist, progress, metrics, checkpoint, trace, device and version. Flags go before the
+script; what follows the script (after
 an optional --) reaches it as process.argv.slice(2).
 
 Every flag can also be set with an environment variable; a flag given on the
@@ -363,6 +365,9 @@ func runAction(c *cli.Context) error {
 	}
 	err = script.RunJob(ctx, cfg.script, jo)
 	checkpoint.Finish() // retired checkpoints still being deleted
+	if cfg.hooks.Path != "" && len(runtimes) > 0 && !slices.ContainsFunc(runtimes, (*script.Runtime).MadeDDP) {
+		logs.log(slog.LevelWarn, -1, fmt.Sprintf("--hook %s: the script made no DistributedDataParallel, so the hook reduced nothing", cfg.hooks.Path), nil)
+	}
 	elapsed := time.Since(start)
 	if proc != nil && proc.stoppedByAnother() {
 		time.Sleep(stopDelay) // the failed rank ends first (zeroeng launch names it)

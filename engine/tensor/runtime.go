@@ -3,6 +3,7 @@ package tensor
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -299,6 +300,14 @@ func (rt *Runtime) fail(op string, format string, args ...any) *Tensor {
 
 // failErr wraps an error from a kernel or an allocation.
 func (rt *Runtime) failErr(op string, err error) *Tensor {
+	// A device's error often names the op already ("cpu: cross_entropy:
+	// target 5 ..."): say it once.
+	msg := err.Error()
+	for _, dev := range []string{"", "cpu: ", "cuda: "} {
+		if strings.HasPrefix(msg, dev+op+": ") {
+			return &Tensor{rt: rt, err: fmt.Errorf("tensor: %w", err)}
+		}
+	}
 	return &Tensor{rt: rt, err: fmt.Errorf("tensor: %s: %w", op, err)}
 }
 

@@ -228,6 +228,9 @@ func inspect(name string, exports map[string]api.FunctionDefinition, imports []a
 			problem("imports %s.%s: a hook may import only from %q and %q", mod, n, hostModule, wasiModule)
 		}
 	}
+	// A module may import one function under two names in its own
+	// index space (Go's wasip1 port does): list it once.
 	slices.Sort(in.Imports)
+	in.Imports = slices.Compact(in.Imports)
 	return in
 }
