@@ -6,7 +6,7 @@
 //   zeroeng run samples/gpt.js                                   # "tiny" on this repository's Markdown, byte-level, seconds
 //   zeroeng run --nproc 2 samples/gpt.js -- --zero 2             # two ranks, optimizer state and gradients sharded
 //   zeroeng run samples/gpt.js -- --data 'fineweb_train_*.bin' --val-data fineweb_val_000000.bin --config gpt2 --dtype bfloat16
-//   zeroeng run samples/gpt.js -- --config bench --bench         # the shared/bench `gpt` step on random tokens, timed
+//   zeroeng run samples/gpt.js -- --config bench --bench         # the side-by-side `gpt` step on random tokens, timed
 //   zeroeng run samples/gpt.js -- --checkpoint ckpt --checkpoint-every 50   # resumes from ckpt when it holds a checkpoint
 //
 // Data (--data, --val-data): llm.c token shards (GPT-2: uint16 tokens), .npy token arrays, or any other file
@@ -21,7 +21,7 @@
 const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device } = require("zeroeng");
 const F = nn.functional;
 
-// Configurations: "bench" is shared/bench's `gpt` workload, "gpt2" is GPT-2 124M.
+// Configurations: "bench" is bench/torch_cpu.py's `gpt` workload, "gpt2" is GPT-2 124M.
 const configs = {
   tiny: { nLayer: 2, nHead: 4, nEmbd: 64, seqLen: 64, vocab: 256, batch: 8, steps: 200, lr: 3e-3, warmup: 20 },
   bench: { nLayer: 4, nHead: 4, nEmbd: 256, seqLen: 128, vocab: 512, batch: 8, steps: 100, lr: 1e-3, warmup: 10 },
@@ -38,13 +38,15 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
   --zero 0|1|2               ZeRO stage (0: plain AdamW; with --nproc > 1, DDP)
   --eval-every K --eval-batches N              validation loss every K steps, over N batches
-  --seed S --bench           --bench: random tokens, no evaluation; the median step time of the steps
-                             after the first 3 (shared/bench times 3 warm-up and 20 timed steps)
+  --seed S --bench           --seed: of the model, the shuffling and dropout (default: zeroeng run --seed, 0)
+                             --bench: random tokens, no evaluation; the median step time of the steps
+                             after the first 3 (bench/torch_cpu.py times 3 warm-up and 20 timed steps)
   --checkpoint DIR --checkpoint-every K --keep N   save every K steps (0: only on SIGTERM and at the end),
                              keep the newest N (0: all); resume from DIR's newest checkpoint`;
 
 const opts = { config: "tiny", dtype: "float32", zero: 0, accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
-  evalEvery: 50, evalBatches: 8, seed: 1337, bench: false, checkpointEvery: 0, keep: 2 };
+  evalEvery: 50, evalBatches: 8, seed: tensor.initialSeed(), bench: false, checkpointEvery: 0, keep: 2 };
+const seedFrom = () => (argv.some(a => a === "--seed" || a.startsWith("--seed=")) ? "--seed" : "zeroeng run --seed");
 const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
   "--min-lr-ratio": "minLrRatio", "--warmup": "warmup", "--weight-decay": "weightDecay", "--clip": "clip",
   "--zero": "zero", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
@@ -176,7 +178,7 @@ const world = dist.worldSize, rank = dist.rank;
 tensor.manualSeed(opts.seed);
 let train, val;
 if (opts.bench) {
-  // Random tokens, as shared/bench/torch_cpu.py times the step.
+  // Random tokens, as bench/torch_cpu.py times the step.
   const n = opts.steps * opts.batch * world * opts.seqLen * opts.accum + 1;
   train = data.fromTensor(tensor.randint(0, cfg.vocab, [n]));
 } else {
@@ -265,7 +267,8 @@ const numParams = gpt.numParameters();
 const tokensPerStep = opts.batch * opts.seqLen * opts.accum * world;
 console.log(`gpt: ${opts.config} (${cfg.nLayer} layers, d=${cfg.nEmbd}, ${cfg.nHead} heads, ${(numParams / 1e6).toFixed(2)}M parameters, ${opts.dtype}), ` +
   `${opts.bench ? "random tokens" : `${train.length} training tokens from ${train.source}`}; ` +
-  `${opts.steps} steps of ${tokensPerStep} tokens (B=${opts.batch} T=${opts.seqLen} accum=${opts.accum} ranks=${world}${opts.zero ? ` ZeRO ${opts.zero}` : ""})`);
+  `${opts.steps} steps of ${tokensPerStep} tokens (B=${opts.batch} T=${opts.seqLen} accum=${opts.accum} ranks=${world}${opts.zero ? ` ZeRO ${opts.zero}` : ""}); ` +
+  `seed ${opts.seed} (${seedFrom()})`);
 
 // ---- per-step measurements: model FLOP utilisation, memory, communication ----------------------------------
 // Model FLOPs per token as nanoGPT's estimate_mfu counts them (PaLM, appendix B): 6N for the matrix products of
@@ -314,6 +317,7 @@ for (let step = firstStep; step <= opts.steps; step++) {
     else run();
   }
   const gradNorm = clip();
+  const lr = opt.paramGroups[0].lr; // the rate this step uses; sched.step() sets the next one
   opt.step();
   sched.step();
   loss = sum / opts.accum;
@@ -326,7 +330,6 @@ for (let step = firstStep; step <= opts.steps; step++) {
   const ms = Date.now() - start;
   const obs = observed(ms);
   stepMs.push(ms);
-  const lr = opt.paramGroups[0].lr;
   if (valLoader && (step % opts.evalEvery === 0 || step === opts.steps)) {
     valLoss = evaluate();
     console.log(`step ${step}  loss ${loss.toFixed(4)}  val loss ${valLoss.toFixed(4)}`);

@@ -171,7 +171,7 @@ func (r *Runtime) sourceLoader(path string) ([]byte, error) {
 		return b, nil // require parses it as JSON, not as a program
 	}
 	if _, err := parser.ParseFile(nil, path, string(b), 0); err != nil {
-		return nil, syntaxError(err)
+		return nil, syntaxError(err, string(b))
 	}
 	r.required[path] = true
 	return b, nil
@@ -287,6 +287,10 @@ func (r *Runtime) RunFile(path string) error {
 	return err
 }
 
+// MadeDDP reports whether the script wrapped a model in
+// DistributedDataParallel (which zeroeng run --hook applies to).
+func (r *Runtime) MadeDDP() bool { return len(r.ddps) > 0 }
+
 // finishBackward waits, once the script has ended, for the gradient
 // reductions its last backward pass left running (DDP overlaps them with
 // backward, and only the next use of the gradients waits for them), so
@@ -308,7 +312,7 @@ func (r *Runtime) finishBackward() error {
 // top-level declarations are globals, as in a REPL).
 func (r *Runtime) RunString(name, src string) (goja.Value, error) {
 	if _, err := parser.ParseFile(nil, name, src, 0); err != nil {
-		return nil, syntaxError(err) // with the script's own position
+		return nil, syntaxError(err, src) // with the script's own position
 	}
 	return r.run(func() (goja.Value, error) { return r.vm.RunScript(name, src) })
 }

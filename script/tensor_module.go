@@ -241,6 +241,12 @@ func (r *Runtime) tensorModule() *goja.Object {
 	r.fn(m, "matmul", func(call goja.FunctionCall) goja.Value {
 		return r.wrap(r.unwrap("tensor.matmul", "input", call.Argument(0)).Matmul(r.unwrap("tensor.matmul", "other", call.Argument(1))))
 	})
+	// initialSeed() is the seed the rank's generator was last seeded with
+	// (torch.initial_seed()): zeroeng run's --seed until the script
+	// reseeds it.
+	r.fn(m, "initialSeed", func(goja.FunctionCall) goja.Value {
+		return r.vm.ToValue(r.rt.Generator().InitialSeed())
+	})
 	r.fn(m, "manualSeed", func(call goja.FunctionCall) goja.Value {
 		r.rt.ManualSeed(uint64(r.intValue("tensor.manualSeed", "seed", call.Argument(0))))
 		return goja.Undefined()

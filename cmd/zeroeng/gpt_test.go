@@ -158,3 +158,44 @@ func TestPlot(t *testing.T) {
 		}
 	}
 }
+
+// TestGPTSeedAndLR: zeroeng run --seed reaches the sample (the same run as
+// its own --seed, another run than the default seed), the header says
+// where the seed came from, and the learning rate logged for a step is the
+// one that step used (the warm-up's first steps: lr/4, 2lr/4).
+func TestGPTSeedAndLR(t *testing.T) {
+	run := func(before []string, after ...string) (map[int]float64, []map[string]any, string) {
+		metrics := filepath.Join(t.TempDir(), "m.jsonl")
+		args := append(append([]string{"run", "--quiet", "--metrics", metrics}, before...), "samples/gpt.js", "--", "--steps", "4", "--warmup", "4", "--lr", "0.004", "--eval-every", "100")
+		r := zeroeng(t, "../..", nil, append(args, after...)...)
+		if r.code != 0 {
+			t.Fatalf("%v %v: status %d\n%s", before, after, r.code, r.stderr)
+		}
+		return losses(t, metrics), readJSONLines(t, metrics), r.stdout
+	}
+	global, lines, stdout := run([]string{"--seed", "5"})
+	if !strings.Contains(stdout, "seed 5 (zeroeng run --seed)") {
+		t.Errorf("the header does not name the seed:\n%s", stdout)
+	}
+	own, _, stdout := run(nil, "--seed", "5")
+	if !strings.Contains(stdout, "seed 5 (--seed)") {
+		t.Errorf("the header does not name the script's --seed:\n%s", stdout)
+	}
+	other, _, _ := run(nil)
+	if global[1] != own[1] || global[1] == other[1] {
+		t.Errorf("first loss: %v with run --seed 5, %v with the script's --seed 5, %v with the default", global[1], own[1], other[1])
+	}
+	want := map[float64]float64{1: 0.001, 2: 0.002}
+	seen := 0
+	for _, l := range lines {
+		if step, ok := l["step"].(float64); ok && want[step] != 0 {
+			seen++
+			if lr, _ := l["lr"].(float64); math.Abs(lr-want[step]) > 1e-12 {
+				t.Errorf("step %v logs lr %v, want %v", step, lr, want[step])
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Errorf("metrics hold %d of steps 1 and 2", seen)
+	}
+}
