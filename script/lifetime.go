@@ -3,6 +3,10 @@ package script
 import (
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
+
+	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
 // The lifetime of the tensors a script sees.
@@ -24,6 +28,13 @@ import (
 //     back at its backward. Tensors created before the first backward
 //     (data, constants: the script's setup) are never released
 //     automatically.
+//   - Small tensors (at most smallTensorBytes of memory: losses, metrics,
+//     a best value, a running total, a batch of labels) are not released
+//     with their generation but handed to Go's garbage collector, which
+//     gives their memory back once the script no longer refers to them:
+//     the common cases of a value kept across steps work without keep(),
+//     while the memory that matters (activations) still goes back at
+//     a known moment.
 //   - t.keep() takes a tensor out of every list; t.release() releases it
 //     now. Parameters, gradients, optimizer state and loaded files are
 //     owned by the engine and never released by these lists.
@@ -38,7 +49,21 @@ type lifetime struct {
 	gens   []tensorList // gens[g] holds generation g's tensors (nil once released)
 	scopes []*tensorList
 	nextID int
+
+	// collected holds the small tensors whose script handles the garbage
+	// collector found unreachable; the runtime's goroutine releases them
+	// (the memory pools are not safe for the collector's goroutine).
+	collectedMu sync.Mutex
+	collected   []*tensor.Tensor
+	// handed holds the tensors left to the collector and not yet
+	// collected, which the script's end releases.
+	handed map[*tensor.Tensor]struct{}
 }
+
+// smallTensorBytes is the most memory a tensor may hold and still be left
+// to the garbage collector when its generation ends (see above): a few
+// thousand numbers, far below what activations take.
+const smallTensorBytes = 4096
 
 type tensorList struct {
 	id      int
@@ -86,8 +111,46 @@ func (l *lifetime) backward() {
 	l.gens = append(l.gens, l.newList())
 	old := l.gen - 2
 	if l.auto && old >= 1 && old < len(l.gens) {
-		why := fmt.Sprintf("automatically at backward pass %d (it was made before backward pass %d; call .keep() on tensors that must live longer)", l.gen, old+1)
+		l.handOverSmall(&l.gens[old])
+		why := fmt.Sprintf("automatically at backward pass %d (it was made before backward pass %d; tensors over %d bytes made in a step are given back two backward passes later: call .keep() on those that must live longer)", l.gen, old+1, smallTensorBytes)
 		l.release(&l.gens[old], why)
+	}
+	l.releaseCollected()
+}
+
+// handOverSmall takes list's small tensors out of it and leaves them to
+// the garbage collector: each is released once its script handle is
+// unreachable.
+func (l *lifetime) handOverSmall(list *tensorList) {
+	for _, t := range list.tensors {
+		if t == nil || t.owner != list.id || t.released != "" || t.t.StorageBytes() > smallTensorBytes {
+			continue
+		}
+		t.owner = 0
+		if l.handed == nil {
+			l.handed = map[*tensor.Tensor]struct{}{}
+		}
+		l.handed[t.t] = struct{}{}
+		runtime.AddCleanup(t, l.collect, t.t)
+	}
+}
+
+// collect runs on the garbage collector's goroutine.
+func (l *lifetime) collect(t *tensor.Tensor) {
+	l.collectedMu.Lock()
+	l.collected = append(l.collected, t)
+	l.collectedMu.Unlock()
+}
+
+// releaseCollected releases the small tensors the collector found.
+func (l *lifetime) releaseCollected() {
+	l.collectedMu.Lock()
+	done := l.collected
+	l.collected = nil
+	l.collectedMu.Unlock()
+	for _, t := range done {
+		delete(l.handed, t)
+		t.Release()
 	}
 }
 
@@ -113,11 +176,17 @@ func (l *lifetime) scope(fn func() any) (result any) {
 // keep takes t out of every list.
 func (l *lifetime) keep(t *jsTensor) {
 	t.owner = 0
+	delete(l.handed, t.t)
 	t.t.Persist()
 }
 
 // releaseAll gives back everything the script still holds (at exit).
 func (l *lifetime) releaseAll() {
+	l.releaseCollected()
+	for t := range l.handed {
+		t.Release()
+	}
+	l.handed = nil
 	for i := range l.gens {
 		l.release(&l.gens[i], "when the script ended")
 	}

@@ -262,6 +262,15 @@ func (t *Tensor) SetName(name string) *Tensor { t.name = name; return t }
 // Released reports whether Release was called on t.
 func (t *Tensor) Released() bool { return t.released.Load() }
 
+// StorageBytes is the size of the memory t holds: its whole buffer, which
+// a view shares with the tensor it was taken from (0 once released).
+func (t *Tensor) StorageBytes() int {
+	if t.released.Load() || t.st == nil || t.st.buf == nil {
+		return 0
+	}
+	return t.st.buf.Bytes()
+}
+
 // SetRequiresGrad makes a floating-point leaf record ops for autograd.
 func (t *Tensor) SetRequiresGrad(on bool) error {
 	if t.err != nil {
