@@ -24,26 +24,67 @@ func (r *Runtime) newConsole() *goja.Object {
 		}
 	}
 	for _, name := range []string{"log", "info", "debug"} {
-		must(c.Set(name, logTo(r.opts.Stdout)))
+		r.method(c, name, logTo(r.opts.Stdout))
 	}
 	for _, name := range []string{"warn", "error"} {
-		must(c.Set(name, logTo(r.opts.Stderr)))
+		r.method(c, name, logTo(r.opts.Stderr))
 	}
 	return c
 }
 
-// outputMu keeps the lines of ranks that share a writer whole.
+// outputMu keeps the lines of ranks that share a writer whole, and
+// guards statusLine.
 var outputMu sync.Mutex
 
-// sharedWriter writes to w under outputMu: output that does not come
-// through the console (a Wasm hook's) but shares its writers.
+// statusLine is the progress bar last drawn on a terminal and not yet
+// finished. Any other output clears it first and draws it again below
+// (what tqdm's write does), so that printed lines and the bar never run
+// together, whichever rank prints.
+var statusLine struct {
+	w     io.Writer // nil: no bar on screen
+	text  string    // the bar as drawn: "\r...\x1b[K"
+	owner *Runtime
+}
+
+// writeOutput writes s to w around the status line; the caller holds
+// outputMu.
+func writeOutput(w io.Writer, s string) (int, error) {
+	if statusLine.w == nil {
+		return io.WriteString(w, s)
+	}
+	io.WriteString(statusLine.w, "\r\x1b[K")
+	n, err := io.WriteString(w, s)
+	io.WriteString(statusLine.w, statusLine.text)
+	return n, err
+}
+
+// endStatusLine ends the line of a bar that r drew and never finished
+// (the script ended or failed mid-epoch), so that what follows starts on a
+// line of its own.
+func endStatusLine(r *Runtime) {
+	outputMu.Lock()
+	defer outputMu.Unlock()
+	if statusLine.w != nil && statusLine.owner == r {
+		io.WriteString(statusLine.w, "\n")
+		statusLine.w, statusLine.owner = nil, nil
+	}
+}
+
+// sharedWriter writes to w under outputMu, around a progress bar: output
+// that does not come through the console (a Wasm hook's, the command's
+// own messages) but shares its writers.
 type sharedWriter struct{ w io.Writer }
 
 func (s sharedWriter) Write(p []byte) (int, error) {
 	outputMu.Lock()
 	defer outputMu.Unlock()
-	return s.w.Write(p)
+	return writeOutput(s.w, string(p))
 }
+
+// SharedWriter returns a writer for w that keeps whole lines against the
+// scripts' output and clears and redraws a progress bar around them: for
+// a command's own messages printed while a job runs.
+func SharedWriter(w io.Writer) io.Writer { return sharedWriter{w} }
 
 // writeLines writes text with the rank prefix at the start of every line.
 func (r *Runtime) writeLines(w io.Writer, text string) {
@@ -55,7 +96,7 @@ func (r *Runtime) writeLines(w io.Writer, text string) {
 	}
 	outputMu.Lock()
 	defer outputMu.Unlock()
-	io.WriteString(w, b.String())
+	writeOutput(w, b.String())
 }
 
 // formatArgs implements util.format: %s %d %i %f %j %o %O %% in a first
@@ -183,9 +224,21 @@ func (r *Runtime) inspect(v goja.Value, depth int) string {
 		}
 		return r.repr(j.t)
 	}
+	if f, ok := hidden(obj, "__future").(*futureState); ok {
+		return r.inspectFuture(f, depth)
+	}
+	if h, ok := hidden(obj, "__optimizer").(*jsOptimizer); ok {
+		return r.optimizerRepr(h.opt.Kind().String(), h.groups)
+	}
+	if s, ok := r.inspectCustom(obj, depth); ok {
+		return s
+	}
 	if _, ok := goja.AssertFunction(obj); ok {
 		name := obj.Get("name")
 		if class := obj.ClassName(); class == "Function" && name != nil && name.String() != "" {
+			if strings.Contains(name.String(), "/") { // a Go symbol (see Runtime.native)
+				return "[Function (native)]"
+			}
 			return "[Function: " + name.String() + "]"
 		}
 		return "[Function (anonymous)]"

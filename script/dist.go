@@ -27,10 +27,10 @@ func (r *Runtime) distModule() *goja.Object {
 	must(m.Set("worldSize", max(1, r.opts.WorldSize)))
 	must(m.Set("localRank", r.opts.LocalRank))
 	must(m.Set("localWorldSize", max(1, r.opts.LocalWorldSize)))
-	must(m.Set("isInitialized", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(true) }))
+	r.method(m, "isInitialized", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(true) })
 	// commTime(): seconds this rank's communication queues have been busy
 	// (cumulative; null where the backend does not count).
-	must(m.Set("commTime", func(goja.FunctionCall) goja.Value { return r.commTime(pg) }))
+	r.method(m, "commTime", func(goja.FunctionCall) goja.Value { return r.commTime(pg) })
 	return m
 }
 
@@ -192,23 +192,24 @@ func (r *Runtime) future(w *dist.Work, value goja.Value) goja.Value {
 }
 
 func (r *Runtime) futureObject(wait func() goja.Value, completed func() bool) goja.Value {
-	f := r.vm.NewObject()
-	var result goja.Value
-	waitOnce := func() goja.Value {
-		if result == nil {
-			result = wait()
+	st := &futureState{completed: completed}
+	st.wait = func() goja.Value {
+		if st.result == nil {
+			st.result = wait()
 		}
-		return result
+		return st.result
 	}
-	must(f.Set("wait", func(goja.FunctionCall) goja.Value { return waitOnce() }))
-	must(f.Set("isCompleted", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(result != nil || completed()) }))
-	must(f.Set("then", func(call goja.FunctionCall) goja.Value {
+	f := r.vm.NewObject()
+	must(f.DefineDataProperty("__future", r.vm.ToValue(st), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
+	r.method(f, "wait", func(goja.FunctionCall) goja.Value { return st.wait() })
+	r.method(f, "isCompleted", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(st.done()) })
+	r.method(f, "then", func(call goja.FunctionCall) goja.Value {
 		fn, ok := goja.AssertFunction(call.Argument(0))
 		if !ok {
 			r.throwf("future.then: expects a function, got %s", describe(call.Argument(0)))
 		}
 		chained := func() goja.Value {
-			v, err := fn(goja.Undefined(), waitOnce())
+			v, err := fn(goja.Undefined(), st.wait())
 			if err != nil {
 				panic(err)
 			}
@@ -222,6 +223,15 @@ func (r *Runtime) futureObject(wait func() goja.Value, completed func() bool) go
 			return v
 		}
 		return r.futureObject(chained, func() bool { return false })
-	}))
+	})
 	return f
 }
+
+// futureState is a future's Go half: the REPL's inspector reads it.
+type futureState struct {
+	wait      func() goja.Value // waits once, then returns the same value
+	completed func() bool
+	result    goja.Value
+}
+
+func (f *futureState) done() bool { return f.result != nil || f.completed() }

@@ -169,7 +169,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		}
 		return r.wrap(r.rt.FromFloat32s(w, num, dim))
 	})
-	must(native.Set("parameter", func(call goja.FunctionCall) goja.Value {
+	r.method(native, "parameter", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.Parameter"
 		obj, ok := call.Argument(0).(*goja.Object)
 		var j *jsTensor
@@ -191,15 +191,20 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		r.life.keep(j)
 		j.param = true
 		return j.obj
-	}))
-	must(native.Set("isParameter", func(call goja.FunctionCall) goja.Value {
+	})
+	// optimizerRepr(name, paramGroups): PyTorch's print form of an
+	// optimizer, shared by the native ones and the Optimizer class.
+	r.method(native, "optimizerRepr", func(call goja.FunctionCall) goja.Value {
+		return r.vm.ToValue(r.optimizerRepr(call.Argument(0).String(), call.Argument(1)))
+	})
+	r.method(native, "isParameter", func(call goja.FunctionCall) goja.Value {
 		obj, ok := call.Argument(0).(*goja.Object)
 		if !ok {
 			return r.vm.ToValue(false)
 		}
 		j, ok := obj.Export().(*jsTensor)
 		return r.vm.ToValue(ok && j.param)
-	}))
+	})
 	r.fn(native, "loadStateDict", r.loadStateDict)
 	r.fn(native, "moduleTo", r.moduleTo)
 	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {

@@ -27,6 +27,10 @@
     return Factory;
   }
 
+  // Node's util.inspect.custom: the REPL and console.log print an object
+  // with a method under it as the method's result.
+  const inspectCustom = Symbol.for('nodejs.util.inspect.custom');
+
   const hidden = (obj, name, value) =>
     Object.defineProperty(obj, name, { value, writable: true, enumerable: false, configurable: true });
 
@@ -161,6 +165,9 @@
     numParameters() { return this.parameters().reduce((n, p) => n + p.numel(), 0); }
 
     extraRepr() { return ''; }
+
+    // The REPL and console.log print a module as PyTorch does.
+    [inspectCustom]() { return this.toString(); }
 
     toString() {
       const kids = this.namedChildren();
@@ -453,6 +460,8 @@
       if (list.length === 0) throw new RangeError(`${name}: optimizer got an empty parameter list`);
       for (const g of tensor.isTensor(list[0]) ? [{ params: list }] : list) this.addParamGroup(g);
     }
+
+    [inspectCustom]() { return native.optimizerRepr(this.constructor.name, this.paramGroups); }
 
     addParamGroup(group) {
       const name = `${this.constructor.name}.addParamGroup`;

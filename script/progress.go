@@ -33,7 +33,7 @@ const (
 // stays clean. On other ranks and with --quiet the methods do nothing.
 func (r *Runtime) progressModule() *goja.Object {
 	m := r.vm.NewObject()
-	must(m.Set("bar", func(call goja.FunctionCall) goja.Value {
+	r.method(m, "bar", func(call goja.FunctionCall) goja.Value {
 		const fn = "progress.bar"
 		o := r.optionsOf(fn, call, 0, "total", "label")
 		if !isMissing(call.Argument(0)) && o == nil {
@@ -53,7 +53,7 @@ func (r *Runtime) progressModule() *goja.Object {
 			b.every = redrawEvery
 		}
 		return b.object(r.opts.Quiet || r.opts.Rank != 0)
-	}))
+	})
 	return m
 }
 
@@ -85,11 +85,11 @@ func (b *progressBar) object(silent bool) *goja.Object {
 	obj := r.vm.NewObject()
 	if silent {
 		noop := func(goja.FunctionCall) goja.Value { return goja.Undefined() }
-		must(obj.Set("update", noop))
-		must(obj.Set("done", noop))
+		r.method(obj, "update", noop)
+		r.method(obj, "done", noop)
 		return obj
 	}
-	must(obj.Set("update", func(call goja.FunctionCall) goja.Value {
+	r.method(obj, "update", func(call goja.FunctionCall) goja.Value {
 		if b.finished {
 			return goja.Undefined()
 		}
@@ -99,8 +99,8 @@ func (b *progressBar) object(silent bool) *goja.Object {
 			b.print(now, false)
 		}
 		return goja.Undefined()
-	}))
-	must(obj.Set("done", func(call goja.FunctionCall) goja.Value {
+	})
+	r.method(obj, "done", func(call goja.FunctionCall) goja.Value {
 		if b.finished {
 			return goja.Undefined()
 		}
@@ -111,7 +111,7 @@ func (b *progressBar) object(silent bool) *goja.Object {
 		b.print(time.Now(), true)
 		b.finished = true
 		return goja.Undefined()
-	}))
+	})
 	return obj
 }
 
@@ -252,7 +252,17 @@ func (b *progressBar) print(now time.Time, final bool) {
 		s.WriteString("\n")
 	}
 	outputMu.Lock()
-	io.WriteString(b.w, s.String())
+	if b.interactive {
+		// The bar is the status line: redrawn in place, and cleared and
+		// drawn again below whatever else is printed while it is up.
+		io.WriteString(b.w, s.String())
+		statusLine.w, statusLine.text, statusLine.owner = b.w, s.String(), b.r
+		if final {
+			statusLine.w, statusLine.owner = nil, nil
+		}
+	} else {
+		writeOutput(b.w, s.String())
+	}
 	outputMu.Unlock()
 }
 

@@ -1,6 +1,7 @@
 package script
 
 import (
+	"fmt"
 	"io"
 	"regexp"
 	"strings"
@@ -127,5 +128,87 @@ function loop(n) { for (let i = 0; i < n; i++) bar.update(i, { loss, samples: i 
 	b.ResetTimer()
 	if _, err := loop(goja.Undefined(), r.vm.ToValue(b.N)); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// screen plays terminal output as a terminal shows it: \r returns to the
+// start of the line, ESC[K clears to its end, \n starts the next line.
+func screen(out string) []string {
+	lines := []string{""}
+	col := 0
+	for i := 0; i < len(out); i++ {
+		cur := &lines[len(lines)-1]
+		switch {
+		case out[i] == '\r':
+			col = 0
+		case out[i] == '\n':
+			lines = append(lines, "")
+			col = 0
+		case strings.HasPrefix(out[i:], "\x1b[K"):
+			*cur = (*cur)[:col]
+			i += 2
+		default:
+			if col < len(*cur) {
+				*cur = (*cur)[:col] + out[i:i+1] + (*cur)[col+1:]
+			} else {
+				*cur += out[i : i+1]
+			}
+			col++
+		}
+	}
+	return lines
+}
+
+// Lines printed while a bar is on a terminal, by its rank or another one,
+// clear the bar and have it drawn again below them (tqdm's write); a bar
+// the script never finishes has its line ended when the runtime closes.
+func TestProgressTerminalWithPrints(t *testing.T) {
+	var out lockedBuffer
+	var w io.Writer = &out
+	r0, err := New(Options{Stdout: w, Stderr: w, Interactive: true, WorldSize: 2, Prefix: "[0] "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := New(Options{Stdout: w, Stderr: w, Rank: 1, WorldSize: 2, Prefix: "[1] "})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	if _, err := r0.RunString("bar.js", `const { progress } = require("zeroeng");
+const bar = progress.bar({ total: 4 });
+function step(i) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < 110) {}
+  bar.update(i, { loss: 2 / i });
+  console.log("step " + i);
+}
+step(1); step(2);`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.RunString("other.js", `console.log("from rank 1")`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r0.RunString("more.js", `step(3);`); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(SharedWriter(w), "zeroeng: a message of the command")
+	r0.Close()
+	got := screen(out.String())
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^\[0\] step 1$`),
+		regexp.MustCompile(`^\[0\] step 2$`),
+		regexp.MustCompile(`^\[1\] from rank 1$`),
+		regexp.MustCompile(`^\[0\] step 3$`),
+		regexp.MustCompile(`^zeroeng: a message of the command$`),
+		regexp.MustCompile(`^\[#+\.+\] 3/4  75%  loss 0\.6667  .*ETA`),
+		regexp.MustCompile(`^$`),
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the terminal shows %d lines, want %d:\n%q", len(got), len(want), got)
+	}
+	for i, re := range want {
+		if !re.MatchString(got[i]) {
+			t.Errorf("line %d: %q does not match %v\n%q", i+1, got[i], re, got)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/ast"
@@ -42,7 +43,16 @@ type REPLOptions struct {
 	Rank Options
 	// Setup, when set, runs on each rank's runtime before the first entry.
 	Setup func(r *Runtime) error
+	// Dist configures the ranks' process group; its Timeout (DefaultREPLTimeout
+	// when zero) bounds how long a collective waits for the ranks that did
+	// not call it.
+	Dist dist.Options
 }
+
+// DefaultREPLTimeout is how long a collective typed at the prompt waits for
+// the other ranks: at a prompt, a rank that never arrives is a typo (an
+// entry that calls a collective on one rank only), not a slow peer.
+const DefaultREPLTimeout = 5 * time.Second
 
 // Output is what one rank printed for an entry.
 type Output struct {
@@ -75,7 +85,9 @@ var ErrClosed = errors.New("repl: closed")
 // from any other (a signal handler).
 type REPL struct {
 	ranks          []*replRank
-	world          *dist.World // the ranks' process group
+	world          *dist.World // the ranks' process group, replaced after a failed collective (guarded by mu)
+	distOpts       dist.Options
+	groups         []*replGroup // each rank's handle, forwarding to world's
 	stdout, stderr io.Writer
 
 	mu      sync.Mutex // guards the fields below
@@ -101,27 +113,33 @@ type replRank struct {
 // replGlobals makes require("zeroeng") and its parts globals of the REPL,
 // as Node's REPL does for its built-in modules. They are vars: a user's
 // own `const { tensor } = require("zeroeng")` redeclares them.
-const replGlobals = `var zeroeng = require("zeroeng"), { tensor, nn, optim, io, dist } = zeroeng;`
+const replGlobals = `var zeroeng = require("zeroeng"), { tensor, nn, optim, zero, hooks, io, data, dist, progress, metrics, checkpoint, trace, device } = zeroeng;`
 
 // NewREPL starts a runtime for every rank.
 func NewREPL(opts REPLOptions) (*REPL, error) {
 	n := max(1, opts.Ranks)
-	r := &REPL{stdout: opts.Rank.Stdout, stderr: opts.Rank.Stderr}
+	if opts.Dist.Timeout <= 0 {
+		opts.Dist.Timeout = DefaultREPLTimeout
+	}
+	r := &REPL{stdout: opts.Rank.Stdout, stderr: opts.Rank.Stderr, distOpts: opts.Dist}
 	if r.stdout == nil {
 		r.stdout = os.Stdout
 	}
 	if r.stderr == nil {
 		r.stderr = os.Stderr
 	}
-	world, err := dist.NewWorld(n, dist.Options{})
+	world, err := dist.NewWorld(n, opts.Dist)
 	if err != nil {
 		return nil, err
 	}
 	r.world = world
 	for rank := range n {
+		r.groups = append(r.groups, newREPLGroup(world.Group(rank)))
+	}
+	for rank := range n {
 		o := opts.Rank
 		o.Rank, o.WorldSize, o.LocalRank = rank, n, rank
-		o.Group = world.Group(rank)
+		o.Group = r.groups[rank]
 		o.Stdout, o.Stderr = r.stdout, r.stderr
 		o.Prefix = ""
 		if n > 1 {
@@ -203,6 +221,8 @@ func (r *REPL) Close() {
 		close(k.jobs)
 		<-k.done
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.world.Close()
 }
 
@@ -223,9 +243,11 @@ func (r *REPL) Interrupt() bool {
 				// A rank blocked in wait() cannot be reached by a
 				// JavaScript interrupt, and its collective may never
 				// complete (the other ranks did not call it): abort the
-				// process group. Collectives fail for the rest of the
-				// session.
-				r.world.Abort(errors.New("dist: the process group was aborted by Ctrl-C while a collective waited; restart the REPL to use collectives again"))
+				// process group; the entry's end replaces it.
+				r.mu.Lock()
+				world := r.world
+				r.mu.Unlock()
+				world.Abort(errors.New("dist: Ctrl-C stopped a collective that waited for the other ranks"))
 			}
 		}
 		k.mu.Unlock()
@@ -277,8 +299,8 @@ var replCommands = []struct{ name, help string }{
 
 const replHelp = `
 Every entry runs on every rank; with more than one rank, output starts with
-the rank ("[1] "). zeroeng, tensor, nn, optim, io and dist are predefined
-(require("zeroeng") and its parts); top-level let, const and class may be
+the rank ("[1] "). zeroeng and its modules (tensor, nn, optim, zero, dist,
+data, io, ...) are predefined; top-level let, const and class may be
 declared again. Ctrl-C stops a running entry or clears the line; Tab
 completes names.`
 
@@ -531,6 +553,7 @@ func (r *REPL) evaluate(e entry) []Output {
 	for i := range results {
 		outs[i] = <-results[i]
 	}
+	r.renewWorld()
 	for i, o := range outs {
 		prefix := r.ranks[i].rt.opts.Prefix
 		switch {
@@ -541,6 +564,29 @@ func (r *REPL) evaluate(e entry) []Output {
 		}
 	}
 	return outs
+}
+
+// renewWorld replaces a process group that a failed collective aborted by
+// a fresh one, once no rank runs an entry, so that the next entries can
+// use collectives again; every rank's variables are kept.
+func (r *REPL) renewWorld() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.world.Err() == nil {
+		return
+	}
+	world, err := dist.NewWorld(len(r.ranks), r.distOpts)
+	if err != nil {
+		r.writeOut(r.stderr, "", fmt.Sprintf("zeroeng: the process group could not be made again: %v", err))
+		return
+	}
+	old := r.world
+	r.world = world
+	for rank, g := range r.groups {
+		g.set(world.Group(rank))
+	}
+	old.Close()
+	r.writeOut(r.stderr, "", "zeroeng: the process group was made again after the failed collective (variables are kept; make subgroups from dist.newGroup again)")
 }
 
 // eval runs an entry on the rank's goroutine.
@@ -578,7 +624,7 @@ func (r *REPL) writeOut(w io.Writer, prefix, text string) {
 	}
 	outputMu.Lock()
 	defer outputMu.Unlock()
-	io.WriteString(w, b.String())
+	writeOutput(w, b.String())
 }
 
 // Inspect formats a value as the REPL prints it: Node's util.inspect for

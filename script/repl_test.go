@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
 )
 
 // lockedBuffer is a bytes.Buffer the ranks may write concurrently.
@@ -244,8 +246,46 @@ func TestREPLCollectives(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Ctrl-C did not free the rank waiting in a collective")
 	}
-	if !strings.Contains(stderr.String(), "aborted by Ctrl-C") {
+	if !strings.Contains(stderr.String(), "Ctrl-C stopped a collective") || !strings.Contains(stderr.String(), "the process group was made again") {
 		t.Errorf("stderr = %q", stderr.String())
+	}
+	// The session goes on: its variables, and collectives on a new group.
+	stdout.b.Reset()
+	submitAll(t, r, "dist.allReduce(x).wait()")
+	if want := "[0] tensor([6., 6.])\n[1] tensor([6., 6.])\n"; stdout.String() != want {
+		t.Errorf("after Ctrl-C: stdout = %q, want %q", stdout.String(), want)
+	}
+}
+
+// TestREPLCollectiveTimeout: a collective that only some ranks call fails
+// after the REPL's timeout, naming the ranks that did not call it; the
+// process group is made again and what was made on it (DDP) keeps working.
+func TestREPLCollectiveTimeout(t *testing.T) {
+	var stdout, stderr lockedBuffer
+	r, err := NewREPL(REPLOptions{Ranks: 3, Rank: Options{Stdout: &stdout, Stderr: &stderr}, Dist: dist.Options{Timeout: 300 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	submitAll(t, r, "tensor.manualSeed(1); const net = nn.Linear(2, 1), model = nn.parallel.DistributedDataParallel(net)")
+	start := time.Now()
+	res := submitAll(t, r, "if (dist.rank !== 2) dist.barrier().wait()")
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the entry took %v with a 300ms timeout", d)
+	}
+	for rank, o := range res.Outputs {
+		if rank < 2 && (o.Err == nil || !strings.Contains(o.Err.Error(), "rank 2 did not call it")) {
+			t.Errorf("rank %d: %v, want a timeout naming rank 2", rank, o.Err)
+		}
+	}
+	if !strings.Contains(stderr.String(), "the process group was made again") {
+		t.Errorf("stderr = %q", stderr.String())
+	}
+	stdout.b.Reset()
+	submitAll(t, r, "model.forward(tensor.ones([1, 2]).mul(dist.rank)).sum().backward(); net.weight.grad.sum().item()")
+	// Inputs 0, 1, 2 averaged over three ranks: each weight's gradient is 1.
+	if want := "[0] 2\n[1] 2\n[2] 2\n"; stdout.String() != want {
+		t.Errorf("DDP after the reset: stdout = %q, want %q (stderr %q)", stdout.String(), want, stderr.String())
 	}
 }
 
@@ -360,6 +400,28 @@ func TestRedeclarable(t *testing.T) {
 		}
 		if got := redeclarable(tt.src, prog); got != tt.want {
 			t.Errorf("redeclarable(%q) = %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+// TestREPLInspectForms: the REPL prints the engine's objects in short,
+// PyTorch-like forms, never Go internals.
+func TestREPLInspectForms(t *testing.T) {
+	r, stdout, stderr := newTestREPL(t, 1)
+	for _, c := range []struct{ entry, want string }{
+		{"const m = nn.Sequential(nn.Linear(4, 8), nn.ReLU()); m", "Sequential(\n  (0): Linear(in_features=4, out_features=8, bias=True)\n  (1): ReLU()\n)"},
+		{"const o = optim.AdamW(m.parameters(), { lr: 1e-3 }); o", "AdamW (\nParameter Group 0\n    amsgrad: False\n    betas: (0.9, 0.999)\n    eps: 1e-08\n    lr: 0.001\n    maximize: False\n    weightDecay: 0.01\n)"},
+		{"class Plain extends optim.Optimizer { constructor(p) { super(p, { lr: 0.1, nesterov: true }); } }; new Plain(m.parameters())", "Plain (\nParameter Group 0\n    lr: 0.1\n    nesterov: True\n)"},
+		{"const f = dist.allReduce(tensor.ones([2])); f.wait(); f", "Future { tensor([1., 1.]) }"},
+		{"f.then(v => v)", "Future { <pending> }"},
+		{"f.wait", "[Function: wait]"},
+		{"tensor.ones", "[Function: ones]"},
+		{"({ [Symbol.for('nodejs.util.inspect.custom')]() { return 'mine' } })", "mine"},
+	} {
+		stdout.b.Reset()
+		submitAll(t, r, c.entry)
+		if got := strings.TrimSuffix(stdout.String(), "\n"); got != c.want {
+			t.Errorf("%s\nprints %q\nwant   %q\nstderr %q", c.entry, got, c.want, stderr.String())
 		}
 	}
 }

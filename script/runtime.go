@@ -85,6 +85,10 @@ type Runtime struct {
 	module  *goja.Object // require("zeroeng")
 	methods map[string]goja.Value
 	life    lifetime
+	// inspectSym is Symbol.for("nodejs.util.inspect.custom"): an object
+	// with a method under it prints as what the method returns (as in
+	// Node); modules and optimizers use it for PyTorch's forms.
+	inspectSym *goja.Symbol
 
 	// wasmHooks are the rank's Wasm hook instances, which RunJob watches
 	// from another goroutine (hooks_native.go).
@@ -254,10 +258,10 @@ func (r *Runtime) installGlobals() error {
 	must(process.Set("env", env))
 	must(process.Set("platform", "linux"))
 	must(process.Set("pid", os.Getpid()))
-	must(process.Set("exit", func(call goja.FunctionCall) goja.Value {
+	r.method(process, "exit", func(call goja.FunctionCall) goja.Value {
 		code := int(call.Argument(0).ToInteger())
 		panic(r.vm.NewGoError(&ExitError{Code: code}))
-	}))
+	})
 	return r.vm.Set("process", process)
 }
 
@@ -347,6 +351,7 @@ func (r *Runtime) ClearInterrupt() {
 
 // Close releases the tensors the script still holds.
 func (r *Runtime) Close() {
+	endStatusLine(r)
 	for _, c := range r.closers {
 		c()
 	}

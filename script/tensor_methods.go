@@ -19,7 +19,7 @@ func (r *Runtime) installMethods() {
 	for name, m := range tensorMethods {
 		name, m := name, m
 		fn := "tensor." + name
-		r.methods[name] = r.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		r.methods[name] = r.native(name, func(call goja.FunctionCall) goja.Value {
 			obj, ok := call.This.(*goja.Object)
 			var j *jsTensor
 			if ok {

@@ -13,9 +13,23 @@ import (
 // fn defines a host function of a module: it runs in its own tensor scope
 // (see call) and its name prefixes its error messages.
 func (r *Runtime) fn(obj *goja.Object, name string, f func(call goja.FunctionCall) goja.Value) {
-	must(obj.Set(name, func(call goja.FunctionCall) goja.Value {
+	r.method(obj, name, func(call goja.FunctionCall) goja.Value {
 		return r.call(func() goja.Value { return f(call) })
-	}))
+	})
+}
+
+// method sets obj[name] to the Go function f, named name.
+func (r *Runtime) method(obj *goja.Object, name string, f func(call goja.FunctionCall) goja.Value) {
+	must(obj.Set(name, r.native(name, f)))
+}
+
+// native makes f a JavaScript function whose name is name: goja names a Go
+// function after its Go symbol ("github.com/zeroeng/zeroeng/script.(*Runtime)
+// .fn.func1"), which would show in fn.name, the REPL and stack traces.
+func (r *Runtime) native(name string, f func(call goja.FunctionCall) goja.Value) goja.Value {
+	v := r.vm.ToValue(f)
+	must(v.(*goja.Object).DefineDataProperty("name", r.vm.ToValue(name), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE))
+	return v
 }
 
 // generatorOpt returns a generator seeded with options.seed, or the
@@ -255,29 +269,29 @@ func (r *Runtime) tensorModule() *goja.Object {
 	r.fn(m, "isGradEnabled", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(r.rt.GradEnabled()) })
 
 	// Blocks: noGrad(fn), enableGrad(fn), scope(fn).
-	must(m.Set("noGrad", func(call goja.FunctionCall) goja.Value {
+	r.method(m, "noGrad", func(call goja.FunctionCall) goja.Value {
 		restore := r.rt.SetGradEnabled(false)
 		defer restore()
 		return r.callBack("tensor.noGrad", call.Argument(0))
-	}))
-	must(m.Set("enableGrad", func(call goja.FunctionCall) goja.Value {
+	})
+	r.method(m, "enableGrad", func(call goja.FunctionCall) goja.Value {
 		restore := r.rt.SetGradEnabled(true)
 		defer restore()
 		return r.callBack("tensor.enableGrad", call.Argument(0))
-	}))
-	must(m.Set("scope", func(call goja.FunctionCall) goja.Value {
+	})
+	r.method(m, "scope", func(call goja.FunctionCall) goja.Value {
 		var out goja.Value
 		r.life.scope(func() any {
 			out = r.callBack("tensor.scope", call.Argument(0))
 			return out.Export()
 		})
 		return out
-	}))
-	must(m.Set("stats", func(call goja.FunctionCall) goja.Value {
+	})
+	r.method(m, "stats", func(call goja.FunctionCall) goja.Value {
 		s := r.rt.Stats()
 		return r.vm.ToValue(map[string]any{"liveTensors": s.LiveTensors, "liveBytes": s.LiveBytes,
 			"peakBytes": s.PeakBytes, "pooledBytes": s.PooledBytes})
-	}))
+	})
 	for _, d := range dtype.All {
 		must(m.Set(d.String(), d.String()))
 	}

@@ -24,7 +24,7 @@ func (r *Runtime) traceModule() *goja.Object {
 	must(m.Set("enabled", r.opts.Trace != nil))
 	// Not r.fn: fn's tensors must keep their ordinary lifetime, not end
 	// with a host call's scope.
-	must(m.Set("span", func(call goja.FunctionCall) goja.Value {
+	r.method(m, "span", func(call goja.FunctionCall) goja.Value {
 		const fn = "trace.span(name, fn)"
 		if _, ok := goja.AssertFunction(call.Argument(1)); !ok {
 			r.throwf("%s: fn must be a function, got %s", fn, describe(call.Argument(1)))
@@ -35,7 +35,7 @@ func (r *Runtime) traceModule() *goja.Object {
 		name := call.Argument(0).String()
 		defer r.traceAdd(trace.User, name, time.Now())
 		return r.callBack(fn, call.Argument(1))
-	}))
+	})
 	return m
 }
 

@@ -21,13 +21,14 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/script"
 )
 
 const replDescription = `Starts an interactive JavaScript session. Every entry runs on every rank; with
 --nproc 2 or more, what a rank prints starts with its rank ("[1] "), which is
-how to try collectives and sharding by hand. zeroeng, tensor, nn, optim, io and
-dist are predefined; the value of each entry is printed; an entry continues on
+how to try collectives and sharding by hand. zeroeng and its modules (tensor,
+nn, optim, zero, dist, data, io, ...) are predefined; the value of each entry is printed; an entry continues on
 the next line ("... ") while it is incomplete; top-level let, const and class
 may be declared again.
 
@@ -41,6 +42,12 @@ Every flag can also be set with an environment variable:
 
    ZEROENG_NPROC=2     --nproc 2     two ranks on this host (in-process on the CPU)
    ZEROENG_SEED=42     --seed 42     every rank's generator starts as torch.manual_seed(42)
+   ZEROENG_DIST_TIMEOUT=30s  --dist-timeout 30s  a collective waits this long for the other ranks (default 5s)
+
+A collective that not every rank calls (if (dist.rank === 0) dist.barrier().wait())
+fails after --dist-timeout, naming the ranks that did not call it, and Ctrl-C stops
+it at once; then the process group is made again and the session goes on with its
+variables.
 
 When stdin is not a terminal, lines are read as they come and only the values
 and errors are printed: echo 'tensor.ones([2]).sum()' | zeroeng repl`
@@ -55,6 +62,7 @@ func replCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "nproc", Value: 1, Usage: "number of ranks on this host; every entry runs on each", EnvVars: []string{"ZEROENG_NPROC"}},
 			&cli.Uint64Flag{Name: "seed", Value: 0, Usage: "seed of every rank's random generator", EnvVars: []string{"ZEROENG_SEED"}},
+			&cli.DurationFlag{Name: "dist-timeout", Value: script.DefaultREPLTimeout, Usage: "how long a collective waits for the other ranks", EnvVars: []string{"ZEROENG_DIST_TIMEOUT"}},
 		},
 		Action: replAction,
 	}
@@ -68,6 +76,9 @@ func replAction(c *cli.Context) error {
 	if nproc < 1 {
 		return usagef("repl", "repl: --nproc must be 1 or more, got %d", nproc)
 	}
+	if c.Duration("dist-timeout") <= 0 {
+		return usagef("repl", "repl: --dist-timeout must be positive, got %v", c.Duration("dist-timeout"))
+	}
 	editor := term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
 	repl, err := script.NewREPL(script.REPLOptions{
 		Ranks: nproc,
@@ -77,6 +88,7 @@ func replAction(c *cli.Context) error {
 			Stderr:      os.Stderr,
 			Interactive: editor,
 		},
+		Dist: dist.Options{Timeout: c.Duration("dist-timeout")},
 	})
 	if err != nil {
 		return err

@@ -433,6 +433,7 @@ func TestREPLPipe(t *testing.T) {
 		{nil, "let x = 3\nfunction f(v) {\n  return v * x\n}\nf(2)\nlet x = 4\nf(2)", "6\n8\n", ""},
 		{nil, "nope\n7\n", "7\n", "REPL1:1:1: ReferenceError: nope is not defined"},
 		{[]string{"--nproc", "2"}, "dist.rank\n.exit\n99\n", "[0] 0\n[1] 1\n", ""},
+		{[]string{"--nproc", "2", "--dist-timeout", "200ms"}, "const x = tensor.ones([1])\nif (dist.rank === 0) dist.barrier().wait()\ndist.allReduce(x).wait()\n", "[1] undefined\n[0] tensor([2.])\n[1] tensor([2.])\n", "rank 1 did not call it"},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.args, tt.in), func(t *testing.T) {

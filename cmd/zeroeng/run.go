@@ -276,7 +276,8 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	logs := newJobLog(os.Stderr, cfg.logFormat, cfg.quiet)
+	// The job's messages clear a progress bar and draw it again below.
+	logs := newJobLog(script.SharedWriter(os.Stderr), cfg.logFormat, cfg.quiet)
 
 	// In a job of several processes (zeroeng launch, torchrun, mpirun,
 	// srun) this process runs one of its ranks.
@@ -493,7 +494,7 @@ func catchSignals(cancel context.CancelFunc, stop *script.StopRequest, prefix st
 				s.got <- sig
 				if sig == syscall.SIGTERM && stop.Request() {
 					s.graceful.Store(true)
-					fmt.Fprintf(os.Stderr, "\n%szeroeng: SIGTERM: saving a checkpoint after the current step, then exiting (SIGTERM again exits at once)\n", prefix)
+					fmt.Fprintf(script.SharedWriter(os.Stderr), "\n%szeroeng: SIGTERM: saving a checkpoint after the current step, then exiting (SIGTERM again exits at once)\n", prefix)
 					continue
 				}
 				cancel()
