@@ -1,5 +1,5 @@
 // Package bench is the zeroeng side of the side-by-side benchmarks whose
-// PyTorch side lives in shared/bench/torch_cpu.py: the same workloads, built
+// PyTorch side lives in bench/torch_cpu.py: the same workloads, built
 // on the engine, timed the same way (warm-up steps, then the median of
 // timed steps), reported as the same JSON line.
 package bench

@@ -62,7 +62,7 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-// FashionMNIST is the same job as shared/bench/torch_fmnist.py (MLP
+// FashionMNIST is the same job as bench/torch_fmnist.py (MLP
 // 784-256-128-10, Adam 1e-3, batch 128): the seed is applied before the model
 // is built, and every epoch draws one randperm, so with the same seed the
 // initial weights and batch order are PyTorch's. It prints a line per epoch

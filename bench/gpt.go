@@ -11,7 +11,7 @@ import (
 // 256, 4 layers, 4 heads).
 type GPTConfig struct{ Vocab, T, D, Layers, Heads int }
 
-// DefaultGPT is the shared/bench configuration.
+// DefaultGPT is bench/torch_cpu.py's configuration.
 var DefaultGPT = GPTConfig{Vocab: 512, T: 128, D: 256, Layers: 4, Heads: 4}
 
 type block struct {

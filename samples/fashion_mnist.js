@@ -1,5 +1,5 @@
 // Fashion-MNIST: an MLP 784-256-128-10 (ReLU) trained with Adam (lr 1e-3), batch 128, the recipe of
-// shared/bench/torch_fmnist.py, on Debian's dataset-fashion-mnist.
+// bench/torch_fmnist.py, on Debian's dataset-fashion-mnist.
 //
 //   zeroeng run samples/fashion_mnist.js                       # 5 epochs, data from /usr/share/datasets
 //   zeroeng run samples/fashion_mnist.js -- --data DIR --epochs 1
@@ -121,7 +121,7 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
   console.log(`epoch ${epoch}  loss ${(sum / steps).toFixed(4)}  test accuracy ${acc.toFixed(4)}  (training ${(trainMs / 1e3).toFixed(1)}s)`);
 }
 
-// The result in shared/bench/torch_fmnist.py's form; train_s counts the training steps only, as there.
+// The result in bench/torch_fmnist.py's form; train_s counts the training steps only, as there.
 const result = { workload: "fashion_mnist_mlp", dtype: opts.bf16 ? "bfloat16" : "float32", epochs: opts.epochs, test_acc: Number(acc.toFixed(4)), train_s: trainMs / 1e3 };
 metrics.log(result);
 console.log(JSON.stringify(result));

@@ -13,7 +13,8 @@
 // the slices during backward instead of all-reduced, and each rank keeps
 // only its gradient slice.
 //
-// shared/docs/zero-reference.md states the behaviour reproduced here.
+// The behaviour reproduced is PyTorch's ZeroRedundancyOptimizer and
+// DeepSpeed's stages; docs/pytorch-parity.md says where it differs.
 package zero
 
 import (

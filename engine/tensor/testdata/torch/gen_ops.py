@@ -329,7 +329,7 @@ case("linear_f64", "linear", [r(2, 3, 7, dtype=f64), r(4, 7, dtype=f64), r(4, dt
 case("linear_bf16", "linear", [r(6, 16, dtype=bf16), r(8, 16, dtype=bf16), r(8, dtype=bf16)], F.linear, bias=True)
 
 
-# ---- attention: the reference is the composition of /work/shared/bench/torch_cpu.py --------------------
+# ---- attention: the reference is the composition of bench/torch_cpu.py --------------------
 def attention(q, k, v, causal):
     att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if causal:
