@@ -125,9 +125,10 @@ func SaveNpy(path string, t *tensor.Tensor) error {
 	return npy.WriteFile(path, &npy.Array{DType: t.DType(), Shape: t.Shape(), Data: data})
 }
 
-// LoadIdx reads an MNIST idx file (gzip or raw) onto rt (persistent).
+// LoadIdx reads an MNIST idx file (gzip or raw) onto rt (persistent). The
+// ranks of one process decode a file once and share it (idxshare.go).
 func LoadIdx(rt *tensor.Runtime, path string) (*tensor.Tensor, error) {
-	a, err := idx.ReadFile(path)
+	a, err := readIdxShared(path)
 	if err != nil {
 		return nil, err
 	}
