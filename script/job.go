@@ -187,16 +187,19 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		exit0 *RankError // the first process.exit(0), when nothing failed
 		wg    sync.WaitGroup
 	)
-	stopOthers := func(failed int, why string, cause error) {
-		// Ranks blocked in a collective wake with this error; the others
-		// stop at their next JavaScript statement.
-		world.Abort(&StopError{Why: why, Cause: cause})
+	interruptOthers := func(failed int, why string) {
+		// They stop at their next JavaScript statement.
 		for i, r := range runtimes {
 			if i != failed {
 				r.Interrupt(why)
 				r.interruptHooks()
 			}
 		}
+	}
+	stopOthers := func(failed int, why string, cause error) {
+		// Ranks blocked in a collective wake with this error.
+		world.Abort(&StopError{Why: why, Cause: cause})
+		interruptOthers(failed, why)
 	}
 	done := make(chan struct{})
 	go func() {
@@ -251,10 +254,20 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 				return
 			}
 			mu.Lock()
-			defer mu.Unlock()
-			if first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted)) {
+			isFirst := first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted))
+			if isFirst {
 				first = &RankError{Rank: rank, Ranks: size, Err: err}
-				go stopOthers(local, fmt.Sprintf("stopped: rank %d failed", rank), err)
+			}
+			mu.Unlock()
+			if isFirst {
+				why := fmt.Sprintf("stopped: rank %d failed", rank)
+				// The abort happens before this goroutine ends, so
+				// before the job closes the backend: a backend closed
+				// first believes that every rank ended well, and Open
+				// MPI's MPI_Finalize would wait for ranks that are
+				// waiting for this one.
+				world.Abort(&StopError{Why: why, Cause: err})
+				go interruptOthers(local, why)
 			}
 		}()
 	}
