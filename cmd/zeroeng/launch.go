@@ -304,15 +304,29 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 	args = append(args, p.runArgs...)
 	cmd := exec.Command("mpirun", args...)
 	cmd.Env = append(env, "MASTER_ADDR="+p.masterAddr, "MASTER_PORT="+strconv.Itoa(p.masterPort))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	stdout, err1 := cmd.StdoutPipe()
+	stderr, err2 := cmd.StderrPipe()
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("launch: mpirun: %w", err)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("launch: mpirun: %w", err)
 	}
+	// Open MPI's own messages are held back and said in our words when
+	// the job ends.
+	var mpiOut mpirunOutput
+	var copying sync.WaitGroup
+	copying.Add(2)
+	go func() { defer copying.Done(); mpiOut.copy(os.Stdout, stdout) }()
+	go func() { defer copying.Done(); mpiOut.copy(os.Stderr, stderr) }()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		copying.Wait() // Wait closes the pipes: read them to the end first
+		done <- cmd.Wait()
+	}()
 	forwarded := false
 	for {
 		select {
@@ -331,7 +345,11 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 			}
 			forwarded = true
 		case err := <-done:
-			if code := exitCode(cmd.ProcessState); code != 0 {
+			code := exitCode(cmd.ProcessState)
+			if msg := mpiOut.explain(code); msg != "" {
+				fmt.Fprintln(os.Stderr, msg)
+			}
+			if code != 0 {
 				return exitStatus{code}
 			}
 			return err

@@ -336,3 +336,27 @@ dist.allReduce(tensor.ones([4]), "sum").wait();`})
 		}
 	}
 }
+
+// TestLaunchSaysWhatMPIReported: a job under mpirun that fails ends with
+// launch's own account of it (the rank and its status), not Open MPI's
+// banners; so does an Open MPI that cannot start the ranks.
+func TestLaunchSaysWhatMPIReported(t *testing.T) {
+	needMPI(t)
+	dir := scriptDir(t, map[string]string{"exit3.js": `
+const { dist } = require("zeroeng");
+if (dist.rank === 1) process.exit(3);
+dist.barrier().wait();`})
+	r := zeroeng(t, dir, nil, "launch", "--nproc-per-node", "2", "exit3.js")
+	if r.code != 3 || !strings.Contains(r.stderr, "zeroeng launch: rank 1 exited with status 3; mpirun stopped the other ranks") {
+		t.Errorf("status %d\n%s", r.code, r.stderr)
+	}
+	for _, banner := range []string{"-----", "Primary job", "Process name"} {
+		if strings.Contains(r.stdout+r.stderr, banner) {
+			t.Errorf("Open MPI's banner came through (%q):\n%s%s", banner, r.stdout, r.stderr)
+		}
+	}
+	r = zeroeng(t, dir, []string{"OMPI_MCA_btl=nonexistent"}, "launch", "--nproc-per-node", "2", "exit3.js")
+	if r.code == 0 || !strings.Contains(r.stderr, `Open MPI has no btl component named "nonexistent"`) {
+		t.Errorf("a misspelled Open MPI component: status %d\n%s", r.code, r.stderr)
+	}
+}
