@@ -1,7 +1,9 @@
 package mpi
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/trace"
+	"github.com/zeroeng/zeroeng/internal/procwatch"
 )
 
 // The tests that need several processes run the test binary itself under
@@ -129,8 +133,33 @@ func (j job) run(t *testing.T, limit time.Duration) (string, error) {
 	}
 	cmd.Env = env
 	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	// Open MPI's mpirun can hang in its own shutdown once every rank has
+	// ended (internal/procwatch): it is stopped, and the job's result is
+	// what mpirun reported before.
+	watch, stopWatch := context.WithCancel(ctx)
+	var stuck atomic.Bool
+	go func() {
+		if j.np > 1 && procwatch.Outlived(watch, cmd.Process.Pid, 10*time.Second) {
+			stuck.Store(true)
+			cmd.Process.Kill()
+		}
+	}()
+	err := cmd.Wait()
+	stopWatch()
+	out := buf.Bytes()
+	switch {
+	case stuck.Load():
+		t.Logf("np=%d: mpirun did not exit after every rank had ended; stopped it", j.np)
+		err = nil
+		if bytes.Contains(out, []byte("exited with non-zero status")) || bytes.Contains(out, []byte("exited on signal")) {
+			err = errors.New("a rank failed (mpirun said so before it hung in its shutdown)")
+		}
+	case ctx.Err() != nil:
 		err = fmt.Errorf("the job did not end within %v: %w", limit, err)
 	}
 	if strings.Contains(string(out), "WARNING: DATA RACE") {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -12,11 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +24,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/jobenv"
 	"github.com/zeroeng/zeroeng/engine/rendezvous"
+	"github.com/zeroeng/zeroeng/internal/procwatch"
 )
 
 const launchDescription = `Starts a job of several processes, one rank each, as torchrun does: on this
@@ -291,6 +292,10 @@ func isLauncherVar(k string) bool {
 	return k == launchedEnv
 }
 
+// mpirunShutdownGrace is how long mpirun may take to exit once every
+// rank has ended.
+const mpirunShutdownGrace = 10 * time.Second
+
 // runUnderMPI starts the node's ranks with mpirun, which prefixes nothing:
 // the ranks prefix their own lines, and mpirun stops them all when one
 // fails and names it.
@@ -327,6 +332,17 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 		copying.Wait() // Wait closes the pipes: read them to the end first
 		done <- cmd.Wait()
 	}()
+	// An mpirun that outlives every rank is stuck in its own shutdown
+	// (procwatch): it is stopped, and the job ends as the ranks did.
+	watch, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	var stuck atomic.Bool
+	go func() {
+		if procwatch.Outlived(watch, cmd.Process.Pid, mpirunShutdownGrace) {
+			stuck.Store(true)
+			cmd.Process.Kill()
+		}
+	}()
 	forwarded := false
 	for {
 		select {
@@ -336,7 +352,7 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 			// would answer SIGTERM by killing them a second later, and
 			// exit 1 whatever they did. mpirun forks this node's ranks
 			// itself; without them (gone already), mpirun gets it.
-			ranks := childPIDs(cmd.Process.Pid)
+			ranks := procwatch.Running(cmd.Process.Pid)
 			for _, pid := range ranks {
 				syscall.Kill(pid, sig.(syscall.Signal))
 			}
@@ -346,6 +362,11 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 			forwarded = true
 		case err := <-done:
 			code := exitCode(cmd.ProcessState)
+			if stuck.Load() {
+				// Its status is lost: the ranks' is what it reported.
+				code, err = mpiOut.rankStatus(), nil
+				fmt.Fprintf(os.Stderr, "zeroeng launch: every rank had ended, but mpirun did not exit within %v (Open MPI's mpirun can hang in its own shutdown): stopped it\n", mpirunShutdownGrace)
+			}
 			if msg := mpiOut.explain(code); msg != "" {
 				fmt.Fprintln(os.Stderr, msg)
 			}
@@ -534,32 +555,4 @@ func copyLines(l *lockedWriter, w io.Writer, prefix string, r io.Reader) {
 			return
 		}
 	}
-}
-
-// childPIDs lists the processes whose parent is pid (from /proc; none
-// where there is no /proc).
-func childPIDs(pid int) []int {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var kids []int
-	for _, f := range stats {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == pid {
-			if child, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil {
-				kids = append(kids, child)
-			}
-		}
-	}
-	return kids
 }

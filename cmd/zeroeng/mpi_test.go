@@ -355,8 +355,10 @@ dist.barrier().wait();`})
 			t.Errorf("Open MPI's banner came through (%q):\n%s%s", banner, r.stdout, r.stderr)
 		}
 	}
+	// Open MPI does not always deliver its help text about the component
+	// (its show_help can fail under load): then launch quotes what came.
 	r = zeroeng(t, dir, []string{"OMPI_MCA_btl=nonexistent"}, "launch", "--nproc-per-node", "2", "exit3.js")
-	if r.code == 0 || !strings.Contains(r.stderr, `Open MPI has no btl component named "nonexistent"`) {
+	if r.code == 0 || !strings.Contains(r.stderr, `Open MPI has no btl component named "nonexistent"`) && !strings.Contains(r.stderr, "Open MPI could not start the ranks") {
 		t.Errorf("a misspelled Open MPI component: status %d\n%s", r.code, r.stderr)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -103,6 +104,23 @@ func (o *mpirunOutput) explain(code int) string {
 		return fmt.Sprintf("zeroeng launch: Open MPI could not start the ranks (mpirun exited with status %d); it said:\n%s", code, said)
 	}
 	return fmt.Sprintf("zeroeng launch: mpirun exited with status %d; Open MPI said:\n%s", code, said)
+}
+
+// rankStatus is the job's status as Open MPI's messages reported it: the
+// first failed rank's exit status (128+n for signal n), or 0.
+func (o *mpirunOutput) rankStatus() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	all := strings.Join(o.banners, "\n")
+	if m := signaledRank.FindStringSubmatch(all); m != nil {
+		n, _ := strconv.Atoi(m[4])
+		return 128 + n
+	}
+	if m := exitedRank.FindStringSubmatch(all); m != nil {
+		n, _ := strconv.Atoi(m[2])
+		return n
+	}
+	return 0
 }
 
 // quote is Open MPI's held-back text, indented, with repeated log lines
