@@ -11,7 +11,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // ZeroMemoryResult is what each rank holds after one AdamW step of a

@@ -10,7 +10,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // nativeDDP adds native.ddp(namedParameters, options), the Go reducer under

@@ -10,7 +10,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
-	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // zeroOptionKeys are ZeroRedundancyOptimizer's own options; every other

@@ -40,8 +40,8 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
-	"github.com/zeroeng/zeroeng/engine/zero"
 	"github.com/zeroeng/zeroeng/internal/safefile"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // Names of the files a checkpoint directory holds.

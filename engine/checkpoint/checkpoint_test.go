@@ -21,7 +21,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // layout is how a run's optimizer is made: plain AdamW (replicated on

@@ -17,9 +17,9 @@ import (
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/tensorio"
-	"github.com/zeroeng/zeroeng/engine/zero"
 	"github.com/zeroeng/zeroeng/internal/hostmem"
 	"github.com/zeroeng/zeroeng/internal/safefile"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

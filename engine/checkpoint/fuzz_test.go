@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
-	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // savedFiles saves a small ZeRO checkpoint and returns its folder.

@@ -14,7 +14,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/engine/zero"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // Restore loads the newest checkpoint under dir (or dir itself, when it is
