@@ -45,6 +45,10 @@ type Options struct {
 	// MaxCachedBytes bounds the freed memory the allocator keeps for
 	// reuse (default: all of it, as PyTorch).
 	MaxCachedBytes int64
+	// MaxMemory bounds the bytes live on the device (0: its capacity): an
+	// allocation past it fails with a *device.OutOfMemoryError
+	// (torch.cuda.set_per_process_memory_fraction).
+	MaxMemory int64
 }
 
 // Buffer is device memory handed out by a Device.
@@ -257,6 +261,9 @@ func (d *Device) Alloc(dt dtype.DType, n int) (device.Buffer, error) {
 	size := n * dt.Size()
 	if n != 0 && size/n != dt.Size() {
 		return nil, fmt.Errorf("%v: alloc of %d elements of %v overflows", d, n, dt)
+	}
+	if err := device.CheckLimit(d, d.opt.MaxMemory, d.alloc.memStats(), size); err != nil {
+		return nil, err
 	}
 	b, err := d.alloc.get(size)
 	if err != nil {

@@ -43,6 +43,9 @@ type JobOptions struct {
 	// NewDevice, when set, makes each rank's device (a GPU); the CPU
 	// otherwise. Devices with a Close method are closed after the job.
 	NewDevice func(rank int) (device.Device, error)
+	// MaxMemory bounds each rank's CPU device memory in bytes (0: none),
+	// as a smaller device would; NewDevice applies it to its own devices.
+	MaxMemory int64
 	// NewBackend, when set, makes the ranks' process groups over their
 	// devices (NCCL for GPUs); the in-process backend otherwise.
 	NewBackend func(devs []device.Device) (Backend, error)
@@ -78,7 +81,7 @@ func makeBackend(n int, jo JobOptions) (Backend, []device.Device, func(), error)
 	}
 	for rank := range devs {
 		if jo.NewDevice == nil {
-			devs[rank] = cpu.New(cpu.Options{Index: rank})
+			devs[rank] = cpu.New(cpu.Options{Index: rank, MaxMemory: jo.MaxMemory})
 			continue
 		}
 		d, err := jo.NewDevice(rank)

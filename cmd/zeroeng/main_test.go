@@ -890,3 +890,34 @@ func TestUsageHints(t *testing.T) {
 		t.Errorf("--hook without DDP: status %d, no warning\n%s", r.code, r.stderr)
 	}
 }
+
+// TestMaxMemory: --max-memory bounds each rank's device memory: an
+// allocation past it ends the run with an out-of-memory error naming the
+// rank and the numbers; the same script runs without it; a bad size is a
+// usage error.
+func TestMaxMemory(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"big.js": `
+const { tensor, nn } = require("zeroeng");
+const m = nn.Linear(1024, 1024);
+const x = tensor.randn([4096, 1024]);  // 16 MiB
+m.forward(x);                          // 16 MiB more
+console.log("done");`})
+	if r := zeroeng(t, dir, nil, "run", "--quiet", "big.js"); r.code != 0 {
+		t.Fatalf("without a limit: status %d\n%s", r.code, r.stderr)
+	}
+	r := zeroeng(t, dir, nil, "run", "--quiet", "--nproc", "2", "--max-memory", "24MiB", "big.js")
+	if !strings.HasPrefix(r.stderr, "rank 0: ") && !strings.HasPrefix(r.stderr, "rank 1: ") {
+		t.Errorf("the error does not name the rank:\n%s", r.stderr)
+	}
+	for _, want := range []string{": big.js:5:", "out of memory: 16 MiB more would make 36 MiB live, over the device's limit of 24 MiB"} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("status %d, stderr lacks %q:\n%s", r.code, want, r.stderr)
+		}
+	}
+	if r := zeroeng(t, dir, []string{"ZEROENG_MAX_MEMORY=24MiB"}, "run", "--quiet", "big.js"); r.code != 1 || !strings.Contains(r.stderr, "out of memory") {
+		t.Errorf("ZEROENG_MAX_MEMORY: status %d\n%s", r.code, r.stderr)
+	}
+	if r := zeroeng(t, dir, nil, "run", "--max-memory", "lots", "big.js"); r.code != 2 || !strings.Contains(r.stderr, `--max-memory: size "lots"`) {
+		t.Errorf("a bad size: status %d\n%s", r.code, r.stderr)
+	}
+}

@@ -76,7 +76,7 @@ func (p *processJob) apply(jo *script.JobOptions) {
 	jo.NoPrefix = p.launched
 	if p.cuda {
 		jo.NewDevice = func(int) (device.Device, error) {
-			d, err := gpu.Open(gpu.Options{Ordinal: p.place.LocalRank, Index: p.place.Rank})
+			d, err := gpu.Open(gpu.Options{Ordinal: p.place.LocalRank, Index: p.place.Rank, MaxMemory: jo.MaxMemory})
 			if err != nil {
 				return nil, fmt.Errorf("--device cuda: GPU %d (LOCAL_RANK): %w", p.place.LocalRank, err)
 			}

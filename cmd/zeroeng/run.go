@@ -25,6 +25,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/gpu"
 	"github.com/zeroeng/zeroeng/hooks/wasm"
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 	"github.com/zeroeng/zeroeng/nccl"
 	"github.com/zeroeng/zeroeng/script"
 )
@@ -50,6 +51,8 @@ command line wins over the variable:
    ZEROENG_NET=10Gbit,20us     --net 10Gbit,20us     collectives last as long as on that link (bus-bandwidth model)
    ZEROENG_DIST_TIMEOUT=30s    --dist-timeout 30s    a collective waits this long for the other ranks (default 10m)
    ZEROENG_RDZV_TIMEOUT=1m     --rdzv-timeout 1m     in a job of several processes, how long the ranks wait for each other (default 5m)
+   ZEROENG_MAX_MEMORY=2GiB     --max-memory 2GiB     each rank's device memory limit: an allocation past it is an
+                                                     out-of-memory error naming the rank (as on a smaller GPU)
    ZEROENG_DIST_DEBUG=1        --dist-debug          check that all ranks call each collective with the same shapes
    ZEROENG_HOOK=topk.wasm      --hook topk.wasm      every DistributedDataParallel reduces with this Wasm comm hook
    ZEROENG_HOOK_CONFIG=...     --hook-config '{"ratio":0.01}'  handed to that hook's configure export
@@ -107,6 +110,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "quiet", Usage: "no progress output and no job summary", EnvVars: []string{"ZEROENG_QUIET"}},
 			&cli.StringFlag{Name: "trace", Usage: "write a Chrome trace event file (JSON) of every rank to `FILE` when the job ends (replaced if it exists)", EnvVars: []string{"ZEROENG_TRACE"}},
 			&cli.StringFlag{Name: "net", Value: "none", Usage: "emulate a network link between the ranks: `BANDWIDTH[,LATENCY]`, e.g. 10Gbit,20us", EnvVars: []string{"ZEROENG_NET"}},
+			&cli.StringFlag{Name: "max-memory", Usage: "each rank's device memory limit (512MiB, 2GiB, 1.5GB): allocations past it fail naming the rank", EnvVars: []string{"ZEROENG_MAX_MEMORY"}},
 			&cli.DurationFlag{Name: "dist-timeout", Value: dist.DefaultTimeout, Usage: "how long a collective waits for the other ranks", EnvVars: []string{"ZEROENG_DIST_TIMEOUT"}},
 			&cli.DurationFlag{Name: "rdzv-timeout", Value: 5 * time.Minute, Usage: "in a job of several processes, how long the ranks wait for each other to start", EnvVars: []string{"ZEROENG_RDZV_TIMEOUT"}},
 			&cli.BoolFlag{Name: "dist-debug", Usage: "check that every rank calls each collective with the same shapes, and name the calls that differ", EnvVars: []string{"ZEROENG_DIST_DEBUG"}},
@@ -133,7 +137,8 @@ type runConfig struct {
 	quiet     bool
 	dist      dist.Options
 	hooks     script.WasmHookOptions
-	cuda      bool // one GPU per rank, NCCL between them
+	cuda      bool  // one GPU per rank, NCCL between them
+	maxMemory int64 // bytes of device memory per rank (0: no bound)
 
 	rdzvTimeout time.Duration // how long a job of several processes waits for its ranks
 }
@@ -144,7 +149,7 @@ func (cfg runConfig) newDevice() func(rank int) (device.Device, error) {
 		return nil
 	}
 	return func(rank int) (device.Device, error) {
-		d, err := gpu.Open(gpu.Options{Ordinal: rank, Index: rank})
+		d, err := gpu.Open(gpu.Options{Ordinal: rank, Index: rank, MaxMemory: cfg.maxMemory})
 		if err != nil {
 			return nil, fmt.Errorf("--device cuda: %w", err)
 		}
@@ -220,6 +225,13 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	net, err := dist.ParseNetModel(c.String("net"))
 	if err != nil {
 		return cfg, usagef("run", "run: --net: %v", err)
+	}
+	if s := c.String("max-memory"); s != "" {
+		n, err := hostmem.ParseSize(s)
+		if err != nil {
+			return cfg, usagef("run", "run: --max-memory: %v", err)
+		}
+		cfg.maxMemory = n
 	}
 	if c.Duration("dist-timeout") <= 0 {
 		return cfg, usagef("run", "run: --dist-timeout must be positive, got %v", c.Duration("dist-timeout"))
@@ -359,6 +371,7 @@ func runAction(c *cli.Context) error {
 			return nil
 		},
 		NewDevice:  cfg.newDevice(),
+		MaxMemory:  cfg.maxMemory,
 		NewBackend: cfg.newBackend(),
 	}
 	if proc != nil {

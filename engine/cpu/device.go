@@ -44,6 +44,7 @@ type Device struct {
 	// MaxPooledBytes bounds the freed memory kept for reuse; beyond it,
 	// freed buffers are left to the Go collector.
 	maxPooled int64
+	maxMemory int64 // Options.MaxMemory
 }
 
 // Options configure a CPU Device.
@@ -53,6 +54,10 @@ type Options struct {
 	Index int
 	// MaxPooledBytes bounds the memory kept for reuse (default 8 GiB).
 	MaxPooledBytes int64
+	// MaxMemory bounds the bytes of the buffers handed out and not yet
+	// freed (0: no bound): an allocation past it fails with a
+	// *device.OutOfMemoryError, as a GPU's would at its capacity.
+	MaxMemory int64
 }
 
 // New returns a CPU device with its own buffer pool.
@@ -60,7 +65,7 @@ func New(opt Options) *Device {
 	if opt.MaxPooledBytes <= 0 {
 		opt.MaxPooledBytes = 8 << 30
 	}
-	return &Device{index: opt.Index, pool: map[int][]*Buffer{}, maxPooled: opt.MaxPooledBytes}
+	return &Device{index: opt.Index, pool: map[int][]*Buffer{}, maxPooled: opt.MaxPooledBytes, maxMemory: opt.MaxMemory}
 }
 
 var _ device.Device = (*Device)(nil)
@@ -87,6 +92,9 @@ func (d *Device) Alloc(dt dtype.DType, n int) (device.Buffer, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if err := device.CheckLimit(d, d.maxMemory, d.stats, size); err != nil {
+		return nil, err
+	}
 	var b *Buffer
 	if free := d.pool[size]; len(free) > 0 {
 		b = free[len(free)-1]

@@ -103,3 +103,38 @@ func readInt(path string) (int64, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64) // "max" fails: no limit
 	return n, err == nil
 }
+
+// ParseSize reads a byte count as people write it: "512MiB", "2 GiB",
+// "1.5GB" (powers of 1000: KB, MB, GB, TB), "4096" or "4096B". Units are
+// case-insensitive; the result must be a positive whole number of bytes
+// below 2^62.
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	}
+	scale, ok := sizeUnits[unit]
+	if !ok {
+		return 0, fmt.Errorf("size %q: unknown unit %q (use B, KiB, MiB, GiB, TiB, or KB, MB, GB, TB)", s, strings.TrimSpace(t[max(i, 0):]))
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || num == "" {
+		return 0, fmt.Errorf("size %q: not a number of bytes (for example 512MiB or 2GiB)", s)
+	}
+	v := f * scale
+	if !(v >= 1) || v >= 1<<62 {
+		return 0, fmt.Errorf("size %q: out of range (from 1 byte to 4 EiB)", s)
+	}
+	if v != float64(int64(v)) {
+		return 0, fmt.Errorf("size %q is not a whole number of bytes", s)
+	}
+	return int64(v), nil
+}
+
+var sizeUnits = map[string]float64{
+	"": 1, "b": 1,
+	"k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+}
