@@ -398,6 +398,9 @@ func HostBytes(what string, t *tensor.Tensor, writable bool) ([]byte, func(), er
 	if t.Released() {
 		return nil, nil, fmt.Errorf("%s was released", what)
 	}
+	if t.MemoryFreed() {
+		return nil, nil, fmt.Errorf("%s has no memory now (its memory was given back, as ZeRO stage 3 does between uses)", what)
+	}
 	if !t.IsContiguous() {
 		return nil, nil, fmt.Errorf("%s must be contiguous (call .contiguous() first), got shape %v strides %v", what, t.Shape(), t.Strides())
 	}

@@ -21,6 +21,7 @@ type node struct {
 	backward func(g *Tensor) []*Tensor
 	saved    []savedTensor
 	freed    bool
+	pre      []preHook // run before backward (OnBackward)
 
 	// Bookkeeping of one backward pass.
 	pass  uint64
@@ -116,6 +117,7 @@ func (n *node) free() {
 		s.t.Release()
 	}
 	n.saved = nil
+	n.pre = nil
 	n.backward = nil
 	n.freed = true
 }
@@ -263,6 +265,9 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 	ready := &nodeHeap{root}
 	for ready.Len() > 0 {
 		n := heap.Pop(ready).(*node)
+		for _, h := range n.pre {
+			h.fn()
+		}
 		var grads []*Tensor
 		if n.grad != nil {
 			var err error

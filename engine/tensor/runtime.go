@@ -337,6 +337,9 @@ func check(op string, ts ...*Tensor) (*Runtime, *Tensor) {
 		if t.released.Load() {
 			return rt, rt.fail(op, "use of a released %s", t.label())
 		}
+		if t.st != nil && t.st.buf == nil && t.st.freed != "" {
+			return rt, rt.fail(op, "%s has no memory now: %s", t.label(), t.st.freed)
+		}
 		if t.st != nil && (t.st.inFlight != nil || t.st.inFlightErr != nil) {
 			if err := t.st.settle(); err != nil {
 				return rt, rt.failErr(op, fmt.Errorf("%s: %w", t.label(), err))
@@ -387,7 +390,7 @@ func CheckShape(dt DType, shape ...int) error {
 // contiguous in host memory; ok is false otherwise (use Bytes for a copy).
 // The bytes stay valid until t's storage is released.
 func HostBytes(t *Tensor) (b []byte, ok bool) {
-	if t.err != nil || t.released.Load() || !t.IsContiguous() {
+	if t.err != nil || t.released.Load() || !t.IsContiguous() || t.st.buf == nil {
 		return nil, false
 	}
 	hb, ok := t.st.buf.(device.HostBuffer)

@@ -70,6 +70,11 @@ type storage struct {
 	// contents are then unknown.
 	inFlight    func() error
 	inFlightErr error
+	// freed says why the memory is given back (FreeMemory; buf is nil):
+	// ops on it fail with this reason. freedVersion is the version at
+	// that moment, which RestoreMemory's seal puts back.
+	freed        string
+	freedVersion uint32
 }
 
 // settle waits for the asynchronous operation on the buffer, if any, and
@@ -99,12 +104,14 @@ func (s *storage) materialize(dt DType) {
 // coversStorage reports whether t is its whole storage, densely packed, so
 // that writing every element of t rewrites every byte of the buffer.
 func (t *Tensor) coversStorage() bool {
-	return t.off == 0 && t.IsContiguous() && t.Numel()*t.dt.Size() == t.st.buf.Bytes()
+	return t.st.buf != nil && t.off == 0 && t.IsContiguous() && t.Numel()*t.dt.Size() == t.st.buf.Bytes()
 }
 
 func (s *storage) release() {
 	if n := s.refs.Add(-1); n == 0 {
-		s.rt.dev.Free(s.buf)
+		if s.buf != nil {
+			s.rt.dev.Free(s.buf)
+		}
 		s.buf = nil
 	} else if n < 0 {
 		panic("tensor: storage released more often than retained")
