@@ -22,11 +22,11 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 	if z.opts.OverlapWithDDP {
 		return 0, fmt.Errorf("zero: clipGradNorm with overlapWithDDP: the step runs during backward, before the gradients' norm is known")
 	}
-	if z.opts.Stage != 2 || z.flat == nil {
+	if z.opts.Stage < 2 || z.flat == nil {
 		return optim.ClipGradNorm(z.Params(), maxNorm, normType)
 	}
 	if normType != 2 {
-		return 0, fmt.Errorf("zero: clipGradNorm under stage 2 computes the 2-norm only (norm type %v asked)", normType)
+		return 0, fmt.Errorf("zero: clipGradNorm under stage %d computes the 2-norm only (norm type %v asked)", z.opts.Stage, normType)
 	}
 	f := z.flat
 	if f.reduced {

@@ -28,6 +28,10 @@ type flatLayout struct {
 	reduced bool // ClipGradNorm already finished the pass this step
 	next    int  // the next bucket to launch
 	err     error
+
+	// Stage 3 (stage3.go): the units and which one each parameter is in.
+	units  []*Unit
+	unitOf map[*tensor.Tensor]int
 }
 
 type flatBucket struct {
@@ -37,6 +41,11 @@ type flatBucket struct {
 	slice   int   // numel / world size
 	buf     *tensor.Tensor
 	pieces  []*piece // this rank's
+
+	// Stage 3: the unit the bucket belongs to, and this rank's slice of
+	// the parameters, kept while buf's memory is given back.
+	unit  *Unit
+	shard *tensor.Tensor
 
 	// Stage 2.
 	ready     []bool
@@ -56,8 +65,12 @@ type piece struct {
 	state *optim.State
 }
 
-// addGroup lays out group gi's parameters in new buckets.
+// addGroup lays out group gi's parameters in new buckets: under stage 3
+// one per unit that has parameters of the group, whatever its size.
 func (f *flatLayout) addGroup(gi int) error {
+	if f.units != nil {
+		return f.addUnitBuckets(gi)
+	}
 	z := f.z
 	n := z.pg.Size()
 	params := z.Groups[gi].Params
@@ -122,7 +135,7 @@ func (f *flatLayout) attach(b *flatBucket) error {
 	sc := z.rt.OpenScope() // the views below
 	defer sc.Close()
 	dt := b.params[0].DType()
-	if z.opts.ParametersAsBucketView {
+	if z.opts.ParametersAsBucketView || z.opts.Stage == 3 {
 		b.buf = z.rt.Zeros(dt, b.numel).Persist()
 		if err := b.buf.Err(); err != nil {
 			return err
@@ -139,7 +152,12 @@ func (f *flatLayout) attach(b *flatBucket) error {
 			}
 		}
 	}
-	if z.opts.Stage == 2 {
+	if z.opts.Stage == 3 {
+		if err := f.shardBucket(b); err != nil {
+			return err
+		}
+	}
+	if z.opts.Stage >= 2 {
 		b.gradShard = z.rt.Zeros(dt, b.slice).Persist()
 		b.ready = make([]bool, len(b.params))
 		if f.where == nil {
@@ -180,6 +198,9 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 		return
 	}
 	f.launchReady()
+	if f.err == nil && b.unit != nil && b.pending == 0 {
+		f.err = b.unit.backwardDone()
+	}
 }
 
 func (f *flatLayout) start() {
@@ -269,7 +290,7 @@ func (f *flatLayout) step() (err error) {
 	z := f.z
 	sc := z.rt.OpenScope()
 	defer sc.Close()
-	if z.opts.Stage == 2 {
+	if z.opts.Stage >= 2 {
 		if f.reduced {
 			f.reduced = false
 		} else if err := f.finishPass(); err != nil {
@@ -283,7 +304,7 @@ func (f *flatLayout) step() (err error) {
 		for _, b := range f.buckets {
 			for _, pc := range b.pieces {
 				var g *tensor.Tensor
-				if z.opts.Stage == 2 {
+				if z.opts.Stage >= 2 {
 					g = b.gradShard.Narrow(0, pc.in, pc.n)
 				} else {
 					full := pc.param.Grad()
@@ -295,13 +316,21 @@ func (f *flatLayout) step() (err error) {
 					}
 					g = full.Reshape(-1).Narrow(0, pc.at, pc.n)
 				}
-				p := pc.param.View(-1).Narrow(0, pc.at, pc.n)
+				var p *tensor.Tensor
+				if b.shard != nil {
+					p = b.shard.Narrow(0, pc.in, pc.n) // stage 3: the next gather sends it
+				} else {
+					p = pc.param.View(-1).Narrow(0, pc.at, pc.n)
+				}
 				states := []*optim.State{pc.state}
 				if err = optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g}, states); err != nil {
 					err = fmt.Errorf("zero: %s: %w", paramLabel(pc.param, z.index[pc.param]), err)
 					return
 				}
 				pc.state = states[0]
+			}
+			if b.shard != nil {
+				continue
 			}
 			flat := b.buf
 			if flat == nil {
@@ -372,6 +401,11 @@ func (f *flatLayout) finishPass() error {
 		}
 		b.grads.Release()
 		b.grads = nil
+	}
+	for _, u := range f.units {
+		if err := u.reshard(); err != nil && f.err == nil {
+			f.err = err
+		}
 	}
 	err := f.err
 	f.err = nil

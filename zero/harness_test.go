@@ -113,7 +113,7 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	pg := w.Group(rank)
 	params := m.Parameters()
 	var d *ddp.DDP
-	if !c.zero || c.opts.Stage != 2 {
+	if !c.zero || c.opts.Stage < 2 {
 		var named []ddp.Param
 		for _, p := range m.NamedParameters() {
 			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})
@@ -128,6 +128,39 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	var opt optimizer
 	var z *Optimizer
 	var err error
+	forward := m.Forward
+	if c.zero && c.opts.Stage == 3 {
+		// One unit per Linear, gathered and resharded around its
+		// forward as zero.fullyShard does.
+		var units [][]*tensor.Tensor
+		var owner []int
+		for _, l := range m.Layers {
+			if ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters(); len(ps) > 0 {
+				owner = append(owner, len(units))
+				units = append(units, ps)
+			} else {
+				owner = append(owner, -1)
+			}
+		}
+		c.opts.Units = units
+		forward = func(x *tensor.Tensor) *tensor.Tensor {
+			for i, l := range m.Layers {
+				u := z.Unit(owner[i])
+				if u != nil {
+					if err := u.BeforeForward(); err != nil {
+						return rt.Failed(err)
+					}
+				}
+				x = l.Forward(x)
+				if u != nil {
+					if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
+						return rt.Failed(err)
+					}
+				}
+			}
+			return x
+		}
+	}
 	if c.zero {
 		z, err = New(pg, c.kind, first, c.hyper, c.opts)
 		opt = z
@@ -195,7 +228,7 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 			if err := opt.ZeroGrad(false); err != nil {
 				return err
 			}
-			loss := tensor.CrossEntropy(m.Forward(x.Narrow(0, rank*per, per)), y.Narrow(0, rank*per, per), tensor.DefaultCrossEntropy)
+			loss := tensor.CrossEntropy(forward(x.Narrow(0, rank*per, per)), y.Narrow(0, rank*per, per), tensor.DefaultCrossEntropy)
 			if err := loss.Backward(); err != nil {
 				return err
 			}
@@ -241,12 +274,23 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	if err != nil {
 		return err
 	}
-	for _, p := range params {
-		v, err := p.Float64s()
-		if err != nil {
-			return err
+	read := func() error {
+		for _, p := range params {
+			v, err := p.Float64s()
+			if err != nil {
+				return err
+			}
+			*vals = append(*vals, v)
 		}
-		*vals = append(*vals, v)
+		return nil
+	}
+	if z != nil {
+		err = z.WithFullParams(read)
+	} else {
+		err = read()
+	}
+	if err != nil {
+		return err
 	}
 	if z != nil {
 		res.mems[rank] = z.Memory()
@@ -318,6 +362,8 @@ func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
 		{"flat", Options{Partition: "flat"}},
 		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
 		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
+		{"stage 3", Options{Stage: 3, ReshardAfterForward: true}},
+		{"stage 3 kept until backward", Options{Stage: 3}},
 	}
 	for _, k := range kinds {
 		for _, l := range layouts {
@@ -327,7 +373,7 @@ func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
 					want := plain.train(t)
 					z := plain
 					z.zero, z.opts = true, l.opts
-					z.seedRank = l.opts.Stage == 2 // stage 2 makes the replicas equal itself
+					z.seedRank = l.opts.Stage >= 2 // stages 2 and 3 make the replicas equal themselves
 					got := z.train(t)
 					closeTo(t, got.params, want.params, l.name)
 					checkMemory(t, got.mems, l.opts.Stage)

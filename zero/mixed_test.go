@@ -21,6 +21,7 @@ func TestMixedPrecisionSharding(t *testing.T) {
 		{"flat", Options{Partition: "flat"}},
 		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
 		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
+		{"stage 3", Options{Stage: 3, ReshardAfterForward: true}},
 	}
 	perParam := map[string]int64{"SGD": 8, "AdamW": 12}
 	for _, k := range kinds {
@@ -35,9 +36,9 @@ func TestMixedPrecisionSharding(t *testing.T) {
 					want := plain.train(t)
 					z := plain
 					z.zero, z.opts = true, l.opts
-					z.seedRank = l.opts.Stage == 2
+					z.seedRank = l.opts.Stage >= 2
 					got := z.train(t)
-					if l.opts.Stage == 2 && n >= 3 {
+					if l.opts.Stage >= 2 && n >= 3 {
 						// Stage 2 reduces the gradients with a
 						// reduce-scatter, the plain run with DDP's
 						// all-reduce: with three ranks or more their

@@ -41,9 +41,19 @@ type Options struct {
 	// place, with no copy in or out).
 	ParametersAsBucketView bool
 	// Stage is 1 (optimizer state sharded; gradients averaged by DDP
-	// beforehand) or 2 (gradients sharded too: the optimizer reduces them
-	// itself, without DDP). 0 means 1.
+	// beforehand), 2 (gradients sharded too: the optimizer reduces them
+	// itself, without DDP) or 3 (parameters sharded too: each unit's are
+	// gathered just before its forward and backward and freed after,
+	// stage3.go). 0 means 1.
 	Stage int
+	// Units are stage 3's units (zero.fullyShard): the parameters of each,
+	// in forward order of the units, the root last. Every parameter of
+	// the optimizer must be in exactly one unit.
+	Units [][]*tensor.Tensor
+	// ReshardAfterForward (stage 3) frees a unit's gathered parameters
+	// after its forward and gathers them again for its backward; false
+	// keeps them from forward to backward (FSDP's SHARD_GRAD_OP).
+	ReshardAfterForward bool
 	// BucketCapMB caps the flat partition's buckets in MiB (default 25):
 	// one reduce-scatter and one all-gather per bucket.
 	BucketCapMB float64
@@ -96,22 +106,25 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	switch opts.Stage {
 	case 0:
 		opts.Stage = 1
-	case 1, 2:
+	case 1, 2, 3:
 	default:
-		return nil, fmt.Errorf("zero: stage %d is not supported (1: optimizer state, 2: gradients too)", opts.Stage)
+		return nil, fmt.Errorf("zero: stage %d is not supported (1: optimizer state, 2: gradients too, 3: parameters too)", opts.Stage)
+	}
+	if opts.Stage == 3 && len(opts.Units) == 0 {
+		return nil, fmt.Errorf("zero: stage 3 shards the parameters of units: call zero.fullyShard on each block of the model and then on the model itself before making the optimizer")
 	}
 	switch opts.Partition {
 	case "":
 		opts.Partition = "greedy"
-		if opts.Stage == 2 {
+		if opts.Stage >= 2 {
 			opts.Partition = "flat"
 		}
 	case "greedy", "flat":
 	default:
 		return nil, fmt.Errorf("zero: unknown partition %q (greedy or flat)", opts.Partition)
 	}
-	if opts.Stage == 2 && opts.Partition != "flat" {
-		return nil, fmt.Errorf("zero: stage 2 reduce-scatters gradients into equal slices and needs partition \"flat\", not %q", opts.Partition)
+	if opts.Stage >= 2 && opts.Partition != "flat" {
+		return nil, fmt.Errorf("zero: stage %d reduce-scatters gradients into equal slices and needs partition \"flat\", not %q", opts.Stage, opts.Partition)
 	}
 	if opts.OverlapWithDDP && (opts.Partition != "greedy" || opts.Stage != 1) {
 		return nil, fmt.Errorf("zero: overlapWithDDP works with stage 1 and the greedy partition (stage 2 overlaps its reduce-scatters with backward by itself)")
@@ -134,6 +147,11 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 		groupOf: map[*tensor.Tensor]int{}, index: map[*tensor.Tensor]int{}}
 	if opts.Partition == "flat" {
 		z.flat = &flatLayout{z: z, sync: true}
+		if opts.Stage == 3 {
+			if err := z.flat.assignUnits(opts.Units, params); err != nil {
+				return nil, err
+			}
+		}
 	}
 	g := defaults.Hyper()
 	g.Params = params
@@ -212,7 +230,7 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 	}
 	switch {
 	case z.flat != nil:
-		if z.opts.Stage == 2 {
+		if z.opts.Stage >= 2 {
 			// Without DDP, nobody else makes the replicas start equal.
 			if err := z.broadcastFrom0(ng.Params); err != nil {
 				return err

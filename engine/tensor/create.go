@@ -54,9 +54,10 @@ func ZerosLike(t *Tensor) *Tensor { return FullLike(t, 0) }
 // OnesLike returns ones of t's shape and type.
 func OnesLike(t *Tensor) *Tensor { return FullLike(t, 1) }
 
-// FullLike returns a tensor of t's shape and type filled with v.
+// FullLike returns a tensor of t's shape and type filled with v. It reads
+// only t's shape and type, so t's memory may be given back (FreeMemory).
 func FullLike(t *Tensor, v float64) *Tensor {
-	rt, bad := check("full_like", t)
+	rt, bad := checkShapeOnly("full_like", t)
 	if bad != nil {
 		return bad
 	}
@@ -65,11 +66,20 @@ func FullLike(t *Tensor, v float64) *Tensor {
 
 // EmptyLike returns an uninitialised tensor of t's shape and type.
 func EmptyLike(t *Tensor) *Tensor {
-	rt, bad := check("empty_like", t)
+	rt, bad := checkShapeOnly("empty_like", t)
 	if bad != nil {
 		return bad
 	}
 	return rt.Empty(t.dt, t.shape...)
+}
+
+// checkShapeOnly is check for ops that read t's shape and type but not
+// its values: a tensor whose memory is given back is fine.
+func checkShapeOnly(op string, t *Tensor) (*Runtime, *Tensor) {
+	if t != nil && t.err == nil && !t.released.Load() && t.MemoryFreed() {
+		return t.rt, nil
+	}
+	return check(op, t)
 }
 
 // Arange returns the values start, start+step, ... below end (above end for

@@ -314,6 +314,11 @@ func (rt *Runtime) failErr(op string, err error) *Tensor {
 // errTensor propagates an earlier error unchanged.
 func errTensor(rt *Runtime, err error) *Tensor { return &Tensor{rt: rt, err: err} }
 
+// Failed returns a tensor that carries err: ops on it pass err on, as on
+// any failed op's result (for code that wraps ops, such as a forward pass
+// with hooks around it).
+func (rt *Runtime) Failed(err error) *Tensor { return errTensor(rt, err) }
+
 // check returns the runtime shared by the inputs of op, or a tensor
 // carrying the reason they cannot be used together: an earlier error, a nil
 // or released input, or inputs from different runtimes.

@@ -1,0 +1,264 @@
+package zero
+
+import (
+	"fmt"
+
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Stage 3: the parameters are sharded too. Each unit (zero.fullyShard on a
+// module: a transformer block, then the model for what is left) has its
+// parameters laid out in one flat bucket per parameter group, cut into one
+// equal slice per rank as in stage 2; a rank keeps only its slice (shard),
+// its slice of the gradients and the optimizer state of that slice. The
+// parameters stay the tensors the model and the script hold, as views of
+// the bucket's buffer, whose memory exists only while the unit runs:
+//
+//   - before the unit's forward, the slices are all-gathered into freshly
+//     allocated memory (Gather);
+//   - after it, the memory is given back (ReshardAfterForward, the
+//     default) or kept until backward (FSDP's SHARD_GRAD_OP);
+//   - when backward reaches the unit's outputs (a pre-backward hook on the
+//     ops that made them), the slices are gathered again, into the same
+//     storage, so that what autograd saved in forward is valid again;
+//   - as each parameter's gradient is final, it is staged into the
+//     bucket's gradients, which are reduce-scattered into the owners'
+//     slices as in stage 2; when all of a unit's gradients are staged, its
+//     parameters' memory is given back.
+//
+// The step updates each rank's slices of the parameters (shard) in place;
+// the next forward's gather sends them. Only the memory of the units in
+// flight is ever whole: 16·P/N bytes of state per rank (fp32 parameters,
+// gradients and Adam's two moments) plus the gathered units.
+
+// Unit is one stage-3 unit: its buckets (one per parameter group) and
+// whether its parameters are gathered.
+type Unit struct {
+	f        *flatLayout
+	index    int
+	buckets  []*flatBucket
+	gathered bool
+	removes  []func() // pre-backward hooks of the current forward
+}
+
+// assignUnits records which unit each parameter is in, from opts.Units.
+func (f *flatLayout) assignUnits(units [][]*tensor.Tensor, params []*tensor.Tensor) error {
+	f.unitOf = map[*tensor.Tensor]int{}
+	for i, ps := range units {
+		f.units = append(f.units, &Unit{f: f, index: i})
+		for _, p := range ps {
+			if j, ok := f.unitOf[p]; ok && j != i {
+				return fmt.Errorf("zero: stage 3: a parameter is in units %d and %d (a parameter shared by two units belongs to the one that contains both)", j, i)
+			}
+			f.unitOf[p] = i
+		}
+	}
+	for i, p := range params {
+		if _, ok := f.unitOf[p]; !ok {
+			return fmt.Errorf("zero: stage 3: parameter %d (shape %v) is in no unit: call zero.fullyShard on the module that holds it (the model itself last)", i, p.Shape())
+		}
+	}
+	return nil
+}
+
+// addUnitBuckets lays out group gi's parameters in one bucket per unit,
+// in reverse order within a unit (the order backward makes gradients).
+func (f *flatLayout) addUnitBuckets(gi int) error {
+	z := f.z
+	n := z.pg.Size()
+	for _, u := range f.units {
+		var ps []*tensor.Tensor
+		params := z.Groups[gi].Params
+		for i := len(params) - 1; i >= 0; i-- {
+			p := params[i]
+			j, ok := f.unitOf[p]
+			if !ok {
+				return fmt.Errorf("zero: stage 3: %s is in no unit: call zero.fullyShard on the module that holds it", paramLabel(p, z.index[p]))
+			}
+			if j == u.index {
+				ps = append(ps, p)
+			}
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		b := &flatBucket{params: ps, unit: u}
+		total := 0
+		for _, p := range ps {
+			b.offsets = append(b.offsets, total)
+			total += p.Numel()
+		}
+		b.slice = (total + n - 1) / n
+		b.numel = b.slice * n
+		b.pieces = b.piecesOf(z.pg.Rank())
+		for _, pc := range b.pieces {
+			pc.group = gi
+		}
+		if err := f.attach(b); err != nil {
+			return err
+		}
+		f.buckets = append(f.buckets, b)
+		u.buckets = append(u.buckets, b)
+	}
+	return nil
+}
+
+// shardBucket keeps this rank's slice of a new bucket's parameters and
+// gives the bucket's memory back: from here on the parameters exist
+// between their unit's gathers and reshards.
+func (f *flatLayout) shardBucket(b *flatBucket) error {
+	z := f.z
+	me := z.pg.Rank()
+	b.shard = z.rt.Empty(b.buf.DType(), b.slice).Persist()
+	if err := b.shard.CopyFrom(b.buf.Narrow(0, me*b.slice, b.slice)); err != nil {
+		return fmt.Errorf("zero: stage 3: %w", err)
+	}
+	return b.buf.FreeMemory(b.unit.why())
+}
+
+func (u *Unit) why() string {
+	return fmt.Sprintf("it is a parameter of zero unit %d, which ZeRO stage 3 shards: its values exist only during the unit's forward and backward (read the model's weights with the optimizer's gathered state dict)", u.index)
+}
+
+// Unit returns stage 3's unit i, or nil.
+func (z *Optimizer) Unit(i int) *Unit {
+	if z.flat == nil || i < 0 || i >= len(z.flat.units) {
+		return nil
+	}
+	return z.flat.units[i]
+}
+
+// Gather all-gathers the unit's parameters into fresh memory (nothing to do
+// when they are gathered). sealed says that the values are those of the
+// forward pass whose graph backward is about to use.
+func (u *Unit) gather(sealed bool) error {
+	if u.gathered {
+		return nil
+	}
+	z := u.f.z
+	me := z.pg.Rank()
+	var seals []func()
+	for _, b := range u.buckets {
+		seal, err := b.buf.RestoreMemory()
+		if err != nil {
+			return fmt.Errorf("zero: gathering unit %d: %w", u.index, err)
+		}
+		seals = append(seals, seal)
+		if err := b.buf.Narrow(0, me*b.slice, b.slice).CopyFrom(b.shard); err != nil {
+			return fmt.Errorf("zero: gathering unit %d: %w", u.index, err)
+		}
+	}
+	for _, b := range u.buckets {
+		if err := z.pg.AllGather(b.buf, b.buf.Narrow(0, me*b.slice, b.slice)).Wait(); err != nil {
+			return fmt.Errorf("zero: all-gathering the parameters of unit %d: %w", u.index, err)
+		}
+	}
+	if sealed {
+		for _, s := range seals {
+			s()
+		}
+	}
+	u.gathered = true
+	return nil
+}
+
+// reshard gives the unit's gathered memory back.
+func (u *Unit) reshard() error {
+	if !u.gathered {
+		return nil
+	}
+	for _, b := range u.buckets {
+		if err := b.buf.FreeMemory(u.why()); err != nil {
+			return fmt.Errorf("zero: resharding unit %d: %w", u.index, err)
+		}
+	}
+	u.gathered = false
+	return nil
+}
+
+// BeforeForward gathers the unit's parameters for its forward.
+func (u *Unit) BeforeForward() error {
+	sc := u.f.z.rt.OpenScope() // the views gather makes
+	defer sc.Close()
+	return u.gather(false)
+}
+
+// AfterForward ends the unit's forward: the parameters are freed (under
+// ReshardAfterForward) and, when autograd recorded the forward, gathered
+// again when backward reaches outputs, the tensors the unit returned.
+func (u *Unit) AfterForward(outputs []*tensor.Tensor) error {
+	z := u.f.z
+	for _, r := range u.removes {
+		r()
+	}
+	u.removes = nil
+	for _, out := range outputs {
+		if out == nil || !out.RequiresGrad() || out.IsLeaf() {
+			continue
+		}
+		remove, err := out.OnBackward(u.beforeBackward)
+		if err != nil {
+			return fmt.Errorf("zero: unit %d: %w", u.index, err)
+		}
+		u.removes = append(u.removes, remove)
+	}
+	if z.opts.ReshardAfterForward {
+		return u.reshard()
+	}
+	return nil
+}
+
+// beforeBackward is the pre-backward hook: the values forward used come
+// back (sealed), once per pass even when several outputs lead here.
+func (u *Unit) beforeBackward() {
+	f := u.f
+	if f.err != nil {
+		return
+	}
+	sc := f.z.rt.OpenScope()
+	defer sc.Close()
+	if err := u.gather(true); err != nil {
+		f.err = err
+	}
+}
+
+// backwardDone frees the unit's parameters once every one of its
+// gradients is staged (their reduce-scatters may still run: they read the
+// gradients, not the parameters).
+func (u *Unit) backwardDone() error {
+	for _, b := range u.buckets {
+		if b.pending != 0 {
+			return nil
+		}
+	}
+	return u.reshard()
+}
+
+// WithFullParams runs fn with every unit's parameters gathered, then gives
+// their memory back (FSDP's summon_full_params): to read or save the whole
+// model under stage 3. Every rank of the group must call it (it gathers).
+// Changes fn makes to the parameters are not kept; outside stage 3 it
+// just runs fn.
+func (z *Optimizer) WithFullParams(fn func() error) error {
+	if z.flat == nil || len(z.flat.units) == 0 {
+		return fn()
+	}
+	sc := z.rt.OpenScope()
+	defer sc.Close()
+	var was []bool
+	for _, u := range z.flat.units {
+		was = append(was, u.gathered)
+		if err := u.gather(false); err != nil {
+			return err
+		}
+	}
+	err := fn()
+	for i, u := range z.flat.units {
+		if !was[i] {
+			if rerr := u.reshard(); err == nil {
+				err = rerr
+			}
+		}
+	}
+	return err
+}

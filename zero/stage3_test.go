@@ -1,0 +1,148 @@
+package zero
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// TestStage3ShardsParameters: under stage 3 a rank keeps only its slices:
+// the parameters have no memory outside their unit's forward and backward,
+// at most one unit is gathered at a time (reshardAfterForward), the device
+// holds a fraction of the parameter bytes between steps, and reading a
+// parameter outside its unit says why it cannot.
+func TestStage3ShardsParameters(t *testing.T) {
+	const n = 2
+	w, err := dist.NewWorld(n, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Go(func() {
+			errs[rank] = func() error {
+				rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
+				m := mlp(t, rt)
+				var units [][]*tensor.Tensor
+				var owner []int
+				full := int64(0)
+				for _, l := range m.Layers {
+					ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters()
+					owner = append(owner, -1)
+					if len(ps) > 0 {
+						owner[len(owner)-1] = len(units)
+						units = append(units, ps)
+					}
+					for _, p := range ps {
+						full += int64(p.Numel() * 4)
+					}
+				}
+				before := rt.Stats().LiveBytes
+				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, ReshardAfterForward: true})
+				if err != nil {
+					return err
+				}
+				defer z.Close()
+				// The full parameters (full bytes) went; this rank's slices
+				// of the parameters and of the gradients (full/n each) came.
+				if got, want := rt.Stats().LiveBytes-before, 2*full/n-full; got > want+64 {
+					t.Errorf("rank %d: making the optimizer changed the live bytes by %d, want %d", rank, got, want)
+				}
+				for _, p := range m.Parameters() {
+					if !p.MemoryFreed() {
+						t.Errorf("rank %d: a parameter kept its memory", rank)
+					}
+				}
+				if _, err := m.Parameters()[0].Float64s(); err == nil || !strings.Contains(err.Error(), "parameter of zero unit 0, which ZeRO stage 3 shards") {
+					t.Errorf("reading a sharded parameter: %v", err)
+				}
+				maxGathered := 0
+				gathered := func() int {
+					k := 0
+					for _, u := range z.flat.units {
+						if u.gathered {
+							k++
+						}
+					}
+					return k
+				}
+				for step := range 3 {
+					sc := rt.OpenScope()
+					x := rt.FromValues(dtype.Float32, make([]float64, 4*16), 4, 16).AddScalar(float64(step + rank))
+					for i, l := range m.Layers {
+						u := z.Unit(owner[i])
+						if u != nil {
+							if err := u.BeforeForward(); err != nil {
+								return err
+							}
+							maxGathered = max(maxGathered, gathered())
+						}
+						x = l.Forward(x)
+						if u != nil {
+							if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
+								return err
+							}
+						}
+					}
+					if err := x.SumAll().Backward(); err != nil {
+						return err
+					}
+					if err := z.Step(); err != nil {
+						return err
+					}
+					if g := gathered(); g != 0 {
+						t.Errorf("rank %d, step %d: %d units still gathered after the step", rank, step, g)
+					}
+					sc.Close()
+				}
+				if maxGathered != 1 {
+					t.Errorf("rank %d: up to %d units gathered at once in forward, want 1", rank, maxGathered)
+				}
+				if m := z.Memory(); m.OwnedParameters*n > full+int64(4*n*len(units)) {
+					t.Errorf("rank %d owns %d parameter bytes of %d", rank, m.OwnedParameters, full)
+				}
+				return z.WithFullParams(func() error {
+					_, err := m.Parameters()[0].Float64s()
+					return err
+				})
+			}()
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// TestStage3NeedsUnits: stage 3 without units, or with a parameter in no
+// unit or in two, is an error that says what to do.
+func TestStage3NeedsUnits(t *testing.T) {
+	w, _ := dist.NewWorld(1, dist.Options{})
+	defer w.Close()
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+	m := mlp(t, rt)
+	ps := m.Parameters()
+	for _, c := range []struct {
+		units [][]*tensor.Tensor
+		want  string
+	}{
+		{nil, "call zero.fullyShard on each block"},
+		{[][]*tensor.Tensor{ps[:2]}, "is in no unit"},
+		{[][]*tensor.Tensor{ps, ps[:1]}, "is in units 0 and 1"},
+	} {
+		_, err := New(w.Group(0), optim.AdamW, ps, optim.DefaultAdamW().Group(), Options{Stage: 3, Units: c.units})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("units %d: %v, want %q", len(c.units), err, c.want)
+		}
+	}
+}
