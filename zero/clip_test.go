@@ -12,7 +12,7 @@ func TestClipGradNorm(t *testing.T) {
 	for _, l := range []struct {
 		name string
 		opts Options
-	}{{"greedy", Options{}}, {"flat", Options{Partition: "flat"}}, {"stage 2", Options{Stage: 2, BucketCapMB: 0.002}}, {"stage 3", Options{Stage: 3, ReshardAfterForward: true}}} {
+	}{{"greedy", Options{}}, {"flat", Options{Partition: "flat"}}, {"stage 2", Options{Stage: 2, BucketCapMB: 0.002}}, {"stage 3", Options{Stage: 3}}} {
 		for _, n := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/n=%d", l.name, n), func(t *testing.T) {
 				k := kinds[3] // AdamW

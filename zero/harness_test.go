@@ -37,6 +37,9 @@ type run struct {
 	dt dtype.DType
 	// clip, when positive, clips the gradients' 2-norm before each step.
 	clip float64
+	// keepGathered: stage 3's units keep their parameters from forward to
+	// backward (reshardAfterForward false).
+	keepGathered bool
 
 	// uneven: rank r stops after steps-r iterations, under Join.
 	uneven bool
@@ -132,12 +135,12 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	if c.zero && c.opts.Stage == 3 {
 		// One unit per Linear, gathered and resharded around its
 		// forward as zero.fullyShard does.
-		var units [][]*tensor.Tensor
+		var units []UnitSpec
 		var owner []int
 		for _, l := range m.Layers {
 			if ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters(); len(ps) > 0 {
 				owner = append(owner, len(units))
-				units = append(units, ps)
+				units = append(units, UnitSpec{Params: ps, ReshardAfterForward: !c.keepGathered})
 			} else {
 				owner = append(owner, -1)
 			}
@@ -362,8 +365,7 @@ func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
 		{"flat", Options{Partition: "flat"}},
 		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
 		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
-		{"stage 3", Options{Stage: 3, ReshardAfterForward: true}},
-		{"stage 3 kept until backward", Options{Stage: 3}},
+		{"stage 3", Options{Stage: 3}},
 	}
 	for _, k := range kinds {
 		for _, l := range layouts {
@@ -377,6 +379,10 @@ func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
 					got := z.train(t)
 					closeTo(t, got.params, want.params, l.name)
 					checkMemory(t, got.mems, l.opts.Stage)
+					if l.opts.Stage == 3 {
+						z.keepGathered = true
+						closeTo(t, z.train(t).params, want.params, "stage 3, kept until backward")
+					}
 				})
 			}
 		}

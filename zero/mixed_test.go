@@ -21,7 +21,7 @@ func TestMixedPrecisionSharding(t *testing.T) {
 		{"flat", Options{Partition: "flat"}},
 		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
 		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
-		{"stage 3", Options{Stage: 3, ReshardAfterForward: true}},
+		{"stage 3", Options{Stage: 3}},
 	}
 	perParam := map[string]int64{"SGD": 8, "AdamW": 12}
 	for _, k := range kinds {

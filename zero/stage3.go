@@ -31,22 +31,34 @@ import (
 // flight is ever whole: 16·P/N bytes of state per rank (fp32 parameters,
 // gradients and Adam's two moments) plus the gathered units.
 
+// UnitSpec describes one stage-3 unit.
+type UnitSpec struct {
+	// Params are the unit's own parameters (not those of units inside it).
+	Params []*tensor.Tensor
+	// ReshardAfterForward frees the gathered parameters after the unit's
+	// forward and gathers them again for its backward; false keeps them
+	// from forward to backward (FSDP's SHARD_GRAD_OP; the usual choice for
+	// the root, whose backward comes first).
+	ReshardAfterForward bool
+}
+
 // Unit is one stage-3 unit: its buckets (one per parameter group) and
 // whether its parameters are gathered.
 type Unit struct {
 	f        *flatLayout
 	index    int
+	spec     UnitSpec
 	buckets  []*flatBucket
 	gathered bool
 	removes  []func() // pre-backward hooks of the current forward
 }
 
 // assignUnits records which unit each parameter is in, from opts.Units.
-func (f *flatLayout) assignUnits(units [][]*tensor.Tensor, params []*tensor.Tensor) error {
+func (f *flatLayout) assignUnits(units []UnitSpec, params []*tensor.Tensor) error {
 	f.unitOf = map[*tensor.Tensor]int{}
-	for i, ps := range units {
-		f.units = append(f.units, &Unit{f: f, index: i})
-		for _, p := range ps {
+	for i, spec := range units {
+		f.units = append(f.units, &Unit{f: f, index: i, spec: spec})
+		for _, p := range spec.Params {
 			if j, ok := f.unitOf[p]; ok && j != i {
 				return fmt.Errorf("zero: stage 3: a parameter is in units %d and %d (a parameter shared by two units belongs to the one that contains both)", j, i)
 			}
@@ -187,7 +199,6 @@ func (u *Unit) BeforeForward() error {
 // ReshardAfterForward) and, when autograd recorded the forward, gathered
 // again when backward reaches outputs, the tensors the unit returned.
 func (u *Unit) AfterForward(outputs []*tensor.Tensor) error {
-	z := u.f.z
 	for _, r := range u.removes {
 		r()
 	}
@@ -202,7 +213,7 @@ func (u *Unit) AfterForward(outputs []*tensor.Tensor) error {
 		}
 		u.removes = append(u.removes, remove)
 	}
-	if z.opts.ReshardAfterForward {
+	if u.spec.ReshardAfterForward {
 		return u.reshard()
 	}
 	return nil

@@ -31,7 +31,7 @@ func TestStage3ShardsParameters(t *testing.T) {
 			errs[rank] = func() error {
 				rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
 				m := mlp(t, rt)
-				var units [][]*tensor.Tensor
+				var units []UnitSpec
 				var owner []int
 				full := int64(0)
 				for _, l := range m.Layers {
@@ -39,14 +39,14 @@ func TestStage3ShardsParameters(t *testing.T) {
 					owner = append(owner, -1)
 					if len(ps) > 0 {
 						owner[len(owner)-1] = len(units)
-						units = append(units, ps)
+						units = append(units, UnitSpec{Params: ps, ReshardAfterForward: true})
 					}
 					for _, p := range ps {
 						full += int64(p.Numel() * 4)
 					}
 				}
 				before := rt.Stats().LiveBytes
-				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, ReshardAfterForward: true})
+				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units})
 				if err != nil {
 					return err
 				}
@@ -133,12 +133,12 @@ func TestStage3NeedsUnits(t *testing.T) {
 	m := mlp(t, rt)
 	ps := m.Parameters()
 	for _, c := range []struct {
-		units [][]*tensor.Tensor
+		units []UnitSpec
 		want  string
 	}{
 		{nil, "call zero.fullyShard on each block"},
-		{[][]*tensor.Tensor{ps[:2]}, "is in no unit"},
-		{[][]*tensor.Tensor{ps, ps[:1]}, "is in units 0 and 1"},
+		{[]UnitSpec{{Params: ps[:2]}}, "is in no unit"},
+		{[]UnitSpec{{Params: ps}, {Params: ps[:1]}}, "is in units 0 and 1"},
 	} {
 		_, err := New(w.Group(0), optim.AdamW, ps, optim.DefaultAdamW().Group(), Options{Stage: 3, Units: c.units})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

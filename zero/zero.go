@@ -46,14 +46,9 @@ type Options struct {
 	// gathered just before its forward and backward and freed after,
 	// stage3.go). 0 means 1.
 	Stage int
-	// Units are stage 3's units (zero.fullyShard): the parameters of each,
-	// in forward order of the units, the root last. Every parameter of
-	// the optimizer must be in exactly one unit.
-	Units [][]*tensor.Tensor
-	// ReshardAfterForward (stage 3) frees a unit's gathered parameters
-	// after its forward and gathers them again for its backward; false
-	// keeps them from forward to backward (FSDP's SHARD_GRAD_OP).
-	ReshardAfterForward bool
+	// Units are stage 3's units (zero.fullyShard), the root last. Every
+	// parameter of the optimizer must be in exactly one unit.
+	Units []UnitSpec
 	// BucketCapMB caps the flat partition's buckets in MiB (default 25):
 	// one reduce-scatter and one all-gather per bucket.
 	BucketCapMB float64
