@@ -29,9 +29,13 @@ type flatLayout struct {
 	next    int  // the next bucket to launch
 	err     error
 
-	// Stage 3 (stage3.go): the units and which one each parameter is in.
-	units  []*Unit
-	unitOf map[*tensor.Tensor]int
+	// Stage 3 (stage3.go): the units and which one each parameter is in;
+	// the order of their forwards, recorded in the first step (ordered
+	// once that step is done).
+	units   []*Unit
+	unitOf  map[*tensor.Tensor]int
+	order   []*Unit
+	ordered bool
 }
 
 type flatBucket struct {
@@ -406,6 +410,9 @@ func (f *flatLayout) finishPass() error {
 		if err := u.reshard(); err != nil && f.err == nil {
 			f.err = err
 		}
+	}
+	if len(f.order) > 0 {
+		f.ordered = true
 	}
 	err := f.err
 	f.err = nil

@@ -2,7 +2,9 @@ package zero
 
 import (
 	"fmt"
+	"slices"
 
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -51,6 +53,12 @@ type Unit struct {
 	buckets  []*flatBucket
 	gathered bool
 	removes  []func() // pre-backward hooks of the current forward
+
+	// A gather in flight (a prefetch): its all-gathers, and the seals
+	// to apply once they are done (nil: not sealed).
+	inflight []*dist.Work
+	seals    []func()
+	sealed   bool
 }
 
 // assignUnits records which unit each parameter is in, from opts.Units.
@@ -140,15 +148,25 @@ func (z *Optimizer) Unit(i int) *Unit {
 	return z.flat.units[i]
 }
 
-// Gather all-gathers the unit's parameters into fresh memory (nothing to do
-// when they are gathered). sealed says that the values are those of the
-// forward pass whose graph backward is about to use.
+// gather all-gathers the unit's parameters into fresh memory and waits
+// (nothing to do when they are gathered). sealed says that the values are
+// those of the forward pass whose graph backward is about to use.
 func (u *Unit) gather(sealed bool) error {
-	if u.gathered {
+	if err := u.startGather(sealed); err != nil {
+		return err
+	}
+	return u.finishGather()
+}
+
+// startGather issues the unit's all-gathers without waiting for them.
+func (u *Unit) startGather(sealed bool) error {
+	if u.gathered || u.inflight != nil {
 		return nil
 	}
 	z := u.f.z
 	me := z.pg.Rank()
+	sc := z.rt.OpenScope() // the views below; the works keep what they use
+	defer sc.Close()
 	var seals []func()
 	for _, b := range u.buckets {
 		seal, err := b.buf.RestoreMemory()
@@ -161,21 +179,37 @@ func (u *Unit) gather(sealed bool) error {
 		}
 	}
 	for _, b := range u.buckets {
-		if err := z.pg.AllGather(b.buf, b.buf.Narrow(0, me*b.slice, b.slice)).Wait(); err != nil {
-			return fmt.Errorf("zero: all-gathering the parameters of unit %d: %w", u.index, err)
-		}
+		u.inflight = append(u.inflight, z.pg.AllGather(b.buf, b.buf.Narrow(0, me*b.slice, b.slice)))
 	}
-	if sealed {
-		for _, s := range seals {
+	u.seals, u.sealed = seals, sealed
+	return nil
+}
+
+// finishGather waits for the unit's all-gathers in flight.
+func (u *Unit) finishGather() error {
+	if u.inflight == nil {
+		return nil
+	}
+	works := u.inflight
+	u.inflight = nil
+	if err := waitAll(works, fmt.Sprintf("all-gathering the parameters of unit %d", u.index)); err != nil {
+		return err
+	}
+	if u.sealed {
+		for _, s := range u.seals {
 			s()
 		}
 	}
+	u.seals = nil
 	u.gathered = true
 	return nil
 }
 
 // reshard gives the unit's gathered memory back.
 func (u *Unit) reshard() error {
+	if err := u.finishGather(); err != nil {
+		return err
+	}
 	if !u.gathered {
 		return nil
 	}
@@ -188,11 +222,18 @@ func (u *Unit) reshard() error {
 	return nil
 }
 
-// BeforeForward gathers the unit's parameters for its forward.
+// BeforeForward gathers the unit's parameters for its forward, and
+// prefetches the next unit's (in the order of the first forward).
 func (u *Unit) BeforeForward() error {
-	sc := u.f.z.rt.OpenScope() // the views gather makes
-	defer sc.Close()
-	return u.gather(false)
+	f := u.f
+	if err := u.gather(false); err != nil {
+		return err
+	}
+	k := f.forwardPosition(u)
+	if k+1 < len(f.order) {
+		return f.prefetch(f.order[k+1], false)
+	}
+	return nil
 }
 
 // AfterForward ends the unit's forward: the parameters are freed (under
@@ -226,11 +267,50 @@ func (u *Unit) beforeBackward() {
 	if f.err != nil {
 		return
 	}
-	sc := f.z.rt.OpenScope()
-	defer sc.Close()
 	if err := u.gather(true); err != nil {
 		f.err = err
+		return
 	}
+	// Backward runs the units in reverse forward order: the one before
+	// this one comes next.
+	if k := slices.Index(f.order, u); k > 0 {
+		if err := f.prefetch(f.order[k-1], true); err != nil {
+			f.err = err
+		}
+	}
+}
+
+// forwardPosition is u's place in the order of the units' forwards,
+// recorded during the first forward pass (every rank runs the same
+// model, so the prefetches match across ranks).
+func (f *flatLayout) forwardPosition(u *Unit) int {
+	if k := slices.Index(f.order, u); k >= 0 {
+		return k
+	}
+	if f.ordered {
+		return -1
+	}
+	f.order = append(f.order, u)
+	return len(f.order) - 1
+}
+
+// prefetch starts u's gather when fewer than LimitAllGathers units are
+// gathered or in flight (sealed: for backward).
+func (f *flatLayout) prefetch(u *Unit, sealed bool) error {
+	limit := f.z.opts.LimitAllGathers
+	if limit <= 0 || u.gathered || u.inflight != nil {
+		return nil
+	}
+	busy := 0
+	for _, o := range f.units {
+		if o.gathered || o.inflight != nil {
+			busy++
+		}
+	}
+	if busy >= limit {
+		return nil
+	}
+	return u.startGather(sealed)
 }
 
 // backwardDone frees the unit's parameters once every one of its

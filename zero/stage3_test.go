@@ -1,6 +1,7 @@
 package zero
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,12 @@ import (
 // holds a fraction of the parameter bytes between steps, and reading a
 // parameter outside its unit says why it cannot.
 func TestStage3ShardsParameters(t *testing.T) {
+	for _, limit := range []int{1, 2} {
+		t.Run(fmt.Sprintf("limitAllGathers=%d", limit), func(t *testing.T) { stage3Run(t, limit) })
+	}
+}
+
+func stage3Run(t *testing.T, limit int) {
 	const n = 2
 	w, err := dist.NewWorld(n, dist.Options{})
 	if err != nil {
@@ -46,7 +53,7 @@ func TestStage3ShardsParameters(t *testing.T) {
 					}
 				}
 				before := rt.Stats().LiveBytes
-				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units})
+				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, LimitAllGathers: limit})
 				if err != nil {
 					return err
 				}
@@ -64,11 +71,11 @@ func TestStage3ShardsParameters(t *testing.T) {
 				if _, err := m.Parameters()[0].Float64s(); err == nil || !strings.Contains(err.Error(), "parameter of zero unit 0, which ZeRO stage 3 shards") {
 					t.Errorf("reading a sharded parameter: %v", err)
 				}
-				maxGathered := 0
+				maxGathered, prefetched := 0, 0
 				gathered := func() int {
 					k := 0
 					for _, u := range z.flat.units {
-						if u.gathered {
+						if u.gathered || u.inflight != nil {
 							k++
 						}
 					}
@@ -80,6 +87,9 @@ func TestStage3ShardsParameters(t *testing.T) {
 					for i, l := range m.Layers {
 						u := z.Unit(owner[i])
 						if u != nil {
+							if u.gathered || u.inflight != nil {
+								prefetched++
+							}
 							if err := u.BeforeForward(); err != nil {
 								return err
 							}
@@ -103,8 +113,13 @@ func TestStage3ShardsParameters(t *testing.T) {
 					}
 					sc.Close()
 				}
-				if maxGathered != 1 {
-					t.Errorf("rank %d: up to %d units gathered at once in forward, want 1", rank, maxGathered)
+				if maxGathered != limit {
+					t.Errorf("rank %d: up to %d units gathered or in flight at once in forward, want %d", rank, maxGathered, limit)
+				}
+				// From the second step on, every unit but the first is
+				// prefetched while the one before it computes.
+				if want := (limit - 1) * 2 * (len(units) - 1); prefetched != want {
+					t.Errorf("rank %d: %d forwards found their unit prefetched, want %d", rank, prefetched, want)
 				}
 				if m := z.Memory(); m.OwnedParameters*n > full+int64(4*n*len(units)) {
 					t.Errorf("rank %d owns %d parameter bytes of %d", rank, m.OwnedParameters, full)

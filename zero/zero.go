@@ -49,6 +49,11 @@ type Options struct {
 	// Units are stage 3's units (zero.fullyShard), the root last. Every
 	// parameter of the optimizer must be in exactly one unit.
 	Units []UnitSpec
+	// LimitAllGathers (stage 3) bounds the units gathered or being
+	// gathered at once: while a unit computes, the next one's all-gather
+	// is issued (prefetch, forward and backward) when fewer are; 1 turns
+	// prefetching off. 0 means 2, FSDP's default.
+	LimitAllGathers int
 	// BucketCapMB caps the flat partition's buckets in MiB (default 25):
 	// one reduce-scatter and one all-gather per bucket.
 	BucketCapMB float64
@@ -104,6 +109,12 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	case 1, 2, 3:
 	default:
 		return nil, fmt.Errorf("zero: stage %d is not supported (1: optimizer state, 2: gradients too, 3: parameters too)", opts.Stage)
+	}
+	if opts.LimitAllGathers == 0 {
+		opts.LimitAllGathers = 2
+	}
+	if opts.LimitAllGathers < 0 {
+		return nil, fmt.Errorf("zero: limitAllGathers must be 1 or more, got %d", opts.LimitAllGathers)
 	}
 	if opts.Stage == 3 && len(opts.Units) == 0 {
 		return nil, fmt.Errorf("zero: stage 3 shards the parameters of units: call zero.fullyShard on each block of the model and then on the model itself before making the optimizer")
