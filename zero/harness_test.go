@@ -288,7 +288,7 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 		return nil
 	}
 	if z != nil {
-		err = z.WithFullParams(read)
+		err = z.WithFullParams(false, read)
 	} else {
 		err = read()
 	}

@@ -326,11 +326,12 @@ func (u *Unit) backwardDone() error {
 }
 
 // WithFullParams runs fn with every unit's parameters gathered, then gives
-// their memory back (FSDP's summon_full_params): to read or save the whole
-// model under stage 3. Every rank of the group must call it (it gathers).
-// Changes fn makes to the parameters are not kept; outside stage 3 it
-// just runs fn.
-func (z *Optimizer) WithFullParams(fn func() error) error {
+// their memory back (FSDP's summon_full_params): to read, save or load the
+// whole model under stage 3. With writeBack, what fn wrote into the
+// parameters becomes each rank's slice (a checkpoint loaded into the
+// model); every rank must then write the same values. Every rank of the
+// group must call it (it gathers). Outside stage 3 it just runs fn.
+func (z *Optimizer) WithFullParams(writeBack bool, fn func() error) error {
 	if z.flat == nil || len(z.flat.units) == 0 {
 		return fn()
 	}
@@ -338,13 +339,21 @@ func (z *Optimizer) WithFullParams(fn func() error) error {
 	defer sc.Close()
 	var was []bool
 	for _, u := range z.flat.units {
-		was = append(was, u.gathered)
+		was = append(was, u.gathered || u.inflight != nil)
 		if err := u.gather(false); err != nil {
 			return err
 		}
 	}
 	err := fn()
+	me := z.pg.Rank()
 	for i, u := range z.flat.units {
+		if writeBack && err == nil {
+			for _, b := range u.buckets {
+				if err = b.shard.CopyFrom(b.buf.Narrow(0, me*b.slice, b.slice)); err != nil {
+					break
+				}
+			}
+		}
 		if !was[i] {
 			if rerr := u.reshard(); err == nil {
 				err = rerr

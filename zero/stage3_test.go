@@ -124,9 +124,37 @@ func stage3Run(t *testing.T, limit int) {
 				if m := z.Memory(); m.OwnedParameters*n > full+int64(4*n*len(units)) {
 					t.Errorf("rank %d owns %d parameter bytes of %d", rank, m.OwnedParameters, full)
 				}
-				return z.WithFullParams(func() error {
-					_, err := m.Parameters()[0].Float64s()
+				// Values written with writeBack are the parameters from
+				// then on; without it they are not kept.
+				fill := func(v float64, writeBack bool) error {
+					return z.WithFullParams(writeBack, func() error {
+						for _, p := range m.Parameters() {
+							if err := p.Fill(v); err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				}
+				if err := fill(0.5, true); err != nil {
 					return err
+				}
+				if err := fill(7, false); err != nil {
+					return err
+				}
+				return z.WithFullParams(false, func() error {
+					for _, p := range m.Parameters() {
+						v, err := p.Float64s()
+						if err != nil {
+							return err
+						}
+						for _, x := range v {
+							if x != 0.5 {
+								return fmt.Errorf("a parameter reads %v after a write-back of 0.5", x)
+							}
+						}
+					}
+					return nil
 				})
 			}()
 		})
