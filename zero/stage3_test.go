@@ -127,13 +127,15 @@ func stage3Run(t *testing.T, limit int) {
 				// Values written with writeBack are the parameters from
 				// then on; without it they are not kept.
 				fill := func(v float64, writeBack bool) error {
-					return z.WithFullParams(writeBack, func() error {
-						for _, p := range m.Parameters() {
-							if err := p.Fill(v); err != nil {
-								return err
+					return z.WithFullParams(writeBack, func() (err error) {
+						rt.NoGrad(func() {
+							for _, p := range m.Parameters() {
+								if err = p.Fill(v); err != nil {
+									return
+								}
 							}
-						}
-						return nil
+						})
+						return err
 					})
 				}
 				if err := fill(0.5, true); err != nil {
