@@ -80,12 +80,13 @@ func (r *Runtime) checkpointModule() *goja.Object {
 func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	const fn = "checkpoint.Manager"
 	dir := r.pathArg(fn, call.Argument(0))
-	ops := r.options(call, 1)
+	// Unknown keys first: { stat: ... } is a misspelled state, not a
+	// missing one.
+	ops := r.optionsOf(fn, call, 1, "state", "every", "keep")
 	state := optValue(ops, "state")
 	if _, ok := state.(*goja.Object); !ok {
 		r.throwf("%s: options.state must be the object of what to save ({ model, optimizer, ... }), got %s", fn, describe(state))
 	}
-	r.checkKeys(fn, ops, "state", "every", "keep")
 	every := r.optInt(fn, ops, "every", 0)
 	keep := r.optInt(fn, ops, "keep", 0)
 	if every < 0 || keep < 0 {

@@ -13,11 +13,12 @@ import (
 	"github.com/zeroeng/zeroeng/zero"
 )
 
-// nativeDDP adds native.ddp(namedParameters, options), the Go reducer under
-// nn.parallel.DistributedDataParallel (prelude.js): options are
-// bucketCapMB, firstBucketCapMB, gradientAsBucketView,
-// findUnusedParameters and processGroup (a group from dist.newGroup; the
-// group of all ranks by default).
+// nativeDDP adds native.ddp(namedParameters, options, namedBuffers), the
+// Go reducer under nn.parallel.DistributedDataParallel (prelude.js):
+// options are bucketCapMB, firstBucketCapMB, gradientAsBucketView,
+// findUnusedParameters, staticGraph, broadcastBuffers (rank 0's buffers
+// before every forward; true by default) and processGroup (a group from
+// dist.newGroup; the group of all ranks by default).
 func (r *Runtime) nativeDDP(native *goja.Object) {
 	// asWorldGroup(obj) makes the dist module that scripts see a handle on
 	// the group of all ranks, as dist.newGroup's objects are on theirs.

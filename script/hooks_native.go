@@ -31,8 +31,10 @@ const maxHookTimeoutMs = 24 * 60 * 60 * 1000
 
 // wasmHook makes this rank's instance of the Wasm hook described by the
 // object hooks.wasm(path, options) returned: options are memoryLimitMB,
-// timeoutMs, onError ("abort" or "fallback") and config (a string, or a
-// value passed as JSON).
+// timeoutMs, onError ("abort" or "fallback"), config (a string, or a
+// value passed as JSON) and trusted (compiled without loop checks: faster,
+// but a call cannot be interrupted, so it excludes timeoutMs); all but
+// config default to zeroeng run's --hook-* flags.
 func (r *Runtime) wasmHook(pg dist.ProcessGroup, o *goja.Object) ddp.CommHook {
 	const fn = "hooks.wasm"
 	path := o.Get("path").String()

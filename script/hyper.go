@@ -73,6 +73,19 @@ var optimizerOptions = map[optim.Kind][]string{
 	optim.Adamax:  {"lr", "betas", "eps", "weightDecay", "maximize"},
 }
 
+// allOptimizerOptions are the keys of every built-in optimizer, once each.
+func allOptimizerOptions() []string {
+	var out []string
+	for _, kind := range optim.Kinds {
+		for _, k := range optimizerOptions[kind] {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}
+
 func hyperParamNamed(name string) (hyperParam, bool) {
 	for _, h := range hyperParams {
 		if h.name == name {

@@ -76,13 +76,12 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	})
 	r.fn(F, "embedding", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.embedding"
-		pad := int64(-1)
-		if o := opt(fn, call, 2, "paddingIdx"); o != nil {
-			if v := optValue(o, "paddingIdx"); v != nil {
-				pad = int64(r.intValue(fn, "paddingIdx", v))
-			}
+		idx, w := r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "weight", call.Argument(1))
+		pad := int64(-1) // the engine's "no padding row"
+		if v := optValue(opt(fn, call, 2, "paddingIdx"), "paddingIdx"); v != nil && w.Dim() > 0 {
+			pad = int64(r.paddingIdx(fn, v, w.Shape()[0]))
 		}
-		return r.wrap(tensor.Embedding(r.unwrap(fn, "input", call.Argument(0)), r.unwrap(fn, "weight", call.Argument(1)), pad))
+		return r.wrap(tensor.Embedding(idx, w, pad))
 	})
 	r.fn(F, "dropout", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.functional.dropout"
@@ -161,10 +160,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		w := make([]float32, num*dim)
 		rand.EmbeddingInit(r.rt.Generator(), w, num, dim)
 		if v := call.Argument(2); !isMissing(v) {
-			pad := r.intValue(fn, "paddingIdx", v)
-			if pad < 0 || pad >= num {
-				r.throwf("%s: paddingIdx %d must be within numEmbeddings %d", fn, pad, num)
-			}
+			pad := r.paddingIdx(fn, v, num)
 			clear(w[pad*dim : (pad+1)*dim])
 		}
 		return r.wrap(r.rt.FromFloat32s(w, num, dim))
@@ -233,33 +229,34 @@ func (r *Runtime) normTypeArg(fn string, v goja.Value) float64 {
 
 // moduleTo(entries, arg) is Module.to: entries are [name, tensor] pairs
 // (parameters, then buffers); arg is a dtype ("bfloat16"), a device, or
-// {dtype}. Floating-point entries are converted in place (module.to keeps
-// every parameter's identity, so optimizers made before still hold them).
-// Each rank's tensors already live on its device: a device of that kind
-// ("cuda" on a cuda:3 rank) is accepted and changes nothing.
+// { dtype, device }. Floating-point entries are converted in place
+// (module.to keeps every parameter's identity, so optimizers made before
+// still hold them). Each rank's tensors already live on its device: a
+// device of that kind ("cuda" on a cuda:3 rank) is accepted and changes
+// nothing (sameDevice).
 func (r *Runtime) moduleTo(call goja.FunctionCall) goja.Value {
 	const fn = "Module.to"
-	arg := call.Argument(1)
-	if o, ok := arg.(*goja.Object); ok && !r.isTensor(arg) {
-		if _, isArr := o.Export().([]any); !isArr {
-			arg = optValue(o, "dtype")
+	dtArg, dev := call.Argument(1), goja.Value(nil)
+	if o := r.optionsOf(fn, call, 1, "dtype", "device"); o != nil {
+		dtArg, dev = optValue(o, "dtype"), optValue(o, "device")
+		if dtArg == nil && dev == nil {
+			r.throwf("%s: expects a dtype (\"bfloat16\"), a device or { dtype, device }, got an object with neither", fn)
 		}
-	}
-	if isMissing(arg) {
+	} else if isMissing(dtArg) {
 		r.throwf("%s: expects a dtype (\"bfloat16\") or a device", fn)
+	} else if isDeviceName(dtArg.String()) {
+		dtArg, dev = nil, dtArg
 	}
-	s := arg.String()
+	if dev != nil {
+		r.sameDevice(fn, dev, r.rt.Device().String())
+	}
+	if dtArg == nil {
+		return goja.Undefined()
+	}
+	s := dtArg.String()
 	dt, ok := dtype.Parse(s)
 	if !ok {
-		here := r.rt.Device().String()
-		kind, _, _ := strings.Cut(here, ":")
-		if want, _, _ := strings.Cut(s, ":"); want == kind {
-			return call.Argument(0)
-		}
-		if s == "cpu" || strings.HasPrefix(s, "cuda") {
-			r.throwf("%s(%q): this rank runs on %s; tensors live on the rank's device (zeroeng run --device)", fn, s, here)
-		}
-		r.throwf("%s: unknown dtype or device %s", fn, describe(arg))
+		r.throwf("%s: unknown dtype %s (float32, float64, bfloat16, float16)", fn, describe(dtArg))
 	}
 	if !dt.IsFloat() {
 		r.throwf("%s(%q): only a floating-point dtype converts a module", fn, s)
@@ -285,6 +282,42 @@ func (r *Runtime) moduleTo(call goja.FunctionCall) goja.Value {
 		}
 	}
 	return goja.Undefined()
+}
+
+// paddingIdx is the padding row v of an embedding of num rows, as
+// PyTorch's F.embedding and nn.Embedding read padding_idx: a negative one
+// counts from the end (padding_idx + num_embeddings); out of range is an
+// error.
+func (r *Runtime) paddingIdx(fn string, v goja.Value, num int) int {
+	pad := r.intValue(fn, "paddingIdx", v)
+	if pad < -num || pad >= num {
+		r.throwRangef("%s: paddingIdx %d must be within numEmbeddings %d (from %d to %d)", fn, pad, num, -num, num-1)
+	}
+	if pad < 0 {
+		pad += num
+	}
+	return pad
+}
+
+// isDeviceName reports whether s names a device ("cpu", "cuda", "cuda:1").
+func isDeviceName(s string) bool {
+	kind, _, _ := strings.Cut(s, ":")
+	return kind == "cpu" || kind == "cuda"
+}
+
+// sameDevice checks that the device v of fn is one of the kind of here,
+// the device a rank's tensors live on ("cuda" or "cuda:0" on a cuda:3
+// rank, as Module.to has always taken them): tensors do not move between
+// devices, so any other device is an error, never a silent no-op.
+func (r *Runtime) sameDevice(fn string, v goja.Value, here string) {
+	s := v.String()
+	if !isDeviceName(s) {
+		r.throwf("%s: unknown device %s (\"cpu\", \"cuda\", \"cuda:0\", ...)", fn, describe(v))
+	}
+	kind, _, _ := strings.Cut(here, ":")
+	if want, _, _ := strings.Cut(s, ":"); want != kind {
+		r.throwf("%s(%q): this rank runs on %s; tensors live on the rank's device (zeroeng run --device)", fn, s, here)
+	}
 }
 
 // loadStateDict(own, sd, strict): own maps a module's names to its tensors,

@@ -27,6 +27,9 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 		const fn = "optim.lrScheduler.StepLR"
 		opt := r.optimizerArg(fn, call.Argument(0))
 		ops := r.optionsOf(fn, call, 1, "stepSize", "gamma")
+		if ops != nil && optValue(ops, "stepSize") == nil {
+			r.throwf("%s: stepSize is required (PyTorch's step_size has no default)", fn)
+		}
 		stepSize := r.optInt(fn, ops, "stepSize", 0)
 		if ops == nil {
 			stepSize = r.intValue(fn, "stepSize", call.Argument(1))
@@ -61,6 +64,11 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 		const fn = "optim.lrScheduler.WarmupCosine"
 		opt := r.optimizerArg(fn, call.Argument(0))
 		ops := r.optionsOf(fn, call, 1, "warmup", "total", "minRatio")
+		if optValue(ops, "total") == nil {
+			// Without it the schedule would end at step 0: lr·minRatio
+			// (0 by default) from the first step.
+			r.throwf("%s(optimizer, { warmup, total, minRatio }): total is required (the step at which the cosine reaches minRatio·lr)", fn)
+		}
 		s, err := optim.NewWarmupCosine(opt, r.optInt(fn, ops, "warmup", 0), r.optInt(fn, ops, "total", 0), r.optNumber(fn, ops, "minRatio", 0))
 		if err != nil {
 			r.throw(err)

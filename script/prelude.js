@@ -135,7 +135,10 @@
     }
     eval() { return this.train(false); }
 
+    // zeroGrad(setToNone = false), or zeroGrad({ setToNone }), as PyTorch
+    // 1.13's (set_to_none=False).
     zeroGrad(setToNone = false) {
+      if (setToNone !== null && typeof setToNone === 'object') ({ setToNone = false } = options('Module.zeroGrad', setToNone, 'setToNone'));
       tensor.noGrad(() => {
         for (const p of this.parameters()) {
           if (setToNone) p.grad = null;
@@ -151,7 +154,8 @@
     }
 
     // to(dtype) converts floating-point parameters and buffers in place
-    // (each keeps its identity); to(device) accepts the rank's own device.
+    // (each keeps its identity); to(device) accepts the rank's own device;
+    // to({ dtype, device }) does both (checked in Go, native.moduleTo).
     // A bfloat16 model trains with float32 master weights in the optimizer.
     to(arg) {
       native.moduleTo([...this.namedParameters(), ...this.namedBuffers()], arg);
@@ -227,8 +231,11 @@
   class Embedding extends Module {
     constructor(numEmbeddings, embeddingDim, opts = {}) {
       super();
-      const paddingIdx = options('nn.Embedding', opts, 'paddingIdx').paddingIdx ?? null;
+      let paddingIdx = options('nn.Embedding', opts, 'paddingIdx').paddingIdx ?? null;
       this.weight = Parameter(native.embeddingInit(numEmbeddings, embeddingDim, paddingIdx));
+      // As PyTorch's: a negative paddingIdx (checked in range by
+      // embeddingInit) counts from the end and is kept as the row it names.
+      if (paddingIdx !== null && paddingIdx < 0) paddingIdx += numEmbeddings;
       hidden(this, 'numEmbeddings', numEmbeddings);
       hidden(this, 'embeddingDim', embeddingDim);
       hidden(this, 'paddingIdx', paddingIdx);
@@ -275,10 +282,13 @@
     extraRepr() { return `p=${this.p}, inplace=False`; }
   }
 
-  const activation = (name, f, repr = () => '') => {
+  // activation makes a layer that applies f(x, ...args) with the
+  // constructor's arguments; check(...args), when given, checks them at
+  // construction, not at the first forward.
+  const activation = (name, f, repr = () => '', check = () => {}) => {
     const Cls = {
       [name]: class extends Module {
-        constructor(...args) { super(); hidden(this, 'args', args); }
+        constructor(...args) { super(); check(...args); hidden(this, 'args', args); }
         forward(x) { return f(x, ...this.args); }
         extraRepr() { return repr(...this.args); }
       },
@@ -384,8 +394,11 @@
     postLocalSGDHook: builtinHook('postLocalSGD'),
     // PostLocalSGDState({ startLocalSGDIter, subgroup, postLocalGradientAllreduce }):
     // without a subgroup, the ranks of this rank's node (dist.newSubgroups()).
+    // Anything but an options object goes to native.postLocalSGDState as
+    // is, which names what it got.
     PostLocalSGDState: (options = {}) => native.postLocalSGDState(
-      options.subgroup === undefined && options.postLocalGradientAllreduce !== false
+      options !== null && typeof options === 'object' && !Array.isArray(options) && !tensor.isTensor(options) &&
+        options.subgroup === undefined && options.postLocalGradientAllreduce !== false
         ? { ...options, subgroup: newSubgroups()[0] } : options),
     PowerSGDState: (options = {}) => native.powerSGDState(options),
     fp16CompressWrapper: hook => builtinHook('fp16Wrapper', { inner: hook }),
@@ -417,8 +430,9 @@
     CrossEntropyLoss: callable(CrossEntropyLoss),
     MSELoss: callable(MSELoss),
     ReLU: activation('ReLU', x => x.relu()),
-    GELU: activation('GELU', (x, a) => x.gelu(typeof a === 'object' ? a : { approximate: a ?? 'none' }),
-      a => { const s = typeof a === 'object' ? a.approximate : a; return s && s !== 'none' ? `approximate='${s}'` : ''; }),
+    GELU: activation('GELU', (x, a) => x.gelu(a !== null && typeof a === 'object' ? a : { approximate: a ?? 'none' }),
+      a => { const s = a !== null && typeof a === 'object' ? a.approximate : a; return s && s !== 'none' ? `approximate='${s}'` : ''; },
+      a => { if (a !== null && typeof a === 'object') options('nn.GELU', a, 'approximate'); }),
     SiLU: activation('SiLU', x => x.silu()),
     Tanh: activation('Tanh', x => x.tanh()),
     Sigmoid: activation('Sigmoid', x => x.sigmoid()),
@@ -488,7 +502,9 @@
 
     // zeroGrad(setToNone = false), or zeroGrad({ setToNone }), as PyTorch 1.13's.
     zeroGrad(setToNone = false) {
-      if (setToNone !== null && typeof setToNone === 'object') setToNone = Boolean(setToNone.setToNone);
+      if (setToNone !== null && typeof setToNone === 'object') {
+        ({ setToNone = false } = options(`${this.constructor.name}.zeroGrad`, setToNone, 'setToNone'));
+      }
       for (const g of this.paramGroups) {
         for (const p of g.params) {
           if (!p.grad) continue;
@@ -554,12 +570,21 @@
   // class over its own parameters (this.optim), and a step runs it, then
   // broadcasts every parameter from its owner. Its paramGroups are the
   // global groups; their options (a scheduler's lr) reach the local
-  // optimizer at every step.
+  // optimizer at every step. ZeRO's keys (native.zero.optionKeys, Go's
+  // zeroOptionKeys) are its own; every other key goes to the class as its
+  // defaults. logMemory logs what the built-in ZeRO logs after the first
+  // step (memory()).
   class ShardedOptimizer extends Optimizer {
     constructor(params, options) {
-      const { optimizer: Cls, processGroup, logMemory, partition = 'greedy', stage = 1, overlapWithDDP = false,
-        parametersAsBucketView = false, bucketCapMB, ...defaults } = options;
+      const { optimizer: Cls, processGroup, logMemory = true, partition = 'greedy', stage = 1, overlapWithDDP = false,
+        parametersAsBucketView = false, bucketCapMB } = options;
       const fn = `zero.ZeroRedundancyOptimizer(${Cls.name || 'optimizer class'})`;
+      const handled = ['optimizer', 'processGroup', 'logMemory', 'partition', 'stage', 'overlapWithDDP', 'parametersAsBucketView', 'bucketCapMB'];
+      const defaults = {};
+      for (const [k, v] of Object.entries(options)) {
+        if (!native.zero.optionKeys.includes(k)) defaults[k] = v;
+        else if (!handled.includes(k)) throw new RangeError(`${fn}: ${k} is not supported with an optimizer class; use a built-in optimizer ("adamw", ...) for it`);
+      }
       if (partition !== 'greedy' || (stage !== 1 && stage !== 0) || overlapWithDDP || parametersAsBucketView || bucketCapMB !== undefined) {
         throw new RangeError(`${fn}: an optimizer class runs over whole parameters: the greedy partition of stage 1, without overlapWithDDP, parametersAsBucketView or bucketCapMB (those update slices of flat buckets in Go; use a built-in optimizer for them)`);
       }
@@ -567,11 +592,33 @@
       this._pg = processGroup ?? dist;
       this._owner = new Map();
       hidden(this, '__joinStep', () => this.step()); // dist.join's step on a rank that ran out of inputs
+      hidden(this, '_logMemory', Boolean(logMemory));
+      hidden(this, '_steps', 0);
       this._partition();
       const local = this._localGroups();
       this.optim = new Cls(local, defaults);
       if (typeof this.optim.step !== 'function' || !Array.isArray(this.optim.paramGroups)) {
         throw new TypeError(`${fn}: the optimizer class must build an object with step() and paramGroups, as optim.Optimizer's subclasses do`);
+      }
+      ShardedOptimizer._checkSpellings(fn, Object.keys(defaults), this.optim.defaults);
+    }
+
+    // _checkSpellings: the class decides which options it takes (it gets
+    // every key that is not ZeRO's), so a key of its own cannot be told
+    // from a mistake by its name alone. What can be told, and is an
+    // error, is another spelling of a key that ZeRO or the class's
+    // defaults have: weight_decay where the defaults hold weightDecay (or
+    // the other way round), logmemory for logMemory. "Another spelling"
+    // is simply the same letters once underscores and case are dropped;
+    // near spellings by edit distance are not errors here, since a
+    // class's own keys may well be near each other (beta1, beta2).
+    static _checkSpellings(fn, keys, classDefaults) {
+      const known = [...native.zero.optionKeys];
+      if (classDefaults !== null && typeof classDefaults === 'object') known.push(...Object.keys(classDefaults));
+      const norm = k => k.replace(/_/g, '').toLowerCase();
+      for (const k of keys) {
+        const meant = known.find(c => c !== k && norm(c) === norm(k));
+        if (meant !== undefined) throw new TypeError(`${fn}: unknown option "${k}" (did you mean ${meant}?)`);
       }
     }
 
@@ -619,7 +666,37 @@
         for (const w of works) w.wait();
       });
       ShardedOptimizer._syncGroups(this.optim.paramGroups, this.paramGroups);
+      if (++this._steps === 1 && this._logMemory) {
+        // What sharding saved, once per rank, as the built-in ZeRO logs it.
+        const m = this.memory();
+        const mib = b => `${(b / 2 ** 20).toFixed(2)} MiB`;
+        console.error(`zero: rank ${this.rank} of ${this.worldSize} (stage 1, greedy partition) holds parameters ${mib(m.parameters)}, gradients ${mib(m.gradients)}, optimizer state ${mib(m.optimizerState)}`);
+      }
       return loss;
+    }
+
+    // memory(): this rank's bytes, as the built-in ZeRO's memory(): every
+    // parameter and gradient (stage 1 keeps them all), the parameters it
+    // updates, and the tensors of the local optimizer's state (this.state
+    // of an optim.Optimizer).
+    memory() {
+      const size = { float32: 4, float64: 8, bfloat16: 2, float16: 2, int64: 8, int32: 4, uint8: 1, bool: 1 };
+      const bytes = t => t.numel() * size[t.dtype];
+      const m = { parameters: 0, gradients: 0, optimizerState: 0, ownedParameters: 0 };
+      for (const g of this.paramGroups) {
+        for (const p of g.params) {
+          m.parameters += bytes(p);
+          if (p.grad) m.gradients += bytes(p.grad);
+          if (this._owner.get(p) === this.rank) m.ownedParameters += bytes(p);
+        }
+      }
+      if (this.optim.state instanceof Map) {
+        for (const s of this.optim.state.values()) {
+          for (const v of Object.values(s ?? {})) if (tensor.isTensor(v)) m.optimizerState += bytes(v);
+        }
+      }
+      m.total = m.parameters + m.gradients + m.optimizerState;
+      return m;
     }
 
     // clipGradNorm_ clips every parameter's gradient (each rank holds them

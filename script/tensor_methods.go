@@ -233,21 +233,32 @@ var tensorMethods = map[string]method{
 	},
 
 	// Types.
-	"to": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
-		v := call.Argument(0)
-		if o := r.optionsOf("tensor.to", call, 0, "dtype", "device"); o != nil {
-			v = optValue(o, "dtype")
-			if d := optValue(o, "device"); v == nil && d != nil {
-				v = d
+	// to(dtype), to(device) or to({ dtype, device }): a device may only be
+	// the tensor's own (every tensor of a rank lives on the rank's device,
+	// sameDevice), and then, without a dtype, to returns the tensor itself,
+	// as PyTorch does when nothing changes.
+	"to": func(r *Runtime, j *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
+		const fn = "tensor.to"
+		var dt, dev goja.Value
+		if o := r.optionsOf(fn, call, 0, "dtype", "device"); o != nil {
+			dt, dev = optValue(o, "dtype"), optValue(o, "device")
+		} else if v := call.Argument(0); !isMissing(v) {
+			if isDeviceName(v.String()) {
+				dev = v
+			} else {
+				dt = v
 			}
 		}
-		if isMissing(v) {
-			r.throwf("tensor.to: expects a dtype (\"bfloat16\") or a device, got none")
+		if dt == nil && dev == nil {
+			r.throwf("%s: expects a dtype (\"bfloat16\"), a device or { dtype, device }, got none", fn)
 		}
-		if s := v.String(); s == "cpu" || s == "cpu:0" {
-			return r.wrap(t.Detach()) // already there
+		if dev != nil {
+			r.sameDevice(fn, dev, t.Device().String())
 		}
-		return r.wrap(t.To(r.dtypeValue("tensor.to", v, t.DType())))
+		if dt == nil {
+			return j.obj
+		}
+		return r.wrap(t.To(r.dtypeValue(fn, dt, t.DType())))
 	},
 	"float":    castMethod(dtype.Float32),
 	"double":   castMethod(dtype.Float64),

@@ -174,14 +174,28 @@ func (r *Runtime) tensorModule() *goja.Object {
 		o := r.optionsOf("tensor.full", call, 2, "dtype", "requiresGrad")
 		return r.wrap(r.requiresGrad("tensor.full", o, r.rt.Full(r.dtypeValue("tensor.full", optValue(o, "dtype"), dtype.Float32), value, shape...)))
 	})
-	like := func(name string, f func(t *tensor.Tensor) *tensor.Tensor) {
+	// zerosLike(t, { dtype, requiresGrad }) and the others: t's shape, and
+	// t's dtype unless dtype says otherwise (torch.zeros_like's keywords).
+	like := func(name string, f func(t *tensor.Tensor) *tensor.Tensor, fresh func(dt dtype.DType, s []int) *tensor.Tensor) {
 		r.fn(m, name, func(call goja.FunctionCall) goja.Value {
-			return r.wrap(f(r.unwrap("tensor."+name, "input", call.Argument(0))))
+			fn := "tensor." + name
+			t := r.unwrap(fn, "input", call.Argument(0))
+			o := r.optionsOf(fn, call, 1, "dtype", "requiresGrad")
+			if o == nil && !isMissing(call.Argument(1)) {
+				r.throwf("%s(input, options): options must be an object { dtype, requiresGrad }, got %s", fn, describe(call.Argument(1)))
+			}
+			var out *tensor.Tensor
+			if dt := r.dtypeValue(fn, optValue(o, "dtype"), t.DType()); dt != t.DType() {
+				out = fresh(dt, t.Shape())
+			} else {
+				out = f(t)
+			}
+			return r.wrap(r.requiresGrad(fn, o, out))
 		})
 	}
-	like("zerosLike", tensor.ZerosLike)
-	like("onesLike", tensor.OnesLike)
-	like("emptyLike", tensor.EmptyLike)
+	like("zerosLike", tensor.ZerosLike, func(dt dtype.DType, s []int) *tensor.Tensor { return r.rt.Zeros(dt, s...) })
+	like("onesLike", tensor.OnesLike, func(dt dtype.DType, s []int) *tensor.Tensor { return r.rt.Ones(dt, s...) })
+	like("emptyLike", tensor.EmptyLike, func(dt dtype.DType, s []int) *tensor.Tensor { return r.rt.Empty(dt, s...) })
 	r.fn(m, "arange", func(call goja.FunctionCall) goja.Value {
 		const fn = "tensor.arange"
 		var nums []float64

@@ -25,6 +25,9 @@ var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView"
 func (r *Runtime) nativeZero(native *goja.Object) {
 	o := r.vm.NewObject()
 	must(native.Set("zero", o))
+	// optionKeys: ZeRO's own keys, which the class form (prelude.js's
+	// ShardedOptimizer) keeps from the optimizer class's defaults.
+	must(o.Set("optionKeys", slices.Clone(zeroOptionKeys)))
 	// greedyPartition(sizes, ranks): the owner rank of every parameter of
 	// every group (sizes[g][i] elements), PyTorch's greedy partition, for
 	// ZeRO over an optimizer class written in JavaScript (prelude.js).
@@ -45,6 +48,9 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 		ops := r.options(call, 1)
 		name := optString(ops, "optimizer", "")
 		if name == "" {
+			// An unknown key first: { optimzer: "adamw" } is a misspelled
+			// optimizer, not a missing one.
+			r.checkKeys(fn, ops, slices.Concat(zeroOptionKeys, allOptimizerOptions(), implementationSwitches)...)
 			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\", \"sgd\", \"rmsprop\", \"adagrad\", \"adamax\" or an optimizer class (a subclass of optim.Optimizer)", fn)
 		}
 		kind, err := optim.ParseKind(name)
