@@ -799,7 +799,31 @@
     if (typeof hook !== 'function') throw new TypeError(`zero.${name}: the first argument must be a comm hook (for example dist.commHooks.allreduceHook)`);
     return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, interleaved });
   };
+  // zero.fullyShard(module, { reshardAfterForward = true }) marks module as
+  // a ZeRO stage-3 unit (FSDP2's fully_shard): call it on each block, then
+  // on the model, whose unit takes the parameters no block has (give the
+  // root reshardAfterForward: false, its backward comes first). A
+  // ZeroRedundancyOptimizer with stage: 3 then shards every unit's
+  // parameters and gathers each just in time around its forward and
+  // backward, with the next unit's gather prefetched.
+  function fullyShard(module, opts) {
+    if (!(module instanceof Module)) throw new TypeError('zero.fullyShard: expects an nn.Module');
+    const { reshardAfterForward = true } = options('zero.fullyShard', opts, 'reshardAfterForward');
+    if (module._zeroUnit !== undefined) throw new Error(`zero.fullyShard: this ${module.constructor.name} is a unit already`);
+    const id = native.zero.unit(module.parameters(), reshardAfterForward !== false);
+    hidden(module, '_zeroUnit', id);
+    const inner = module.forward;
+    hidden(module, 'forward', function (...args) {
+      native.zero.beforeForward(id);
+      const out = inner.apply(this, args);
+      native.zero.afterForward(id, out);
+      return out;
+    });
+    return module;
+  }
+
   const zero = Object.freeze({
+    fullyShard,
     ZeroRedundancyOptimizer: function ZeroRedundancyOptimizer(params, options) {
       if (options && typeof options.optimizer === 'function') return new ShardedOptimizer(Array.from(params), options);
       return native.zero.ZeroRedundancyOptimizer(Array.from(params), options);

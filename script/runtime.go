@@ -30,6 +30,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/trace"
 	"github.com/zeroeng/zeroeng/hooks/wasm"
 	"github.com/zeroeng/zeroeng/internal/safefile"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // Options configure a Runtime.
@@ -96,6 +97,13 @@ type Runtime struct {
 	wasmHooks []*wasm.Hook
 
 	ddps []*ddp.DDP // the models the script wrapped, finished at its end
+
+	// ZeRO stage 3 (zero_stage3.go): the units zero.fullyShard marked, the
+	// unit of each of their parameters, and the stage-3 optimizer that
+	// shards them once it is made.
+	zeroUnits []zero.UnitSpec
+	unitOf    map[*tensor.Tensor]int
+	stage3    *zero.Optimizer
 
 	// required records the files loaded through require (their line 1 is
 	// shifted by the module wrapper) and the last module asked for.

@@ -15,7 +15,7 @@ import (
 
 // zeroOptionKeys are ZeroRedundancyOptimizer's own options; every other
 // key is a hyper-parameter of the wrapped optimizer.
-var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory"}
+var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory", "limitAllGathers"}
 
 // nativeZero adds native.zero.ZeroRedundancyOptimizer(params, options),
 // under zero.ZeroRedundancyOptimizer in prelude.js. The optimizer object
@@ -25,6 +25,7 @@ var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView"
 func (r *Runtime) nativeZero(native *goja.Object) {
 	o := r.vm.NewObject()
 	must(native.Set("zero", o))
+	r.nativeStage3(o)
 	// optionKeys: ZeRO's own keys, which the class form (prelude.js's
 	// ShardedOptimizer) keeps from the optimizer class's defaults.
 	must(o.Set("optionKeys", slices.Clone(zeroOptionKeys)))
@@ -79,9 +80,19 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 			Stage:                  r.optInt(fn, ops, "stage", 1),
 			BucketCapMB:            optFloat(ops, "bucketCapMB", 0),
 			OverlapWithDDP:         optBool(ops, "overlapWithDDP", false),
+			LimitAllGathers:        r.optInt(fn, ops, "limitAllGathers", 0),
+		}
+		if opts.Stage == 3 {
+			if r.stage3 != nil {
+				r.throwf("%s: this script has a stage-3 optimizer already (one shards the units zero.fullyShard marked)", fn)
+			}
+			opts.Units = r.zeroUnits
 		}
 		pg := r.processGroupOption(fn, ops)
 		z := r.newZero(fn, pg, kind, defaults, opts, call.Argument(0))
+		if opts.Stage == 3 {
+			r.stage3 = z
+		}
 		return r.zeroObject(z, pg, optBool(ops, "logMemory", true))
 	})
 }
@@ -144,7 +155,33 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 	obj := r.optimizerObject(z)
 	o := z.Options()
 	must(obj.Set("options", map[string]any{"partition": o.Partition, "stage": o.Stage,
-		"parametersAsBucketView": o.ParametersAsBucketView, "overlapWithDDP": o.OverlapWithDDP, "bucketCapMB": o.BucketCapMB}))
+		"parametersAsBucketView": o.ParametersAsBucketView, "overlapWithDDP": o.OverlapWithDDP, "bucketCapMB": o.BucketCapMB,
+		"limitAllGathers": o.LimitAllGathers}))
+	// withFullParams(fn, { writeBack }): under stage 3, fn runs with the
+	// whole model gathered (to read, save or load its weights; with
+	// writeBack, what fn writes into the parameters is kept); every rank
+	// must call it. Elsewhere it just runs fn. Returns fn's value.
+	r.fn(obj, "withFullParams", func(call goja.FunctionCall) goja.Value {
+		const fn = "zopt.withFullParams"
+		f, ok := goja.AssertFunction(call.Argument(0))
+		if !ok {
+			r.throwf("%s(fn): fn must be a function, got %s", fn, describe(call.Argument(0)))
+		}
+		writeBack := optBool(r.optionsOf(fn, call, 1, "writeBack"), "writeBack", false)
+		var out goja.Value
+		var jsErr error
+		err := z.WithFullParams(writeBack, func() error {
+			out, jsErr = f(goja.Undefined())
+			return jsErr // nothing is written back after a failure
+		})
+		if jsErr != nil {
+			panic(jsErr) // the script's own exception, as it was thrown
+		}
+		if err != nil {
+			r.throw(err)
+		}
+		return out
+	})
 	steps := 0
 	warned := false
 	step := func() error {

@@ -345,3 +345,64 @@ console.log(JSON.stringify(net.parameters().map(p => p.toArray().flat())));`
 		}
 	}
 }
+
+// TestZeroStage3FromJS: zero.fullyShard on each layer and then the model,
+// and a stage-3 ZeroRedundancyOptimizer, train the same weights as one
+// rank on the whole batch; outside withFullParams a parameter cannot be
+// read, and says why.
+func TestZeroStage3FromJS(t *testing.T) {
+	plain := strings.NewReplacer("WRAP", "model = net", "OPT", `opt = optim.AdamW(net.parameters(), { lr: 0.01 })`, "SETUP", "", "CHECK", "", "STEP", plainStep).Replace(zeroScript)
+	want, err := runJob(t, 1, plain, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const print = `console.log(JSON.stringify(net.parameters().map(p => p.toArray().flat())));`
+	check := `let why = "";
+try { net[0].weight.toArray(); } catch (e) { why = e.message; }
+if (!why.includes("parameter of zero unit 0, which ZeRO stage 3 shards")) throw new Error("reading a sharded parameter: " + why);
+opt.withFullParams(() => { ` + print + ` });`
+	// The template declares "const OPT;": the units are marked in a comma
+	// expression before the optimizer is made.
+	units := `zero.fullyShard(net[0]), zero.fullyShard(net[2]), zero.fullyShard(net, { reshardAfterForward: false }),`
+	zopt := func(extra string) string {
+		return `opt = (` + units + ` zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", lr: 0.01, logMemory: false, stage: 3` + extra + ` }))`
+	}
+	for _, c := range []struct{ name, opt, step string }{
+		{"units", zopt(""), plainStep},
+		{"no prefetch", zopt(", limitAllGathers: 1"), plainStep},
+		{"kept until backward", strings.ReplaceAll(zopt(""), "zero.fullyShard(net[0])", "zero.fullyShard(net[0], { reshardAfterForward: false })"), plainStep},
+		{"groups and a closure", `opt = (` + units + ` zero.ZeroRedundancyOptimizer([{ params: net.parameters().slice(0, 2) }, { params: net.parameters().slice(2), lr: 0.01 }], { optimizer: "adamw", lr: 0.01, logMemory: false, stage: 3 })); const closure = true`, closureStep},
+	} {
+		for _, n := range []int{2, 4} {
+			t.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(t *testing.T) {
+				src := strings.NewReplacer("WRAP", "model = net", "OPT", c.opt, "SETUP", "", "CHECK", check, "STEP", c.step).Replace(zeroScript)
+				src = strings.Replace(src, print+"\n", "", 1) // the script's own print reads outside withFullParams
+				got, err := runJob(t, n, src, dist.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != n {
+					t.Fatalf("%d lines from %d ranks: %q", len(got), n, got)
+				}
+				for rank, line := range got {
+					line = strings.TrimPrefix(line, fmt.Sprintf("[%d] ", rank))
+					if err := closeJSON(line, want[0]); err != nil {
+						t.Errorf("rank %d: %v", rank, err)
+					}
+				}
+			})
+		}
+	}
+	// Units are marked before the optimizer is made, and only once.
+	for _, c := range []struct{ src, want string }{
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", stage: 3 })`, "call zero.fullyShard on each block"},
+		{`zero.fullyShard(net); zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", stage: 3, logMemory: false }); zero.fullyShard(net[0])`, "the stage-3 optimizer is made already"},
+		{`zero.fullyShard(net); zero.fullyShard(net)`, "is a unit already"},
+		{`zero.fullyShard(net, { reshard_after_forward: false })`, "did you mean reshardAfterForward?"},
+	} {
+		_, err := runJob(t, 1, `const { nn, zero } = require("zeroeng"); const net = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1)); `+c.src, dist.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.want)
+		}
+	}
+}
