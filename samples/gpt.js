@@ -5,6 +5,7 @@
 //
 //   zeroeng run samples/gpt.js                                   # "tiny" on this repository's Markdown, byte-level, seconds
 //   zeroeng run --nproc 2 samples/gpt.js -- --zero 2             # two ranks, optimizer state and gradients sharded
+//   zeroeng run --nproc 4 samples/gpt.js -- --zero 3             # parameters sharded too, each block gathered just in time
 //   zeroeng run samples/gpt.js -- --data 'fineweb_train_*.bin' --val-data fineweb_val_000000.bin --config gpt2 --dtype bfloat16
 //   zeroeng run samples/gpt.js -- --config bench --bench         # the side-by-side `gpt` step on random tokens, timed
 //   zeroeng run samples/gpt.js -- --checkpoint ckpt --checkpoint-every 50   # resumes from ckpt when it holds a checkpoint
@@ -36,7 +37,8 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
                                                micro-batches per step (tokens per step: B·T·K·ranks)
   --lr X --min-lr-ratio R --warmup N --weight-decay W --clip C     AdamW, its schedule, clipping (0: none)
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
-  --zero 0|1|2               ZeRO stage (0: plain AdamW; with --nproc > 1, DDP)
+  --zero 0|1|2|3             ZeRO stage (0: plain AdamW, with --nproc > 1 under DDP; 1: AdamW's state sharded;
+                             2: gradients too; 3: parameters too, each block a zero.fullyShard unit)
   --eval-every K --eval-batches N              validation loss every K steps, over N batches
   --seed S --bench           --seed: of the model, the shuffling and dropout (default: zeroeng run --seed, 0)
                              --bench: random tokens, no evaluation; the median step time of the steps
@@ -93,7 +95,7 @@ for (const k of ["checkpointEvery", "keep"]) {
   if (!Number.isInteger(opts[k])) fail(`${flag(k)} takes a whole number`);
 }
 if (opts.checkpointEvery && !opts.checkpoint) fail("--checkpoint-every needs --checkpoint DIR");
-if (![0, 1, 2].includes(opts.zero)) fail("--zero is 0, 1 or 2");
+if (![0, 1, 2, 3].includes(opts.zero)) fail("--zero is 0, 1, 2 or 3");
 if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or bfloat16");
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
 
@@ -217,8 +219,14 @@ if (opts.zero === 0) {
   opt = optim.AdamW(groups, hyper);
 } else {
   // Stage 1 shards AdamW's state (and the master weights in bfloat16) under DDP; stage 2 also the
-  // gradients, which the optimizer reduce-scatters itself, without DDP.
+  // gradients, which the optimizer reduce-scatters itself, without DDP; stage 3 the parameters too:
+  // each block is a unit gathered just before its forward and backward and freed after, the
+  // embeddings and the last LayerNorm are the model's own unit, kept from forward to backward.
   if (opts.zero === 1 && world > 1) model = nn.parallel.DistributedDataParallel(model);
+  if (opts.zero === 3) {
+    for (const block of gpt.transformer.h) zero.fullyShard(block);
+    zero.fullyShard(gpt, { reshardAfterForward: false });
+  }
   opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat" });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
@@ -234,7 +242,7 @@ if (firstStep > opts.steps) {
   process.exit(0);
 }
 // clip scales the gradients to a total norm of at most --clip (0: no clipping) and returns their norm
-// before clipping; under ZeRO stage 2 that is a collective over each rank's gradient slices.
+// before clipping; under ZeRO stages 2 and 3 that is a collective over each rank's gradient slices.
 const clip = () => {
   if (opts.clip === 0) return null;
   return opts.zero === 0 ? nn.utils.clipGradNorm_(params, opts.clip) : opt.clipGradNorm_(opts.clip);
@@ -243,7 +251,7 @@ const clip = () => {
 // noSync skips the gradient reduction of all but the last micro-batch of a step.
 const noSync = fn => {
   if (model !== gpt) return model.noSync(fn);
-  if (opts.zero === 2) return opt.noSync(fn);
+  if (opts.zero >= 2) return opt.noSync(fn);
   return fn();
 };
 

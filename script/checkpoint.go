@@ -247,7 +247,11 @@ func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, kee
 	st, _, _ := r.checkpointParts(fn, state, false)
 	start := r.opts.Trace.Now()
 	r.inCollective.Add(1)
-	path, err := checkpoint.Save(r.group, dir, int64(step), st, checkpoint.SaveOptions{Keep: keep})
+	var path string
+	err := r.withFullParams(false, func() (err error) {
+		path, err = checkpoint.Save(r.group, dir, int64(step), st, checkpoint.SaveOptions{Keep: keep})
+		return err
+	})
 	r.inCollective.Add(-1)
 	r.traceAdd(trace.User, "checkpoint save", start)
 	if err != nil {
@@ -265,12 +269,14 @@ func (r *Runtime) loadCheckpoint(fn, dir string, state goja.Value, newestIntact 
 	var m *checkpoint.Manifest
 	var path string
 	var skipped []checkpoint.Skipped
-	var err error
-	if newestIntact {
-		m, path, skipped, err = checkpoint.RestoreNewestIntact(r.group, r.rt, dir, st)
-	} else {
-		m, path, err = checkpoint.Restore(r.group, r.rt, dir, st)
-	}
+	err := r.withFullParams(true, func() (err error) {
+		if newestIntact {
+			m, path, skipped, err = checkpoint.RestoreNewestIntact(r.group, r.rt, dir, st)
+		} else {
+			m, path, err = checkpoint.Restore(r.group, r.rt, dir, st)
+		}
+		return err
+	})
 	r.inCollective.Add(-1)
 	r.traceAdd(trace.User, "checkpoint load", start)
 	if r.opts.Rank == 0 {
@@ -310,4 +316,14 @@ func (r *Runtime) parseJSON(fn, path, key string, raw json.RawMessage) goja.Valu
 		r.throwf("%s: %s: the state of %q: %v", fn, path, key, err)
 	}
 	return v
+}
+
+// withFullParams runs fn with a stage-3 model gathered (a checkpoint saves
+// the whole model's weights; a load writes them back into every rank's
+// slices), or just runs it.
+func (r *Runtime) withFullParams(writeBack bool, fn func() error) error {
+	if r.stage3 == nil {
+		return fn()
+	}
+	return r.stage3.WithFullParams(writeBack, fn)
 }

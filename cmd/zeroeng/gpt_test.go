@@ -55,7 +55,7 @@ func TestGPTSampleLearns(t *testing.T) {
 
 // TestGPTSampleParallelForms: one global batch of 8 sequences per step,
 // served as 8 on one rank, 4+4 accumulated on one rank, 4 per rank on two
-// ranks under DDP, and under ZeRO stages 1 and 2, trains the same model
+// ranks under DDP, and under ZeRO stages 1, 2 and 3, trains the same model
 // up to rounding (the loader hands out the same windows, gradients are
 // averaged the same way, clipping sees the same norm).
 func TestGPTSampleParallelForms(t *testing.T) {
@@ -70,6 +70,8 @@ func TestGPTSampleParallelForms(t *testing.T) {
 		{"DDP", 2, []string{"--batch", "4"}},
 		{"ZeRO 1", 2, []string{"--batch", "4", "--zero", "1"}},
 		{"ZeRO 2 with accumulation", 2, []string{"--batch", "2", "--accum", "2", "--zero", "2"}},
+		{"ZeRO 3", 2, []string{"--batch", "4", "--zero", "3"}},
+		{"ZeRO 3 on 4 ranks with accumulation", 4, []string{"--batch", "1", "--accum", "2", "--zero", "3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for rank, got := range runGPT(t, c.ranks, append(c.args, common...)...) {
