@@ -195,15 +195,17 @@
 
   // nn.init: torch.nn.init's in-place initialisers, drawing from the
   // rank's generator; normal_(t, mean, std) or normal_(t, { mean, std }).
+  // The random draws are temporaries of a scope: initialisers run at setup,
+  // before the first backward, where nothing is released automatically.
   const init = Object.freeze({
     normal_(t, mean = 0, std = 1) {
       if (typeof mean === 'object') ({ mean = 0, std = 1 } = options('nn.init.normal_', mean, 'mean', 'std'));
-      tensor.noGrad(() => t.copy_(tensor.randn(t.shape, { dtype: t.dtype }).mul(std).add(mean)));
+      tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.randn(t.shape, { dtype: t.dtype }).mul(std).add(mean)); }));
       return t;
     },
     uniform_(t, a = 0, b = 1) {
       if (typeof a === 'object') ({ a = 0, b = 1 } = options('nn.init.uniform_', a, 'a', 'b'));
-      tensor.noGrad(() => t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)));
+      tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)); }));
       return t;
     },
     constant_(t, v) { tensor.noGrad(() => t.fill_(v)); return t; },

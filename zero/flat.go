@@ -187,6 +187,7 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 	if !f.active {
 		f.start()
 	}
+	f.releaseScattered()
 	w := f.where[p]
 	b := f.buckets[w[0]]
 	if b.ready[w[1]] {
@@ -204,6 +205,23 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 	f.launchReady()
 	if f.err == nil && b.unit != nil && b.pending == 0 {
 		f.err = b.unit.backwardDone()
+	}
+}
+
+// releaseScattered gives back the full gradients of the buckets whose
+// reduce-scatter has completed, during backward: only the buckets in
+// flight hold full gradients (under stage 3, a unit or two at a time).
+func (f *flatLayout) releaseScattered() {
+	for _, b := range f.buckets[:f.next] {
+		if b.scatter == nil || !b.scatter.IsCompleted() {
+			continue
+		}
+		if err := b.scatter.Wait(); err != nil && f.err == nil {
+			f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
+		}
+		b.scatter = nil
+		b.grads.Release()
+		b.grads = nil
 	}
 }
 
@@ -424,6 +442,9 @@ func (f *flatLayout) memory(m *Memory) {
 	for _, b := range f.buckets {
 		es := int64(b.params[0].DType().Size())
 		m.OwnedParameters += int64(b.slice) * es
+		if b.shard != nil {
+			m.Parameters += int64(b.slice) * es
+		}
 		if b.gradShard != nil {
 			m.Gradients += int64(b.gradShard.Numel()) * es
 		}

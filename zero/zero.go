@@ -537,13 +537,16 @@ func (m Memory) Total() int64 { return m.Parameters + m.Gradients + m.State }
 // Memory reports this rank's bytes of parameters, gradients and
 // optimizer state. Under stage 2 the gradients are the rank's slices (the
 // full gradients exist only between backward producing them and their
-// reduce-scatter).
+// reduce-scatter); under stage 3 the parameters too (Parameters counts
+// this rank's slices and the units gathered at the moment).
 func (z *Optimizer) Memory() Memory {
 	var m Memory
 	me := z.pg.Rank()
 	for _, p := range z.Params() {
 		b := int64(p.Numel() * p.DType().Size())
-		m.Parameters += b
+		if !p.MemoryFreed() {
+			m.Parameters += b // stage 3: only the parameters gathered now
+		}
 		if gr := p.GradNoSync(); gr != nil {
 			m.Gradients += int64(gr.Numel() * gr.DType().Size())
 		}
