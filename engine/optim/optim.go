@@ -322,6 +322,34 @@ func (s *State) Release() {
 	*s = State{}
 }
 
+// dropFailed undoes the state tensors step has just made when making one
+// of them failed (out of memory): the state stays as before the step, and
+// the failure is returned.
+func (s *State) dropFailed() error {
+	var first error
+	drop := func(ts ...**tensor.Tensor) {
+		failed := false
+		for _, t := range ts {
+			if *t != nil && (*t).Err() != nil {
+				failed = true
+				if first == nil {
+					first = fmt.Errorf("making the optimizer state: %w", (*t).Err())
+				}
+			}
+		}
+		if failed {
+			for _, t := range ts {
+				(*t).Release()
+				*t = nil
+			}
+		}
+	}
+	drop(&s.ExpAvg, &s.ExpAvgSq)
+	drop(&s.MaxExpAvgSq)
+	drop(&s.MomentumBuffer)
+	return first
+}
+
 func zerosLike(p *tensor.Tensor) *tensor.Tensor {
 	return tensor.ZerosLike(p).Persist()
 }
@@ -389,6 +417,9 @@ func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 		return fmt.Errorf("parameters must be contiguous")
 	}
 	gc = contiguous(g)
+	if err := gc.Err(); err != nil {
+		return err
+	}
 	switch kind {
 	case SGD:
 		hyper := device.SGDHyper{LR: h.LR, Momentum: h.Momentum, Dampening: h.Dampening, WeightDecay: h.WeightDecay,
@@ -396,7 +427,9 @@ func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 		var buf device.View
 		if h.Momentum != 0 {
 			if s.MomentumBuffer == nil {
-				s.MomentumBuffer = zerosLike(p)
+				if s.MomentumBuffer = zerosLike(p); s.MomentumBuffer.Err() != nil {
+					return s.dropFailed()
+				}
 				hyper.FirstStep = true
 			}
 			buf = tensor.WritableView(s.MomentumBuffer)
@@ -408,6 +441,9 @@ func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 		}
 		if h.AMSGrad && s.MaxExpAvgSq == nil {
 			s.MaxExpAvgSq = zerosLike(p)
+		}
+		if err := s.dropFailed(); err != nil {
+			return err
 		}
 		s.Step++
 		t := float64(s.Step)
