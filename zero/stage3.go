@@ -1,6 +1,7 @@
 package zero
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -76,6 +77,58 @@ func (f *flatLayout) assignUnits(units []UnitSpec, params []*tensor.Tensor) erro
 	for i, p := range params {
 		if _, ok := f.unitOf[p]; !ok {
 			return fmt.Errorf("zero: stage 3: parameter %d (shape %v) is in no unit: call zero.fullyShard on the module that holds it (the model itself last)", i, p.Shape())
+		}
+	}
+	return nil
+}
+
+// checkUnitsAgree makes sure every rank marked the same units over the
+// same parameters (each unit's parameter count and elements), so that a
+// script that differs between ranks fails here, on every rank, naming the
+// unit, rather than in a collective later.
+func (f *flatLayout) checkUnitsAgree() error {
+	pg := f.z.pg
+	if pg.Size() == 1 {
+		return nil
+	}
+	type sig struct{ Params, Numel int }
+	mine := make([]sig, len(f.units))
+	for i, u := range f.units {
+		for _, p := range u.spec.Params {
+			mine[i].Params++
+			mine[i].Numel += p.Numel()
+		}
+	}
+	payload, err := json.Marshal(mine)
+	if err != nil {
+		return err
+	}
+	all, err := pg.GatherObject(payload, 0)
+	if err != nil {
+		return fmt.Errorf("zero: stage 3: comparing the units across ranks: %w", err)
+	}
+	joined, _ := json.Marshal(all) // nil on the other ranks
+	if joined, err = pg.BroadcastObject(joined, 0); err != nil {
+		return fmt.Errorf("zero: stage 3: comparing the units across ranks: %w", err)
+	}
+	var raw [][]byte
+	if err := json.Unmarshal(joined, &raw); err != nil {
+		return fmt.Errorf("zero: stage 3: comparing the units across ranks: %w", err)
+	}
+	sigs := make([][]sig, len(raw))
+	for r, b := range raw {
+		if err := json.Unmarshal(b, &sigs[r]); err != nil {
+			return fmt.Errorf("zero: stage 3: comparing the units across ranks: %w", err)
+		}
+	}
+	for r := 1; r < len(sigs); r++ {
+		if len(sigs[r]) != len(sigs[0]) {
+			return fmt.Errorf("zero: stage 3: rank %d marked %d units and rank 0 %d: every rank must call zero.fullyShard on the same modules", r, len(sigs[r]), len(sigs[0]))
+		}
+		for i := range sigs[0] {
+			if sigs[r][i] != sigs[0][i] {
+				return fmt.Errorf("zero: stage 3: unit %d has %d parameters (%d elements) on rank %d and %d (%d elements) on rank 0: every rank must mark the same units over the same model", i, sigs[r][i].Params, sigs[r][i].Numel, r, sigs[0][i].Params, sigs[0][i].Numel)
+			}
 		}
 	}
 	return nil

@@ -191,3 +191,29 @@ func TestStage3NeedsUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestStage3UnitsDisagree: ranks that mark different units fail at once,
+// every one of them, naming the unit.
+func TestStage3UnitsDisagree(t *testing.T) {
+	w, _ := dist.NewWorld(2, dist.Options{})
+	defer w.Close()
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for rank := range 2 {
+		wg.Go(func() {
+			rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
+			ps := mlp(t, rt).Parameters()
+			units := []UnitSpec{{Params: ps[:2]}, {Params: ps[2:]}}
+			if rank == 1 {
+				units = []UnitSpec{{Params: ps[:4]}, {Params: ps[4:]}}
+			}
+			_, errs[rank] = New(w.Group(rank), optim.AdamW, ps, optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units})
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "unit 0 has 4 parameters (1600 elements) on rank 1 and 2 (544 elements) on rank 0") {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}

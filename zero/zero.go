@@ -157,6 +157,9 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 			if err := z.flat.assignUnits(opts.Units, params); err != nil {
 				return nil, err
 			}
+			if err := z.flat.checkUnitsAgree(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	g := defaults.Hyper()
