@@ -157,6 +157,7 @@ func TestMPIMatchesInProcess(t *testing.T) {
 		{name: "ZeRO 1 bfloat16 on 2", ranks: 2, args: []string{"--zero", "1", "--dtype", "bfloat16"}},
 		{name: "DDP with a Wasm hook on 2", ranks: 2, flags: []string{"--hook", allreduce}},
 		{name: "zeroeng launch, ZeRO 2 on 2", ranks: 2, args: []string{"--zero", "2"}, launch: true},
+		{name: "ZeRO 3 on 3", ranks: 3, args: []string{"--zero", "3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := append(append([]string{}, common...), c.args...)
