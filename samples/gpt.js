@@ -39,6 +39,8 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
   --zero 0|1|2|3             ZeRO stage (0: plain AdamW, with --nproc > 1 under DDP; 1: AdamW's state sharded;
                              2: gradients too; 3: parameters too, each block a zero.fullyShard unit)
+  --limit-all-gathers N      stage 3: blocks gathered or being gathered at once (default 2: the next block's
+                             all-gather runs while one computes; 1: no prefetch)
   --eval-every K --eval-batches N              validation loss every K steps, over N batches
   --seed S --bench           --seed: of the model, the shuffling and dropout (default: zeroeng run --seed, 0)
                              --bench: random tokens, no evaluation; the median step time of the steps
@@ -46,12 +48,12 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --checkpoint DIR --checkpoint-every K --keep N   save every K steps (0: only on SIGTERM and at the end),
                              keep the newest N (0: all); resume from DIR's newest checkpoint`;
 
-const opts = { config: "tiny", dtype: "float32", zero: 0, accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
+const opts = { config: "tiny", dtype: "float32", zero: 0, limitAllGathers: 2, accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
   evalEvery: 50, evalBatches: 8, seed: tensor.initialSeed(), bench: false, checkpointEvery: 0, keep: 2 };
 const seedFrom = () => (argv.some(a => a === "--seed" || a.startsWith("--seed=")) ? "--seed" : "zeroeng run --seed");
 const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
   "--min-lr-ratio": "minLrRatio", "--warmup": "warmup", "--weight-decay": "weightDecay", "--clip": "clip",
-  "--zero": "zero", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
+  "--zero": "zero", "--limit-all-gathers": "limitAllGathers", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
   "--checkpoint-every": "checkpointEvery", "--keep": "keep" };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -88,7 +90,7 @@ for (const k of ["batch", "seqLen", "steps", "lr"]) opts[k] ??= cfg[k];
 opts.warmup ??= Math.min(cfg.warmup, Math.floor(opts.steps / 10)); // a short run keeps a tenth for warm-up
 if (opts.warmup > opts.steps) fail(`--warmup ${opts.warmup} is longer than the ${opts.steps} steps`);
 const flag = k => `--${k.replace(/[A-Z]/g, c => "-" + c.toLowerCase())}`;
-for (const k of ["batch", "seqLen", "steps", "accum", "evalBatches"]) {
+for (const k of ["batch", "seqLen", "steps", "accum", "evalBatches", "limitAllGathers"]) {
   if (!(Number.isInteger(opts[k]) && opts[k] > 0)) fail(`${flag(k)} takes a positive integer`);
 }
 for (const k of ["checkpointEvery", "keep"]) {
@@ -227,7 +229,8 @@ if (opts.zero === 0) {
     for (const block of gpt.transformer.h) zero.fullyShard(block);
     zero.fullyShard(gpt, { reshardAfterForward: false });
   }
-  opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat" });
+  opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat",
+    ...(opts.zero === 3 ? { limitAllGathers: opts.limitAllGathers } : {}) });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
 // Everything a resumed run needs to continue exactly: the weights, AdamW's state (sharded under ZeRO), the

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // Stage 3: the parameters are sharded too. Each unit (zero.fullyShard on a
@@ -60,6 +62,9 @@ type Unit struct {
 	inflight []*dist.Work
 	seals    []func()
 	sealed   bool
+
+	// The start of the forward or backward in progress, for the trace.
+	fwdStart, bwdStart time.Time
 }
 
 // assignUnits records which unit each parameter is in, from opts.Units.
@@ -282,6 +287,7 @@ func (u *Unit) BeforeForward() error {
 	if err := u.gather(false); err != nil {
 		return err
 	}
+	u.fwdStart = time.Now()
 	k := f.forwardPosition(u)
 	if k+1 < len(f.order) {
 		return f.prefetch(f.order[k+1], false)
@@ -293,6 +299,8 @@ func (u *Unit) BeforeForward() error {
 // ReshardAfterForward) and, when autograd recorded the forward, gathered
 // again when backward reaches outputs, the tensors the unit returned.
 func (u *Unit) AfterForward(outputs []*tensor.Tensor) error {
+	u.span("forward", u.fwdStart)
+	u.fwdStart = time.Time{}
 	for _, r := range u.removes {
 		r()
 	}
@@ -324,6 +332,7 @@ func (u *Unit) beforeBackward() {
 		f.err = err
 		return
 	}
+	u.bwdStart = time.Now()
 	// Backward runs the units in reverse forward order: the one before
 	// this one comes next.
 	if k := slices.Index(f.order, u); k > 0 {
@@ -348,7 +357,10 @@ func (f *flatLayout) forwardPosition(u *Unit) int {
 }
 
 // prefetch starts u's gather when fewer than LimitAllGathers units are
-// gathered or in flight (sealed: for backward).
+// gathered or in flight (sealed: for backward). Units that keep their
+// parameters from forward to backward (the root, usually) do not count:
+// they are held on purpose, and counting them would stop every prefetch
+// inside them.
 func (f *flatLayout) prefetch(u *Unit, sealed bool) error {
 	limit := f.z.opts.LimitAllGathers
 	if limit <= 0 || u.gathered || u.inflight != nil {
@@ -356,7 +368,7 @@ func (f *flatLayout) prefetch(u *Unit, sealed bool) error {
 	}
 	busy := 0
 	for _, o := range f.units {
-		if o.gathered || o.inflight != nil {
+		if o.spec.ReshardAfterForward && (o.gathered || o.inflight != nil) {
 			busy++
 		}
 	}
@@ -375,7 +387,19 @@ func (u *Unit) backwardDone() error {
 			return nil
 		}
 	}
+	u.span("backward", u.bwdStart)
+	u.bwdStart = time.Time{}
 	return u.reshard()
+}
+
+// span records the unit's forward or backward on the trace, when the
+// runtime records one.
+func (u *Unit) span(what string, start time.Time) {
+	rec, rank := u.f.z.rt.Trace()
+	if rec == nil || start.IsZero() {
+		return
+	}
+	rec.Add(trace.Event{Rank: rank, Lane: trace.Units, Name: fmt.Sprintf("unit %d %s", u.index, what), Start: start, End: time.Now()})
 }
 
 // WithFullParams runs fn with every unit's parameters gathered, then gives

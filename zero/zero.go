@@ -50,9 +50,10 @@ type Options struct {
 	// parameter of the optimizer must be in exactly one unit.
 	Units []UnitSpec
 	// LimitAllGathers (stage 3) bounds the units gathered or being
-	// gathered at once: while a unit computes, the next one's all-gather
-	// is issued (prefetch, forward and backward) when fewer are; 1 turns
-	// prefetching off. 0 means 2, FSDP's default.
+	// gathered at once (those kept from forward to backward aside): while
+	// a unit computes, the next one's all-gather is issued (prefetch,
+	// forward and backward) when fewer are; 1 turns prefetching off. 0
+	// means 2, FSDP's default.
 	LimitAllGathers int
 	// BucketCapMB caps the flat partition's buckets in MiB (default 25):
 	// one reduce-scatter and one all-gather per bucket.

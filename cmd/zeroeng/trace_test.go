@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,5 +76,70 @@ dist.barrier().wait();
 	r = zeroeng(t, dir, nil, "run", "--trace", filepath.Join(out, "missing", "t.json"), "ok.js")
 	if r.code != 2 || !strings.Contains(r.stderr, "--trace") {
 		t.Errorf("a trace in a missing folder: status %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestTraceStage3Prefetch: under ZeRO stage 3 the trace shows each
+// block's all-gather running while the block before it computes, in
+// forward (the next block's) and in backward (the previous block's), and
+// none without prefetch (--limit-all-gathers 1). The blocks are gpt.js's
+// "bench" ones (milliseconds each): a block that computes for less than
+// the scheduler's time slice on a machine whose cores it fills can end
+// before the comm queue is scheduled at all.
+func TestTraceStage3Prefetch(t *testing.T) {
+	const steps = 3
+	overlapping := func(limit string) (fwd, bwd int) {
+		path := filepath.Join(t.TempDir(), "t.json")
+		r := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "2", "--trace", path, "samples/gpt.js", "--", "--config", "bench",
+			"--steps", fmt.Sprint(steps), "--batch", "2", "--zero", "3", "--eval-every", "100", "--eval-batches", "1", "--limit-all-gathers", limit)
+		if r.code != 0 {
+			t.Fatalf("status %d\n%s", r.code, r.stderr)
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := trace.Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Check(); err != nil {
+			t.Fatal(err)
+		}
+		gathers := f.Intervals(0, "comm", "all_gather")
+		overlaps := func(e trace.FileEvent) bool {
+			for _, g := range gathers {
+				if g.TS < e.End() && g.End() > e.TS {
+					return true
+				}
+			}
+			return false
+		}
+		// Four blocks, units 0-3 (the model is unit 4): unit 0's
+		// forward overlaps unit 1's prefetched gather, unit 3's backward
+		// (the first in backward) unit 2's.
+		fwds := f.Intervals(0, "zero units", "unit 0 forward")
+		if len(fwds) != steps+1 { // and one evaluation
+			t.Fatalf("limit %s: %d forwards of unit 0", limit, len(fwds))
+		}
+		for _, e := range fwds {
+			if overlaps(e) {
+				fwd++
+			}
+		}
+		for _, e := range f.Intervals(0, "zero units", "unit 3 backward") {
+			if overlaps(e) {
+				bwd++
+			}
+		}
+		return fwd, bwd
+	}
+	// The first step records the order of the forwards; every forward
+	// after it prefetches, and every backward.
+	if fwd, bwd := overlapping("2"); fwd < steps || bwd < steps {
+		t.Errorf("with prefetch: %d forwards and %d backwards of a block overlap the next one's all-gather, want %d and %d", fwd, bwd, steps, steps)
+	}
+	if fwd, bwd := overlapping("1"); fwd != 0 || bwd != 0 {
+		t.Errorf("without prefetch: %d forwards and %d backwards overlap an all-gather, want none", fwd, bwd)
 	}
 }

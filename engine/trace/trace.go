@@ -45,11 +45,15 @@ const (
 	// User holds the script's spans (trace.span(name, fn)) and its
 	// checkpoint saves and loads.
 	User
+	// Units holds ZeRO stage 3's units: each unit's forward and backward,
+	// from the moment its parameters are gathered, so that the all-gathers
+	// prefetched on the comm lane show against the units computing.
+	Units
 	// Subgroup collectives go to CommLane(group), after the named lanes.
 	firstSubgroup
 )
 
-var laneNames = [...]string{Compute: "compute", Hook: "hook", Optimizer: "optimizer", Comm: "comm", P2P: "p2p", User: "user"}
+var laneNames = [...]string{Compute: "compute", Hook: "hook", Optimizer: "optimizer", Comm: "comm", P2P: "p2p", User: "user", Units: "zero units"}
 
 // CommLane is the lane of the communication queue of process group id (0
 // is the group of all ranks; subgroups have queues of their own).
