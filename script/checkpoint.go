@@ -204,7 +204,14 @@ func (r *Runtime) checkpointParts(fn string, v goja.Value, forLoad bool) (st *ch
 
 // moduleTensors lists a module's stateDict() in its order.
 func (r *Runtime) moduleTensors(fn, key string, module *goja.Object) []nn.NamedTensor {
-	sd, ok := r.callMethod(module, "stateDict").(*goja.Object)
+	// The tensors themselves (under ZeRO stage 3 stateDict() returns
+	// gathered copies; the checkpoint gathers around the whole save or
+	// load and must read and write the parameters).
+	method := "stateDict"
+	if isFunction(module.Get("_rawStateDict")) {
+		method = "_rawStateDict"
+	}
+	sd, ok := r.callMethod(module, method).(*goja.Object)
 	if !ok {
 		r.throwf("%s: %s.stateDict() did not return an object", fn, key)
 	}

@@ -116,17 +116,31 @@
     }
 
     // stateDict: each module's parameters, then its buffers, then its
-    // children, as PyTorch orders them.
+    // children, as PyTorch orders them. Under ZeRO stage 3 it is
+    // collective (every rank calls it) and returns copies of the whole,
+    // gathered tensors, as FSDP's full state dict does.
     stateDict(prefix = '', out = {}) {
+      if (prefix === '' && native.zero.sharded(this.parameters())) return native.zero.fullCopies(() => this._rawStateDict());
+      return this._rawStateDict(prefix, out);
+    }
+
+    // _rawStateDict is stateDict's tensors themselves, sharded or not
+    // (what checkpoints save from and load into).
+    _rawStateDict(prefix = '', out = {}) {
       const entries = this._entries();
       for (const [k, v, kind] of entries) if (kind === 'param') out[prefix + k] = v;
       for (const [k, v, kind] of entries) if (kind === 'buffer') out[prefix + k] = v;
-      for (const [k, v, kind] of entries) if (kind === 'module') v.stateDict(`${prefix}${k}.`, out);
+      for (const [k, v, kind] of entries) if (kind === 'module') v._rawStateDict(`${prefix}${k}.`, out);
       return out;
     }
 
+    // loadStateDict copies a state dict in; under ZeRO stage 3 it is
+    // collective, and every rank keeps its slice of what it loaded.
     loadStateDict(stateDict, strict = true) {
-      return native.loadStateDict(this.stateDict(), stateDict, strict);
+      if (native.zero.sharded(this.parameters())) {
+        return native.zero.withFullParams(true, () => native.loadStateDict(this._rawStateDict(), stateDict, strict));
+      }
+      return native.loadStateDict(this._rawStateDict(), stateDict, strict);
     }
 
     train(mode = true) {

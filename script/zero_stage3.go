@@ -1,6 +1,8 @@
 package script
 
 import (
+	"errors"
+
 	"github.com/dop251/goja"
 
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -17,6 +19,7 @@ import (
 
 // nativeStage3 adds the unit functions to native.zero.
 func (r *Runtime) nativeStage3(o *goja.Object) {
+	r.stage3Natives(o)
 	// unit(params, reshardAfterForward) → the unit's number.
 	r.fn(o, "unit", func(call goja.FunctionCall) goja.Value {
 		const fn = "zero.fullyShard"
@@ -62,6 +65,67 @@ func (r *Runtime) nativeStage3(o *goja.Object) {
 		}
 		return goja.Undefined()
 	})
+}
+
+// stage3Natives adds what Module.stateDict and loadStateDict use under
+// stage 3 (prelude.js).
+func (r *Runtime) stage3Natives(o *goja.Object) {
+	// sharded(params): whether a stage-3 optimizer shards any of them.
+	r.fn(o, "sharded", func(call goja.FunctionCall) goja.Value {
+		if r.stage3 == nil {
+			return r.vm.ToValue(false)
+		}
+		for _, p := range r.tensorList("stateDict", call.Argument(0)) {
+			if _, ok := r.unitOf[p]; ok {
+				return r.vm.ToValue(true)
+			}
+		}
+		return r.vm.ToValue(false)
+	})
+	// fullCopies(fn): fn's state dict ({ name: tensor }), read with the
+	// whole model gathered, as copies that outlive the gather.
+	r.fn(o, "fullCopies", func(call goja.FunctionCall) goja.Value {
+		f, _ := goja.AssertFunction(call.Argument(0))
+		out := r.vm.NewObject()
+		err := r.stage3.WithFullParams(false, func() error {
+			v, err := f(goja.Undefined())
+			if err != nil {
+				return err
+			}
+			sd := v.ToObject(r.vm)
+			for _, k := range sd.Keys() {
+				t := r.unwrap("stateDict", k, sd.Get(k))
+				must(out.Set(k, r.wrap(t.Detach().Clone())))
+			}
+			return nil
+		})
+		r.rethrow(err)
+		return out
+	})
+	// withFullParams(writeBack, fn): fn with the whole model gathered.
+	r.fn(o, "withFullParams", func(call goja.FunctionCall) goja.Value {
+		f, _ := goja.AssertFunction(call.Argument(1))
+		var out goja.Value
+		err := r.stage3.WithFullParams(call.Argument(0).ToBoolean(), func() (err error) {
+			out, err = f(goja.Undefined())
+			return err
+		})
+		r.rethrow(err)
+		return out
+	})
+}
+
+// rethrow raises err in the script: a JavaScript exception as it was
+// thrown, any other error as an Error.
+func (r *Runtime) rethrow(err error) {
+	if err == nil {
+		return
+	}
+	var ex *goja.Exception
+	if errors.As(err, &ex) {
+		panic(ex)
+	}
+	r.throw(err)
 }
 
 // stage3Unit is unit id of the stage-3 optimizer, or nil before there is

@@ -406,3 +406,34 @@ opt.withFullParams(() => { ` + print + ` });`
 		}
 	}
 }
+
+// TestZeroStage3StateDict: under stage 3 model.stateDict() is collective
+// and returns whole copies on every rank, and loadStateDict writes every
+// rank's slices, as FSDP's full state dict.
+func TestZeroStage3StateDict(t *testing.T) {
+	src := `const { tensor, nn, zero } = require("zeroeng");
+tensor.manualSeed(1);
+const net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3));
+zero.fullyShard(net[0]); zero.fullyShard(net[2]); zero.fullyShard(net);
+const opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", lr: 0.1, stage: 3, logMemory: false });
+const sd = net.stateDict();
+const flat = o => Object.keys(o).map(k => o[k].toArray().flat()).flat();
+const before = flat(sd);
+if (Object.keys(sd).join() !== "0.weight,0.bias,2.weight,2.bias" || before.length !== 6 * 8 + 8 + 8 * 3 + 3) throw new Error("state dict " + Object.keys(sd));
+opt.zeroGrad();
+net.forward(tensor.ones([2, 6])).sum().backward();
+opt.step();
+const after = flat(net.stateDict());
+if (after.every((v, i) => v === before[i])) throw new Error("the step changed nothing");
+net.loadStateDict(sd);
+const back = flat(net.stateDict());
+if (!back.every((v, i) => v === before[i])) throw new Error("loadStateDict did not restore the weights");
+console.log("ok");`
+	lines, err := runJob(t, 2, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(lines, " ") != "[0] ok [1] ok" {
+		t.Errorf("output %q", lines)
+	}
+}
