@@ -76,7 +76,6 @@ func (f *flatLayout) addGroup(gi int) error {
 		return f.addUnitBuckets(gi)
 	}
 	z := f.z
-	n := z.pg.Size()
 	params := z.Groups[gi].Params
 	capBytes := int(z.opts.BucketCapMB * (1 << 20))
 	var cur []*tensor.Tensor
@@ -85,22 +84,9 @@ func (f *flatLayout) addGroup(gi int) error {
 		if len(cur) == 0 {
 			return nil
 		}
-		b := &flatBucket{params: cur}
-		total := 0
-		for _, p := range cur {
-			b.offsets = append(b.offsets, total)
-			total += p.Numel()
-		}
-		b.slice = (total + n - 1) / n
-		b.numel = b.slice * n
-		b.pieces = b.piecesOf(z.pg.Rank())
-		for _, pc := range b.pieces {
-			pc.group = gi
-		}
-		if err := f.attach(b); err != nil {
+		if _, err := f.newBucket(cur, gi, nil); err != nil {
 			return err
 		}
-		f.buckets = append(f.buckets, b)
 		cur, bytes = nil, 0
 		return nil
 	}
@@ -115,6 +101,31 @@ func (f *flatLayout) addGroup(gi int) error {
 		}
 	}
 	return flush()
+}
+
+// newBucket lays params out one after another in a new bucket of group
+// gi (of unit u under stage 3), padded to a multiple of the world size, and
+// attaches it.
+func (f *flatLayout) newBucket(params []*tensor.Tensor, gi int, u *Unit) (*flatBucket, error) {
+	z := f.z
+	n := z.pg.Size()
+	b := &flatBucket{params: params, unit: u}
+	total := 0
+	for _, p := range params {
+		b.offsets = append(b.offsets, total)
+		total += p.Numel()
+	}
+	b.slice = (total + n - 1) / n
+	b.numel = b.slice * n
+	b.pieces = b.piecesOf(z.pg.Rank())
+	for _, pc := range b.pieces {
+		pc.group = gi
+	}
+	if err := f.attach(b); err != nil {
+		return nil, err
+	}
+	f.buckets = append(f.buckets, b)
+	return b, nil
 }
 
 // piecesOf cuts rank r's slice of the bucket at parameter boundaries.

@@ -143,7 +143,6 @@ func (f *flatLayout) checkUnitsAgree() error {
 // in reverse order within a unit (the order backward makes gradients).
 func (f *flatLayout) addUnitBuckets(gi int) error {
 	z := f.z
-	n := z.pg.Size()
 	for _, u := range f.units {
 		var ps []*tensor.Tensor
 		params := z.Groups[gi].Params
@@ -160,22 +159,10 @@ func (f *flatLayout) addUnitBuckets(gi int) error {
 		if len(ps) == 0 {
 			continue
 		}
-		b := &flatBucket{params: ps, unit: u}
-		total := 0
-		for _, p := range ps {
-			b.offsets = append(b.offsets, total)
-			total += p.Numel()
-		}
-		b.slice = (total + n - 1) / n
-		b.numel = b.slice * n
-		b.pieces = b.piecesOf(z.pg.Rank())
-		for _, pc := range b.pieces {
-			pc.group = gi
-		}
-		if err := f.attach(b); err != nil {
+		b, err := f.newBucket(ps, gi, u)
+		if err != nil {
 			return err
 		}
-		f.buckets = append(f.buckets, b)
 		u.buckets = append(u.buckets, b)
 	}
 	return nil

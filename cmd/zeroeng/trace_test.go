@@ -28,21 +28,7 @@ dist.barrier().wait();
 `,
 	})
 	out := t.TempDir()
-	read := func(path string) *trace.File {
-		t.Helper()
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := trace.Decode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Check(); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	read := func(path string) *trace.File { return readTrace(t, path) }
 
 	path := filepath.Join(out, "ok.json")
 	if r := zeroeng(t, dir, nil, "run", "--quiet", "--nproc", "2", "--trace", path, "ok.js"); r.code != 0 {
@@ -95,17 +81,7 @@ func TestTraceStage3Prefetch(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("status %d\n%s", r.code, r.stderr)
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := trace.Decode(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Check(); err != nil {
-			t.Fatal(err)
-		}
+		f := readTrace(t, path)
 		gathers := f.Intervals(0, "comm", "all_gather")
 		overlaps := func(e trace.FileEvent) bool {
 			for _, g := range gathers {
@@ -142,4 +118,21 @@ func TestTraceStage3Prefetch(t *testing.T) {
 	if fwd, bwd := overlapping("1"); fwd != 0 || bwd != 0 {
 		t.Errorf("without prefetch: %d forwards and %d backwards overlap an all-gather, want none", fwd, bwd)
 	}
+}
+
+// readTrace decodes a --trace file and checks what viewers rely on.
+func readTrace(t *testing.T, path string) *trace.File {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := trace.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Check(); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
