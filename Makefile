@@ -50,6 +50,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s -fuzzminimizetime 3s ./engine/rendezvous
 	$(GO) test -run '^$$' -fuzz FuzzFromEnv -fuzztime 30s -fuzzminimizetime 3s ./engine/jobenv
+	$(GO) test -run '^$$' -fuzz FuzzParseSize -fuzztime 30s -fuzzminimizetime 3s ./internal/hostmem
 
 # The sample Wasm comm hooks (docs/wasm-hook-abi.md, samples/hooks/README.md) into
 # samples/hooks/build/: Go (its own module, so that ./... above never sees wasm-only code),
