@@ -41,6 +41,7 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
                              2: gradients too; 3: parameters too, each block a zero.fullyShard unit)
   --limit-all-gathers N      stage 3: blocks gathered or being gathered at once (default 2: the next block's
                              all-gather runs while one computes; 1: no prefetch)
+  --offload cpu|none         stages 2 and 3: AdamW's state and float32 master weights on the host, which steps
   --eval-every K --eval-batches N              validation loss every K steps, over N batches
   --seed S --bench           --seed: of the model, the shuffling and dropout (default: zeroeng run --seed, 0)
                              --bench: random tokens, no evaluation; the median step time of the steps
@@ -48,7 +49,7 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --checkpoint DIR --checkpoint-every K --keep N   save every K steps (0: only on SIGTERM and at the end),
                              keep the newest N (0: all); resume from DIR's newest checkpoint`;
 
-const opts = { config: "tiny", dtype: "float32", zero: 0, limitAllGathers: 2, accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
+const opts = { config: "tiny", dtype: "float32", zero: 0, limitAllGathers: 2, offload: "none", accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
   evalEvery: 50, evalBatches: 8, seed: tensor.initialSeed(), bench: false, checkpointEvery: 0, keep: 2 };
 const seedFrom = () => (argv.some(a => a === "--seed" || a.startsWith("--seed=")) ? "--seed" : "zeroeng run --seed");
 const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
@@ -74,6 +75,7 @@ for (let i = 0; i < argv.length; i++) {
     case "--data": opts.data = value(); break;
     case "--val-data": opts.valData = value(); break;
     case "--dtype": opts.dtype = value(); break;
+    case "--offload": opts.offload = value(); break;
     case "--checkpoint": opts.checkpoint = value(); break;
     case "--bench": opts.bench = true; break;
     case "-h": case "--help": console.log(usage); process.exit(0);
@@ -98,6 +100,8 @@ for (const k of ["checkpointEvery", "keep"]) {
 }
 if (opts.checkpointEvery && !opts.checkpoint) fail("--checkpoint-every needs --checkpoint DIR");
 if (![0, 1, 2, 3].includes(opts.zero)) fail("--zero is 0, 1, 2 or 3");
+if (!["cpu", "none"].includes(opts.offload)) fail("--offload is cpu or none");
+if (opts.offload !== "none" && opts.zero < 2) fail("--offload needs --zero 2 or 3");
 if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or bfloat16");
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
 
@@ -230,7 +234,7 @@ if (opts.zero === 0) {
     zero.fullyShard(gpt, { reshardAfterForward: false });
   }
   opt = zero.ZeroRedundancyOptimizer(groups, { optimizer: "adamw", ...hyper, stage: opts.zero, partition: "flat",
-    ...(opts.zero === 3 ? { limitAllGathers: opts.limitAllGathers } : {}) });
+    ...(opts.zero === 3 ? { limitAllGathers: opts.limitAllGathers } : {}), ...(opts.zero >= 2 ? { offload: opts.offload } : {}) });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
 // Everything a resumed run needs to continue exactly: the weights, AdamW's state (sharded under ZeRO), the

@@ -7,15 +7,17 @@ import (
 
 	"github.com/dop251/goja"
 
+	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/zero"
 )
 
 // zeroOptionKeys are ZeroRedundancyOptimizer's own options; every other
 // key is a hyper-parameter of the wrapped optimizer.
-var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory", "limitAllGathers"}
+var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory", "limitAllGathers", "offload"}
 
 // nativeZero adds native.zero.ZeroRedundancyOptimizer(params, options),
 // under zero.ZeroRedundancyOptimizer in prelude.js. The optimizer object
@@ -81,6 +83,14 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 			BucketCapMB:            optFloat(ops, "bucketCapMB", 0),
 			OverlapWithDDP:         optBool(ops, "overlapWithDDP", false),
 			LimitAllGathers:        r.optInt(fn, ops, "limitAllGathers", 0),
+		}
+		switch off := optString(ops, "offload", "none"); off {
+		case "none":
+		case "cpu":
+			// The host: a CPU device of its own, also on a CPU rank.
+			opts.Offload = tensor.NewRuntime(cpu.New(cpu.Options{Index: r.opts.Rank}), 0)
+		default:
+			r.throwf("%s: offload must be \"cpu\" or \"none\", got %q", fn, off)
 		}
 		if opts.Stage == 3 {
 			if r.stage3 != nil {
@@ -218,8 +228,10 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 	})
 	r.fn(obj, "memory", func(goja.FunctionCall) goja.Value {
 		m := z.Memory()
+		mv := z.Offloaded()
 		return r.vm.ToValue(map[string]any{"parameters": m.Parameters, "gradients": m.Gradients,
-			"optimizerState": m.State, "ownedParameters": m.OwnedParameters, "total": m.Total()})
+			"optimizerState": m.State, "ownedParameters": m.OwnedParameters, "total": m.Total(),
+			"hostState": m.HostState, "toHostBytes": mv.ToHost, "toDeviceBytes": mv.ToDevice})
 	})
 	r.fn(obj, "shards", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(z.ShardSizes()) })
 	r.fn(obj, "clipGradNorm_", func(call goja.FunctionCall) goja.Value {

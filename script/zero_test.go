@@ -370,6 +370,7 @@ opt.withFullParams(() => { ` + print + ` });`
 	for _, c := range []struct{ name, opt, step string }{
 		{"units", zopt(""), plainStep},
 		{"no prefetch", zopt(", limitAllGathers: 1"), plainStep},
+		{"offloaded", zopt(`, offload: "cpu"`) + `; if (opt.options.stage !== 3) throw new Error("stage")`, plainStep},
 		{"kept until backward", strings.ReplaceAll(zopt(""), "zero.fullyShard(net[0])", "zero.fullyShard(net[0], { reshardAfterForward: false })"), plainStep},
 		{"groups and a closure", `opt = (` + units + ` zero.ZeroRedundancyOptimizer([{ params: net.parameters().slice(0, 2) }, { params: net.parameters().slice(2), lr: 0.01 }], { optimizer: "adamw", lr: 0.01, logMemory: false, stage: 3 })); const closure = true`, closureStep},
 	} {
@@ -399,6 +400,8 @@ opt.withFullParams(() => { ` + print + ` });`
 		{`zero.fullyShard(net); zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", stage: 3, logMemory: false }); zero.fullyShard(net[0])`, "the stage-3 optimizer is made already"},
 		{`zero.fullyShard(net); zero.fullyShard(net)`, "is a unit already"},
 		{`zero.fullyShard(net, { reshard_after_forward: false })`, "did you mean reshardAfterForward?"},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", stage: 2, offload: "nvme" })`, `offload must be "cpu" or "none", got "nvme"`},
+		{`zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", offload: "cpu" })`, "offload needs stage 2 or 3"},
 	} {
 		_, err := runJob(t, 1, `const { nn, zero } = require("zeroeng"); const net = nn.Sequential(nn.Linear(2, 2), nn.Tanh(), nn.Linear(2, 1)); `+c.src, dist.Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

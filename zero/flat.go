@@ -51,6 +51,9 @@ type flatBucket struct {
 	unit  *Unit
 	shard *tensor.Tensor
 
+	// Offload: the host's master copy of this rank's slice (offload.go).
+	host *offloaded
+
 	// Stage 2.
 	ready     []bool
 	pending   int
@@ -335,7 +338,15 @@ func (f *flatLayout) step() (err error) {
 	var copyBack []func() error
 	z.rt.NoGrad(func() {
 		for _, b := range f.buckets {
-			for _, pc := range b.pieces {
+			pieces := b.pieces
+			if z.opts.Offload != nil {
+				// The host steps the slice and sends it back.
+				if err = f.offloadStep(b); err != nil {
+					return
+				}
+				pieces = nil
+			}
+			for _, pc := range pieces {
 				var g *tensor.Tensor
 				if z.opts.Stage >= 2 {
 					g = b.gradShard.Narrow(0, pc.in, pc.n)
@@ -463,9 +474,17 @@ func (f *flatLayout) memory(m *Memory) {
 			m.Gradients += int64(b.grads.Numel()) * es
 		}
 		for _, pc := range b.pieces {
-			if pc.state != nil {
+			if pc.state == nil {
+				continue
+			}
+			if f.z.opts.Offload != nil {
+				m.HostState += pc.state.Bytes()
+			} else {
 				m.State += pc.state.Bytes()
 			}
+		}
+		if b.host != nil {
+			m.HostState += int64(b.host.master.Numel() * 4)
 		}
 	}
 }

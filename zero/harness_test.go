@@ -40,6 +40,9 @@ type run struct {
 	// keepGathered: stage 3's units keep their parameters from forward to
 	// backward (reshardAfterForward false).
 	keepGathered bool
+	// offload: the optimizer's half runs on a second CPU device, the host
+	// (Options.Offload).
+	offload bool
 
 	// uneven: rank r stops after steps-r iterations, under Join.
 	uneven bool
@@ -64,6 +67,7 @@ type optimizer interface {
 type result struct {
 	params [][]float64 // rank 0's, every rank's being equal
 	mems   []Memory
+	moved  []OffloadBytes
 	opts   []any
 }
 
@@ -78,7 +82,7 @@ func (c run) train(t *testing.T) result {
 	}
 	defer w.Close()
 	vals := make([][][]float64, c.n)
-	res := result{mems: make([]Memory, c.n), opts: make([]any, c.n)}
+	res := result{mems: make([]Memory, c.n), moved: make([]OffloadBytes, c.n), opts: make([]any, c.n)}
 	errs := make([]error, c.n)
 	var wg sync.WaitGroup
 	for rank := range c.n {
@@ -163,6 +167,9 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 			}
 			return x
 		}
+	}
+	if c.offload {
+		c.opts.Offload = tensor.NewRuntime(cpu.New(cpu.Options{Index: 100 + rank}), 0)
 	}
 	if c.zero {
 		z, err = New(pg, c.kind, first, c.hyper, c.opts)
@@ -297,6 +304,7 @@ func (c run) rank(t *testing.T, w *dist.World, rank int, vals *[][]float64, res 
 	}
 	if z != nil {
 		res.mems[rank] = z.Memory()
+		res.moved[rank] = z.Offloaded()
 	}
 	return nil
 }
@@ -357,15 +365,18 @@ var smallBuckets = ddp.Options{FirstBucketCapMB: 0.0005, BucketCapMB: 0.001}
 
 func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
 	layouts := []struct {
-		name string
-		opts Options
+		name    string
+		opts    Options
+		offload bool
 	}{
-		{"greedy", Options{}},
-		{"greedy bucket view", Options{ParametersAsBucketView: true}},
-		{"flat", Options{Partition: "flat"}},
-		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
-		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
-		{"stage 3", Options{Stage: 3}},
+		{"greedy", Options{}, false},
+		{"greedy bucket view", Options{ParametersAsBucketView: true}, false},
+		{"flat", Options{Partition: "flat"}, false},
+		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}, false},
+		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}, false},
+		{"stage 3", Options{Stage: 3}, false},
+		{"stage 2 offloaded", Options{Stage: 2, BucketCapMB: 0.002}, true},
+		{"stage 3 offloaded", Options{Stage: 3}, true},
 	}
 	for _, k := range kinds {
 		for _, l := range layouts {
@@ -374,11 +385,14 @@ func TestParityWithDDPAndThePlainOptimizer(t *testing.T) {
 					plain := run{n: n, kind: k.kind, hyper: k.hyper}
 					want := plain.train(t)
 					z := plain
-					z.zero, z.opts = true, l.opts
+					z.zero, z.opts, z.offload = true, l.opts, l.offload
 					z.seedRank = l.opts.Stage >= 2 // stages 2 and 3 make the replicas equal themselves
 					got := z.train(t)
 					closeTo(t, got.params, want.params, l.name)
 					checkMemory(t, got.mems, l.opts.Stage)
+					if l.offload {
+						checkOffload(t, got, z.steps)
+					}
 					if l.opts.Stage == 3 {
 						z.keepGathered = true
 						closeTo(t, z.train(t).params, want.params, "stage 3, kept until backward")
@@ -410,6 +424,29 @@ func checkMemory(t *testing.T, mems []Memory, stage int) {
 			if m.Gradients > full/n+int64(4*n*2) {
 				t.Errorf("rank %d holds %d bytes of gradients under stage 2; the full gradients are %d bytes over %d ranks", r, m.Gradients, full, n)
 			}
+		}
+	}
+}
+
+// checkOffload: the state is on the host, and each step moved this rank's
+// gradient slices down and its parameter slices up, plus the master copy's
+// first fetch (the parameters' parts of the slices: a bucket's padding,
+// when it falls in this rank's slice, goes down with the gradients but
+// not up without stage 3's whole-slice shards).
+func checkOffload(t *testing.T, got result, steps int) {
+	t.Helper()
+	if steps == 0 {
+		steps = 6
+	}
+	for r, m := range got.mems {
+		if m.State != 0 || m.HostState == 0 {
+			t.Errorf("rank %d: state %d bytes on the device, %d on the host", r, m.State, m.HostState)
+		}
+		slice := m.OwnedParameters
+		mv := got.moved[r]
+		if mv.ToDevice%int64(steps) != 0 || mv.ToDevice > int64(steps)*slice || mv.ToDevice < int64(steps)*(slice-64) ||
+			mv.ToHost < int64(steps)*slice || mv.ToHost > int64(steps+1)*slice {
+			t.Errorf("rank %d: moved %+v in %d steps of a %d-byte slice", r, mv, steps, slice)
 		}
 	}
 }

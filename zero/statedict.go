@@ -380,7 +380,7 @@ func (z *Optimizer) LoadShard(paramGroups []map[string]any, chunks []Chunk) erro
 				release()
 				return fmt.Errorf("zero: loadShard: %s: unexpected state entry %q", paramLabel(pc.param, c.Index), name)
 			}
-			t := z.rt.FromBytes(dt, c.Data[k], pc.shape...)
+			t := z.stateRuntime().FromBytes(dt, c.Data[k], pc.shape...)
 			if err := t.Err(); err != nil {
 				release()
 				return fmt.Errorf("zero: loadShard: %s %q: %w", paramLabel(pc.param, c.Index), name, err)

@@ -62,6 +62,10 @@ type Options struct {
 	// made by HookWithZeroStep or HookWithZeroStepInterleaved: the step
 	// runs during backward; Step then only waits for it to finish.
 	OverlapWithDDP bool
+	// Offload, when set, is the host runtime that keeps the float32
+	// master copy of this rank's slices and the optimizer state, and runs
+	// the step (stages 2 and 3; offload.go).
+	Offload *tensor.Runtime
 }
 
 // ErrNoOverlapHook is Step's error under OverlapWithDDP before an overlap
@@ -98,6 +102,8 @@ type Optimizer struct {
 	ov   *overlap    // the DDP hook doing the step (overlap.go)
 
 	consolidated map[int]*optim.State // ConsolidateStateDict's result, on its target
+
+	offloadBytes OffloadBytes // moved between the device and the host (offload.go)
 }
 
 // New makes a ZeroRedundancyOptimizer of kind over params, whose first
@@ -110,6 +116,9 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	case 1, 2, 3:
 	default:
 		return nil, fmt.Errorf("zero: stage %d is not supported (1: optimizer state, 2: gradients too, 3: parameters too)", opts.Stage)
+	}
+	if opts.Offload != nil && opts.Stage < 2 {
+		return nil, fmt.Errorf("zero: offload needs stage 2 or 3 (the host steps this rank's slices of the flat partition)")
 	}
 	if opts.LimitAllGathers == 0 {
 		opts.LimitAllGathers = 2
@@ -533,6 +542,9 @@ type Memory struct {
 	State      int64 `json:"optimizerState"`
 	// OwnedParameters are the bytes of the parameters this rank updates.
 	OwnedParameters int64 `json:"ownedParameters"`
+	// HostState is what offload keeps on the host instead of State: the
+	// optimizer state and the float32 master copy of the rank's slices.
+	HostState int64 `json:"hostState"`
 }
 
 // Total is the sum of parameters, gradients and optimizer state.

@@ -72,6 +72,8 @@ func TestGPTSampleParallelForms(t *testing.T) {
 		{"ZeRO 2 with accumulation", 2, []string{"--batch", "2", "--accum", "2", "--zero", "2"}},
 		{"ZeRO 3", 2, []string{"--batch", "4", "--zero", "3"}},
 		{"ZeRO 3 on 4 ranks with accumulation", 4, []string{"--batch", "1", "--accum", "2", "--zero", "3"}},
+		{"ZeRO 3 offloaded", 2, []string{"--batch", "4", "--zero", "3", "--offload", "cpu"}},
+		{"ZeRO 2 offloaded", 2, []string{"--batch", "4", "--zero", "2", "--offload", "cpu"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for rank, got := range runGPT(t, c.ranks, append(c.args, common...)...) {

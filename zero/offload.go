@@ -1,0 +1,140 @@
+package zero
+
+import (
+	"fmt"
+
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// Offload (DeepSpeed's ZeRO-Offload, Options.Offload): under stages 2
+// and 3 the optimizer's half of a rank's slice — the float32 master copy
+// of its parameters and the optimizer state — lives on the host runtime,
+// and the step runs there (the CPU's fused AdamW): the rank's gradient
+// slices go down to the host after backward, the updated parameter slices
+// come back up. On a GPU rank that trades device memory (12 bytes of a
+// 16-byte Adam parameter) for host↔device traffic (the gradient slice down
+// and the parameter slice up, each step). On a CPU rank the host is a
+// second CPU device, which is how the tests exercise it.
+//
+// Not yet: overlapping the transfers and the host step with the device's
+// backward (the step runs after backward, bucket by bucket).
+
+// OffloadBytes counts the bytes moved between the device and the host.
+type OffloadBytes struct {
+	ToHost, ToDevice int64
+}
+
+// offloaded is a bucket's host half: the master copy of this rank's slice.
+type offloaded struct {
+	master *tensor.Tensor // float32, on the host
+}
+
+// stateRuntime is where the optimizer state lives: the host under
+// offload, else the device.
+func (z *Optimizer) stateRuntime() *tensor.Runtime {
+	if z.opts.Offload != nil {
+		return z.opts.Offload
+	}
+	return z.rt
+}
+
+// Offloaded reports the bytes moved between the device and the host so far.
+func (z *Optimizer) Offloaded() OffloadBytes { return z.offloadBytes }
+
+// toHost copies a device tensor's elements to a new host tensor (in the
+// host runtime's current scope).
+func (z *Optimizer) toHost(t *tensor.Tensor) (*tensor.Tensor, error) {
+	b, err := t.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	z.offloadBytes.ToHost += int64(len(b))
+	h := z.opts.Offload.FromBytes(t.DType(), b, t.Shape()...)
+	return h, h.Err()
+}
+
+// toDevice copies a host tensor's elements into the device tensor dst.
+func (z *Optimizer) toDevice(dst, h *tensor.Tensor) error {
+	b, err := h.To(dst.DType()).Bytes()
+	if err != nil {
+		return err
+	}
+	z.offloadBytes.ToDevice += int64(len(b))
+	sc := z.rt.OpenScope()
+	defer sc.Close()
+	return dst.CopyFrom(z.rt.FromBytes(dst.DType(), b, dst.Shape()...))
+}
+
+// offloadStep updates bucket b's slice on the host: its gradient slice
+// goes down, the pieces are stepped against the float32 master copy (made
+// from the device's values at the first step), the slice goes back up.
+func (f *flatLayout) offloadStep(b *flatBucket) error {
+	z := f.z
+	host := z.opts.Offload
+	hs := host.OpenScope()
+	defer hs.Close()
+	me := z.pg.Rank()
+	slice := func() *tensor.Tensor { // this rank's parameter slice on the device
+		if b.shard != nil {
+			return b.shard
+		}
+		if b.buf != nil {
+			return b.buf.Narrow(0, me*b.slice, b.slice)
+		}
+		return nil
+	}
+	if b.host == nil {
+		master := host.Zeros(dtype.Float32, b.slice).Persist()
+		if dev := slice(); dev != nil {
+			h, err := z.toHost(dev)
+			if err != nil {
+				return err
+			}
+			if err := master.CopyFrom(h.To(dtype.Float32)); err != nil {
+				return err
+			}
+		} else {
+			for _, pc := range b.pieces {
+				h, err := z.toHost(pc.param.View(-1).Narrow(0, pc.at, pc.n).Contiguous())
+				if err != nil {
+					return err
+				}
+				if err := master.Narrow(0, pc.in, pc.n).CopyFrom(h.To(dtype.Float32)); err != nil {
+					return err
+				}
+			}
+		}
+		b.host = &offloaded{master: master}
+	}
+	gh, err := z.toHost(b.gradShard)
+	if err != nil {
+		return err
+	}
+	g := gh.To(dtype.Float32)
+	var uerr error
+	host.NoGrad(func() {
+		for _, pc := range b.pieces {
+			states := []*optim.State{pc.state}
+			p := b.host.master.Narrow(0, pc.in, pc.n)
+			if uerr = optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g.Narrow(0, pc.in, pc.n)}, states); uerr != nil {
+				uerr = fmt.Errorf("zero: %s (offloaded): %w", paramLabel(pc.param, z.index[pc.param]), uerr)
+				return
+			}
+			pc.state = states[0]
+		}
+	})
+	if uerr != nil {
+		return uerr
+	}
+	if dev := slice(); dev != nil {
+		return z.toDevice(dev, b.host.master)
+	}
+	for _, pc := range b.pieces {
+		if err := z.toDevice(pc.param.View(-1).Narrow(0, pc.at, pc.n), b.host.master.Narrow(0, pc.in, pc.n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
