@@ -61,5 +61,18 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 	if err := optim.ScaleToNorm(shards, maxNorm, norm); err != nil {
 		return 0, fmt.Errorf("zero: %w", err)
 	}
+	// Under offload the slices are on the host already (they went down
+	// during backward): they are scaled alike.
+	var down []*tensor.Tensor
+	for _, b := range f.buckets {
+		if b.host != nil && b.host.grad != nil {
+			down = append(down, b.host.grad)
+		}
+	}
+	if len(down) > 0 {
+		if err := optim.ScaleToNorm(down, maxNorm, norm); err != nil {
+			return 0, fmt.Errorf("zero: %w", err)
+		}
+	}
 	return norm, nil
 }

@@ -2,6 +2,7 @@ package zero
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -12,7 +13,7 @@ func TestClipGradNorm(t *testing.T) {
 	for _, l := range []struct {
 		name string
 		opts Options
-	}{{"greedy", Options{}}, {"flat", Options{Partition: "flat"}}, {"stage 2", Options{Stage: 2, BucketCapMB: 0.002}}, {"stage 3", Options{Stage: 3}}} {
+	}{{"greedy", Options{}}, {"flat", Options{Partition: "flat"}}, {"stage 2", Options{Stage: 2, BucketCapMB: 0.002}}, {"stage 3", Options{Stage: 3}}, {"stage 3 offloaded", Options{Stage: 3}}} {
 		for _, n := range []int{1, 2, 3} {
 			t.Run(fmt.Sprintf("%s/n=%d", l.name, n), func(t *testing.T) {
 				k := kinds[3] // AdamW
@@ -24,7 +25,7 @@ func TestClipGradNorm(t *testing.T) {
 					t.Fatal("clipping at 0.05 changed nothing: the test would not see a broken clip")
 				}
 				z := plain
-				z.zero, z.opts, z.seedRank = true, l.opts, l.opts.Stage >= 2
+				z.zero, z.opts, z.seedRank, z.offload = true, l.opts, l.opts.Stage >= 2, strings.HasSuffix(l.name, "offloaded")
 				closeTo(t, z.train(t).params, want.params, l.name)
 			})
 		}

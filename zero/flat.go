@@ -36,6 +36,8 @@ type flatLayout struct {
 	unitOf  map[*tensor.Tensor]int
 	order   []*Unit
 	ordered bool
+
+	inflight []*flatBucket // launched reduce-scatters, oldest first (bound)
 }
 
 type flatBucket struct {
@@ -57,6 +59,7 @@ type flatBucket struct {
 	// Stage 2.
 	ready     []bool
 	pending   int
+	launched  bool // its reduce-scatter was issued in this pass
 	grads     *tensor.Tensor // the full gradients, from backward to their reduce-scatter
 	gradShard *tensor.Tensor // this rank's slice of the averaged gradients
 	scatter   *dist.Work
@@ -226,7 +229,7 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 // reduce-scatter has completed, during backward: only the buckets in
 // flight hold full gradients (under stage 3, a unit or two at a time).
 func (f *flatLayout) releaseScattered() {
-	for _, b := range f.buckets[:f.next] {
+	for _, b := range f.buckets {
 		if b.scatter == nil || !b.scatter.IsCompleted() {
 			continue
 		}
@@ -236,13 +239,20 @@ func (f *flatLayout) releaseScattered() {
 		b.scatter = nil
 		b.grads.Release()
 		b.grads = nil
+		if f.z.opts.Offload != nil && f.err == nil {
+			// The slice is final: it goes down to the host while
+			// backward goes on (offload.go).
+			f.err = f.sendDown(b)
+		}
 	}
 }
 
 func (f *flatLayout) start() {
 	f.active = true
 	f.next = 0
+	f.inflight = f.inflight[:0]
 	for _, b := range f.buckets {
+		b.launched = false
 		clear(b.ready)
 		b.pending = len(b.params)
 	}
@@ -275,17 +285,50 @@ func (f *flatLayout) stage(b *flatBucket, i int, g *tensor.Tensor) error {
 // launchReady reduce-scatters full buckets in bucket order, so that every
 // rank issues the same collectives in the same order. The gradients are
 // divided by the world size first, as DDP's all-reduce hook does.
+//
+// Under stage 3 a bucket is a unit's, and backward finishes the units in
+// the reverse of their forward order, which construction does not know:
+// each full bucket is launched as soon as it is full, in bucket order
+// among those full at that moment. Every rank runs the same backward, so
+// the same buckets fill at the same points and the order still matches.
 func (f *flatLayout) launchReady() {
 	z := f.z
-	for f.next < len(f.buckets) && f.buckets[f.next].pending == 0 {
-		b := f.buckets[f.next]
+	for i, b := range f.buckets {
+		if b.launched || b.pending != 0 {
+			if f.units == nil && !b.launched {
+				return // stage 2: strictly in bucket order
+			}
+			continue
+		}
 		if err := b.grads.MulScalarInPlace(1 / float64(z.pg.Size())); err != nil {
 			f.err = err
 			return
 		}
 		b.scatter = z.pg.ReduceScatter(b.gradShard, b.grads, dist.Sum)
-		f.next++
+		b.launched = true
+		f.next = max(f.next, i+1)
+		f.inflight = append(f.inflight, b)
+		f.bound()
 	}
+}
+
+// maxScattering bounds the reduce-scatters in flight during backward: a
+// launch waits for the oldest beyond it, whose full gradients then go back
+// (and, under offload, its slice goes down to the host), so that memory
+// stays at a few buckets' gradients however long backward is.
+const maxScattering = 2
+
+// bound waits for the oldest reduce-scatters while more than maxScattering
+// are in flight.
+func (f *flatLayout) bound() {
+	for len(f.inflight) > maxScattering {
+		b := f.inflight[0]
+		f.inflight = f.inflight[1:]
+		if b.scatter != nil {
+			_ = b.scatter.Wait() // releaseScattered reports its error
+		}
+	}
+	f.releaseScattered()
 }
 
 // SetRequireSync turns stage 2's gradient reduction off (gradients
@@ -427,7 +470,10 @@ func (f *flatLayout) finishPass() error {
 	}
 	f.active = false
 	if f.err == nil {
-		for _, b := range f.buckets[f.next:] {
+		for _, b := range f.buckets {
+			if b.launched {
+				continue
+			}
 			for i, ok := range b.ready {
 				if !ok && f.err == nil {
 					f.err = f.stage(b, i, nil)
@@ -445,6 +491,9 @@ func (f *flatLayout) finishPass() error {
 		}
 		b.grads.Release()
 		b.grads = nil
+		if f.z.opts.Offload != nil && f.err == nil {
+			f.err = f.sendDown(b)
+		}
 	}
 	for _, u := range f.units {
 		if err := u.reshard(); err != nil && f.err == nil {
@@ -483,7 +532,7 @@ func (f *flatLayout) memory(m *Memory) {
 				m.State += pc.state.Bytes()
 			}
 		}
-		if b.host != nil {
+		if b.host != nil && b.host.master != nil {
 			m.HostState += int64(b.host.master.Numel() * 4)
 		}
 	}

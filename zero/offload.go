@@ -18,17 +18,21 @@ import (
 // and the parameter slice up, each step). On a CPU rank the host is a
 // second CPU device, which is how the tests exercise it.
 //
-// Not yet: overlapping the transfers and the host step with the device's
-// backward (the step runs after backward, bucket by bucket).
+// A bucket's gradient slice goes down as soon as its reduce-scatter has
+// completed, while backward goes on (sendDown, DeepSpeed's overlap of the
+// gradient transfers); the host step itself runs at Step, after a
+// possible clipping, which scales the slices that came down alike.
 
 // OffloadBytes counts the bytes moved between the device and the host.
 type OffloadBytes struct {
 	ToHost, ToDevice int64
 }
 
-// offloaded is a bucket's host half: the master copy of this rank's slice.
+// offloaded is a bucket's host half: the master copy of this rank's slice,
+// and the gradient slice of the current pass once it has come down.
 type offloaded struct {
 	master *tensor.Tensor // float32, on the host
+	grad   *tensor.Tensor // float32, on the host; nil until sendDown
 }
 
 // stateRuntime is where the optimizer state lives: the host under
@@ -86,6 +90,9 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 		return nil
 	}
 	if b.host == nil {
+		b.host = &offloaded{}
+	}
+	if b.host.master == nil {
 		master := host.Zeros(dtype.Float32, b.slice).Persist()
 		if dev := slice(); dev != nil {
 			h, err := z.toHost(dev)
@@ -106,13 +113,18 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 				}
 			}
 		}
-		b.host = &offloaded{master: master}
+		b.host.master = master
 	}
-	gh, err := z.toHost(b.gradShard)
-	if err != nil {
-		return err
+	if b.host.grad == nil {
+		if err := f.sendDown(b); err != nil {
+			return err
+		}
 	}
-	g := gh.To(dtype.Float32)
+	g := b.host.grad
+	defer func() {
+		b.host.grad.Release()
+		b.host.grad = nil
+	}()
 	var uerr error
 	host.NoGrad(func() {
 		for _, pc := range b.pieces {
@@ -136,5 +148,29 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// sendDown copies bucket b's reduced gradient slice to the host (once per
+// pass).
+func (f *flatLayout) sendDown(b *flatBucket) error {
+	z := f.z
+	if b.host == nil {
+		b.host = &offloaded{}
+	}
+	if b.host.grad != nil || b.gradShard == nil {
+		return nil
+	}
+	hs := z.opts.Offload.OpenScope()
+	defer hs.Close()
+	h, err := z.toHost(b.gradShard)
+	if err != nil {
+		return err
+	}
+	g := h.To(dtype.Float32).Persist()
+	if err := g.Err(); err != nil {
+		return err
+	}
+	b.host.grad = g
 	return nil
 }

@@ -217,3 +217,69 @@ func TestStage3UnitsDisagree(t *testing.T) {
 		}
 	}
 }
+
+// TestOffloadOverlapsBackward: under offload a bucket's gradient slice
+// goes down to the host as soon as its reduce-scatter has completed, during
+// backward; the step sends the last ones and the parameter slices up.
+func TestOffloadOverlapsBackward(t *testing.T) {
+	const n = 2
+	w, _ := dist.NewWorld(n, dist.Options{})
+	defer w.Close()
+	during := make([]OffloadBytes, n)
+	after := make([]OffloadBytes, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		wg.Go(func() {
+			errs[rank] = func() error {
+				rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
+				m := mlp(t, rt)
+				var units []UnitSpec
+				for _, l := range m.Layers {
+					if ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters(); len(ps) > 0 {
+						units = append(units, UnitSpec{Params: ps})
+					}
+				}
+				host := tensor.NewRuntime(cpu.New(cpu.Options{Index: 10 + rank}), 0)
+				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, Offload: host})
+				if err != nil {
+					return err
+				}
+				defer z.Close()
+				x := rt.Ones(dtype.Float32, 4, 16)
+				for i, l := range m.Layers {
+					u := z.Unit(min(i/2, 2))
+					if i%2 == 0 {
+						if err := u.BeforeForward(); err != nil {
+							return err
+						}
+					}
+					x = l.Forward(x)
+					if i%2 == 0 {
+						if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
+							return err
+						}
+					}
+				}
+				if err := x.SumAll().Backward(); err != nil {
+					return err
+				}
+				during[rank] = z.Offloaded()
+				if err := z.Step(); err != nil {
+					return err
+				}
+				after[rank] = z.Offloaded()
+				return nil
+			}()
+		})
+	}
+	wg.Wait()
+	for r := range n {
+		if errs[r] != nil {
+			t.Fatalf("rank %d: %v", r, errs[r])
+		}
+		if during[r].ToHost == 0 || during[r].ToHost >= after[r].ToHost || during[r].ToDevice != 0 || after[r].ToDevice == 0 {
+			t.Errorf("rank %d: moved %+v by the end of backward, %+v after the step", r, during[r], after[r])
+		}
+	}
+}
