@@ -59,7 +59,7 @@ type flatBucket struct {
 	// Stage 2.
 	ready     []bool
 	pending   int
-	launched  bool // its reduce-scatter was issued in this pass
+	launched  bool           // its reduce-scatter was issued in this pass
 	grads     *tensor.Tensor // the full gradients, from backward to their reduce-scatter
 	gradShard *tensor.Tensor // this rank's slice of the averaged gradients
 	scatter   *dist.Work
