@@ -532,8 +532,8 @@ func (f *flatLayout) memory(m *Memory) {
 				m.State += pc.state.Bytes()
 			}
 		}
-		if b.host != nil && b.host.master != nil {
-			m.HostState += int64(b.host.master.Numel() * 4)
+		if b.host != nil && b.host.param != nil {
+			m.HostState += int64(b.host.param.Numel() * b.host.param.DType().Size())
 		}
 	}
 }

@@ -2,6 +2,7 @@ package zero
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
@@ -22,6 +23,7 @@ func TestMixedPrecisionSharding(t *testing.T) {
 		{"flat bucket view", Options{Partition: "flat", ParametersAsBucketView: true, BucketCapMB: 0.002}},
 		{"stage 2", Options{Stage: 2, BucketCapMB: 0.002}},
 		{"stage 3", Options{Stage: 3}},
+		{"stage 3 offloaded", Options{Stage: 3}},
 	}
 	perParam := map[string]int64{"SGD": 8, "AdamW": 12}
 	for _, k := range kinds {
@@ -37,6 +39,7 @@ func TestMixedPrecisionSharding(t *testing.T) {
 					z := plain
 					z.zero, z.opts = true, l.opts
 					z.seedRank = l.opts.Stage >= 2
+					z.offload = strings.HasSuffix(l.name, "offloaded")
 					got := z.train(t)
 					if l.opts.Stage >= 2 && n >= 3 {
 						// Stage 2 reduces the gradients with a
@@ -61,6 +64,11 @@ func TestMixedPrecisionSharding(t *testing.T) {
 					var state int64
 					for _, m := range got.mems {
 						state += m.State
+						if z.offload {
+							// On the host: the state (float32 master
+							// weights included) and the bfloat16 slices.
+							state += m.HostState - m.OwnedParameters
+						}
 					}
 					const numel = 16*32 + 32 + 32*32 + 32 + 32*4 + 4 // the MLP's parameters
 					if state != numel*bytes {

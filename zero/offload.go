@@ -3,17 +3,17 @@ package zero
 import (
 	"fmt"
 
-	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
 // Offload (DeepSpeed's ZeRO-Offload, Options.Offload): under stages 2
-// and 3 the optimizer's half of a rank's slice — the float32 master copy
-// of its parameters and the optimizer state — lives on the host runtime,
-// and the step runs there (the CPU's fused AdamW): the rank's gradient
-// slices go down to the host after backward, the updated parameter slices
-// come back up. On a GPU rank that trades device memory (12 bytes of a
+// and 3 the optimizer's half of a rank's slice — a copy of its parameters
+// and the optimizer state, with the float32 master weights of a bfloat16
+// or float16 model (the state's master_param, so checkpoints keep them) —
+// lives on the host runtime, and the step runs there (the CPU's fused
+// AdamW): the rank's gradient slices go down to the host, the updated
+// parameter slices come back up. On a GPU rank that trades device memory (12 bytes of a
 // 16-byte Adam parameter) for host↔device traffic (the gradient slice down
 // and the parameter slice up, each step). On a CPU rank the host is a
 // second CPU device, which is how the tests exercise it.
@@ -28,11 +28,13 @@ type OffloadBytes struct {
 	ToHost, ToDevice int64
 }
 
-// offloaded is a bucket's host half: the master copy of this rank's slice,
-// and the gradient slice of the current pass once it has come down.
+// offloaded is a bucket's host half: this rank's slice of the parameters
+// (in their dtype; the optimizer keeps a float32 master of a half-precision
+// one in its state), and the gradient slice of the current pass once it
+// has come down.
 type offloaded struct {
-	master *tensor.Tensor // float32, on the host
-	grad   *tensor.Tensor // float32, on the host; nil until sendDown
+	param *tensor.Tensor // on the host
+	grad  *tensor.Tensor // on the host; nil until sendDown
 }
 
 // stateRuntime is where the optimizer state lives: the host under
@@ -92,14 +94,14 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 	if b.host == nil {
 		b.host = &offloaded{}
 	}
-	if b.host.master == nil {
-		master := host.Zeros(dtype.Float32, b.slice).Persist()
+	if b.host.param == nil {
+		param := host.Zeros(b.gradShard.DType(), b.slice).Persist()
 		if dev := slice(); dev != nil {
 			h, err := z.toHost(dev)
 			if err != nil {
 				return err
 			}
-			if err := master.CopyFrom(h.To(dtype.Float32)); err != nil {
+			if err := param.CopyFrom(h); err != nil {
 				return err
 			}
 		} else {
@@ -108,12 +110,12 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 				if err != nil {
 					return err
 				}
-				if err := master.Narrow(0, pc.in, pc.n).CopyFrom(h.To(dtype.Float32)); err != nil {
+				if err := param.Narrow(0, pc.in, pc.n).CopyFrom(h); err != nil {
 					return err
 				}
 			}
 		}
-		b.host.master = master
+		b.host.param = param
 	}
 	if b.host.grad == nil {
 		if err := f.sendDown(b); err != nil {
@@ -129,7 +131,7 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 	host.NoGrad(func() {
 		for _, pc := range b.pieces {
 			states := []*optim.State{pc.state}
-			p := b.host.master.Narrow(0, pc.in, pc.n)
+			p := b.host.param.Narrow(0, pc.in, pc.n)
 			if uerr = optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g.Narrow(0, pc.in, pc.n)}, states); uerr != nil {
 				uerr = fmt.Errorf("zero: %s (offloaded): %w", paramLabel(pc.param, z.index[pc.param]), uerr)
 				return
@@ -141,10 +143,10 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 		return uerr
 	}
 	if dev := slice(); dev != nil {
-		return z.toDevice(dev, b.host.master)
+		return z.toDevice(dev, b.host.param)
 	}
 	for _, pc := range b.pieces {
-		if err := z.toDevice(pc.param.View(-1).Narrow(0, pc.at, pc.n), b.host.master.Narrow(0, pc.in, pc.n)); err != nil {
+		if err := z.toDevice(pc.param.View(-1).Narrow(0, pc.at, pc.n), b.host.param.Narrow(0, pc.in, pc.n)); err != nil {
 			return err
 		}
 	}
@@ -167,10 +169,6 @@ func (f *flatLayout) sendDown(b *flatBucket) error {
 	if err != nil {
 		return err
 	}
-	g := h.To(dtype.Float32).Persist()
-	if err := g.Err(); err != nil {
-		return err
-	}
-	b.host.grad = g
+	b.host.grad = h.Persist()
 	return nil
 }

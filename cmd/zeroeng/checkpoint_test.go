@@ -51,6 +51,7 @@ func TestGPTResume(t *testing.T) {
 		{"2 ranks ZeRO 1 bfloat16", 2, 2, []string{"--batch", "4", "--zero", "1", "--dtype", "bfloat16"}, nil, 0},
 		{"2 ranks ZeRO 3", 2, 2, []string{"--batch", "4", "--zero", "3"}, nil, 0},
 		{"2 ranks ZeRO 3 offloaded", 2, 2, []string{"--batch", "4", "--zero", "3", "--offload", "cpu"}, nil, 0},
+		{"2 ranks ZeRO 3 bfloat16 offloaded", 2, 2, []string{"--batch", "4", "--zero", "3", "--offload", "cpu", "--dtype", "bfloat16"}, nil, 0},
 		{"ZeRO 3 on 2 ranks to ZeRO 2 on 2", 2, 2, []string{"--batch", "4", "--zero", "3"}, []string{"--batch", "4", "--zero", "2"}, 1e-4},
 		{"ZeRO 3 on 2 ranks to ZeRO 3 on 4", 2, 4, []string{"--batch", "4", "--zero", "3"}, []string{"--batch", "2", "--zero", "3"}, 1e-4},
 		{"AdamW on 1 rank to ZeRO 3 on 2", 1, 2, []string{"--batch", "8"}, []string{"--batch", "4", "--zero", "3"}, 1e-4},
