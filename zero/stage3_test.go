@@ -9,6 +9,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
@@ -26,147 +27,123 @@ func TestStage3ShardsParameters(t *testing.T) {
 
 func stage3Run(t *testing.T, limit int) {
 	const n = 2
-	w, err := dist.NewWorld(n, dist.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := range n {
-		wg.Go(func() {
-			errs[rank] = func() error {
-				rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
-				m := mlp(t, rt)
-				var units []UnitSpec
-				var owner []int
-				full := int64(0)
-				for _, l := range m.Layers {
-					ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters()
-					owner = append(owner, -1)
-					if len(ps) > 0 {
-						owner[len(owner)-1] = len(units)
-						units = append(units, UnitSpec{Params: ps, ReshardAfterForward: true})
-					}
-					for _, p := range ps {
-						full += int64(p.Numel() * 4)
-					}
+	onRanks(t, n, func(rank int, pg dist.ProcessGroup, rt *tensor.Runtime) error {
+		{
+			rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
+			m := mlp(t, rt)
+			units, owner := layerUnits(m, true)
+			full := int64(0)
+			for _, p := range m.Parameters() {
+				full += int64(p.Numel() * 4)
+			}
+			before := rt.Stats().LiveBytes
+			z, err := New(pg, optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, LimitAllGathers: limit})
+			if err != nil {
+				return err
+			}
+			defer z.Close()
+			// The full parameters (full bytes) went; this rank's slices
+			// of the parameters and of the gradients (full/n each) came.
+			if got, want := rt.Stats().LiveBytes-before, 2*full/n-full; got > want+64 {
+				t.Errorf("rank %d: making the optimizer changed the live bytes by %d, want %d", rank, got, want)
+			}
+			for _, p := range m.Parameters() {
+				if !p.MemoryFreed() {
+					t.Errorf("rank %d: a parameter kept its memory", rank)
 				}
-				before := rt.Stats().LiveBytes
-				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, LimitAllGathers: limit})
-				if err != nil {
-					return err
-				}
-				defer z.Close()
-				// The full parameters (full bytes) went; this rank's slices
-				// of the parameters and of the gradients (full/n each) came.
-				if got, want := rt.Stats().LiveBytes-before, 2*full/n-full; got > want+64 {
-					t.Errorf("rank %d: making the optimizer changed the live bytes by %d, want %d", rank, got, want)
-				}
-				for _, p := range m.Parameters() {
-					if !p.MemoryFreed() {
-						t.Errorf("rank %d: a parameter kept its memory", rank)
+			}
+			if _, err := m.Parameters()[0].Float64s(); err == nil || !strings.Contains(err.Error(), "parameter of zero unit 0, which ZeRO stage 3 shards") {
+				t.Errorf("reading a sharded parameter: %v", err)
+			}
+			maxGathered, prefetched := 0, 0
+			gathered := func() int {
+				k := 0
+				for _, u := range z.flat.units {
+					if u.gathered || u.inflight != nil {
+						k++
 					}
 				}
-				if _, err := m.Parameters()[0].Float64s(); err == nil || !strings.Contains(err.Error(), "parameter of zero unit 0, which ZeRO stage 3 shards") {
-					t.Errorf("reading a sharded parameter: %v", err)
-				}
-				maxGathered, prefetched := 0, 0
-				gathered := func() int {
-					k := 0
-					for _, u := range z.flat.units {
+				return k
+			}
+			for step := range 3 {
+				sc := rt.OpenScope()
+				x := rt.FromValues(dtype.Float32, make([]float64, 4*16), 4, 16).AddScalar(float64(step + rank))
+				for i, l := range m.Layers {
+					u := z.Unit(owner[i])
+					if u != nil {
 						if u.gathered || u.inflight != nil {
-							k++
+							prefetched++
 						}
-					}
-					return k
-				}
-				for step := range 3 {
-					sc := rt.OpenScope()
-					x := rt.FromValues(dtype.Float32, make([]float64, 4*16), 4, 16).AddScalar(float64(step + rank))
-					for i, l := range m.Layers {
-						u := z.Unit(owner[i])
-						if u != nil {
-							if u.gathered || u.inflight != nil {
-								prefetched++
-							}
-							if err := u.BeforeForward(); err != nil {
-								return err
-							}
-							maxGathered = max(maxGathered, gathered())
-						}
-						x = l.Forward(x)
-						if u != nil {
-							if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
-								return err
-							}
-						}
-					}
-					if err := x.SumAll().Backward(); err != nil {
-						return err
-					}
-					if err := z.Step(); err != nil {
-						return err
-					}
-					if g := gathered(); g != 0 {
-						t.Errorf("rank %d, step %d: %d units still gathered after the step", rank, step, g)
-					}
-					sc.Close()
-				}
-				if maxGathered != limit {
-					t.Errorf("rank %d: up to %d units gathered or in flight at once in forward, want %d", rank, maxGathered, limit)
-				}
-				// From the second step on, every unit but the first is
-				// prefetched while the one before it computes.
-				if want := (limit - 1) * 2 * (len(units) - 1); prefetched != want {
-					t.Errorf("rank %d: %d forwards found their unit prefetched, want %d", rank, prefetched, want)
-				}
-				if m := z.Memory(); m.OwnedParameters*n > full+int64(4*n*len(units)) {
-					t.Errorf("rank %d owns %d parameter bytes of %d", rank, m.OwnedParameters, full)
-				}
-				// Values written with writeBack are the parameters from
-				// then on; without it they are not kept.
-				fill := func(v float64, writeBack bool) error {
-					return z.WithFullParams(writeBack, func() (err error) {
-						rt.NoGrad(func() {
-							for _, p := range m.Parameters() {
-								if err = p.Fill(v); err != nil {
-									return
-								}
-							}
-						})
-						return err
-					})
-				}
-				if err := fill(0.5, true); err != nil {
-					return err
-				}
-				if err := fill(7, false); err != nil {
-					return err
-				}
-				return z.WithFullParams(false, func() error {
-					for _, p := range m.Parameters() {
-						v, err := p.Float64s()
-						if err != nil {
+						if err := u.BeforeForward(); err != nil {
 							return err
 						}
-						for _, x := range v {
-							if x != 0.5 {
-								return fmt.Errorf("a parameter reads %v after a write-back of 0.5", x)
-							}
+						maxGathered = max(maxGathered, gathered())
+					}
+					x = l.Forward(x)
+					if u != nil {
+						if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
+							return err
 						}
 					}
-					return nil
+				}
+				if err := x.SumAll().Backward(); err != nil {
+					return err
+				}
+				if err := z.Step(); err != nil {
+					return err
+				}
+				if g := gathered(); g != 0 {
+					t.Errorf("rank %d, step %d: %d units still gathered after the step", rank, step, g)
+				}
+				sc.Close()
+			}
+			if maxGathered != limit {
+				t.Errorf("rank %d: up to %d units gathered or in flight at once in forward, want %d", rank, maxGathered, limit)
+			}
+			// From the second step on, every unit but the first is
+			// prefetched while the one before it computes.
+			if want := (limit - 1) * 2 * (len(units) - 1); prefetched != want {
+				t.Errorf("rank %d: %d forwards found their unit prefetched, want %d", rank, prefetched, want)
+			}
+			if m := z.Memory(); m.OwnedParameters*n > full+int64(4*n*len(units)) {
+				t.Errorf("rank %d owns %d parameter bytes of %d", rank, m.OwnedParameters, full)
+			}
+			// Values written with writeBack are the parameters from
+			// then on; without it they are not kept.
+			fill := func(v float64, writeBack bool) error {
+				return z.WithFullParams(writeBack, func() (err error) {
+					rt.NoGrad(func() {
+						for _, p := range m.Parameters() {
+							if err = p.Fill(v); err != nil {
+								return
+							}
+						}
+					})
+					return err
 				})
-			}()
-		})
-	}
-	wg.Wait()
-	for r, err := range errs {
-		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+			}
+			if err := fill(0.5, true); err != nil {
+				return err
+			}
+			if err := fill(7, false); err != nil {
+				return err
+			}
+			return z.WithFullParams(false, func() error {
+				for _, p := range m.Parameters() {
+					v, err := p.Float64s()
+					if err != nil {
+						return err
+					}
+					for _, x := range v {
+						if x != 0.5 {
+							return fmt.Errorf("a parameter reads %v after a write-back of 0.5", x)
+						}
+					}
+				}
+				return nil
+			})
 		}
-	}
+	})
 }
 
 // TestStage3NeedsUnits: stage 3 without units, or with a parameter in no
@@ -222,64 +199,54 @@ func TestStage3UnitsDisagree(t *testing.T) {
 // goes down to the host as soon as its reduce-scatter has completed, during
 // backward; the step sends the last ones and the parameter slices up.
 func TestOffloadOverlapsBackward(t *testing.T) {
-	const n = 2
-	w, _ := dist.NewWorld(n, dist.Options{})
-	defer w.Close()
-	during := make([]OffloadBytes, n)
-	after := make([]OffloadBytes, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for rank := range n {
-		wg.Go(func() {
-			errs[rank] = func() error {
-				rt := tensor.NewRuntime(cpu.New(cpu.Options{Index: rank}), 0)
-				m := mlp(t, rt)
-				var units []UnitSpec
-				for _, l := range m.Layers {
-					if ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters(); len(ps) > 0 {
-						units = append(units, UnitSpec{Params: ps})
-					}
-				}
-				host := tensor.NewRuntime(cpu.New(cpu.Options{Index: 10 + rank}), 0)
-				z, err := New(w.Group(rank), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, Offload: host})
-				if err != nil {
-					return err
-				}
-				defer z.Close()
-				x := rt.Ones(dtype.Float32, 4, 16)
-				for i, l := range m.Layers {
-					u := z.Unit(min(i/2, 2))
-					if i%2 == 0 {
-						if err := u.BeforeForward(); err != nil {
-							return err
-						}
-					}
-					x = l.Forward(x)
-					if i%2 == 0 {
-						if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
-							return err
-						}
-					}
-				}
-				if err := x.SumAll().Backward(); err != nil {
-					return err
-				}
-				during[rank] = z.Offloaded()
-				if err := z.Step(); err != nil {
-					return err
-				}
-				after[rank] = z.Offloaded()
-				return nil
-			}()
-		})
-	}
-	wg.Wait()
-	for r := range n {
-		if errs[r] != nil {
-			t.Fatalf("rank %d: %v", r, errs[r])
+	onRanks(t, 2, func(rank int, pg dist.ProcessGroup, rt *tensor.Runtime) error {
+		m := mlp(t, rt)
+		units, owner := layerUnits(m, false)
+		host := tensor.NewRuntime(cpu.New(cpu.Options{Index: 10 + rank}), 0)
+		z, err := New(pg, optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, Offload: host})
+		if err != nil {
+			return err
 		}
-		if during[r].ToHost == 0 || during[r].ToHost >= after[r].ToHost || during[r].ToDevice != 0 || after[r].ToDevice == 0 {
-			t.Errorf("rank %d: moved %+v by the end of backward, %+v after the step", r, during[r], after[r])
+		defer z.Close()
+		x := rt.Ones(dtype.Float32, 4, 16)
+		for i, l := range m.Layers {
+			u := z.Unit(owner[i])
+			if u != nil {
+				if err := u.BeforeForward(); err != nil {
+					return err
+				}
+			}
+			x = l.Forward(x)
+			if u != nil {
+				if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
+					return err
+				}
+			}
+		}
+		if err := x.SumAll().Backward(); err != nil {
+			return err
+		}
+		during := z.Offloaded()
+		if err := z.Step(); err != nil {
+			return err
+		}
+		after := z.Offloaded()
+		if during.ToHost == 0 || during.ToHost >= after.ToHost || during.ToDevice != 0 || after.ToDevice == 0 {
+			return fmt.Errorf("moved %+v by the end of backward, %+v after the step", during, after)
+		}
+		return nil
+	})
+}
+
+// layerUnits makes each of the MLP's Linear layers a unit; owner[i] is
+// layer i's unit (-1: none).
+func layerUnits(m *nn.Sequential, reshard bool) (units []UnitSpec, owner []int) {
+	for _, l := range m.Layers {
+		owner = append(owner, -1)
+		if ps := l.(interface{ Parameters() []*tensor.Tensor }).Parameters(); len(ps) > 0 {
+			owner[len(owner)-1] = len(units)
+			units = append(units, UnitSpec{Params: ps, ReshardAfterForward: reshard})
 		}
 	}
+	return units, owner
 }
