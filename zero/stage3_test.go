@@ -68,23 +68,13 @@ func stage3Run(t *testing.T, limit int) {
 			for step := range 3 {
 				sc := rt.OpenScope()
 				x := rt.FromValues(dtype.Float32, make([]float64, 4*16), 4, 16).AddScalar(float64(step + rank))
-				for i, l := range m.Layers {
-					u := z.Unit(owner[i])
-					if u != nil {
-						if u.gathered || u.inflight != nil {
-							prefetched++
-						}
-						if err := u.BeforeForward(); err != nil {
-							return err
-						}
-						maxGathered = max(maxGathered, gathered())
+				x, err := forwardUnits(z, m, owner, x, func(u *Unit) {
+					if u.gathered || u.inflight != nil {
+						prefetched++
 					}
-					x = l.Forward(x)
-					if u != nil {
-						if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
-							return err
-						}
-					}
+				}, func(*Unit) { maxGathered = max(maxGathered, gathered()) })
+				if err != nil {
+					return err
 				}
 				if err := x.SumAll().Backward(); err != nil {
 					return err
@@ -209,19 +199,9 @@ func TestOffloadOverlapsBackward(t *testing.T) {
 		}
 		defer z.Close()
 		x := rt.Ones(dtype.Float32, 4, 16)
-		for i, l := range m.Layers {
-			u := z.Unit(owner[i])
-			if u != nil {
-				if err := u.BeforeForward(); err != nil {
-					return err
-				}
-			}
-			x = l.Forward(x)
-			if u != nil {
-				if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
-					return err
-				}
-			}
+		x, err = forwardUnits(z, m, owner, x, nil, nil)
+		if err != nil {
+			return err
 		}
 		if err := x.SumAll().Backward(); err != nil {
 			return err
@@ -249,4 +229,31 @@ func layerUnits(m *nn.Sequential, reshard bool) (units []UnitSpec, owner []int) 
 		}
 	}
 	return units, owner
+}
+
+// forwardUnits runs the MLP's forward as zero.fullyShard's wrappers do:
+// each layer with a unit between its BeforeForward and AfterForward;
+// before and after (when set) see each unit around its gather.
+func forwardUnits(z *Optimizer, m *nn.Sequential, owner []int, x *tensor.Tensor, before, after func(*Unit)) (*tensor.Tensor, error) {
+	for i, l := range m.Layers {
+		u := z.Unit(owner[i])
+		if u != nil {
+			if before != nil {
+				before(u)
+			}
+			if err := u.BeforeForward(); err != nil {
+				return nil, err
+			}
+			if after != nil {
+				after(u)
+			}
+		}
+		x = l.Forward(x)
+		if u != nil {
+			if err := u.AfterForward([]*tensor.Tensor{x}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return x, nil
 }
