@@ -144,7 +144,7 @@ func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
 
 // Workloads lists the names Run accepts.
 var Workloads = append([]string{"gemm", "mlp", "gpt", "fmnist", "ddp2", "ddp2-replicated", "ddp2-flat", "ddp2-stage2",
-	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "overlap4-flat", "overlap4-stage2", "zero-memory-0", "zero-memory-1", "zero-memory-2"},
+	"ddp2-overlap-a", "ddp2-overlap-b", "overlap4-none", "overlap4-a", "overlap4-b", "overlap4-flat", "overlap4-stage2", "zero-memory-0", "zero-memory-1", "zero-memory-2", "zero-memory-3"},
 	GPUWorkloads...)
 
 // Run measures a workload by name and returns its JSON-ready result.
@@ -164,7 +164,7 @@ func Run(name string) (any, error) {
 		v := map[string]string{"overlap4-none": "zero", "overlap4-a": "overlap-a", "overlap4-b": "overlap-b",
 			"overlap4-flat": "flat", "overlap4-stage2": "stage2"}[name]
 		return RunDDP(DDPConfig{Workload: name, World: 4, Batch: 64, Variant: v, Net: "10Gbit,20us", Timeline: true})
-	case "zero-memory-0", "zero-memory-1", "zero-memory-2":
+	case "zero-memory-0", "zero-memory-1", "zero-memory-2", "zero-memory-3":
 		return RunZeroMemory(int(name[len(name)-1] - '0'))
 	case "fmnist":
 		return FashionMNIST(io.Discard, FashionMNISTOptions{Epochs: 5, DataDir: FashionMNISTDir})

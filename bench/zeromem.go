@@ -16,14 +16,14 @@ import (
 
 // ZeroMemoryResult is what each rank holds after one AdamW step of a
 // 100.7M-parameter model on 4 in-process ranks, under ZeRO stage 0 (DDP
-// and a replicated AdamW), 1 or 2, against the fp32 formula.
+// and a replicated AdamW), 1, 2 or 3, against the fp32 formula.
 type ZeroMemoryResult struct {
 	Workload string `json:"workload"`
 	World    int    `json:"world"`
 	Params   int64  `json:"params"`
 	// FormulaBytesPerParam is 4 + 4 + 8 (stage 0), 4 + 4 + 8/N (stage 1),
-	// 4 + 12/N (stage 2): fp32 parameters and gradients, AdamW's two fp32
-	// moments.
+	// 4 + 12/N (stage 2), 16/N (stage 3): fp32 parameters and gradients,
+	// AdamW's two fp32 moments.
 	FormulaBytesPerParam float64       `json:"formula_bytes_per_param"`
 	Ranks                []zero.Memory `json:"ranks"`
 	BytesPerParam        []float64     `json:"bytes_per_param"`
@@ -47,8 +47,10 @@ func RunZeroMemory(stage int) (ZeroMemoryResult, error) {
 		res.FormulaBytesPerParam = 8 + 8.0/world
 	case 2:
 		res.FormulaBytesPerParam = 4 + 12.0/world
+	case 3:
+		res.FormulaBytesPerParam = 16.0 / world
 	default:
-		return res, fmt.Errorf("bench: zero-memory: stage %d (0, 1 or 2)", stage)
+		return res, fmt.Errorf("bench: zero-memory: stage %d (0, 1, 2 or 3)", stage)
 	}
 	w, err := dist.NewWorld(world, dist.Options{})
 	if err != nil {
@@ -121,13 +123,39 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 	case 2:
 		z, err = zero.New(pg, optim.AdamW, params, cfg.Group(), zero.Options{Stage: 2, ParametersAsBucketView: true})
 		opt = z
+	case 3:
+		// One unit per layer, gathered around its forward and backward.
+		var units []zero.UnitSpec
+		for _, l := range mods {
+			units = append(units, zero.UnitSpec{Params: l.(*nn.Linear).Parameters(), ReshardAfterForward: true})
+		}
+		z, err = zero.New(pg, optim.AdamW, params, cfg.Group(), zero.Options{Stage: 3, Units: units})
+		opt = z
 	}
 	if err != nil {
 		return zero.Memory{}, 0, err
 	}
 	sc := rt.OpenScope()
 	x := rt.Randn(tensor.Float32, 4, width)
-	if err := tensor.MSELoss(model.Forward(x), x, tensor.ReduceMean).Backward(); err != nil {
+	y := x
+	for i, l := range mods {
+		var u *zero.Unit // stage 3's
+		if z != nil {
+			u = z.Unit(i)
+		}
+		if u != nil {
+			if err := u.BeforeForward(); err != nil {
+				return zero.Memory{}, 0, err
+			}
+		}
+		y = l.Forward(y)
+		if u != nil {
+			if err := u.AfterForward([]*tensor.Tensor{y}); err != nil {
+				return zero.Memory{}, 0, err
+			}
+		}
+	}
+	if err := tensor.MSELoss(y, x, tensor.ReduceMean).Backward(); err != nil {
 		return zero.Memory{}, 0, err
 	}
 	if err := opt.Step(); err != nil {
