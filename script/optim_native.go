@@ -3,6 +3,7 @@ package script
 import (
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dop251/goja"
 
@@ -59,6 +60,41 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 			return r.numberValue(fn, "lrLambda's result", v)
 		})
 		return r.schedulerObject(s)
+	})
+	// The other schedulers of torch.optim.lr_scheduler, with options
+	// objects of PyTorch's arguments in camelCase (T_max: TMax).
+	newSched := func(name string, keys []string, required []string, make func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error)) {
+		r.fn(sched, name, func(call goja.FunctionCall) goja.Value {
+			fn := "optim.lrScheduler." + name
+			opt := r.optimizerArg(fn, call.Argument(0))
+			ops := r.optionsOf(fn, call, 1, keys...)
+			for _, k := range required {
+				if optValue(ops, k) == nil {
+					r.throwf("%s(optimizer, { %s }): %s is required", fn, strings.Join(keys, ", "), k)
+				}
+			}
+			s, err := make(fn, opt, ops)
+			if err != nil {
+				r.throw(err)
+			}
+			return r.schedulerObject(s)
+		})
+	}
+	newSched("ExponentialLR", []string{"gamma"}, []string{"gamma"}, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+		return optim.NewExponentialLR(opt, r.optNumber(fn, ops, "gamma", 0))
+	})
+	newSched("MultiStepLR", []string{"milestones", "gamma"}, []string{"milestones"}, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+		var milestones []int
+		if err := r.vm.ExportTo(optValue(ops, "milestones"), &milestones); err != nil {
+			r.throwf("%s: milestones must be an array of step numbers, got %s", fn, describe(optValue(ops, "milestones")))
+		}
+		return optim.NewMultiStepLR(opt, milestones, r.optNumber(fn, ops, "gamma", 0.1))
+	})
+	newSched("LinearLR", []string{"startFactor", "endFactor", "totalIters"}, nil, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+		return optim.NewLinearLR(opt, r.optNumber(fn, ops, "startFactor", 1.0/3), r.optNumber(fn, ops, "endFactor", 1), r.optInt(fn, ops, "totalIters", 5))
+	})
+	newSched("CosineAnnealingLR", []string{"TMax", "etaMin"}, []string{"TMax"}, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+		return optim.NewCosineAnnealingLR(opt, r.optInt(fn, ops, "TMax", 0), r.optNumber(fn, ops, "etaMin", 0))
 	})
 	r.fn(sched, "WarmupCosine", func(call goja.FunctionCall) goja.Value {
 		const fn = "optim.lrScheduler.WarmupCosine"

@@ -110,7 +110,7 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 	fx := load(t, rt)
 	var names []string
 	for k := range fx.meta {
-		if !strings.HasPrefix(k, "_") && !strings.HasPrefix(k, "clip") && !strings.HasPrefix(k, "steplr") && !strings.HasPrefix(k, "warmup") {
+		if !strings.HasPrefix(k, "_") && !strings.HasPrefix(k, "clip") && !strings.HasSuffix(k, "lr") && !strings.HasPrefix(k, "warmup") {
 			names = append(names, k)
 		}
 	}
@@ -325,6 +325,10 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 	}{
 		{"steplr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewStepLR(o, 2, 0.5); return s }},
 		{"warmup_cosine", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewWarmupCosine(o, 3, 10, 0.1); return s }},
+		{"exponentiallr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewExponentialLR(o, 0.9); return s }},
+		{"multisteplr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewMultiStepLR(o, []int{2, 5, 5}, 0.5); return s }},
+		{"linearlr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewLinearLR(o, 0.25, 0.9, 4); return s }},
+		{"cosineannealinglr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewCosineAnnealingLR(o, 5, 0.01); return s }},
 	} {
 		want, _ := fx.t[tc.name+"/lr"].Float64s()
 		s := tc.sched(mk())
@@ -333,8 +337,17 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 			s.Step()
 			got = append(got, s.LastLR()[0])
 		}
-		if !slices.Equal(got, want) {
-			t.Errorf("%s: %v, PyTorch %v", tc.name, got, want)
+		// Bit for bit, but for cosines: Go's math.Cos and the C library's
+		// that Python calls may differ in the last bit.
+		tol := 0.0
+		if tc.name == "cosineannealinglr" {
+			tol = 1e-15
+		}
+		for i := range want {
+			if i >= len(got) || math.Abs(got[i]-want[i]) > tol*math.Abs(want[i]) {
+				t.Errorf("%s: %v, PyTorch %v", tc.name, got, want)
+				break
+			}
 		}
 	}
 }

@@ -101,6 +101,94 @@ func NewStepLR(o LRGroups, stepSize int, gamma float64) (*Scheduler, error) {
 	}), nil
 }
 
+// NewExponentialLR multiplies the learning rate by gamma every step
+// (torch.optim.lr_scheduler.ExponentialLR, chainable form).
+func NewExponentialLR(o LRGroups, gamma float64) (*Scheduler, error) {
+	if !(gamma > 0) {
+		return nil, fmt.Errorf("optim: ExponentialLR gamma must be positive, got %v", gamma)
+	}
+	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+		if epoch == 0 {
+			return lr
+		}
+		return lr * gamma
+	}), nil
+}
+
+// NewMultiStepLR multiplies the learning rate by gamma at each milestone
+// step, by gamma^k at a milestone listed k times
+// (torch.optim.lr_scheduler.MultiStepLR).
+func NewMultiStepLR(o LRGroups, milestones []int, gamma float64) (*Scheduler, error) {
+	count := map[int]int{}
+	for i, m := range milestones {
+		if i > 0 && m < milestones[i-1] {
+			return nil, fmt.Errorf("optim: MultiStepLR milestones must be increasing, got %v", milestones)
+		}
+		count[m]++
+	}
+	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+		k, ok := count[epoch]
+		if !ok {
+			return lr
+		}
+		return lr * math.Pow(gamma, float64(k))
+	}), nil
+}
+
+// NewLinearLR scales the learning rate by a factor that goes linearly from
+// startFactor to endFactor over totalIters steps, constant after
+// (torch.optim.lr_scheduler.LinearLR, chainable form).
+func NewLinearLR(o LRGroups, startFactor, endFactor float64, totalIters int) (*Scheduler, error) {
+	if !(startFactor > 0 && startFactor <= 1) {
+		return nil, fmt.Errorf("optim: LinearLR start_factor must be in (0, 1], got %v", startFactor)
+	}
+	if !(endFactor >= 0 && endFactor <= 1) {
+		return nil, fmt.Errorf("optim: LinearLR end_factor must be in [0, 1], got %v", endFactor)
+	}
+	if totalIters < 1 {
+		return nil, fmt.Errorf("optim: LinearLR total_iters must be positive, got %d", totalIters)
+	}
+	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+		switch {
+		case epoch == 0:
+			return lr * startFactor
+		case epoch > totalIters:
+			return lr
+		}
+		return lr * (1. + (endFactor-startFactor)/(float64(totalIters)*startFactor+float64(epoch-1)*(endFactor-startFactor)))
+	}), nil
+}
+
+// NewCosineAnnealingLR anneals the learning rate from its base to etaMin
+// along a half cosine over tMax steps and back up over the next tMax
+// (torch.optim.lr_scheduler.CosineAnnealingLR, PyTorch 1.13's chainable
+// form, which these values follow to the last bit).
+func NewCosineAnnealingLR(o LRGroups, tMax int, etaMin float64) (*Scheduler, error) {
+	if tMax < 1 {
+		return nil, fmt.Errorf("optim: CosineAnnealingLR T_max must be positive, got %d", tMax)
+	}
+	T := float64(tMax)
+	return newScheduler(o, func(epoch int, lr, base float64) float64 {
+		e := float64(epoch)
+		switch {
+		case epoch == 0:
+			return lr
+		case pyMod(epoch-1-tMax, 2*tMax) == 0:
+			return lr + (base-etaMin)*(1-math.Cos(math.Pi/T))/2
+		}
+		return (1+math.Cos(math.Pi*e/T))/(1+math.Cos(math.Pi*(e-1)/T))*(lr-etaMin) + etaMin
+	}), nil
+}
+
+// pyMod is Python's a % b (the sign of b).
+func pyMod(a, b int) int {
+	m := a % b
+	if m != 0 && (m < 0) != (b < 0) {
+		m += b
+	}
+	return m
+}
+
 // NewLambdaLR sets each rate to base·factor(step)
 // (torch.optim.lr_scheduler.LambdaLR with one function for every group).
 func NewLambdaLR(o LRGroups, factor func(step int) float64) *Scheduler {

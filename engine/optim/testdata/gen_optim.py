@@ -217,5 +217,16 @@ meta["warmup_cosine"] = json.dumps({"scheduler": "LambdaLR", "lr": 0.1, "warmup"
                                     "min_ratio": MIN_RATIO, "steps": TOTAL + 2, "lr_lambda": inspect.getsource(warmup_cosine),
                                     "lrs": v})
 
+# The other schedulers of torch.optim.lr_scheduler, in PyTorch 1.13's chainable forms.
+for name, make, steps in [
+    ("exponentiallr", lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9), 8),
+    ("multisteplr", lambda o: torch.optim.lr_scheduler.MultiStepLR(o, milestones=[2, 5, 5], gamma=0.5), 8),
+    ("linearlr", lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=4), 8),
+    ("cosineannealinglr", lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5, eta_min=0.01), 17),
+]:
+    v = lrs(make, steps)
+    put(f"{name}/lr", torch.tensor(v, dtype=torch.float64))
+    meta[name] = json.dumps({"scheduler": name, "lr": 0.1, "steps": steps, "lrs": v})
+
 write(OUT)
 print(f"{OUT}: {sum(1 for k in meta if not k.startswith('_'))} entries, {len(tensors)} tensors")
