@@ -326,7 +326,10 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 		{"steplr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewStepLR(o, 2, 0.5); return s }},
 		{"warmup_cosine", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewWarmupCosine(o, 3, 10, 0.1); return s }},
 		{"exponentiallr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewExponentialLR(o, 0.9); return s }},
-		{"multisteplr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewMultiStepLR(o, []int{2, 5, 5}, 0.5); return s }},
+		{"multisteplr", func(o *optim.Optimizer) *optim.Scheduler {
+			s, _ := optim.NewMultiStepLR(o, []int{2, 5, 5}, 0.5)
+			return s
+		}},
 		{"linearlr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewLinearLR(o, 0.25, 0.9, 4); return s }},
 		{"cosineannealinglr", func(o *optim.Optimizer) *optim.Scheduler { s, _ := optim.NewCosineAnnealingLR(o, 5, 0.01); return s }},
 	} {
