@@ -345,10 +345,82 @@
     constructor(opts = {}) { super(); hidden(this, 'options', options('nn.CrossEntropyLoss', opts, 'reduction', 'ignoreIndex', 'labelSmoothing')); }
     forward(input, target) { return F.crossEntropy(input, target, this.options); }
   }
+  // Losses composed of tensor ops (autograd flows through them), with
+  // PyTorch's formulas, defaults and argument names in camelCase.
+  const reduceLoss = (fn, l, reduction) => {
+    switch (reduction) {
+      case 'mean': return l.mean();
+      case 'sum': return l.sum();
+      case 'none': return l;
+    }
+    throw new RangeError(`${fn}: reduction must be 'mean', 'sum' or 'none', got ${reduction}`);
+  };
+  const asTensor = (v, like) => (v === undefined || v === null || tensor.isTensor(v) ? v : tensor.tensor(v, { dtype: like.dtype }));
+  F.l1Loss = function l1Loss(input, target, opts) {
+    const fn = 'nn.functional.l1Loss';
+    const { reduction = 'mean' } = options(fn, opts, 'reduction');
+    return reduceLoss(fn, input.sub(target).abs(), reduction);
+  };
+  F.smoothL1Loss = function smoothL1Loss(input, target, opts) {
+    const fn = 'nn.functional.smoothL1Loss';
+    const { reduction = 'mean', beta = 1 } = options(fn, opts, 'reduction', 'beta');
+    if (!(beta >= 0)) throw new RangeError(`${fn}: beta must not be negative, got ${beta}`);
+    const d = input.sub(target).abs();
+    if (beta === 0) return reduceLoss(fn, d, reduction);
+    // 0.5·d²/beta below beta, d − 0.5·beta above.
+    const small = d.lt(beta).to(d.dtype);
+    return reduceLoss(fn, small.mul(d.mul(d).mul(0.5 / beta)).add(small.rsub(1).mul(d.sub(0.5 * beta))), reduction);
+  };
+  F.nllLoss = function nllLoss(input, target, opts) {
+    const fn = 'nn.functional.nllLoss';
+    const { reduction = 'mean', ignoreIndex = -100, weight } = options(fn, opts, 'reduction', 'ignoreIndex', 'weight');
+    if (input.dim() !== 2 || target.dim() !== 1) {
+      throw new RangeError(`${fn}: expects input [N, C] and target [N], got ${JSON.stringify(input.shape)} and ${JSON.stringify(target.shape)}`);
+    }
+    const valid = target.ne(ignoreIndex);
+    const t = target.maskedFill(valid.logicalNot(), 0);
+    let w = valid.to(input.dtype);
+    if (weight !== undefined && weight !== null) w = w.mul(asTensor(weight, input).indexSelect(0, t));
+    const l = input.gather(1, t.unsqueeze(1)).squeeze(1).neg().mul(w);
+    return reduction === 'mean' ? l.sum().div(w.sum()) : reduceLoss(fn, l, reduction);
+  };
+  F.binaryCrossEntropyWithLogits = function binaryCrossEntropyWithLogits(input, target, opts) {
+    const fn = 'nn.functional.binaryCrossEntropyWithLogits';
+    const { reduction = 'mean', weight, posWeight } = options(fn, opts, 'reduction', 'weight', 'posWeight');
+    // PyTorch's stable form: (1 − y)·x + m + log(e^−m + e^(−x−m)), m = max(−x, 0);
+    // with posWeight the log term is scaled by 1 + (posWeight − 1)·y.
+    const m = input.neg().relu();
+    const logTerm = m.neg().exp().add(input.neg().sub(m).exp()).log();
+    let l;
+    if (posWeight !== undefined && posWeight !== null) {
+      const lw = asTensor(posWeight, input).sub(1).mul(target).add(1);
+      l = target.rsub(1).mul(input).add(lw.mul(logTerm.add(m)));
+    } else {
+      l = target.rsub(1).mul(input).add(m).add(logTerm);
+    }
+    if (weight !== undefined && weight !== null) l = l.mul(asTensor(weight, input));
+    return reduceLoss(fn, l, reduction);
+  };
+  F.oneHot = function oneHot(t, numClasses = -1) {
+    const fn = 'nn.functional.oneHot';
+    if (t.dtype !== 'int64') throw new TypeError(`${fn}: expects an int64 tensor of class indices, got ${t.dtype}`);
+    const n = numClasses === -1 ? t.max().item() + 1 : numClasses;
+    if (!Number.isInteger(n) || n < 1) throw new RangeError(`${fn}: numClasses must be a positive integer or -1, got ${numClasses}`);
+    const idx = t.unsqueeze(-1);
+    return tensor.zeros([...t.shape, n], { dtype: 'int64' }).scatterAdd(-1, idx, tensor.ones(idx.shape, { dtype: 'int64' }));
+  };
+
   class MSELoss extends Module {
     constructor(opts = {}) { super(); hidden(this, 'options', options('nn.MSELoss', opts, 'reduction')); }
     forward(input, target) { return F.mseLoss(input, target, this.options); }
   }
+  // The loss modules over the functional losses, with the same options.
+  const lossModule = (name, f, ...keys) => callable({
+    [name]: class extends Module {
+      constructor(opts = {}) { super(); hidden(this, 'options', options(`nn.${name}`, opts, ...keys)); }
+      forward(input, target) { return f(input, target, this.options); }
+    },
+  }[name]);
 
   // DistributedDataParallel wraps a module for data-parallel training:
   // rank 0's parameters are broadcast at construction, gradients are
@@ -445,6 +517,10 @@
     ModuleList: callable(ModuleList),
     CrossEntropyLoss: callable(CrossEntropyLoss),
     MSELoss: callable(MSELoss),
+    L1Loss: lossModule('L1Loss', (i, t, o) => F.l1Loss(i, t, o), 'reduction'),
+    SmoothL1Loss: lossModule('SmoothL1Loss', (i, t, o) => F.smoothL1Loss(i, t, o), 'reduction', 'beta'),
+    NLLLoss: lossModule('NLLLoss', (i, t, o) => F.nllLoss(i, t, o), 'reduction', 'ignoreIndex', 'weight'),
+    BCEWithLogitsLoss: lossModule('BCEWithLogitsLoss', (i, t, o) => F.binaryCrossEntropyWithLogits(i, t, o), 'reduction', 'weight', 'posWeight'),
     ReLU: activation('ReLU', x => x.relu()),
     GELU: activation('GELU', (x, a) => x.gelu(a !== null && typeof a === 'object' ? a : { approximate: a ?? 'none' }),
       a => { const s = a !== null && typeof a === 'object' ? a.approximate : a; return s && s !== 'none' ? `approximate='${s}'` : ''; },
