@@ -225,7 +225,53 @@
     constant_(t, v) { tensor.noGrad(() => t.fill_(v)); return t; },
     zeros_(t) { tensor.noGrad(() => t.zero_()); return t; },
     ones_(t) { tensor.noGrad(() => t.fill_(1)); return t; },
+    // calculateGain(nonlinearity, param): torch.nn.init.calculate_gain.
+    calculateGain(nonlinearity, param) {
+      switch (nonlinearity) {
+        case 'linear': case 'conv1d': case 'conv2d': case 'conv3d': case 'sigmoid': return 1;
+        case 'tanh': return 5 / 3;
+        case 'relu': return Math.SQRT2;
+        case 'leaky_relu': {
+          const slope = param === undefined || param === null ? 0.01 : param;
+          if (typeof slope !== 'number') throw new TypeError(`nn.init.calculateGain: negative_slope ${slope} is not a number`);
+          return Math.sqrt(2 / (1 + slope * slope));
+        }
+        case 'selu': return 3 / 4;
+      }
+      throw new RangeError(`nn.init.calculateGain: unsupported nonlinearity ${nonlinearity}`);
+    },
+    // The fan-based initialisers of torch.nn.init, on the draws of
+    // uniform_ and normal_.
+    xavierUniform_(t, gain = 1) {
+      const [fanIn, fanOut] = fans('nn.init.xavierUniform_', t);
+      const b = gain * Math.sqrt(6 / (fanIn + fanOut));
+      return init.uniform_(t, -b, b);
+    },
+    xavierNormal_(t, gain = 1) {
+      const [fanIn, fanOut] = fans('nn.init.xavierNormal_', t);
+      return init.normal_(t, 0, gain * Math.sqrt(2 / (fanIn + fanOut)));
+    },
+    kaimingUniform_(t, opts) {
+      const std = kaimingStd('nn.init.kaimingUniform_', t, opts);
+      const b = Math.sqrt(3) * std;
+      return init.uniform_(t, -b, b);
+    },
+    kaimingNormal_(t, opts) {
+      return init.normal_(t, 0, kaimingStd('nn.init.kaimingNormal_', t, opts));
+    },
   });
+  // fans is torch.nn.init._calculate_fan_in_and_fan_out.
+  function fans(fn, t) {
+    if (t.dim() < 2) throw new RangeError(`${fn}: fan in and fan out cannot be computed for a tensor of fewer than 2 dimensions`);
+    const receptive = t.shape.slice(2).reduce((a, b) => a * b, 1);
+    return [t.shape[1] * receptive, t.shape[0] * receptive];
+  }
+  function kaimingStd(fn, t, opts) {
+    const { a = 0, mode = 'fan_in', nonlinearity = 'leaky_relu' } = options(fn, opts, 'a', 'mode', 'nonlinearity');
+    if (mode !== 'fan_in' && mode !== 'fan_out') throw new RangeError(`${fn}: mode must be 'fan_in' or 'fan_out', got ${mode}`);
+    const [fanIn, fanOut] = fans(fn, t);
+    return init.calculateGain(nonlinearity, a) / Math.sqrt(mode === 'fan_in' ? fanIn : fanOut);
+  }
 
   const pyBool = b => (b ? 'True' : 'False');
 
