@@ -96,6 +96,50 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 	newSched("CosineAnnealingLR", []string{"TMax", "etaMin"}, []string{"TMax"}, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
 		return optim.NewCosineAnnealingLR(opt, r.optInt(fn, ops, "TMax", 0), r.optNumber(fn, ops, "etaMin", 0))
 	})
+	// ReduceLROnPlateau(optimizer, opts): step(metric) takes the metric
+	// (a number or a one-element tensor), as PyTorch's step(metrics).
+	r.fn(sched, "ReduceLROnPlateau", func(call goja.FunctionCall) goja.Value {
+		const fn = "optim.lrScheduler.ReduceLROnPlateau"
+		opt := r.optimizerArg(fn, call.Argument(0))
+		ops := r.optionsOf(fn, call, 1, "mode", "factor", "patience", "threshold", "thresholdMode", "cooldown", "minLr", "eps")
+		d := optim.DefaultPlateau()
+		o := optim.PlateauOptions{Mode: optString(ops, "mode", d.Mode), Factor: r.optNumber(fn, ops, "factor", d.Factor),
+			Patience: r.optInt(fn, ops, "patience", d.Patience), Threshold: r.optNumber(fn, ops, "threshold", d.Threshold),
+			ThresholdMode: optString(ops, "thresholdMode", d.ThresholdMode), Cooldown: r.optInt(fn, ops, "cooldown", d.Cooldown),
+			MinLR: r.optNumber(fn, ops, "minLr", d.MinLR), Eps: r.optNumber(fn, ops, "eps", d.Eps)}
+		p, err := optim.NewPlateau(opt, o)
+		if err != nil {
+			r.throw(err)
+		}
+		obj := r.vm.NewObject()
+		r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
+			v := call.Argument(0)
+			if j := asJSTensor(v); j != nil {
+				m, err := r.live("ReduceLROnPlateau.step", j).Item()
+				if err != nil {
+					r.throwf("ReduceLROnPlateau.step: metrics must be a number or a one-element tensor: %v", err)
+				}
+				p.Step(m)
+			} else {
+				p.Step(r.numberValue("ReduceLROnPlateau.step", "metrics", v))
+			}
+			return goja.Undefined()
+		})
+		r.fn(obj, "getLastLr", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(toAnyFloats(p.LastLR())) })
+		r.fn(obj, "stateDict", func(goja.FunctionCall) goja.Value { return r.vm.ToValue(p.StateDict()) })
+		r.fn(obj, "loadStateDict", func(call goja.FunctionCall) goja.Value {
+			o, ok := call.Argument(0).(*goja.Object)
+			if !ok {
+				r.throwf("ReduceLROnPlateau.loadStateDict: expects a state dict, got %s", describe(call.Argument(0)))
+			}
+			m, _ := o.Export().(map[string]any)
+			if err := p.LoadStateDict(m); err != nil {
+				r.throw(err)
+			}
+			return goja.Undefined()
+		})
+		return obj
+	})
 	r.fn(sched, "WarmupCosine", func(call goja.FunctionCall) goja.Value {
 		const fn = "optim.lrScheduler.WarmupCosine"
 		opt := r.optimizerArg(fn, call.Argument(0))

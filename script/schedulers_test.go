@@ -22,7 +22,19 @@ const lrs = (make, n) => {
 console.log(lrs(o => optim.lrScheduler.ExponentialLR(o, { gamma: 0.9 }), 3));
 console.log(lrs(o => optim.lrScheduler.MultiStepLR(o, { milestones: [2, 5, 5], gamma: 0.5 }), 6));
 console.log(lrs(o => optim.lrScheduler.LinearLR(o, { startFactor: 0.25, endFactor: 0.9, totalIters: 4 }), 5));
-console.log(lrs(o => optim.lrScheduler.CosineAnnealingLR(o, { TMax: 5, etaMin: 0.01 }), 6));`
+console.log(lrs(o => optim.lrScheduler.CosineAnnealingLR(o, { TMax: 5, etaMin: 0.01 }), 6));
+{
+  const opt = optim.SGD([tensor.zeros([1], { requiresGrad: true })], { lr: 0.1 });
+  const s = optim.lrScheduler.ReduceLROnPlateau(opt, { factor: 0.5, patience: 1, cooldown: 1, minLr: 0.02 });
+  const out = [];
+  for (const m of [1.0, 0.9, 0.95, 0.95, 0.91, 0.96, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.4]) {
+    s.step(out.length % 2 ? tensor.tensor([m], { dtype: "float64" }).sum() : m);
+    out.push(s.getLastLr()[0].toPrecision(12));
+  }
+  const sd = s.stateDict();
+  s.loadStateDict(sd);
+  console.log("plateau " + out.join(" ") + " " + JSON.stringify(sd));
+}`
 	lines, err := runJob(t, 1, src, dist.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +44,8 @@ console.log(lrs(o => optim.lrScheduler.CosineAnnealingLR(o, { TMax: 5, etaMin: 0
 		"0.100000000000 0.100000000000 0.0500000000000 0.0500000000000 0.0500000000000 0.0125000000000 0.0125000000000",
 		"0.0250000000000 0.0412500000000 0.0575000000000 0.0737500000000 0.0900000000000 0.0900000000000",
 		"0.100000000000 0.0914057647469 0.0689057647469 0.0410942352531 0.0185942352531 0.0100000000000 0.0185942352531",
+		// PyTorch's, engine/optim/testdata's plateau_min.
+		"plateau 0.100000000000 0.100000000000 0.100000000000 0.0500000000000 0.0500000000000 0.0500000000000 0.0250000000000 0.0250000000000 0.0250000000000 0.0200000000000 0.0200000000000 0.0200000000000 0.0200000000000 0.0200000000000 0.0200000000000",
 	}
 	got := strings.Join(lines, "\n")
 	for _, w := range want {
@@ -45,6 +59,8 @@ console.log(lrs(o => optim.lrScheduler.CosineAnnealingLR(o, { TMax: 5, etaMin: 0
 		{`optim.lrScheduler.MultiStepLR(opt, { milestones: [5, 2] })`, "milestones must be increasing"},
 		{`optim.lrScheduler.ExponentialLR(opt, {})`, "gamma is required"},
 		{`optim.lrScheduler.LinearLR(opt, { startFactor: 0 })`, "start_factor must be in (0, 1]"},
+		{`optim.lrScheduler.ReduceLROnPlateau(opt, { min_lr: 0.1 })`, "did you mean minLr?"},
+		{`optim.lrScheduler.ReduceLROnPlateau(opt, { factor: 2 })`, "factor should be < 1.0"},
 	} {
 		_, err := runJob(t, 1, `const { tensor, optim } = require("zeroeng"); const opt = optim.SGD([tensor.zeros([1], { requiresGrad: true })], { lr: 0.1 }); `+c.src, dist.Options{})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

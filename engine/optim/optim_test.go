@@ -110,7 +110,7 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 	fx := load(t, rt)
 	var names []string
 	for k := range fx.meta {
-		if !strings.HasPrefix(k, "_") && !strings.HasPrefix(k, "clip") && !strings.HasSuffix(k, "lr") && !strings.HasPrefix(k, "warmup") {
+		if !strings.HasPrefix(k, "_") && !strings.HasPrefix(k, "clip") && !strings.HasSuffix(k, "lr") && !strings.HasPrefix(k, "warmup") && !strings.HasPrefix(k, "plateau") {
 			names = append(names, k)
 		}
 	}
@@ -352,6 +352,40 @@ func TestSchedulersMatchPyTorch(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestPlateauMatchesPyTorch: ReduceLROnPlateau's learning rates for a
+// sequence of metrics, minimising with a relative threshold and cooldown,
+// maximising with an absolute one.
+func TestPlateauMatchesPyTorch(t *testing.T) {
+	rt := newRT()
+	fx := load(t, rt)
+	p := rt.Zeros(tensor.Float32, 1)
+	_ = p.SetRequiresGrad(true)
+	metrics := []float64{1.0, 0.9, 0.95, 0.95, 0.91, 0.96, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.4}
+	minOpts := optim.DefaultPlateau()
+	minOpts.Factor, minOpts.Patience, minOpts.Cooldown, minOpts.MinLR = 0.5, 1, 1, 0.02
+	maxOpts := optim.DefaultPlateau()
+	maxOpts.Mode, maxOpts.Factor, maxOpts.Patience, maxOpts.Threshold, maxOpts.ThresholdMode = "max", 0.3, 2, 0.05, "abs"
+	for name, opts := range map[string]optim.PlateauOptions{"plateau_min": minOpts, "plateau_max_abs": maxOpts} {
+		o, _ := optim.NewSGD([]*tensor.Tensor{p}, optim.SGDConfig{LR: 0.1})
+		s, err := optim.NewPlateau(o, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []float64
+		for _, m := range metrics {
+			s.Step(m)
+			got = append(got, s.LastLR()[0])
+		}
+		want, _ := fx.t[name+"/lr"].Float64s()
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %v, PyTorch %v", name, got, want)
+		}
+	}
+	if _, err := optim.NewPlateau(nil, optim.PlateauOptions{Factor: 1}); err == nil {
+		t.Error("factor 1 accepted")
 	}
 }
 

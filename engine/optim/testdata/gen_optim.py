@@ -228,5 +228,19 @@ for name, make, steps in [
     put(f"{name}/lr", torch.tensor(v, dtype=torch.float64))
     meta[name] = json.dumps({"scheduler": name, "lr": 0.1, "steps": steps, "lrs": v})
 
+# ReduceLROnPlateau, stepped with a metric.
+PLATEAU_METRICS = [1.0, 0.9, 0.95, 0.95, 0.91, 0.96, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.4]
+for name, kw in [("plateau_min", dict(factor=0.5, patience=1, cooldown=1, min_lr=0.02)),
+                 ("plateau_max_abs", dict(mode="max", factor=0.3, patience=2, threshold=0.05, threshold_mode="abs"))]:
+    opt = SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **kw)
+    v = []
+    for m in PLATEAU_METRICS:
+        opt.step()
+        sched.step(m)
+        v.append(opt.param_groups[0]["lr"])
+    put(f"{name}/lr", torch.tensor(v, dtype=torch.float64))
+    meta[name] = json.dumps({"scheduler": "ReduceLROnPlateau", "lr": 0.1, "options": kw, "metrics": PLATEAU_METRICS, "lrs": v})
+
 write(OUT)
 print(f"{OUT}: {sum(1 for k in meta if not k.startswith('_'))} entries, {len(tensors)} tensors")
