@@ -21,7 +21,7 @@ var optionKey = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9]*$`)
 // optionCheckers are the Go functions that check an options object's keys:
 // their first argument names the function, the string literals after it
 // are keys.
-var optionCheckers = map[string]bool{"optionsOf": true, "checkKeys": true, "opt": true, "shapeAndOptions": true}
+var optionCheckers = map[string]bool{"optionsOf": true, "checkKeys": true, "opt": true, "shapeAndOptions": true, "newSched": true}
 
 // optionLists are the package's variables that hold option keys.
 var optionLists = map[string]bool{"optimizerOptions": true, "implementationSwitches": true, "zeroOptionKeys": true}
@@ -111,8 +111,13 @@ func goOptionKeys(t *testing.T, file string, keys map[string]string) {
 					assignedTo(decl, id.Name, add)
 					continue
 				}
-				if lit, ok := arg.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					add(lit)
+				switch a := arg.(type) {
+				case *ast.BasicLit:
+					if a.Kind == token.STRING {
+						add(a)
+					}
+				case *ast.CompositeLit: // a list of keys: newSched(name, []string{...}, ...)
+					add(a)
 				}
 			}
 			return true

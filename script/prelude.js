@@ -387,10 +387,6 @@
   // engine keeps (it is never released by scopes or generations).
   function Parameter(t, requiresGrad = true) { return native.parameter(t, requiresGrad); }
 
-  class CrossEntropyLoss extends Module {
-    constructor(opts = {}) { super(); hidden(this, 'options', options('nn.CrossEntropyLoss', opts, 'reduction', 'ignoreIndex', 'labelSmoothing')); }
-    forward(input, target) { return F.crossEntropy(input, target, this.options); }
-  }
   // Losses composed of tensor ops (autograd flows through them), with
   // PyTorch's formulas, defaults and argument names in camelCase.
   const reduceLoss = (fn, l, reduction) => {
@@ -456,10 +452,6 @@
     return tensor.zeros([...t.shape, n], { dtype: 'int64' }).scatterAdd(-1, idx, tensor.ones(idx.shape, { dtype: 'int64' }));
   };
 
-  class MSELoss extends Module {
-    constructor(opts = {}) { super(); hidden(this, 'options', options('nn.MSELoss', opts, 'reduction')); }
-    forward(input, target) { return F.mseLoss(input, target, this.options); }
-  }
   // The loss modules over the functional losses, with the same options.
   const lossModule = (name, f, ...keys) => callable({
     [name]: class extends Module {
@@ -561,8 +553,8 @@
     Dropout: callable(Dropout),
     Sequential: callable(Sequential),
     ModuleList: callable(ModuleList),
-    CrossEntropyLoss: callable(CrossEntropyLoss),
-    MSELoss: callable(MSELoss),
+    CrossEntropyLoss: lossModule('CrossEntropyLoss', (i, t, o) => F.crossEntropy(i, t, o), 'reduction', 'ignoreIndex', 'labelSmoothing'),
+    MSELoss: lossModule('MSELoss', (i, t, o) => F.mseLoss(i, t, o), 'reduction'),
     L1Loss: lossModule('L1Loss', (i, t, o) => F.l1Loss(i, t, o), 'reduction'),
     SmoothL1Loss: lossModule('SmoothL1Loss', (i, t, o) => F.smoothL1Loss(i, t, o), 'reduction', 'beta'),
     NLLLoss: lossModule('NLLLoss', (i, t, o) => F.nllLoss(i, t, o), 'reduction', 'ignoreIndex', 'weight'),

@@ -177,20 +177,7 @@ func (r *Runtime) zeroObject(z *zero.Optimizer, pg dist.ProcessGroup, logMemory 
 		if !ok {
 			r.throwf("%s(fn): fn must be a function, got %s", fn, describe(call.Argument(0)))
 		}
-		writeBack := optBool(r.optionsOf(fn, call, 1, "writeBack"), "writeBack", false)
-		var out goja.Value
-		var jsErr error
-		err := z.WithFullParams(writeBack, func() error {
-			out, jsErr = f(goja.Undefined())
-			return jsErr // nothing is written back after a failure
-		})
-		if jsErr != nil {
-			panic(jsErr) // the script's own exception, as it was thrown
-		}
-		if err != nil {
-			r.throw(err)
-		}
-		return out
+		return r.callWithFullParams(z, optBool(r.optionsOf(fn, call, 1, "writeBack"), "writeBack", false), f)
 	})
 	steps := 0
 	warned := false

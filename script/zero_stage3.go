@@ -105,14 +105,20 @@ func (r *Runtime) stage3Natives(o *goja.Object) {
 	// withFullParams(writeBack, fn): fn with the whole model gathered.
 	r.fn(o, "withFullParams", func(call goja.FunctionCall) goja.Value {
 		f, _ := goja.AssertFunction(call.Argument(1))
-		var out goja.Value
-		err := r.stage3.WithFullParams(call.Argument(0).ToBoolean(), func() (err error) {
-			out, err = f(goja.Undefined())
-			return err
-		})
-		r.rethrow(err)
-		return out
+		return r.callWithFullParams(r.stage3, call.Argument(0).ToBoolean(), f)
 	})
+}
+
+// callWithFullParams calls f with z's whole model gathered (under stage 3)
+// and returns its value; after a failure of f nothing is written back,
+// and its exception is thrown as it was.
+func (r *Runtime) callWithFullParams(z *zero.Optimizer, writeBack bool, f goja.Callable) goja.Value {
+	var out goja.Value
+	r.rethrow(z.WithFullParams(writeBack, func() (err error) {
+		out, err = f(goja.Undefined())
+		return err
+	}))
+	return out
 }
 
 // rethrow raises err in the script: a JavaScript exception as it was

@@ -71,23 +71,36 @@ func (o *mpirunOutput) addBanner(lines []string) {
 	o.banners = append(o.banners, strings.TrimSpace(strings.Join(lines, "\n")))
 }
 
+// rankFailure is the first failed rank as Open MPI's banners reported it:
+// its status as a shell reports it (128+n after signal n) and launch's
+// sentence about it; ok is false when no banner names one. Called with
+// o.mu held.
+func (o *mpirunOutput) rankFailure() (status int, said string, ok bool) {
+	all := strings.Join(o.banners, "\n")
+	if m := signaledRank.FindStringSubmatch(all); m != nil {
+		n, _ := strconv.Atoi(m[4])
+		name := ""
+		if m[5] != "" {
+			name = " (" + m[5] + ")"
+		}
+		return 128 + n, fmt.Sprintf("zeroeng launch: rank %s (pid %s on %s) was killed by signal %s%s; mpirun stopped the other ranks", m[1], m[2], m[3], m[4], name), true
+	}
+	if m := exitedRank.FindStringSubmatch(all); m != nil {
+		n, _ := strconv.Atoi(m[2])
+		return n, fmt.Sprintf("zeroeng launch: rank %s exited with status %s; mpirun stopped the other ranks", m[1], m[2]), true
+	}
+	return 0, "", false
+}
+
 // explain returns what launch says once mpirun exited with status code
 // (no trailing newline), or "" when there is nothing to say.
 func (o *mpirunOutput) explain(code int) string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	all := strings.Join(o.banners, "\n")
-	if m := signaledRank.FindStringSubmatch(all); m != nil {
-		name := ""
-		if m[5] != "" {
-			name = " (" + m[5] + ")"
-		}
-		return fmt.Sprintf("zeroeng launch: rank %s (pid %s on %s) was killed by signal %s%s; mpirun stopped the other ranks", m[1], m[2], m[3], m[4], name)
+	if _, said, ok := o.rankFailure(); ok {
+		return said
 	}
-	if m := exitedRank.FindStringSubmatch(all); m != nil {
-		return fmt.Sprintf("zeroeng launch: rank %s exited with status %s; mpirun stopped the other ranks", m[1], m[2])
-	}
-	if m := missingComponent.FindStringSubmatch(all); m != nil && code != 0 {
+	if m := missingComponent.FindStringSubmatch(strings.Join(o.banners, "\n")); m != nil && code != 0 {
 		return fmt.Sprintf("zeroeng launch: Open MPI has no %s component named %q (is an OMPI_MCA_%s setting or an --mca option misspelled?); mpirun exited with status %d", m[1], m[2], m[1], code)
 	}
 	said := o.quote()
@@ -111,16 +124,8 @@ func (o *mpirunOutput) explain(code int) string {
 func (o *mpirunOutput) rankStatus() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	all := strings.Join(o.banners, "\n")
-	if m := signaledRank.FindStringSubmatch(all); m != nil {
-		n, _ := strconv.Atoi(m[4])
-		return 128 + n
-	}
-	if m := exitedRank.FindStringSubmatch(all); m != nil {
-		n, _ := strconv.Atoi(m[2])
-		return n
-	}
-	return 0
+	status, _, _ := o.rankFailure()
+	return status
 }
 
 // quote is Open MPI's held-back text, indented, with repeated log lines
