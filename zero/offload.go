@@ -68,9 +68,7 @@ func (z *Optimizer) toDevice(dst, h *tensor.Tensor) error {
 		return err
 	}
 	z.offloadBytes.ToDevice += int64(len(b))
-	sc := z.rt.OpenScope()
-	defer sc.Close()
-	return dst.CopyFrom(z.rt.FromBytes(dst.DType(), b, dst.Shape()...))
+	return dst.SetBytes(b)
 }
 
 // offloadStep updates bucket b's slice on the host: its gradient slice

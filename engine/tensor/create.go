@@ -190,6 +190,25 @@ func (rt *Runtime) FromBytes(dt DType, data []byte, shape ...int) *Tensor {
 	return t
 }
 
+// SetBytes writes data, t's elements as little-endian bytes of its dtype,
+// into the contiguous tensor t in place (an upload, on a device).
+func (t *Tensor) SetBytes(data []byte) error {
+	if _, bad := check("set_bytes", t); bad != nil {
+		return bad.err
+	}
+	if !t.IsContiguous() || len(data) != t.Numel()*t.dt.Size() {
+		return fmt.Errorf("tensor: set_bytes: %d bytes into a %v tensor of shape %v (contiguous: %v)", len(data), t.dt, t.shape, t.IsContiguous())
+	}
+	if err := t.checkInPlace("set_bytes"); err != nil {
+		return err
+	}
+	t.st.version.Add(1)
+	if err := kernel(func() error { return t.rt.dev.Upload(t.view(), data) }); err != nil {
+		return fmt.Errorf("tensor: set_bytes: %w", err)
+	}
+	return nil
+}
+
 // Bytes copies t's elements out as contiguous little-endian bytes of its
 // type.
 func (t *Tensor) Bytes() ([]byte, error) {

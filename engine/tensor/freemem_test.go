@@ -86,3 +86,20 @@ func TestOnBackward(t *testing.T) {
 		t.Error("OnBackward of a leaf succeeded")
 	}
 }
+
+// TestSetBytes: SetBytes writes a contiguous tensor (or view) in place and
+// refuses a size that does not match.
+func TestSetBytes(t *testing.T) {
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+	x := rt.Zeros(tensor.Float64, 4)
+	src, _ := rt.FromFloat64s([]float64{7, 8}, 2).Bytes()
+	if err := x.Narrow(0, 1, 2).SetBytes(src); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := x.Float64s(); v[0] != 0 || v[1] != 7 || v[2] != 8 || v[3] != 0 {
+		t.Errorf("after SetBytes: %v", v)
+	}
+	if err := x.SetBytes(src); err == nil || !strings.Contains(err.Error(), "16 bytes into a float64 tensor of shape [4]") {
+		t.Errorf("a short write: %v", err)
+	}
+}
