@@ -29,6 +29,9 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 		return 0, fmt.Errorf("zero: clipGradNorm under stage %d computes the 2-norm only (norm type %v asked)", z.opts.Stage, normType)
 	}
 	f := z.flat
+	if err := f.settle(); err != nil {
+		return 0, err
+	}
 	if f.reduced {
 		return 0, fmt.Errorf("zero: clipGradNorm called twice before a step")
 	}

@@ -2,6 +2,7 @@ package zero
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
@@ -38,6 +39,11 @@ type flatLayout struct {
 	ordered bool
 
 	inflight []*flatBucket // launched reduce-scatters, oldest first (bound)
+
+	// Offload under stage 3: closed when the step running on the host
+	// has ended (nil: none runs).
+	hostDone       chan struct{}
+	hostStateBytes atomic.Int64 // hostBytes as the last host step left it
 }
 
 type flatBucket struct {
@@ -53,8 +59,12 @@ type flatBucket struct {
 	unit  *Unit
 	shard *tensor.Tensor
 
-	// Offload: the host's master copy of this rank's slice (offload.go).
-	host *offloaded
+	// Offload: the host's master copy of this rank's slice (offload.go);
+	// under stage 3, while the host steps the slice, a channel closed
+	// when it is back on the device, with the step's error (hoststep.go).
+	host    *offloaded
+	stepped chan struct{}
+	stepErr error
 
 	// Stage 2.
 	ready     []bool
@@ -345,6 +355,7 @@ func (z *Optimizer) SetRequireSync(on bool) {
 // buffers; the parameters keep their values.
 func (z *Optimizer) Close() {
 	if f := z.flat; f != nil {
+		f.waitHost()
 		for _, r := range f.removes {
 			r()
 		}
@@ -367,6 +378,9 @@ func (z *Optimizer) Close() {
 // all-gather runs while the next is updated.
 func (f *flatLayout) step() (err error) {
 	z := f.z
+	if err := f.settle(); err != nil {
+		return err
+	}
 	sc := z.rt.OpenScope()
 	defer sc.Close()
 	if z.opts.Stage >= 2 {
@@ -376,6 +390,9 @@ func (f *flatLayout) step() (err error) {
 			return err
 		}
 	}
+	if z.opts.Stage == 3 && z.opts.Offload != nil {
+		return f.startHostStep()
+	}
 	me := z.pg.Rank()
 	var works []*dist.Work
 	var copyBack []func() error
@@ -384,7 +401,7 @@ func (f *flatLayout) step() (err error) {
 			pieces := b.pieces
 			if z.opts.Offload != nil {
 				// The host steps the slice and sends it back.
-				if err = f.offloadStep(b); err != nil {
+				if err = f.offloadStep(b, z.Groups); err != nil {
 					return
 				}
 				pieces = nil
@@ -522,18 +539,16 @@ func (f *flatLayout) memory(m *Memory) {
 		if b.grads != nil {
 			m.Gradients += int64(b.grads.Numel()) * es
 		}
+		if f.z.opts.Offload != nil {
+			continue // the host's bytes are counted below
+		}
 		for _, pc := range b.pieces {
-			if pc.state == nil {
-				continue
-			}
-			if f.z.opts.Offload != nil {
-				m.HostState += pc.state.Bytes()
-			} else {
+			if pc.state != nil {
 				m.State += pc.state.Bytes()
 			}
 		}
-		if b.host != nil && b.host.param != nil {
-			m.HostState += int64(b.host.param.Numel() * b.host.param.DType().Size())
-		}
+	}
+	if f.z.opts.Offload != nil {
+		m.HostState = f.hostBytes()
 	}
 }

@@ -20,8 +20,14 @@ import (
 //
 // A bucket's gradient slice goes down as soon as its reduce-scatter has
 // completed, while backward goes on (sendDown, DeepSpeed's overlap of the
-// gradient transfers); the host step itself runs at Step, after a
-// possible clipping, which scales the slices that came down alike.
+// gradient transfers). The host step itself starts at Step, after a
+// possible clipping (which scales the slices that came down alike): it
+// needs the whole gradient's norm and the learning rate the script sets
+// after backward, so it cannot start earlier without changing the result.
+// Under stage 3 it then runs beside the device (hoststep.go): Step
+// returns at once, and each unit's next gather waits for that unit's
+// slices only, so the host updates the later units while the device runs
+// the forward of the first ones.
 
 // OffloadBytes counts the bytes moved between the device and the host.
 type OffloadBytes struct {
@@ -46,8 +52,11 @@ func (z *Optimizer) stateRuntime() *tensor.Runtime {
 	return z.rt
 }
 
-// Offloaded reports the bytes moved between the device and the host so far.
-func (z *Optimizer) Offloaded() OffloadBytes { return z.offloadBytes }
+// Offloaded reports the bytes moved between the device and the host so
+// far (while a stage-3 step runs on the host, those moved up to now).
+func (z *Optimizer) Offloaded() OffloadBytes {
+	return OffloadBytes{ToHost: z.toHostBytes.Load(), ToDevice: z.toDeviceBytes.Load()}
+}
 
 // toHost copies a device tensor's elements to a new host tensor (in the
 // host runtime's current scope).
@@ -56,7 +65,7 @@ func (z *Optimizer) toHost(t *tensor.Tensor) (*tensor.Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
-	z.offloadBytes.ToHost += int64(len(b))
+	z.toHostBytes.Add(int64(len(b)))
 	h := z.opts.Offload.FromBytes(t.DType(), b, t.Shape()...)
 	return h, h.Err()
 }
@@ -67,14 +76,16 @@ func (z *Optimizer) toDevice(dst, h *tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
-	z.offloadBytes.ToDevice += int64(len(b))
+	z.toDeviceBytes.Add(int64(len(b)))
 	return dst.SetBytes(b)
 }
 
-// offloadStep updates bucket b's slice on the host: its gradient slice
-// goes down, the pieces are stepped against the float32 master copy (made
-// from the device's values at the first step), the slice goes back up.
-func (f *flatLayout) offloadStep(b *flatBucket) error {
+// offloadStep updates bucket b's slice on the host with the
+// hyper-parameters of groups: its gradient slice goes down (unless it did
+// during backward), the pieces are stepped against the float32 master
+// copy (made from the device's values at the first step), the slice goes
+// back up.
+func (f *flatLayout) offloadStep(b *flatBucket, groups []*optim.ParamGroup) error {
 	z := f.z
 	host := z.opts.Offload
 	hs := host.OpenScope()
@@ -130,7 +141,7 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 		for _, pc := range b.pieces {
 			states := []*optim.State{pc.state}
 			p := b.host.param.Narrow(0, pc.in, pc.n)
-			if uerr = optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g.Narrow(0, pc.in, pc.n)}, states); uerr != nil {
+			if uerr = optim.Update(z.kind, groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g.Narrow(0, pc.in, pc.n)}, states); uerr != nil {
 				uerr = fmt.Errorf("zero: %s (offloaded): %w", paramLabel(pc.param, z.index[pc.param]), uerr)
 				return
 			}
@@ -155,6 +166,7 @@ func (f *flatLayout) offloadStep(b *flatBucket) error {
 // pass).
 func (f *flatLayout) sendDown(b *flatBucket) error {
 	z := f.z
+	f.waitHost() // normally long done: the forward waited for every unit
 	if b.host == nil {
 		b.host = &offloaded{}
 	}

@@ -209,6 +209,11 @@ func (u *Unit) startGather(sealed bool) error {
 		return nil
 	}
 	z := u.f.z
+	for _, b := range u.buckets { // an offloaded step may still run on the host
+		if err := u.f.waitStepped(b); err != nil {
+			return err
+		}
+	}
 	me := z.pg.Rank()
 	sc := z.rt.OpenScope() // the views below; the works keep what they use
 	defer sc.Close()
@@ -398,6 +403,9 @@ func (u *Unit) span(what string, start time.Time) {
 func (z *Optimizer) WithFullParams(writeBack bool, fn func() error) error {
 	if z.flat == nil || len(z.flat.units) == 0 {
 		return fn()
+	}
+	if err := z.settle(); err != nil {
+		return err
 	}
 	sc := z.rt.OpenScope()
 	defer sc.Close()

@@ -1,10 +1,12 @@
 package zero
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/dist"
@@ -210,6 +212,9 @@ func TestOffloadOverlapsBackward(t *testing.T) {
 		if err := z.Step(); err != nil {
 			return err
 		}
+		if err := z.settle(); err != nil { // the step runs on the host, beside the rank
+			return err
+		}
 		after := z.Offloaded()
 		if during.ToHost == 0 || during.ToHost >= after.ToHost || during.ToDevice != 0 || after.ToDevice == 0 {
 			return fmt.Errorf("moved %+v by the end of backward, %+v after the step", during, after)
@@ -256,4 +261,76 @@ func forwardUnits(z *Optimizer, m *nn.Sequential, owner []int, x *tensor.Tensor,
 		}
 	}
 	return x, nil
+}
+
+// TestOffloadStepBesideForward: under stage 3 the offloaded step runs
+// beside the next forward. With unit 1's step held back on the host, Step
+// returns and unit 0's forward runs; unit 1's gather waits for its own
+// step only. A step failing on the host fails that unit's gather, naming
+// it, and leaves nothing waiting.
+func TestOffloadStepBesideForward(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fail=%v", fail), func(t *testing.T) {
+			rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+			m := mlp(t, rt)
+			units, owner := layerUnits(m, true)
+			host := tensor.NewRuntime(cpu.New(cpu.Options{Index: 10}), 0)
+			w, _ := dist.NewWorld(1, dist.Options{})
+			defer w.Close()
+			z, err := New(w.Group(0), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units, Offload: host, LimitAllGathers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer z.Close()
+			x := rt.Ones(dtype.Float32, 4, 16)
+			y, err := forwardUnits(z, m, owner, x, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := y.SumAll().Backward(); err != nil {
+				t.Fatal(err)
+			}
+			held := make(chan struct{})
+			defer func(h func(int) error) { testHookHostStep = h }(testHookHostStep)
+			testHookHostStep = func(unit int) error {
+				if unit == 1 {
+					select {
+					case <-held:
+					case <-time.After(10 * time.Second):
+						return errors.New("held for 10 s: Step waits for the host step")
+					}
+					if fail {
+						return errors.New("injected")
+					}
+				}
+				return nil
+			}
+			if err := z.Step(); err != nil {
+				t.Fatal(err)
+			}
+			// Unit 0's forward runs while unit 1 is held on the host.
+			u0 := z.Unit(owner[0])
+			if err := u0.BeforeForward(); err != nil {
+				t.Fatal(err)
+			}
+			h := m.Layers[0].Forward(x)
+			if err := u0.AfterForward([]*tensor.Tensor{h}); err != nil {
+				t.Fatal(err)
+			}
+			close(held)
+			err = z.Unit(1).BeforeForward()
+			if fail {
+				if err == nil || !strings.Contains(err.Error(), "the offloaded step of unit 1: injected") {
+					t.Fatalf("unit 1's gather after its step failed: %v", err)
+				}
+				if err := z.settle(); err == nil || !strings.Contains(err.Error(), "unit 1") {
+					t.Fatalf("the later units were not stepped, yet settle says %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

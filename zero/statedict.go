@@ -164,6 +164,9 @@ func (a *Assembly) Release() {
 // shares the state's memory where that is host memory: it is valid until
 // the optimizer steps or loads again.
 func (z *Optimizer) LocalChunks() ([]Chunk, error) {
+	if err := z.settle(); err != nil {
+		return nil, err
+	}
 	var out []Chunk
 	add := func(p *tensor.Tensor, at int, s *optim.State) error {
 		c := Chunk{Index: z.index[p], At: at, Step: s.Step}
@@ -226,6 +229,9 @@ func (z *Optimizer) StateDict() (*optim.StateDict, error) {
 func (z *Optimizer) LoadStateDict(sd *optim.StateDict) error {
 	if sd == nil {
 		return fmt.Errorf("zero: loadStateDict: no state dict")
+	}
+	if err := z.settle(); err != nil {
+		return err
 	}
 	hyper, states, err := optim.ReadStateDict(z.kind, z.Groups, sd)
 	if err != nil {
@@ -317,6 +323,7 @@ func (z *Optimizer) ownPieces() []ownPiece {
 // LocalChunks gives them under this world size and partition (pieces
 // without state may be missing): what LoadShard accepts.
 func (z *Optimizer) MatchesShard(chunks []Chunk) bool {
+	z.waitHost()
 	_, ok := z.matchChunks(z.ownPieces(), chunks)
 	return ok
 }
@@ -351,6 +358,9 @@ func (z *Optimizer) matchChunks(pieces []ownPiece, chunks []Chunk) ([]int, bool)
 // Chunks that are not exactly this rank's pieces give ErrOtherLayout;
 // nothing changes unless everything is valid.
 func (z *Optimizer) LoadShard(paramGroups []map[string]any, chunks []Chunk) error {
+	if err := z.settle(); err != nil {
+		return err
+	}
 	hyper, _, err := optim.ReadStateDict(z.kind, z.Groups, &optim.StateDict{ParamGroups: paramGroups})
 	if err != nil {
 		return fmt.Errorf("zero: loadShard: %w", err)

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
@@ -103,7 +104,9 @@ type Optimizer struct {
 
 	consolidated map[int]*optim.State // ConsolidateStateDict's result, on its target
 
-	offloadBytes OffloadBytes // moved between the device and the host (offload.go)
+	// Bytes moved between the device and the host (offload.go); atomic,
+	// as the host step runs beside the rank under stage 3.
+	toHostBytes, toDeviceBytes atomic.Int64
 }
 
 // New makes a ZeroRedundancyOptimizer of kind over params, whose first
@@ -212,6 +215,9 @@ func (z *Optimizer) Params() []*tensor.Tensor {
 func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 	if z.ov != nil {
 		return fmt.Errorf("zero: addParamGroup after the overlap hook was made; add the groups first")
+	}
+	if err := z.settle(); err != nil {
+		return err
 	}
 	// The plain optimizer checks the group (non-empty, floating-point
 	// leaves, no parameter twice); ZeRO keeps the same rules.
@@ -533,7 +539,10 @@ func (z *Optimizer) ZeroGrad(setToNone bool) error {
 
 // State returns p's optimizer state on this rank under the greedy
 // partition (nil when another rank owns p, or before its first update).
-func (z *Optimizer) State(p *tensor.Tensor) *optim.State { return z.state[p] }
+func (z *Optimizer) State(p *tensor.Tensor) *optim.State {
+	z.waitHost()
+	return z.state[p]
+}
 
 // Memory is what one rank holds, in bytes.
 type Memory struct {
