@@ -96,6 +96,67 @@ func (r *Runtime) nativeOptim(native *goja.Object) {
 	newSched("CosineAnnealingLR", []string{"TMax", "etaMin"}, []string{"TMax"}, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
 		return optim.NewCosineAnnealingLR(opt, r.optInt(fn, ops, "TMax", 0), r.optNumber(fn, ops, "etaMin", 0))
 	})
+	newSched("ConstantLR", []string{"factor", "totalIters"}, nil, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+		return optim.NewConstantLR(opt, r.optNumber(fn, ops, "factor", 1.0/3), r.optInt(fn, ops, "totalIters", 5))
+	})
+	newSched("PolynomialLR", []string{"totalIters", "power"}, nil, func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+		return optim.NewPolynomialLR(opt, r.optInt(fn, ops, "totalIters", 5), r.optNumber(fn, ops, "power", 1))
+	})
+	newSched("OneCycleLR", []string{"maxLr", "totalSteps", "epochs", "stepsPerEpoch", "pctStart", "annealStrategy", "cycleMomentum",
+		"baseMomentum", "maxMomentum", "divFactor", "finalDivFactor", "threePhase"}, []string{"maxLr"},
+		func(fn string, opt optim.LRGroups, ops *goja.Object) (*optim.Scheduler, error) {
+			d := optim.DefaultOneCycle()
+			perGroup := func(key string, def []float64) []float64 {
+				v := optValue(ops, key)
+				if v == nil {
+					return def
+				}
+				if obj, ok := v.(*goja.Object); ok && r.isArray(obj) {
+					return r.floatList(fn, key, obj)
+				}
+				return []float64{r.numberValue(fn, key, v)}
+			}
+			o := optim.OneCycleOptions{MaxLR: perGroup("maxLr", nil), TotalSteps: r.optInt(fn, ops, "totalSteps", 0),
+				Epochs: r.optInt(fn, ops, "epochs", 0), StepsPerEpoch: r.optInt(fn, ops, "stepsPerEpoch", 0),
+				PctStart: r.optNumber(fn, ops, "pctStart", d.PctStart), AnnealStrategy: optString(ops, "annealStrategy", d.AnnealStrategy),
+				CycleMomentum: optBool(ops, "cycleMomentum", d.CycleMomentum), BaseMomentum: perGroup("baseMomentum", d.BaseMomentum),
+				MaxMomentum: perGroup("maxMomentum", d.MaxMomentum), DivFactor: r.optNumber(fn, ops, "divFactor", d.DivFactor),
+				FinalDivFactor: r.optNumber(fn, ops, "finalDivFactor", d.FinalDivFactor), ThreePhase: optBool(ops, "threePhase", false)}
+			return optim.NewOneCycleLR(opt, opt.(scriptOptimizer).Kind(), o)
+		})
+	// SequentialLR(optimizer, { schedulers, milestones }): schedulers made
+	// by optim.lrScheduler over the same optimizer.
+	r.fn(sched, "SequentialLR", func(call goja.FunctionCall) goja.Value {
+		const fn = "optim.lrScheduler.SequentialLR"
+		opt := r.optimizerArg(fn, call.Argument(0))
+		ops := r.optionsOf(fn, call, 1, "schedulers", "milestones")
+		list, ok := optValue(ops, "schedulers").(*goja.Object)
+		if !ok || !r.isArray(list) {
+			r.throwf("%s(optimizer, { schedulers, milestones }): schedulers must be an array of schedulers, got %s", fn, describe(optValue(ops, "schedulers")))
+		}
+		var scheds []*optim.Scheduler
+		for i := range int(list.Get("length").ToInteger()) {
+			v := list.Get(strconv.Itoa(i))
+			obj, _ := v.(*goja.Object)
+			var s *optim.Scheduler
+			if obj != nil {
+				s, _ = hidden(obj, "__scheduler").(*optim.Scheduler)
+			}
+			if s == nil {
+				r.throwf("%s: schedulers[%d] is %s, not a scheduler of optim.lrScheduler (StepLR, LinearLR, ...; not ReduceLROnPlateau or SequentialLR)", fn, i, describe(v))
+			}
+			scheds = append(scheds, s)
+		}
+		var milestones []int
+		if err := r.vm.ExportTo(optValue(ops, "milestones"), &milestones); err != nil || optValue(ops, "milestones") == nil {
+			r.throwf("%s(optimizer, { schedulers, milestones }): milestones must be an array of step numbers, got %s", fn, describe(optValue(ops, "milestones")))
+		}
+		q, err := optim.NewSequentialLR(opt, scheds, milestones)
+		if err != nil {
+			r.throw(err)
+		}
+		return r.schedulerObject(q)
+	})
 	// ReduceLROnPlateau(optimizer, opts): step(metric) takes the metric
 	// (a number or a one-element tensor), as PyTorch's step(metrics).
 	r.fn(sched, "ReduceLROnPlateau", func(call goja.FunctionCall) goja.Value {
@@ -460,20 +521,33 @@ func (j *jsGroup) Keys() []string {
 }
 
 // schedulerObject builds the script face of a scheduler.
-func (r *Runtime) schedulerObject(s *optim.Scheduler) goja.Value {
+// lrSchedule is what a script's scheduler object drives: an
+// optim.Scheduler or an optim.Sequential of them.
+type lrSchedule interface {
+	Step() error
+	LastLR() []float64
+	LastEpoch() int
+	StateDict() map[string]any
+	LoadStateDict(map[string]any) error
+}
+
+func (r *Runtime) schedulerObject(s lrSchedule) goja.Value {
 	obj := r.vm.NewObject()
+	if one, ok := s.(*optim.Scheduler); ok { // SequentialLR finds it here
+		must(obj.DefineDataProperty("__scheduler", r.vm.ToValue(one), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
+	}
 	r.fn(obj, "step", func(call goja.FunctionCall) goja.Value {
-		s.Step()
+		if err := s.Step(); err != nil {
+			r.throw(err)
+		}
 		return goja.Undefined()
 	})
 	r.fn(obj, "getLastLr", func(call goja.FunctionCall) goja.Value { return r.vm.ToValue(toAnyFloats(s.LastLR())) })
 	// stateDict and loadStateDict carry the schedule's position through
-	// checkpoints, in PyTorch's layout (last_epoch, base_lrs, _last_lr).
+	// checkpoints, in PyTorch's layout (last_epoch, base_lrs, _last_lr;
+	// SequentialLR's with each scheduler's under _schedulers).
 	r.fn(obj, "stateDict", func(call goja.FunctionCall) goja.Value {
-		sd := s.StateDict()
-		sd["base_lrs"] = toAnyFloats(sd["base_lrs"].([]float64))
-		sd["_last_lr"] = toAnyFloats(sd["_last_lr"].([]float64))
-		return r.vm.ToValue(sd)
+		return r.vm.ToValue(plainJSON(s.StateDict()))
 	})
 	r.fn(obj, "loadStateDict", func(call goja.FunctionCall) goja.Value {
 		o, ok := call.Argument(0).(*goja.Object)
@@ -488,6 +562,34 @@ func (r *Runtime) schedulerObject(s *optim.Scheduler) goja.Value {
 	})
 	must(obj.DefineAccessorProperty("lastEpoch", r.vm.ToValue(func(goja.FunctionCall) goja.Value { return r.vm.ToValue(s.LastEpoch()) }), nil, goja.FLAG_FALSE, goja.FLAG_TRUE))
 	return obj
+}
+
+// plainJSON turns a state dict's Go slices into the []any that goja
+// presents as arrays (and JSON.stringify writes as such), nested maps too.
+func plainJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = plainJSON(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = plainJSON(e)
+		}
+		return out
+	case []float64:
+		return toAnyFloats(x)
+	case []int:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = e
+		}
+		return out
+	}
+	return v
 }
 
 func toAnyFloats(fs []float64) []any {

@@ -11,10 +11,18 @@ import (
 // each group's initial_lr and applies the schedule for step 0; every Step
 // advances by one and applies it again.
 type Scheduler struct {
+	owner     LRGroups
 	groups    func() []*ParamGroup
 	baseLRs   []float64
 	lastEpoch int
 	rule      func(epoch int, lr, base float64) float64
+	// closed is the schedule's closed form (PyTorch's
+	// _get_closed_form_lr), used when a SequentialLR restarts it at step
+	// 0; nil where PyTorch has none.
+	closed func(epoch int, base float64) float64
+	// groupRule replaces rule for schedules that read more of a group than
+	// its rate (OneCycleLR), and may fail.
+	groupRule func(epoch, i int, g *ParamGroup) (float64, error)
 }
 
 // LRGroups is what a scheduler acts on: the param groups of an optimizer or
@@ -27,25 +35,49 @@ type LRGroups interface {
 func (o *Optimizer) ParamGroups() []*ParamGroup { return o.Groups }
 
 func newScheduler(o LRGroups, rule func(epoch int, lr, base float64) float64) *Scheduler {
-	s := &Scheduler{groups: o.ParamGroups, lastEpoch: -1, rule: rule}
+	return start(&Scheduler{rule: rule}, o)
+}
+
+// start records the groups' initial rates and takes step 0.
+func start(s *Scheduler, o LRGroups) *Scheduler {
+	s.owner, s.groups, s.lastEpoch = o, o.ParamGroups, -1
 	for _, g := range o.ParamGroups() {
 		if g.InitialLR == 0 {
 			g.InitialLR = g.LR
 		}
 		s.baseLRs = append(s.baseLRs, g.InitialLR)
 	}
-	s.Step()
+	_ = s.Step() // step 0 of every schedule is valid
 	return s
 }
 
 // Step advances the schedule by one and sets the groups' learning rates.
-func (s *Scheduler) Step() {
-	s.lastEpoch++
+// It fails only for a schedule with an end (OneCycleLR stepped past its
+// total steps), as PyTorch's does.
+func (s *Scheduler) Step() error { return s.stepTo(s.lastEpoch+1, false) }
+
+// stepTo sets the rates for step epoch: by the closed form when asked and
+// the schedule has one (PyTorch's step(epoch)), else by the chainable rule.
+func (s *Scheduler) stepTo(epoch int, closed bool) error {
+	s.lastEpoch = epoch
 	for i, g := range s.groups() {
-		if i < len(s.baseLRs) {
-			g.LR = s.rule(s.lastEpoch, g.LR, s.baseLRs[i])
+		if i >= len(s.baseLRs) {
+			continue
+		}
+		switch {
+		case closed && s.closed != nil:
+			g.LR = s.closed(epoch, s.baseLRs[i])
+		case s.groupRule != nil:
+			lr, err := s.groupRule(epoch, i, g)
+			if err != nil {
+				return err
+			}
+			g.LR = lr
+		default:
+			g.LR = s.rule(epoch, g.LR, s.baseLRs[i])
 		}
 	}
+	return nil
 }
 
 // LastLR returns the learning rates set by the last Step.
@@ -93,12 +125,14 @@ func NewStepLR(o LRGroups, stepSize int, gamma float64) (*Scheduler, error) {
 	if stepSize <= 0 {
 		return nil, fmt.Errorf("optim: StepLR step_size must be positive, got %d", stepSize)
 	}
-	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+	s := newScheduler(o, func(epoch int, lr, _ float64) float64 {
 		if epoch == 0 || epoch%stepSize != 0 {
 			return lr
 		}
 		return lr * gamma
-	}), nil
+	})
+	s.closed = func(epoch int, base float64) float64 { return base * math.Pow(gamma, float64(pyFloorDiv(epoch, stepSize))) }
+	return s, nil
 }
 
 // NewExponentialLR multiplies the learning rate by gamma every step
@@ -107,12 +141,14 @@ func NewExponentialLR(o LRGroups, gamma float64) (*Scheduler, error) {
 	if !(gamma > 0) {
 		return nil, fmt.Errorf("optim: ExponentialLR gamma must be positive, got %v", gamma)
 	}
-	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+	s := newScheduler(o, func(epoch int, lr, _ float64) float64 {
 		if epoch == 0 {
 			return lr
 		}
 		return lr * gamma
-	}), nil
+	})
+	s.closed = func(epoch int, base float64) float64 { return base * math.Pow(gamma, float64(epoch)) }
+	return s, nil
 }
 
 // NewMultiStepLR multiplies the learning rate by gamma at each milestone
@@ -126,13 +162,23 @@ func NewMultiStepLR(o LRGroups, milestones []int, gamma float64) (*Scheduler, er
 		}
 		count[m]++
 	}
-	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+	s := newScheduler(o, func(epoch int, lr, _ float64) float64 {
 		k, ok := count[epoch]
 		if !ok {
 			return lr
 		}
 		return lr * math.Pow(gamma, float64(k))
-	}), nil
+	})
+	s.closed = func(epoch int, base float64) float64 {
+		passed := 0 // bisect_right(sorted milestones, epoch)
+		for _, m := range milestones {
+			if m <= epoch {
+				passed++
+			}
+		}
+		return base * math.Pow(gamma, float64(passed))
+	}
+	return s, nil
 }
 
 // NewLinearLR scales the learning rate by a factor that goes linearly from
@@ -148,7 +194,7 @@ func NewLinearLR(o LRGroups, startFactor, endFactor float64, totalIters int) (*S
 	if totalIters < 1 {
 		return nil, fmt.Errorf("optim: LinearLR total_iters must be positive, got %d", totalIters)
 	}
-	return newScheduler(o, func(epoch int, lr, _ float64) float64 {
+	s := newScheduler(o, func(epoch int, lr, _ float64) float64 {
 		switch {
 		case epoch == 0:
 			return lr * startFactor
@@ -156,7 +202,11 @@ func NewLinearLR(o LRGroups, startFactor, endFactor float64, totalIters int) (*S
 			return lr
 		}
 		return lr * (1. + (endFactor-startFactor)/(float64(totalIters)*startFactor+float64(epoch-1)*(endFactor-startFactor)))
-	}), nil
+	})
+	s.closed = func(epoch int, base float64) float64 {
+		return base * (startFactor + (endFactor-startFactor)*float64(min(totalIters, epoch))/float64(totalIters))
+	}
+	return s, nil
 }
 
 // NewCosineAnnealingLR anneals the learning rate from its base to etaMin
@@ -168,7 +218,7 @@ func NewCosineAnnealingLR(o LRGroups, tMax int, etaMin float64) (*Scheduler, err
 		return nil, fmt.Errorf("optim: CosineAnnealingLR T_max must be positive, got %d", tMax)
 	}
 	T := float64(tMax)
-	return newScheduler(o, func(epoch int, lr, base float64) float64 {
+	s := newScheduler(o, func(epoch int, lr, base float64) float64 {
 		e := float64(epoch)
 		switch {
 		case epoch == 0:
@@ -177,8 +227,15 @@ func NewCosineAnnealingLR(o LRGroups, tMax int, etaMin float64) (*Scheduler, err
 			return lr + (base-etaMin)*(1-math.Cos(math.Pi/T))/2
 		}
 		return (1+math.Cos(math.Pi*e/T))/(1+math.Cos(math.Pi*(e-1)/T))*(lr-etaMin) + etaMin
-	}), nil
+	})
+	s.closed = func(epoch int, base float64) float64 {
+		return etaMin + (base-etaMin)*(1+math.Cos(math.Pi*float64(epoch)/T))/2
+	}
+	return s, nil
 }
+
+// pyFloorDiv is Python's a // b.
+func pyFloorDiv(a, b int) int { return (a - pyMod(a, b)) / b }
 
 // pyMod is Python's a % b (the sign of b).
 func pyMod(a, b int) int {

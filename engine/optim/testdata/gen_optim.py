@@ -228,6 +228,52 @@ for name, make, steps in [
     put(f"{name}/lr", torch.tensor(v, dtype=torch.float64))
     meta[name] = json.dumps({"scheduler": name, "lr": 0.1, "steps": steps, "lrs": v})
 
+# ConstantLR and PolynomialLR (chainable forms).
+for name, make, steps in [
+    ("constantlr", lambda o: torch.optim.lr_scheduler.ConstantLR(o, factor=0.4, total_iters=3), 6),
+    ("polynomiallr", lambda o: torch.optim.lr_scheduler.PolynomialLR(o, total_iters=4, power=2.0), 7),
+]:
+    v = lrs(make, steps)
+    put(f"{name}/lr", torch.tensor(v, dtype=torch.float64))
+    meta[name] = json.dumps({"scheduler": name, "lr": 0.1, "steps": steps, "lrs": v})
+
+# OneCycleLR: the rate of the first group and the momentum it cycles (Adam's beta1, SGD's momentum)
+# after construction and after each step up to total_steps.
+def one_cycle(name, opt_cls, opt_kw, sched_kw, momentum):
+    opt = opt_cls([torch.nn.Parameter(torch.zeros(1))], **opt_kw)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, **sched_kw)
+    total = sched.total_steps
+    lr_v, mom_v = [], []
+    for i in range(total):
+        g = opt.param_groups[0]
+        lr_v.append(g["lr"])
+        mom_v.append(g["betas"][0] if momentum == "beta1" else g["momentum"])
+        opt.step()
+        if i < total - 1:
+            sched.step()
+    put(f"{name}/lr", torch.tensor(lr_v, dtype=torch.float64))
+    put(f"{name}/momentum", torch.tensor(mom_v, dtype=torch.float64))
+    meta[name] = json.dumps({"scheduler": "OneCycleLR", "options": sched_kw, "lrs": lr_v, "momenta": mom_v})
+
+
+one_cycle("onecycle_cos_adam", torch.optim.Adam, dict(lr=0.1), dict(max_lr=0.5, total_steps=11), "beta1")
+one_cycle("onecycle_linear_sgd", SGD, dict(lr=0.1, momentum=0.9), dict(max_lr=0.5, epochs=3, steps_per_epoch=4, anneal_strategy="linear", pct_start=0.25, base_momentum=0.8, max_momentum=0.9, div_factor=10.0, final_div_factor=100.0), "momentum")
+one_cycle("onecycle_three_phase_adamw", torch.optim.AdamW, dict(lr=0.1), dict(max_lr=0.3, total_steps=13, three_phase=True), "beta1")
+
+# SequentialLR: warm-up then decay, restarting each scheduler at its milestone.
+for name, make, steps in [
+    ("sequential_linear_cosine", lambda o: torch.optim.lr_scheduler.SequentialLR(o, [
+        torch.optim.lr_scheduler.LinearLR(o, start_factor=0.1, total_iters=3),
+        torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=6, eta_min=0.001)], milestones=[3]), 12),
+    ("sequential_constant_exp_step", lambda o: torch.optim.lr_scheduler.SequentialLR(o, [
+        torch.optim.lr_scheduler.ConstantLR(o, factor=0.5, total_iters=2),
+        torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.9),
+        torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5)], milestones=[2, 5]), 10),
+]:
+    v = lrs(make, steps)
+    put(f"{name}/lr", torch.tensor(v, dtype=torch.float64))
+    meta[name] = json.dumps({"scheduler": "SequentialLR", "lr": 0.1, "steps": steps, "lrs": v})
+
 # ReduceLROnPlateau, stepped with a metric.
 PLATEAU_METRICS = [1.0, 0.9, 0.95, 0.95, 0.91, 0.96, 0.97, 0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.4]
 for name, kw in [("plateau_min", dict(factor=0.5, patience=1, cooldown=1, min_lr=0.02)),
