@@ -122,6 +122,15 @@ func (n *node) free() {
 	n.freed = true
 }
 
+// leafState is a leaf's bookkeeping in a backward pass, put aside while a
+// nested pass runs.
+type leafState struct {
+	leaf    *Tensor
+	pass    uint64
+	deps    int
+	pending *Tensor
+}
+
 // gradHook is a gradient-ready callback of a leaf.
 type gradHook struct {
 	id int64
@@ -213,6 +222,19 @@ func (t *Tensor) BackwardWith(opt BackwardOptions) (err error) {
 func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 	rt.pass++
 	pass := rt.pass
+	// A backward pass may run inside another (activation checkpointing
+	// recomputes a segment and runs its backward from the outer pass). A
+	// leaf both passes reach keeps the outer pass's count and pending
+	// gradient, put aside here and restored when this pass ends; the
+	// inner pass accumulates its own gradient into the leaf directly.
+	rt.active = append(rt.active, pass)
+	var stashed []leafState
+	defer func() {
+		rt.active = rt.active[:len(rt.active)-1]
+		for _, s := range stashed {
+			s.leaf.pass, s.leaf.deps, s.leaf.pending = s.pass, s.deps, s.pending
+		}
+	}()
 	// Count, for every node and leaf reachable from root, how many edges
 	// lead to it: it is ready when that many gradients have arrived.
 	var graph []*node
@@ -235,6 +257,9 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 				e.node.deps++
 			case e.leaf != nil:
 				if e.leaf.pass != pass {
+					if slices.Contains(rt.active[:len(rt.active)-1], e.leaf.pass) {
+						stashed = append(stashed, leafState{e.leaf, e.leaf.pass, e.leaf.deps, e.leaf.pending})
+					}
 					e.leaf.pass, e.leaf.deps = pass, 0
 					e.leaf.pending = nil
 				}
@@ -344,16 +369,18 @@ func (rt *Runtime) applyNode(n *node) ([]*Tensor, error) {
 	grads := n.backward(n.grad)
 	out := make([]*Tensor, len(grads))
 	for i, gi := range grads {
-		if gi == nil || !n.needs(i) {
+		if gi == nil {
 			continue
 		}
-		if gi.err != nil {
+		if gi.err != nil { // even where no gradient is needed: the op failed
 			for _, o := range out {
 				o.Release()
 			}
 			return nil, fmt.Errorf("tensor: backward of %s: %w", n.op, gi.err)
 		}
-		out[i] = gi.ref()
+		if n.needs(i) {
+			out[i] = gi.ref()
+		}
 	}
 	return out, nil
 }

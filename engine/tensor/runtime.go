@@ -23,10 +23,11 @@ type Runtime struct {
 	scope  *Scope
 	gen    *Generator
 
-	seq   uint64 // creation order of autograd nodes
-	pass  uint64 // backward passes, to mark visited nodes and leaves
-	live  atomic.Int64
-	lists [][]*Tensor // tensor lists of closed scopes, kept for reuse
+	seq    uint64   // creation order of autograd nodes
+	pass   uint64   // backward passes, to mark visited nodes and leaves
+	active []uint64 // the passes running now, outermost first (nested by checkpointing)
+	live   atomic.Int64
+	lists  [][]*Tensor // tensor lists of closed scopes, kept for reuse
 
 	trace *traceState // nil: the rank's passes are not recorded
 }
