@@ -211,6 +211,11 @@ func (t *Tensor) BackwardWith(opt BackwardOptions) (err error) {
 	}()
 	restore := rt.SetGradEnabled(false)
 	defer restore()
+	// Backward runs without autocast: each op's gradient in the types its
+	// forward used (a checkpointed segment's recomputation sets its own).
+	ac := rt.autocast
+	rt.autocast = nil
+	defer func() { rt.autocast = ac }()
 	own := g.ref()
 	g.Release()
 	if t.fn == nil { // a leaf: its gradient is the given one

@@ -27,6 +27,7 @@ func (rt *Runtime) Checkpoint(fn func(inputs []*Tensor) (*Tensor, error), inputs
 		}
 	}
 	rng := rt.gen.State()
+	acType, autocast := rt.AutocastType()
 	start := rt.seq
 	// fn's tensors live in a scope of their own, closed once its graph is
 	// freed: that is what gives their memory back.
@@ -80,7 +81,14 @@ func (rt *Runtime) Checkpoint(fn func(inputs []*Tensor) (*Tensor, error), inputs
 		restore := rt.SetGradEnabled(true)
 		now := rt.gen.State()
 		rt.gen.SetState(rng)
-		again, err := fn(detached)
+		var again *Tensor
+		recompute := func() (err error) { again, err = fn(detached); return err }
+		var err error
+		if autocast { // the forward's autocast region, with a cast cache of its own
+			err = rt.Autocast(acType, recompute)
+		} else {
+			err = recompute()
+		}
 		rt.gen.SetState(now)
 		restore()
 		switch {

@@ -71,6 +71,7 @@ func (t *Tensor) Matmul(u *Tensor) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	t, u = rt.lowPrecision(t), rt.lowPrecision(u)
 	if len(t.shape) == 0 || len(u.shape) == 0 {
 		return rt.fail("matmul", "both arguments need at least 1 dimension, got shapes %v and %v", t.shape, u.shape)
 	}
@@ -176,6 +177,7 @@ func Linear(x, weight, bias *Tensor) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	x, weight, bias = rt.lowPrecision(x), rt.lowPrecision(weight), rt.lowPrecision(bias)
 	if len(weight.shape) != 2 || len(x.shape) == 0 {
 		return rt.fail("linear", "expects input [..., in] and weight [out, in], got %v and %v", x.shape, weight.shape)
 	}

@@ -31,6 +31,7 @@ func softmax(op string, t *Tensor, dim int, log bool) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	t = rt.fullPrecision(t)
 	if !t.dt.IsFloat() {
 		return rt.fail(op, "not implemented for %v", t.dt)
 	}
@@ -81,11 +82,12 @@ func softmax(op string, t *Tensor, dim int, log bool) *Tensor {
 // scales by weight and shifts by bias (either may be nil), as
 // torch.nn.functional.layer_norm.
 func LayerNorm(x *Tensor, normalizedShape []int, weight, bias *Tensor, eps float64) *Tensor {
-	inputs := []*Tensor{x, weight, bias}
 	rt, bad := check("layer_norm", x)
 	if bad != nil {
 		return bad
 	}
+	x, weight, bias = rt.fullPrecision(x), rt.fullPrecision(weight), rt.fullPrecision(bias)
+	inputs := []*Tensor{x, weight, bias}
 	for _, p := range []*Tensor{weight, bias} {
 		if p == nil {
 			continue
@@ -230,6 +232,7 @@ func CrossEntropy(logits, target *Tensor, opt CrossEntropyOptions) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	logits = rt.fullPrecision(logits)
 	if !opt.Reduction.valid() {
 		return rt.fail("cross_entropy", "reduction must be mean, sum or none, not %q", opt.Reduction)
 	}
@@ -331,6 +334,7 @@ func MSELoss(input, target *Tensor, reduction Reduction) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	input, target = rt.fullPrecision(input), rt.fullPrecision(target)
 	if !reduction.valid() {
 		return rt.fail("mse_loss", "reduction must be mean, sum or none, not %q", reduction)
 	}
@@ -358,6 +362,7 @@ func ScaledDotProductAttention(q, k, v *Tensor, causal bool) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	q, k, v = rt.lowPrecision(q), rt.lowPrecision(k), rt.lowPrecision(v)
 	if len(q.shape) != 4 || len(k.shape) != 4 || len(v.shape) != 4 {
 		return rt.fail("scaled_dot_product_attention", "expects q, k, v of shape [B, H, T, D], got %v, %v, %v", q.shape, k.shape, v.shape)
 	}

@@ -90,6 +90,9 @@ func (t *Tensor) reduce(opName string, op device.ReduceOp, dims []int, keepDim b
 // Sum sums over dims (every dimension when dims is empty), keeping them as
 // extent 1 when keepDim is set (torch.sum).
 func (t *Tensor) Sum(dims []int, keepDim bool) *Tensor {
+	if t != nil && t.rt != nil {
+		t = t.rt.fullPrecision(t) // a sum in float32 under autocast
+	}
 	out := t.reduce("sum", device.Sum, dims, keepDim)
 	if out.err != nil || !out.dt.IsFloat() {
 		return out

@@ -26,8 +26,10 @@ type Runtime struct {
 	seq    uint64   // creation order of autograd nodes
 	pass   uint64   // backward passes, to mark visited nodes and leaves
 	active []uint64 // the passes running now, outermost first (nested by checkpointing)
-	live   atomic.Int64
-	lists  [][]*Tensor // tensor lists of closed scopes, kept for reuse
+
+	autocast *autocastState // the autocast region ops run in (autocast.go); nil outside
+	live     atomic.Int64
+	lists    [][]*Tensor // tensor lists of closed scopes, kept for reuse
 
 	trace *traceState // nil: the rank's passes are not recorded
 }
