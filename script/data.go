@@ -11,7 +11,8 @@ import (
 
 // dataModule is require("zeroeng").data: token datasets (llm.c shards,
 // .npy token arrays, byte-level text) and the distributed loader that
-// serves each rank its slice of every batch (engine/tokens).
+// serves each rank its slice of every batch (engine/tokens); and
+// PyTorch's TensorDataset, DataLoader and DistributedSampler (dataloader.go).
 func (r *Runtime) dataModule() *goja.Object {
 	m := r.vm.NewObject()
 	r.fn(m, "loadTokens", func(call goja.FunctionCall) goja.Value {
@@ -75,6 +76,7 @@ func (r *Runtime) dataModule() *goja.Object {
 		}
 		return r.loaderObject(l)
 	})
+	r.dataModuleLoaders(m)
 	return m
 }
 
