@@ -19,7 +19,7 @@
 // ZeRO), the schedule, the data position and the generators. A run started on a DIR that holds a
 // checkpoint resumes from it, bit for bit on the same number of ranks; SIGTERM saves one after the
 // current step and exits 0. The last line printed is the result as JSON.
-const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device } = require("zeroeng");
+const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device, amp } = require("zeroeng");
 const F = nn.functional;
 
 // Configurations: "bench" is bench/torch_cpu.py's `gpt` workload, "gpt2" is GPT-2 124M.
@@ -37,11 +37,15 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
                                                micro-batches per step (tokens per step: B·T·K·ranks)
   --lr X --min-lr-ratio R --warmup N --weight-decay W --clip C     AdamW, its schedule, clipping (0: none)
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
+  --autocast bfloat16|float16  float32 weights, the forward's matrix products in the low precision (amp.autocast;
+                             float16 with amp.GradScaler's loss scaling, so not under --zero 2 or 3)
   --zero 0|1|2|3             ZeRO stage (0: plain AdamW, with --nproc > 1 under DDP; 1: AdamW's state sharded;
                              2: gradients too; 3: parameters too, each block a zero.fullyShard unit)
   --limit-all-gathers N      stage 3: blocks gathered or being gathered at once (default 2: the next block's
                              all-gather runs while one computes; 1: no prefetch)
   --offload cpu|none         stages 2 and 3: AdamW's state and float32 master weights on the host, which steps
+  --checkpoint-activations   keep no activations inside the blocks: backward recomputes each block's forward
+                             (nn.utils.checkpointWrapper; less memory for one more forward)
   --eval-every K --eval-batches N              validation loss every K steps, over N batches
   --seed S --bench           --seed: of the model, the shuffling and dropout (default: zeroeng run --seed, 0)
                              --bench: random tokens, no evaluation; the median step time of the steps
@@ -75,9 +79,11 @@ for (let i = 0; i < argv.length; i++) {
     case "--data": opts.data = value(); break;
     case "--val-data": opts.valData = value(); break;
     case "--dtype": opts.dtype = value(); break;
+    case "--autocast": opts.autocast = value(); break;
     case "--offload": opts.offload = value(); break;
     case "--checkpoint": opts.checkpoint = value(); break;
     case "--bench": opts.bench = true; break;
+    case "--checkpoint-activations": opts.checkpointActivations = true; break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: fail(`unknown argument ${argv[i]}`);
   }
@@ -103,6 +109,11 @@ if (![0, 1, 2, 3].includes(opts.zero)) fail("--zero is 0, 1, 2 or 3");
 if (!["cpu", "none"].includes(opts.offload)) fail("--offload is cpu or none");
 if (opts.offload !== "none" && opts.zero < 2) fail("--offload needs --zero 2 or 3");
 if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or bfloat16");
+if (opts.autocast !== undefined) {
+  if (!["bfloat16", "float16"].includes(opts.autocast)) fail("--autocast is bfloat16 or float16");
+  if (opts.dtype !== "float32") fail("--autocast runs a float32 model in a lower precision: leave --dtype at float32");
+  if (opts.autocast === "float16" && opts.zero >= 2) fail("--autocast float16 needs amp.GradScaler, which does not reach the gradients ZeRO stages 2 and 3 shard; use --autocast bfloat16");
+}
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
 
 // ---- the model ---------------------------------------------------------------------------------------
@@ -177,8 +188,11 @@ class GPT extends nn.Module {
 // lossOf is the mean cross entropy of the next-token predictions. Training calls it on the DDP
 // wrapper when there is one, whose forward does DDP's bookkeeping.
 function lossOf(m, x, y) {
-  const logits = m.forward(x);
-  return F.crossEntropy(logits.view(-1, logits.shape[2]), y.view(-1));
+  const run = () => {
+    const logits = m.forward(x);
+    return F.crossEntropy(logits.view(-1, logits.shape[2]), y.view(-1));
+  };
+  return opts.autocast ? amp.autocast(opts.autocast, run) : run();
 }
 
 // ---- data ----------------------------------------------------------------------------------------------
@@ -219,6 +233,9 @@ const params = gpt.parameters();
 const decay = params.filter(p => p.ndim >= 2), noDecay = params.filter(p => p.ndim < 2);
 const groups = [{ params: decay, weightDecay: opts.weightDecay }, { params: noDecay, weightDecay: 0 }];
 const hyper = { lr: opts.lr, betas: [0.9, 0.95], eps: 1e-8 };
+// Activation checkpointing wraps each block's forward (before zero.fullyShard, so that the recomputation
+// runs inside the block's gather under stage 3).
+if (opts.checkpointActivations) for (const block of gpt.transformer.h) nn.utils.checkpointWrapper(block);
 let opt;
 if (opts.zero === 0) {
   if (world > 1) model = nn.parallel.DistributedDataParallel(model);
@@ -237,10 +254,14 @@ if (opts.zero === 0) {
     ...(opts.zero === 3 ? { limitAllGathers: opts.limitAllGathers } : {}), ...(opts.zero >= 2 ? { offload: opts.offload } : {}) });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
+// float16 autocast scales the loss so that small gradients survive float16's range; a step whose
+// gradients overflowed is skipped. Disabled, the scaler passes everything through.
+const scaler = amp.GradScaler({ enabled: opts.autocast === "float16" });
 // Everything a resumed run needs to continue exactly: the weights, AdamW's state (sharded under ZeRO), the
 // schedule, where the data stands, and (saved by the checkpoint itself) every rank's generator.
 const ckpt = opts.checkpoint && checkpoint.Manager(opts.checkpoint, {
-  state: { model: gpt, optimizer: opt, scheduler: sched, loader }, every: opts.checkpointEvery, keep: opts.keep });
+  state: { model: gpt, optimizer: opt, scheduler: sched, loader, ...(scaler.isEnabled() ? { scaler } : {}) },
+  every: opts.checkpointEvery, keep: opts.keep });
 const resumed = ckpt ? ckpt.load() : null;
 if (resumed) console.log(`gpt: resumed from ${resumed.path} (step ${resumed.step}, ${resumed.worldSize} ranks)`);
 const firstStep = resumed ? resumed.step + 1 : 1;
@@ -252,6 +273,7 @@ if (firstStep > opts.steps) {
 // before clipping; under ZeRO stages 2 and 3 that is a collective over each rank's gradient slices.
 const clip = () => {
   if (opts.clip === 0) return null;
+  if (scaler.isEnabled()) scaler.unscale_(opt); // clip the real gradients
   return opts.zero === 0 ? nn.utils.clipGradNorm_(params, opts.clip) : opt.clipGradNorm_(opts.clip);
 };
 
@@ -325,7 +347,7 @@ for (let step = firstStep; step <= opts.steps; step++) {
     const [x, y] = loader.next();
     const run = () => {
       const l = lossOf(model, x, y);
-      l.div(opts.accum).backward();
+      scaler.scale(l.div(opts.accum)).backward();
       sum += l.item();
     };
     if (micro < opts.accum) noSync(run);
@@ -333,7 +355,8 @@ for (let step = firstStep; step <= opts.steps; step++) {
   }
   const gradNorm = clip();
   const lr = opt.paramGroups[0].lr; // the rate this step uses; sched.step() sets the next one
-  opt.step();
+  scaler.step(opt); // opt.step(), unless float16 gradients overflowed
+  scaler.update();
   sched.step();
   loss = sum / opts.accum;
   if (world > 1) {

@@ -117,6 +117,8 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		return r.wrap(tensor.ScaledDotProductAttention(r.unwrap(fn, "query", call.Argument(0)), r.unwrap(fn, "key", call.Argument(1)), r.unwrap(fn, "value", call.Argument(2)), causal))
 	})
 
+	r.nativeLayers(native, F)
+
 	// PyTorch's default initialisations, draw for draw from the rank's
 	// generator.
 	// checkOptions(fn, options, keys): the prelude's layers check their
@@ -202,6 +204,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		return r.vm.ToValue(ok && j.param)
 	})
 	r.fn(native, "loadStateDict", r.loadStateDict)
+	r.fn(native, "checkpoint", r.activationCheckpoint)
 	r.fn(native, "moduleTo", r.moduleTo)
 	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.utils.clipGradNorm_"

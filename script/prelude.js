@@ -35,9 +35,19 @@
     Object.defineProperty(obj, name, { value, writable: true, enumerable: false, configurable: true });
 
   class Module {
+    // A module is callable, model(x) as in PyTorch: the constructor returns
+    // an arrow function carrying the subclass's prototype, which every
+    // subclass constructor then fills as its this. model(x) costs one call
+    // more than model.forward(x), and nothing else changes: the arrow's own
+    // name and length are deleted so that a module may use those names.
     constructor() {
-      hidden(this, '_training', true);
-      hidden(this, '_buffers', new Set());
+      const self = (...args) => self.forward(...args);
+      delete self.name;
+      delete self.length;
+      Object.setPrototypeOf(self, new.target.prototype);
+      hidden(self, '_training', true);
+      hidden(self, '_buffers', new Set());
+      return self;
     }
 
     forward() {
@@ -344,6 +354,484 @@
     extraRepr() { return `p=${this.p}, inplace=False`; }
   }
 
+  // Python's spellings of values in reprs, as PyTorch prints its layers:
+  // floats as repr() writes them (1e-05, 0.1), tuples with their commas.
+  const pyFloat = v => {
+    if (v === null || v === undefined) return 'None';
+    if (Number.isNaN(v)) return 'nan';
+    if (!Number.isFinite(v)) return v > 0 ? 'inf' : '-inf';
+    const [mant, exp] = v.toExponential().split('e');
+    const e = Number(exp);
+    if (e < -4 || e >= 16) return `${mant}e${e < 0 ? '-' : '+'}${String(Math.abs(e)).padStart(2, '0')}`;
+    const s = String(v);
+    return s.includes('.') ? s : `${s}.0`;
+  };
+  const pyTuple = a => `(${a.join(', ')}${a.length === 1 ? ',' : ''})`;
+  const pyIntOrTuple = v => (Array.isArray(v) ? pyTuple(v) : String(v));
+
+  // ntuple is PyTorch's _single/_pair: an integer stands for n equal
+  // ones; an array must have n integers.
+  const ntuple = (fn, what, v, n) => {
+    const a = Array.isArray(v) ? v : Array(n).fill(v);
+    if (a.length !== n || !a.every(Number.isInteger)) {
+      throw new TypeError(`${fn}: ${what} must be an integer or an array of ${n} integers, got ${JSON.stringify(v)}`);
+    }
+    return [...a];
+  };
+  const positiveInt = (fn, what, v) => {
+    if (!Number.isInteger(v) || v <= 0) throw new RangeError(`${fn}: ${what} must be a positive integer, got ${v}`);
+    return v;
+  };
+
+  // _ConvNd: the weight [out, in/groups, ...kernel] and bias [out] drawn as
+  // PyTorch's reset_parameters draws them (native.convInit), PyTorch's
+  // argument checks, and padding as numbers or "same" / "valid".
+  class ConvNd extends Module {
+    constructor(fn, nd, inChannels, outChannels, kernelSize, o) {
+      super();
+      const { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true, paddingMode = 'zeros' } = o;
+      positiveInt(fn, 'inChannels', inChannels);
+      positiveInt(fn, 'outChannels', outChannels);
+      if (!Number.isInteger(groups) || groups <= 0) throw new RangeError(`${fn}: groups must be a positive integer, got ${groups}`);
+      if (inChannels % groups !== 0) throw new RangeError(`${fn}: inChannels must be divisible by groups (${inChannels} and ${groups})`);
+      if (outChannels % groups !== 0) throw new RangeError(`${fn}: outChannels must be divisible by groups (${outChannels} and ${groups})`);
+      const kernel = ntuple(fn, 'kernelSize', kernelSize, nd);
+      const strides = ntuple(fn, 'stride', stride, nd);
+      const dilations = ntuple(fn, 'dilation', dilation, nd);
+      let pad;
+      if (typeof padding === 'string') {
+        if (padding !== 'same' && padding !== 'valid') throw new RangeError(`${fn}: invalid padding string '${padding}', should be one of 'valid', 'same'`);
+        if (padding === 'same' && strides.some(s => s !== 1)) throw new RangeError(`${fn}: padding='same' is not supported for strided convolutions`);
+        pad = padding;
+      } else {
+        pad = ntuple(fn, 'padding', padding, nd);
+      }
+      if (!['zeros', 'reflect', 'replicate', 'circular'].includes(paddingMode)) {
+        throw new RangeError(`${fn}: paddingMode must be one of 'zeros', 'reflect', 'replicate', 'circular', but got paddingMode='${paddingMode}'`);
+      }
+      if (paddingMode !== 'zeros') throw new RangeError(`${fn}: paddingMode '${paddingMode}' is not implemented; only 'zeros' is`);
+      const [w, b] = native.convInit(fn, [outChannels, inChannels / groups, ...kernel], bias !== false);
+      this.weight = Parameter(w);
+      this.bias = b ? Parameter(b) : null;
+      hidden(this, 'inChannels', inChannels);
+      hidden(this, 'outChannels', outChannels);
+      hidden(this, 'kernelSize', kernel);
+      hidden(this, 'stride', strides);
+      hidden(this, 'padding', pad);
+      hidden(this, 'dilation', dilations);
+      hidden(this, 'groups', groups);
+      hidden(this, 'paddingMode', paddingMode);
+      hidden(this, '_conv', nd === 1 ? F.conv1d : F.conv2d);
+    }
+    forward(x) {
+      return this._conv(x, this.weight, this.bias, { stride: this.stride, padding: this.padding, dilation: this.dilation, groups: this.groups });
+    }
+    extraRepr() {
+      let s = `${this.inChannels}, ${this.outChannels}, kernel_size=${pyTuple(this.kernelSize)}, stride=${pyTuple(this.stride)}`;
+      if (typeof this.padding === 'string') s += `, padding=${this.padding}`;
+      else if (this.padding.some(p => p !== 0)) s += `, padding=${pyTuple(this.padding)}`;
+      if (this.dilation.some(d => d !== 1)) s += `, dilation=${pyTuple(this.dilation)}`;
+      if (this.groups !== 1) s += `, groups=${this.groups}`;
+      if (!this.bias) s += ', bias=False';
+      return s;
+    }
+  }
+
+  // Conv1d(in, out, kernelSize, { stride, padding, dilation, groups, bias, paddingMode }).
+  class Conv1d extends ConvNd {
+    constructor(inChannels, outChannels, kernelSize, opts) {
+      super('nn.Conv1d', 1, inChannels, outChannels, kernelSize,
+        options('nn.Conv1d', opts, 'stride', 'padding', 'dilation', 'groups', 'bias', 'paddingMode'));
+    }
+  }
+
+  // Conv2d(in, out, kernelSize, { stride, padding, dilation, groups, bias, paddingMode }).
+  class Conv2d extends ConvNd {
+    constructor(inChannels, outChannels, kernelSize, opts) {
+      super('nn.Conv2d', 2, inChannels, outChannels, kernelSize,
+        options('nn.Conv2d', opts, 'stride', 'padding', 'dilation', 'groups', 'bias', 'paddingMode'));
+    }
+  }
+
+  // MaxPool2d(kernelSize, { stride = kernelSize, padding, dilation, ceilMode }).
+  class MaxPool2d extends Module {
+    constructor(kernelSize, opts) {
+      super();
+      const fn = 'nn.MaxPool2d';
+      const { stride = null, padding = 0, dilation = 1, ceilMode = false } = options(fn, opts, 'stride', 'padding', 'dilation', 'ceilMode');
+      ntuple(fn, 'kernelSize', kernelSize, 2);
+      if (stride !== null) ntuple(fn, 'stride', stride, 2);
+      ntuple(fn, 'padding', padding, 2);
+      ntuple(fn, 'dilation', dilation, 2);
+      hidden(this, 'kernelSize', kernelSize);
+      hidden(this, 'stride', stride ?? kernelSize);
+      hidden(this, 'padding', padding);
+      hidden(this, 'dilation', dilation);
+      hidden(this, 'ceilMode', Boolean(ceilMode));
+    }
+    forward(x) {
+      return F.maxPool2d(x, this.kernelSize, { stride: this.stride, padding: this.padding, dilation: this.dilation, ceilMode: this.ceilMode });
+    }
+    extraRepr() {
+      return `kernel_size=${pyIntOrTuple(this.kernelSize)}, stride=${pyIntOrTuple(this.stride)}, padding=${pyIntOrTuple(this.padding)}, dilation=${pyIntOrTuple(this.dilation)}, ceil_mode=${pyBool(this.ceilMode)}`;
+    }
+  }
+
+  // RMSNorm(shape, eps?) or RMSNorm(shape, { eps, elementwiseAffine }),
+  // PyTorch 2.4's: eps null takes the input's machine epsilon at forward.
+  class RMSNorm extends Module {
+    constructor(normalizedShape, opts) {
+      super();
+      const shape = Array.isArray(normalizedShape) ? [...normalizedShape] : [normalizedShape];
+      shape.forEach(d => positiveInt('nn.RMSNorm', 'normalizedShape', d));
+      const o = typeof opts === 'number' ? { eps: opts } : options('nn.RMSNorm', opts, 'eps', 'elementwiseAffine');
+      hidden(this, 'normalizedShape', shape);
+      hidden(this, 'eps', o.eps ?? null);
+      this.weight = (o.elementwiseAffine ?? true) ? Parameter(tensor.ones(shape)) : null;
+    }
+    forward(x) { return F.rmsNorm(x, this.normalizedShape, this.weight, this.eps); }
+    extraRepr() { return `${pyTuple(this.normalizedShape)}, eps=${pyFloat(this.eps)}, elementwise_affine=${pyBool(this.weight)}`; }
+  }
+
+  // _BatchNorm: weight and bias (affine), and the buffers running_mean,
+  // running_var and num_batches_tracked under PyTorch's names (their
+  // state-dict keys), also read as runningMean, runningVar and
+  // numBatchesTracked. momentum null averages over every batch seen.
+  class BatchNormBase extends Module {
+    constructor(fn, numFeatures, o) {
+      super();
+      positiveInt(fn, 'numFeatures', numFeatures);
+      const { eps = 1e-5, affine = true, trackRunningStats = true } = o;
+      const momentum = o.momentum === undefined ? 0.1 : o.momentum;
+      if (momentum !== null && typeof momentum !== 'number') throw new TypeError(`${fn}: momentum must be a number or null, got ${typeof momentum}`);
+      hidden(this, 'numFeatures', numFeatures);
+      hidden(this, 'eps', eps);
+      hidden(this, 'momentum', momentum);
+      hidden(this, 'affine', Boolean(affine));
+      hidden(this, 'trackRunningStats', Boolean(trackRunningStats));
+      this.weight = affine ? Parameter(tensor.ones([numFeatures])) : null;
+      this.bias = affine ? Parameter(tensor.zeros([numFeatures])) : null;
+      const track = Boolean(trackRunningStats);
+      this.registerBuffer('running_mean', track ? tensor.zeros([numFeatures]) : null);
+      this.registerBuffer('running_var', track ? tensor.ones([numFeatures]) : null);
+      this.registerBuffer('num_batches_tracked', track ? tensor.zeros([], { dtype: 'int64' }) : null);
+    }
+    get runningMean() { return this.running_mean; }
+    set runningMean(t) { this.registerBuffer('running_mean', t); }
+    get runningVar() { return this.running_var; }
+    set runningVar(t) { this.registerBuffer('running_var', t); }
+    get numBatchesTracked() { return this.num_batches_tracked; }
+    set numBatchesTracked(t) { this.registerBuffer('num_batches_tracked', t); }
+
+    // _args: F.batchNorm's arguments for this forward, as _BatchNorm.forward
+    // decides them; counts the batch when training with running statistics.
+    _args() {
+      let factor = this.momentum ?? 0;
+      if (this.training && this.trackRunningStats && this.num_batches_tracked) {
+        tensor.noGrad(() => this.num_batches_tracked.add_(1));
+        factor = this.momentum === null ? 1 / this.num_batches_tracked.item() : this.momentum;
+      }
+      const buffers = !this.training || this.trackRunningStats;
+      return {
+        runningMean: buffers ? this.running_mean : null,
+        runningVar: buffers ? this.running_var : null,
+        training: this.training || (this.running_mean === null && this.running_var === null),
+        momentum: factor,
+      };
+    }
+    forward(x) {
+      this._checkInputDim(x);
+      const a = this._args();
+      return F.batchNorm(x, a.runningMean, a.runningVar, { weight: this.weight, bias: this.bias, training: a.training, momentum: a.momentum, eps: this.eps });
+    }
+    extraRepr() {
+      return `${this.numFeatures}, eps=${pyFloat(this.eps)}, momentum=${pyFloat(this.momentum)}, affine=${pyBool(this.affine)}, track_running_stats=${pyBool(this.trackRunningStats)}`;
+    }
+  }
+
+  // BatchNorm1d(numFeatures, { eps, momentum, affine, trackRunningStats }) over [N, C] or [N, C, L].
+  class BatchNorm1d extends BatchNormBase {
+    constructor(numFeatures, opts) {
+      super('nn.BatchNorm1d', numFeatures, options('nn.BatchNorm1d', opts, 'eps', 'momentum', 'affine', 'trackRunningStats'));
+    }
+    _checkInputDim(x) {
+      if (x.dim() !== 2 && x.dim() !== 3) throw new RangeError(`nn.BatchNorm1d: expected 2D or 3D input (got ${x.dim()}D input)`);
+    }
+  }
+
+  // BatchNorm2d(numFeatures, { eps, momentum, affine, trackRunningStats }) over [N, C, H, W].
+  class BatchNorm2d extends BatchNormBase {
+    constructor(numFeatures, opts) {
+      super('nn.BatchNorm2d', numFeatures, options('nn.BatchNorm2d', opts, 'eps', 'momentum', 'affine', 'trackRunningStats'));
+    }
+    _checkInputDim(x) {
+      if (x.dim() !== 4) throw new RangeError(`nn.BatchNorm2d: expected 4D input (got ${x.dim()}D input)`);
+    }
+  }
+
+  // SyncBatchNorm(numFeatures, { eps, momentum, affine, trackRunningStats,
+  // processGroup }): in training, the statistics are those of the whole
+  // batch of every rank of processGroup (all ranks by default), summed in
+  // Go (native.syncBatchNorm), and so are their gradients in backward;
+  // every rank must run each forward and backward. Otherwise, and in a
+  // group of one rank, it is BatchNorm.
+  class SyncBatchNorm extends BatchNormBase {
+    constructor(numFeatures, opts) {
+      const o = options('nn.SyncBatchNorm', opts, 'eps', 'momentum', 'affine', 'trackRunningStats', 'processGroup');
+      super('nn.SyncBatchNorm', numFeatures, o);
+      hidden(this, 'processGroup', o.processGroup ?? null);
+    }
+    _checkInputDim(x) {
+      if (x.dim() < 2) throw new RangeError(`nn.SyncBatchNorm: expected at least 2D input (got ${x.dim()}D input)`);
+      if (x.shape[1] === 0) throw new RangeError('nn.SyncBatchNorm: number of input channels should be non-zero');
+    }
+    forward(x) {
+      this._checkInputDim(x);
+      const a = this._args();
+      const pg = this.processGroup ?? zeroeng.dist;
+      if (!(a.training && this.training) || (pg.size ?? pg.worldSize) <= 1) {
+        return F.batchNorm(x, a.runningMean, a.runningVar, { weight: this.weight, bias: this.bias, training: a.training, momentum: a.momentum, eps: this.eps });
+      }
+      return native.syncBatchNorm(x, a.runningMean, a.runningVar, this.weight, this.bias, a.momentum, this.eps, this.processGroup);
+    }
+
+    // convertSyncBatchnorm(module, processGroup?): PyTorch's
+    // convert_sync_batchnorm: every BatchNorm in module becomes a
+    // SyncBatchNorm holding the same parameters and buffers (an optimizer
+    // made before still updates them); a BatchNorm given itself is
+    // returned converted, any other module converted in place.
+    static convertSyncBatchnorm(module, processGroup = null) {
+      if (!(module instanceof Module)) throw new TypeError('nn.SyncBatchNorm.convertSyncBatchnorm: expects an nn.Module');
+      let out = module;
+      if (module instanceof BatchNormBase) {
+        out = new SyncBatchNorm(module.numFeatures, {
+          eps: module.eps, momentum: module.momentum, affine: module.affine,
+          trackRunningStats: module.trackRunningStats, processGroup,
+        });
+        if (module.affine) {
+          out.weight = module.weight;
+          out.bias = module.bias;
+        }
+        out.running_mean = module.running_mean;
+        out.running_var = module.running_var;
+        out.num_batches_tracked = module.num_batches_tracked;
+      }
+      for (const [name, child] of module.namedChildren()) out[name] = SyncBatchNorm.convertSyncBatchnorm(child, processGroup);
+      return out;
+    }
+  }
+
+  // MultiheadAttention(embedDim, numHeads, { dropout, bias, batchFirst,
+  // kdim, vdim }), PyTorch's, with its parameters in_proj_weight [3E, E],
+  // in_proj_bias [3E] and out_proj (a Linear), drawn as PyTorch draws
+  // them: out_proj's Linear initialisation, then xavier_uniform_ on
+  // in_proj_weight, then zero biases. kdim and vdim other than embedDim
+  // (separate projection weights) are not supported.
+  class NonDynamicallyQuantizableLinear extends Linear {}
+  class MultiheadAttention extends Module {
+    constructor(embedDim, numHeads, opts) {
+      super();
+      const fn = 'nn.MultiheadAttention';
+      const { dropout = 0, bias = true, batchFirst = false, kdim = null, vdim = null } = options(fn, opts, 'dropout', 'bias', 'batchFirst', 'kdim', 'vdim');
+      positiveInt(fn, 'embedDim', embedDim);
+      positiveInt(fn, 'numHeads', numHeads);
+      if ((kdim ?? embedDim) !== embedDim || (vdim ?? embedDim) !== embedDim) {
+        throw new RangeError(`${fn}: kdim and vdim must equal embedDim (${embedDim}): separate key and value projection weights are not supported, got kdim ${kdim}, vdim ${vdim}`);
+      }
+      if (embedDim % numHeads !== 0) throw new RangeError(`${fn}: embedDim must be divisible by numHeads, got ${embedDim} and ${numHeads}`);
+      if (!(dropout >= 0 && dropout <= 1)) throw new RangeError(`${fn}: dropout probability has to be between 0 and 1, but got ${dropout}`);
+      hidden(this, 'embedDim', embedDim);
+      hidden(this, 'numHeads', numHeads);
+      hidden(this, 'headDim', embedDim / numHeads);
+      hidden(this, 'dropout', dropout);
+      hidden(this, 'batchFirst', Boolean(batchFirst));
+      this.in_proj_weight = Parameter(tensor.zeros([3 * embedDim, embedDim]));
+      this.in_proj_bias = bias ? Parameter(tensor.zeros([3 * embedDim])) : null;
+      this.out_proj = new NonDynamicallyQuantizableLinear(embedDim, embedDim, { bias: Boolean(bias) });
+      native.xavierUniform(this.in_proj_weight);
+      if (bias) init.zeros_(this.out_proj.bias);
+    }
+    get inProjWeight() { return this.in_proj_weight; }
+    get inProjBias() { return this.in_proj_bias; }
+    get outProj() { return this.out_proj; }
+
+    // forward(query, key, value, { keyPaddingMask, needWeights, attnMask,
+    // averageAttnWeights, isCausal }) → [output, weights or null], as
+    // PyTorch's multi_head_attention_forward computes them. isCausal is
+    // PyTorch 2's hint that attnMask is the causal mask: it needs attnMask,
+    // and without keyPaddingMask and needWeights the causal mask replaces it.
+    forward(query, key, value, opts) {
+      const fn = 'nn.MultiheadAttention.forward';
+      const { keyPaddingMask = null, needWeights = true, attnMask = null, averageAttnWeights = true, isCausal = false } =
+        options(fn, opts, 'keyPaddingMask', 'needWeights', 'attnMask', 'averageAttnWeights', 'isCausal');
+      for (const [what, t] of [['query', query], ['key', key], ['value', value]]) {
+        if (!tensor.isTensor(t)) throw new TypeError(`${fn}: ${what} must be a tensor`);
+      }
+      const H = this.numHeads;
+      const batched = mhaShapeCheck(fn, query, key, value, keyPaddingMask, attnMask, H);
+      let kpm = keyPaddingMask;
+      if (batched && this.batchFirst) [query, key, value] = [query, key, value].map(t => t.transpose(0, 1));
+      if (!batched) {
+        [query, key, value] = [query, key, value].map(t => t.unsqueeze(1));
+        if (kpm !== null) kpm = kpm.unsqueeze(0);
+      }
+      const [tgtLen, bsz, E] = query.shape;
+      const srcLen = key.shape[0];
+      if (kpm !== null && kpm.dtype !== 'bool' && !isFloat(kpm)) throw new TypeError(`${fn}: only bool and floating types of keyPaddingMask are supported, got ${kpm.dtype}`);
+      if (E !== this.embedDim) throw new RangeError(`${fn}: was expecting embedding dimension of ${this.embedDim}, but got ${E}`);
+      if (JSON.stringify(key.shape) !== JSON.stringify(value.shape)) throw new RangeError(`${fn}: key shape ${JSON.stringify(key.shape)} does not match value shape ${JSON.stringify(value.shape)}`);
+      if (isCausal && attnMask === null) {
+        throw new Error(`${fn}: need attnMask if specifying the isCausal hint (PyTorch's is_causal says that attnMask is the causal mask)`);
+      }
+      const [wq, wk, wv] = this.in_proj_weight.chunk(3, 0);
+      const [bq, bk, bv] = this.in_proj_bias ? this.in_proj_bias.chunk(3, 0) : [null, null, null];
+      let q = F.linear(query, wq, bq);
+      let k = F.linear(key, wk, bk);
+      let v = F.linear(value, wv, bv);
+
+      let mask = attnMask;
+      if (isCausal && kpm === null && !needWeights) {
+        // PyTorch 2 hands the hint to scaled_dot_product_attention, whose
+        // causal mask (upper left) then stands for attnMask.
+        mask = tensor.arange(srcLen).unsqueeze(0).gt(tensor.arange(tgtLen).unsqueeze(1));
+      }
+      if (mask !== null) {
+        if (mask.dtype === 'uint8') mask = mask.to('bool');
+        else if (mask.dtype !== 'bool' && !isFloat(mask)) throw new TypeError(`${fn}: only float, byte, and bool types are supported for attnMask, not ${mask.dtype}`);
+        if (mask.dim() === 2) {
+          if (mask.shape[0] !== tgtLen || mask.shape[1] !== srcLen) {
+            throw new RangeError(`${fn}: the shape of the 2D attnMask is ${JSON.stringify(mask.shape)}, but should be ${JSON.stringify([tgtLen, srcLen])}`);
+          }
+          mask = mask.unsqueeze(0);
+        } else if (mask.dim() === 3) {
+          if (mask.shape[0] !== bsz * H || mask.shape[1] !== tgtLen || mask.shape[2] !== srcLen) {
+            throw new RangeError(`${fn}: the shape of the 3D attnMask is ${JSON.stringify(mask.shape)}, but should be ${JSON.stringify([bsz * H, tgtLen, srcLen])}`);
+          }
+        } else {
+          throw new RangeError(`${fn}: attnMask's dimension ${mask.dim()} is not supported`);
+        }
+      }
+      const hd = this.headDim;
+      q = q.contiguous().view(tgtLen, bsz * H, hd).transpose(0, 1);
+      k = k.contiguous().view(srcLen, bsz * H, hd).transpose(0, 1);
+      v = v.contiguous().view(srcLen, bsz * H, hd).transpose(0, 1);
+      if (kpm !== null) {
+        if (kpm.shape[0] !== bsz || kpm.shape[1] !== srcLen) {
+          throw new RangeError(`${fn}: expecting keyPaddingMask shape of ${JSON.stringify([bsz, srcLen])}, but got ${JSON.stringify(kpm.shape)}`);
+        }
+        kpm = kpm.view(bsz, 1, 1, srcLen).expand(bsz, H, 1, srcLen).reshape(bsz * H, 1, srcLen);
+        if (mask === null) mask = kpm;
+        else if (mask.dtype === 'bool') mask = mask.logicalOr(kpm);
+        else mask = mask.expand(bsz * H, tgtLen, srcLen).maskedFill(kpm, -Infinity);
+      }
+      if (mask !== null && mask.dtype === 'bool') mask = tensor.zeros(mask.shape, { dtype: q.dtype }).maskedFill(mask, -Infinity);
+      const p = this.training ? this.dropout : 0;
+      let w = q.div(Math.sqrt(hd)).matmul(k.transpose(-2, -1));
+      if (mask !== null) w = mask.add(w);
+      w = w.softmax(-1);
+      if (p > 0) w = F.dropout(w, p, true);
+      let out = w.matmul(v).transpose(0, 1).contiguous().view(tgtLen * bsz, E);
+      out = F.linear(out, this.out_proj.weight, this.out_proj.bias).view(tgtLen, bsz, E);
+      let weights = null;
+      if (needWeights) {
+        weights = w.view(bsz, H, tgtLen, srcLen);
+        if (averageAttnWeights) weights = weights.sum(1).div(H);
+        if (!batched) weights = weights.squeeze(0);
+      }
+      if (!batched) out = out.squeeze(1);
+      else if (this.batchFirst) out = out.transpose(0, 1);
+      return [out, weights];
+    }
+  }
+  const isFloat = t => ['float32', 'float64', 'bfloat16', 'float16'].includes(t.dtype);
+
+  // mhaShapeCheck is PyTorch's _mha_shape_check: whether the inputs are
+  // batched (3-D query) or not (2-D), with the masks' dimensions to match.
+  function mhaShapeCheck(fn, query, key, value, kpm, attnMask, numHeads) {
+    const d = query.dim();
+    if (d !== 2 && d !== 3) throw new RangeError(`${fn}: query should be unbatched 2D or batched 3D tensor but received ${d}-D query tensor`);
+    const what = d === 3 ? 'batched (3-D)' : 'unbatched (2-D)';
+    if (key.dim() !== d || value.dim() !== d) {
+      throw new RangeError(`${fn}: for ${what} query, expected key and value to be ${d}-D but found ${key.dim()}-D and ${value.dim()}-D tensors respectively`);
+    }
+    if (kpm !== null && kpm.dim() !== d - 1) {
+      throw new RangeError(`${fn}: for ${what} query, expected keyPaddingMask to be null or ${d - 1}-D but found ${kpm.dim()}-D tensor instead`);
+    }
+    if (attnMask !== null) {
+      if (attnMask.dim() !== 2 && attnMask.dim() !== 3) {
+        throw new RangeError(`${fn}: for ${what} query, expected attnMask to be null, 2-D or 3-D but found ${attnMask.dim()}-D tensor instead`);
+      }
+      if (d === 2 && attnMask.dim() === 3) {
+        const want = [numHeads, query.shape[0], key.shape[0]];
+        if (JSON.stringify(attnMask.shape) !== JSON.stringify(want)) {
+          throw new RangeError(`${fn}: expected attnMask shape to be ${JSON.stringify(want)} but got ${JSON.stringify(attnMask.shape)}`);
+        }
+      }
+    }
+    return d === 3;
+  }
+
+  // ModuleDict(entries?): modules by name, in insertion order (as
+  // PyTorch's, whose state-dict names read "name.weight"). entries is an
+  // object, a Map, an array of [name, module] pairs or a ModuleDict; an
+  // object lists integer-like names first (JavaScript's property order),
+  // so use pairs or a Map to keep such names in the order given.
+  class ModuleDict extends Module {
+    constructor(entries) {
+      super();
+      hidden(this, '_order', []);
+      if (entries !== undefined && entries !== null) this.update(entries);
+    }
+    _entries() { return this._order.filter(k => this[k] instanceof Module).map(k => [k, this[k], 'module']); }
+    namedChildren() { return this._order.filter(k => this[k] instanceof Module).map(k => [k, this[k]]); }
+    children() { return this.namedChildren().map(e => e[1]); }
+    get length() { return this._order.length; }
+    has(key) { return this._order.includes(key); }
+    get(key) {
+      if (!this.has(key)) throw new RangeError(`nn.ModuleDict: no module named '${key}'`);
+      return this[key];
+    }
+    // set(key, module) adds or replaces a module, as PyTorch's
+    // add_module: names are non-empty strings without dots, and not those
+    // of the dict's own methods and attributes.
+    set(key, module) {
+      if (typeof key !== 'string') throw new TypeError(`nn.ModuleDict: module name should be a string, got ${typeof key}`);
+      if (key === '') throw new RangeError('nn.ModuleDict: module name can\'t be empty string ""');
+      if (key.includes('.')) throw new RangeError(`nn.ModuleDict: module name can't contain ".", got: ${key}`);
+      if (module !== null && !(module instanceof Module)) throw new TypeError(`nn.ModuleDict: ${key} is not a Module`);
+      if (!this.has(key)) {
+        if (key in this) throw new RangeError(`nn.ModuleDict: attribute '${key}' already exists`);
+        this._order.push(key);
+      }
+      this[key] = module;
+      return this;
+    }
+    delete(key) { this.pop(key); }
+    pop(key) {
+      const m = this.get(key);
+      this._order.splice(this._order.indexOf(key), 1);
+      delete this[key];
+      return m;
+    }
+    clear() { for (const k of [...this._order]) this.pop(k); }
+    keys() { return [...this._order]; }
+    values() { return this._order.map(k => this[k]); }
+    items() { return this._order.map(k => [k, this[k]]); }
+    update(entries) {
+      let pairs;
+      if (entries instanceof ModuleDict) pairs = entries.items();
+      else if (entries instanceof Map || Array.isArray(entries)) pairs = [...entries];
+      else if (typeof entries === 'object' && !(entries instanceof Module)) pairs = Object.entries(entries);
+      else throw new TypeError('nn.ModuleDict.update: expects an object, a Map, an array of [name, module] pairs or a ModuleDict');
+      pairs.forEach((p, i) => {
+        if (!Array.isArray(p) || p.length !== 2) throw new TypeError(`nn.ModuleDict.update: element ${i} should be a [name, module] pair`);
+        this.set(p[0], p[1]);
+      });
+      return this;
+    }
+    [Symbol.iterator]() { return this.keys()[Symbol.iterator](); }
+  }
+
   // activation makes a layer that applies f(x, ...args) with the
   // constructor's arguments; check(...args), when given, checks them at
   // construction, not at the first forward.
@@ -551,6 +1039,15 @@
     Embedding: callable(Embedding),
     LayerNorm: callable(LayerNorm),
     Dropout: callable(Dropout),
+    RMSNorm: callable(RMSNorm),
+    Conv1d: callable(Conv1d),
+    Conv2d: callable(Conv2d),
+    MaxPool2d: callable(MaxPool2d),
+    BatchNorm1d: callable(BatchNorm1d),
+    BatchNorm2d: callable(BatchNorm2d),
+    SyncBatchNorm: callable(SyncBatchNorm),
+    MultiheadAttention: callable(MultiheadAttention),
+    ModuleDict: callable(ModuleDict),
     Sequential: callable(Sequential),
     ModuleList: callable(ModuleList),
     CrossEntropyLoss: lossModule('CrossEntropyLoss', (i, t, o) => F.crossEntropy(i, t, o), 'reduction', 'ignoreIndex', 'labelSmoothing'),
@@ -576,6 +1073,18 @@
     utils: {
       clipGradNorm_: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
       clipGradNorm: (params, maxNorm, normType = 2) => native.clipGradNorm(Array.from(params), maxNorm, normType),
+      // checkpoint(fn, ...args): activation checkpointing (torch.utils.checkpoint).
+      checkpoint: (fn, ...args) => native.checkpoint(fn, ...args),
+      // checkpointWrapper(module): the module's forward checkpointed from now
+      // on (torch.distributed's checkpoint_wrapper, in place). Under ZeRO
+      // stage 3 wrap a block before zero.fullyShard, so that the
+      // recomputation runs inside the unit's gather.
+      checkpointWrapper(module) {
+        if (!(module instanceof Module)) throw new TypeError(`nn.utils.checkpointWrapper: expects a module, got ${typeof module}`);
+        const forward = module.forward.bind(module);
+        module.forward = (...args) => native.checkpoint(forward, ...args);
+        return module;
+      },
     },
   };
 
@@ -1018,6 +1527,7 @@
     progress: zeroeng.progress,
     metrics: zeroeng.metrics,
     checkpoint: zeroeng.checkpoint,
+    amp: zeroeng.amp,
     trace: zeroeng.trace,
     device: zeroeng.device,
     version: zeroeng.version,

@@ -216,6 +216,7 @@ func (r *Runtime) zeroengModule() *goja.Object {
 	must(m.Set("progress", r.progressModule()))
 	must(m.Set("metrics", r.metricsModule()))
 	must(m.Set("checkpoint", r.checkpointModule()))
+	must(m.Set("amp", r.ampModule()))
 	must(m.Set("trace", r.traceModule()))
 	must(m.Set("device", r.deviceModule()))
 	must(m.Set("version", Version))
