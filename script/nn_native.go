@@ -205,6 +205,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	})
 	r.fn(native, "loadStateDict", r.loadStateDict)
 	r.fn(native, "checkpoint", r.activationCheckpoint)
+	r.fn(native, "truncNormal", r.truncNormalInit)
 	r.fn(native, "moduleTo", r.moduleTo)
 	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.utils.clipGradNorm_"

@@ -232,6 +232,13 @@
       tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)); }));
       return t;
     },
+    // truncNormal_(t, mean, std, a, b): N(mean, std²) truncated to [a, b]
+    // (absolute bounds, as PyTorch's), by PyTorch's inverse-CDF method.
+    truncNormal_(t, mean = 0, std = 1, a = -2, b = 2) {
+      if (typeof mean === 'object') ({ mean = 0, std = 1, a = -2, b = 2 } = options('nn.init.truncNormal_', mean, 'mean', 'std', 'a', 'b'));
+      tensor.noGrad(() => tensor.scope(() => native.truncNormal(t, mean, std, a, b)));
+      return t;
+    },
     constant_(t, v) { tensor.noGrad(() => t.fill_(v)); return t; },
     zeros_(t) { tensor.noGrad(() => t.zero_()); return t; },
     ones_(t) { tensor.noGrad(() => t.fill_(1)); return t; },

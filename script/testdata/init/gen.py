@@ -1,4 +1,4 @@
-"""PyTorch 1.13 reference draws of torch.nn.init's fan-based initialisers, for script/prelude.js's
+"""PyTorch 1.13 reference draws of torch.nn.init's fan-based initialisers and trunc_normal_, for script/prelude.js's
 nn.init: each case seeds the generator, fills an empty float32 tensor and records it.
 
     /usr/bin/python3 gen.py        # writes init.json beside this file (deterministic)
@@ -16,6 +16,9 @@ for name, shape, fn, js in [
     ("kaimingUniform_", [20, 12], lambda t: init.kaiming_uniform_(t, a=5 ** 0.5), "nn.init.kaimingUniform_(t, { a: Math.sqrt(5) })"),
     ("kaimingNormal_ fan_out relu", [24, 16, 3], lambda t: init.kaiming_normal_(t, mode="fan_out", nonlinearity="relu"),
      "nn.init.kaimingNormal_(t, { mode: 'fan_out', nonlinearity: 'relu' })"),
+    ("truncNormal_", [40, 30], lambda t: init.trunc_normal_(t, mean=0.5, std=2.0, a=-1.0, b=3.0),
+     "nn.init.truncNormal_(t, { mean: 0.5, std: 2, a: -1, b: 3 })"),
+    ("truncNormal_ std 0.02", [64], lambda t: init.trunc_normal_(t, std=0.02), "nn.init.truncNormal_(t, 0, 0.02)"),
 ]:
     torch.manual_seed(7)
     t = torch.empty(shape)
