@@ -128,7 +128,8 @@ if (opts.bench && (opts.data || opts.valData || !opts.shuffle)) fail("--bench tr
 // ---- the model ---------------------------------------------------------------------------------------
 // RMSNorm is Hugging Face's LlamaRMSNorm: x / sqrt(mean(x²) + eps) · weight, over the last dim, with no
 // bias and no mean subtracted. A bfloat16 input is normalised in float32 and cast back before the weight
-// multiplies it, as there. (nn.RMSNorm replaces this class once the prelude has it.)
+// multiplies it, as there. (nn.RMSNorm is torch.nn.RMSNorm, composed in the input's type; for a float32
+// model the two agree, and the sample keeps Hugging Face's form for bfloat16, as its checkpoints expect.)
 class RMSNorm extends nn.Module {
   constructor(dim, eps) {
     super();
