@@ -22,7 +22,7 @@
 // (Llama 3's uint32 ones too), .npy token arrays, or text as bytes; each rank reads its own slice of
 // every global batch, reshuffled every epoch (--no-shuffle: in file order, as a side-by-side run in
 // another framework reads it). The last line printed is the result as JSON.
-const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device, io } = require("zeroeng");
+const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device, io, amp } = require("zeroeng");
 const F = nn.functional;
 
 // Configurations. The MLP's hidden size is LLaMA's: 2/3 of 4·dim, rounded up to a multiple of
@@ -52,6 +52,9 @@ const usage = `usage: zeroeng run samples/llama.js [-- options]
                                                micro-batches per step (tokens per step: B·T·K·ranks)
   --lr X --min-lr-ratio R --warmup N --weight-decay W --clip C     AdamW, its schedule, clipping (0: none)
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
+  --autocast bfloat16|float16  float32 weights, the forward's matrix products in the low precision (amp.autocast;
+                             float16 with amp.GradScaler's loss scaling, so not under --zero 2 or 3)
+  --checkpoint-activations   keep no activations inside the decoder layers: backward recomputes them
   --zero 0|1|2|3             ZeRO stage (0: plain AdamW, with --nproc > 1 under DDP; 1: AdamW's state sharded;
                              2: gradients too; 3: parameters too, each decoder layer a zero.fullyShard unit)
   --limit-all-gathers N      stage 3: layers gathered or being gathered at once (default 2)
@@ -93,6 +96,8 @@ for (let i = 0; i < argv.length; i++) {
     case "--val-data": opts.valData = value(); break;
     case "--init": opts.init = value(); break;
     case "--dtype": opts.dtype = value(); break;
+    case "--autocast": opts.autocast = value(); break;
+    case "--checkpoint-activations": flagOnly(); opts.checkpointActivations = true; break;
     case "--offload": opts.offload = value(); break;
     case "--checkpoint": opts.checkpoint = value(); break;
     case "--bench": flagOnly(); opts.bench = true; break;
@@ -122,6 +127,11 @@ if (![0, 1, 2, 3].includes(opts.zero)) fail("--zero is 0, 1, 2 or 3");
 if (!["cpu", "none"].includes(opts.offload)) fail("--offload is cpu or none");
 if (opts.offload !== "none" && opts.zero < 2) fail("--offload needs --zero 2 or 3");
 if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or bfloat16");
+if (opts.autocast !== undefined) {
+  if (!["bfloat16", "float16"].includes(opts.autocast)) fail("--autocast is bfloat16 or float16");
+  if (opts.dtype !== "float32") fail("--autocast runs a float32 model in a lower precision: leave --dtype at float32");
+  if (opts.autocast === "float16" && opts.zero >= 2) fail("--autocast float16 needs amp.GradScaler, which does not reach the gradients ZeRO stages 2 and 3 shard; use --autocast bfloat16");
+}
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
 if (opts.bench && (opts.data || opts.valData || !opts.shuffle)) fail("--bench trains on random tokens: it takes no --data, --val-data or --no-shuffle");
 
@@ -260,8 +270,11 @@ class Llama extends nn.Module {
 // lossOf is the mean cross entropy of the next-token predictions. Training calls it on the DDP
 // wrapper when there is one, whose forward does DDP's bookkeeping.
 function lossOf(m, x, y) {
-  const logits = m.forward(x);
-  return F.crossEntropy(logits.view(-1, logits.shape[2]), y.view(-1));
+  const run = () => {
+    const logits = m.forward(x);
+    return F.crossEntropy(logits.view(-1, logits.shape[2]), y.view(-1));
+  };
+  return opts.autocast ? amp.autocast(opts.autocast, run) : run();
 }
 
 // ---- data ----------------------------------------------------------------------------------------------
@@ -312,6 +325,9 @@ const params = llama.parameters();
 const decay = params.filter(p => p.ndim >= 2), noDecay = params.filter(p => p.ndim < 2);
 const groups = [{ params: decay, weightDecay: opts.weightDecay }, { params: noDecay, weightDecay: 0 }];
 const hyper = { lr: opts.lr, betas: [0.9, 0.95], eps: 1e-8 };
+// Activation checkpointing wraps each decoder layer's forward (before zero.fullyShard, so that the
+// recomputation runs inside the layer's gather under stage 3).
+if (opts.checkpointActivations) for (const layer of llama.model.layers) nn.utils.checkpointWrapper(layer);
 let opt;
 if (opts.zero === 0) {
   if (world > 1) model = nn.parallel.DistributedDataParallel(model);
@@ -329,8 +345,11 @@ if (opts.zero === 0) {
     ...(opts.zero === 3 ? { limitAllGathers: opts.limitAllGathers } : {}), ...(opts.zero >= 2 ? { offload: opts.offload } : {}) });
 }
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
+// float16 autocast scales the loss so that small gradients survive float16's range (see gpt.js).
+const scaler = amp.GradScaler({ enabled: opts.autocast === "float16" });
 const ckpt = opts.checkpoint && checkpoint.Manager(opts.checkpoint, {
-  state: { model: llama, optimizer: opt, scheduler: sched, loader }, every: opts.checkpointEvery, keep: opts.keep });
+  state: { model: llama, optimizer: opt, scheduler: sched, loader, ...(scaler.isEnabled() ? { scaler } : {}) },
+  every: opts.checkpointEvery, keep: opts.keep });
 const resumed = ckpt ? ckpt.load() : null;
 if (resumed) console.log(`llama: resumed from ${resumed.path} (step ${resumed.step}, ${resumed.worldSize} ranks)`);
 const firstStep = resumed ? resumed.step + 1 : 1;
@@ -342,6 +361,7 @@ if (firstStep > opts.steps) {
 // before clipping; under ZeRO stages 2 and 3 that is a collective over each rank's gradient slices.
 const clip = () => {
   if (opts.clip === 0) return null;
+  if (scaler.isEnabled()) scaler.unscale_(opt); // clip the real gradients
   return opts.zero === 0 ? nn.utils.clipGradNorm_(params, opts.clip) : opt.clipGradNorm_(opts.clip);
 };
 
@@ -413,7 +433,7 @@ for (let step = firstStep; step <= opts.steps; step++) {
     const [x, y] = loader.next();
     const run = () => {
       const l = lossOf(model, x, y);
-      l.div(opts.accum).backward();
+      scaler.scale(l.div(opts.accum)).backward();
       sum += l.item();
     };
     if (micro < opts.accum) noSync(run);
@@ -421,7 +441,8 @@ for (let step = firstStep; step <= opts.steps; step++) {
   }
   const gradNorm = clip();
   const lr = opt.paramGroups[0].lr; // the rate this step uses; sched.step() sets the next one
-  opt.step();
+  scaler.step(opt); // opt.step(), unless float16 gradients overflowed
+  scaler.update();
   sched.step();
   loss = sum / opts.accum;
   if (world > 1) {

@@ -22,7 +22,9 @@ func (r *Runtime) activationCheckpoint(call goja.FunctionCall) goja.Value {
 	if !ok {
 		r.throwf("%s(fn, ...args): fn must be a function, got %s", fn, describe(call.Argument(0)))
 	}
-	args := call.Arguments[1:]
+	// A copy: goja reuses its argument stack once this call returns, and
+	// the recomputation in backward needs the arguments again.
+	args := append([]goja.Value(nil), call.Arguments[1:]...)
 	var inputs []*tensor.Tensor
 	var at []int // where each input is among args
 	for i, a := range args {

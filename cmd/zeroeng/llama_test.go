@@ -47,7 +47,8 @@ func llamaSteps(t *testing.T, ranks int, args ...string) [][]map[string]any {
 // step's loss and gradient norm are PyTorch's to 1e-5 (float32 rounding)
 // over 5 AdamW steps with warm-up, cosine decay, weight decay groups and
 // clipping. The global batch is the fixture's on one rank, accumulated,
-// and split over two ranks under DDP and ZeRO stages 2 and 3.
+// and split over two ranks under DDP and ZeRO stages 2 and 3; with the
+// decoder layers' activations checkpointed, too.
 func TestLlamaMatchesPyTorch(t *testing.T) {
 	const dir = "samples/testdata/llama"
 	b, err := os.ReadFile(filepath.Join("../..", dir, "expected.json"))
@@ -74,6 +75,8 @@ func TestLlamaMatchesPyTorch(t *testing.T) {
 		{"DDP on 2 ranks", 2, []string{"--batch", fmt.Sprint(g / 2)}},
 		{"ZeRO 2 on 2 ranks", 2, []string{"--batch", fmt.Sprint(g / 2), "--zero", "2"}},
 		{"ZeRO 3 on 2 ranks", 2, []string{"--batch", fmt.Sprint(g / 2), "--zero", "3"}},
+		{"activation checkpointing", 1, []string{"--batch", fmt.Sprint(g), "--checkpoint-activations"}},
+		{"activation checkpointing under ZeRO 3", 2, []string{"--batch", fmt.Sprint(g / 2), "--zero", "3", "--checkpoint-activations"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for rank, steps := range llamaSteps(t, c.ranks, append(c.args, common...)...) {
