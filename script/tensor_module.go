@@ -1,6 +1,7 @@
 package script
 
 import (
+	"math"
 	"strconv"
 
 	"github.com/dop251/goja"
@@ -56,8 +57,16 @@ func (r *Runtime) shapeAndOptions(fn string, call goja.FunctionCall, known ...st
 
 // requiresGrad applies a factory's requiresGrad option, as PyTorch's
 // requires_grad argument: the new tensor is a leaf that autograd tracks.
+// Integer and bool tensors cannot require gradients, which is PyTorch's
+// error too.
 func (r *Runtime) requiresGrad(fn string, o *goja.Object, t *tensor.Tensor) *tensor.Tensor {
 	if optBool(o, "requiresGrad", false) {
+		if err := t.Err(); err != nil {
+			r.throw(err)
+		}
+		if !t.DType().IsFloat() {
+			r.throwf("%s: requiresGrad: only tensors of floating point dtype can require gradients, not %v", fn, t.DType())
+		}
 		if err := t.SetRequiresGrad(true); err != nil {
 			r.throwf("%s: requiresGrad: %v", fn, err)
 		}
@@ -127,7 +136,9 @@ func (r *Runtime) tensorModule() *goja.Object {
 			return r.wrap(r.requiresGrad(fn, opts, t))
 		}
 		if r.isTensor(data) {
-			t := r.unwrap(fn, "data", data)
+			// A copy outside the graph, as torch.tensor(t) is
+			// t.clone().detach(): a leaf that requiresGrad can make track.
+			t := r.unwrap(fn, "data", data).Detach()
 			return r.wrap(r.requiresGrad(fn, opts, t.To(r.dtypeValue(fn, dtArg, t.DType())).Clone()))
 		}
 		vals, inferred := r.float64s(fn, data)
@@ -223,6 +234,8 @@ func (r *Runtime) tensorModule() *goja.Object {
 		}
 		return r.wrap(r.requiresGrad(fn, o, r.rt.Arange(r.dtypeValue(fn, optValue(o, "dtype"), def), start, end, step)))
 	})
+	// randint and randperm draw int64 values, then convert them to dtype:
+	// PyTorch draws the same numbers for every dtype.
 	r.fn(m, "randint", func(call goja.FunctionCall) goja.Value {
 		const fn = "tensor.randint"
 		low, high := 0, 0
@@ -233,7 +246,8 @@ func (r *Runtime) tensorModule() *goja.Object {
 			high, shapeAt = r.intValue(fn, "high", call.Argument(0)), 1
 		}
 		shape := r.intList(fn, "shape", call.Argument(shapeAt))
-		o := r.optionsOf(fn, call, shapeAt+1, "seed")
+		o := r.optionsOf(fn, call, shapeAt+1, "seed", "dtype", "requiresGrad")
+		dt := r.dtypeValue(fn, optValue(o, "dtype"), dtype.Int64)
 		g := r.generatorOpt(fn, o)
 		n, err := checkShape(shape)
 		if err != nil {
@@ -243,12 +257,73 @@ func (r *Runtime) tensorModule() *goja.Object {
 		if low >= high {
 			r.throwf("%s: low (%d) must be less than high (%d)", fn, low, high)
 		}
+		if lo, hi, ok := integerRange(dt); ok {
+			if int64(low) < lo {
+				r.throwf("%s: low %d is out of bounds for %v", fn, low, dt)
+			}
+			if int64(high)-1 > hi {
+				r.throwf("%s: high - 1 = %d is out of bounds for %v", fn, high-1, dt)
+			}
+		}
 		g.RandInt64(vals, int64(low), int64(high))
-		return r.wrap(r.rt.FromInt64s(vals, shape...))
+		return r.wrap(r.requiresGrad(fn, o, r.rt.FromInt64s(vals, shape...).To(dt)))
 	})
 	r.fn(m, "randperm", func(call goja.FunctionCall) goja.Value {
-		o := r.optionsOf("tensor.randperm", call, 1, "seed")
-		return r.wrap(r.rt.RandpermWith(r.generatorOpt("tensor.randperm", o), r.intValue("tensor.randperm", "n", call.Argument(0))))
+		const fn = "tensor.randperm"
+		o := r.optionsOf(fn, call, 1, "seed", "dtype", "requiresGrad")
+		dt := r.dtypeValue(fn, optValue(o, "dtype"), dtype.Int64)
+		n := r.intValue(fn, "n", call.Argument(0))
+		if n < 0 {
+			r.throwf("%s: n must be non-negative, got %d", fn, n)
+		}
+		// Every value must be exact in dtype, as PyTorch checks (it does not
+		// for bfloat16).
+		var limit int64 // 0: none
+		switch dt {
+		case dtype.Bool:
+			r.throwf("%s: not implemented for dtype bool", fn)
+		case dtype.Float16:
+			limit = 1<<11 + 1
+		case dtype.Float32:
+			limit = 1<<24 + 1
+		case dtype.Uint8, dtype.Int32:
+			_, hi, _ := integerRange(dt)
+			limit = hi + 1
+		}
+		if limit > 0 && int64(n) > limit {
+			r.throwf("%s: n = %d is too large for dtype %v (at most %d)", fn, n, dt, limit)
+		}
+		return r.wrap(r.requiresGrad(fn, o, r.rt.RandpermWith(r.generatorOpt(fn, o), n).To(dt)))
+	})
+	// linspace(start, end, steps, { dtype, requiresGrad }): float32 unless
+	// dtype says otherwise, as torch.linspace.
+	r.fn(m, "linspace", func(call goja.FunctionCall) goja.Value {
+		const fn = "tensor.linspace"
+		start := r.numberValue(fn, "start", call.Argument(0))
+		end := r.numberValue(fn, "end", call.Argument(1))
+		steps := r.intValue(fn, "steps", call.Argument(2))
+		o := r.optionsOf(fn, call, 3, "dtype", "requiresGrad")
+		if o == nil && !isMissing(call.Argument(3)) {
+			r.throwf("%s(start, end, steps, options): options must be an object { dtype, requiresGrad }, got %s", fn, describe(call.Argument(3)))
+		}
+		return r.wrap(r.requiresGrad(fn, o, r.rt.Linspace(r.dtypeValue(fn, optValue(o, "dtype"), dtype.Float32), start, end, steps)))
+	})
+	// eye(n, m?, { dtype, requiresGrad }).
+	r.fn(m, "eye", func(call goja.FunctionCall) goja.Value {
+		const fn = "tensor.eye"
+		n := r.intValue(fn, "n", call.Argument(0))
+		cols, optAt := n, 1
+		if len(call.Arguments) > 1 && r.options(call, 1) == nil {
+			if v := call.Argument(1); !isMissing(v) { // eye(n, null, opts): m = n
+				cols = r.intValue(fn, "m", v)
+			}
+			optAt = 2
+		}
+		o := r.optionsOf(fn, call, optAt, "dtype", "requiresGrad")
+		if o == nil && !isMissing(call.Argument(optAt)) {
+			r.throwf("%s(n, m?, options): options must be an object { dtype, requiresGrad }, got %s", fn, describe(call.Argument(optAt)))
+		}
+		return r.wrap(r.requiresGrad(fn, o, r.rt.Eye(r.dtypeValue(fn, optValue(o, "dtype"), dtype.Float32), n, cols)))
 	})
 	r.fn(m, "cat", func(call goja.FunctionCall) goja.Value {
 		return r.wrap(tensor.Cat(r.tensorList("tensor.cat", call.Argument(0)), r.intArg("tensor.cat", "dim", call, 1, 0)))
@@ -343,4 +418,20 @@ func checkShape(shape []int) (int, error) {
 		n *= s
 	}
 	return n, nil
+}
+
+// integerRange is the range of an integer (or bool) dtype; ok is false
+// for floating-point types.
+func integerRange(dt dtype.DType) (lo, hi int64, ok bool) {
+	switch dt {
+	case dtype.Int64:
+		return math.MinInt64, math.MaxInt64, true
+	case dtype.Int32:
+		return math.MinInt32, math.MaxInt32, true
+	case dtype.Uint8:
+		return 0, math.MaxUint8, true
+	case dtype.Bool:
+		return 0, 1, true
+	}
+	return 0, 0, false
 }

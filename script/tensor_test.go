@@ -167,7 +167,7 @@ console.log(classOf(() => opt.step(1)), classOf(() => optim.SGD([], { lr: 1 })),
 		{"a closure's exception propagates", `optim.SGD(nn.Linear(1, 1).parameters(), { lr: 1 }).step(() => { throw new RangeError("in the closure") })`, "", "in the closure"},
 		{"clip grad norm", `const p = nn.Parameter(tensor.fromArray([3, 4], {dtype: "float32"})); p.mul(p).sum().backward(); console.log(nn.utils.clipGradNorm_([p], 1).toFixed(1), p.grad.toArray().map(v => v.toFixed(2)).join(" "))`,
 			"10.0 0.60 0.80", ""},
-		{"save and load", `const m = nn.Linear(2, 2); io.saveSafetensors("m.safetensors", m.stateDict()); const sd = io.loadSafetensors("m.safetensors"); const m2 = nn.Linear(2, 2); m2.loadStateDict(sd); console.log(m2.weight.eq(m.weight).all === undefined, m2.weight.sub(m.weight).abs().sum().item())`,
+		{"save and load", `const m = nn.Linear(2, 2); io.saveSafetensors("m.safetensors", m.stateDict()); const sd = io.loadSafetensors("m.safetensors"); const m2 = nn.Linear(2, 2); m2.loadStateDict(sd); console.log(m2.weight.eq(m.weight).all().item() == true, m2.weight.sub(m.weight).abs().sum().item())`,
 			"true 0", ""},
 		{"module.to(bfloat16) keeps parameter identity", `const m = nn.Sequential(nn.Linear(2, 3), nn.LayerNorm(3)); const before = m.parameters(); const opt = optim.SGD(before, { lr: 0.1 });
 console.log(m.bfloat16() === m, m.parameters().every((p, i) => p === before[i] && p.dtype === "bfloat16" && p.requiresGrad), m.forward(tensor.ones([1, 2]).bfloat16()).dtype, m.float()[0].weight.dtype)`,
