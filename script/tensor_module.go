@@ -146,7 +146,10 @@ func (r *Runtime) tensorModule() *goja.Object {
 			shape = inferred
 		}
 		def := dtype.Float32
-		if isIntegral(vals) { // JavaScript cannot tell 1.0 from 1: integers make int64, as torch.tensor([1, 2])
+		switch {
+		case allBooleans(data.Export()): // torch.tensor([True, False]) is bool
+			def = dtype.Bool
+		case isIntegral(vals): // JavaScript cannot tell 1.0 from 1: integers make int64, as torch.tensor([1, 2])
 			def = dtype.Int64
 		}
 		return r.wrap(r.requiresGrad(fn, opts, r.rt.FromValues(r.dtypeValue(fn, dtArg, def), vals, shape...)))
@@ -434,4 +437,24 @@ func integerRange(dt dtype.DType) (lo, hi int64, ok bool) {
 		return 0, 1, true
 	}
 	return 0, 0, false
+}
+
+// allBooleans reports whether v (a script value as goja exports it: a
+// boolean or nested arrays) holds booleans only, and at least one.
+func allBooleans(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return true
+	case []any:
+		if len(x) == 0 {
+			return false
+		}
+		for _, e := range x {
+			if !allBooleans(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }

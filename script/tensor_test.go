@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
@@ -301,5 +302,26 @@ func TestTensorLargerThanMemory(t *testing.T) {
 	_, err := runScript(t, t.TempDir(), "case.js", src, Options{})
 	if err == nil || !strings.Contains(err.Error(), "case.js:2:") || !strings.Contains(err.Error(), "of memory available") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestInPlaceCasts: an in-place op whose result type cannot be cast to the
+// tensor's own is PyTorch's error, not a silent truncation.
+func TestInPlaceCasts(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`tensor.tensor([1, 2]).add_(0.5)`, "result type float32 can't be cast to the desired output type int64"},
+		{`tensor.tensor([1, 2]).add_(tensor.tensor([0.5, 1.5]))`, "result type float32 can't be cast to the desired output type int64"},
+		{`tensor.tensor([1, 2]).add_(1, { alpha: 0.5 })`, "can't be cast to the desired output type int64"},
+		{`tensor.tensor([1, 2]).mul_(1.5)`, "result type Float can't be cast to the desired output type int64"},
+		{`tensor.tensor([true]).add_(1)`, "can't be cast to the desired output type bool"},
+	} {
+		_, err := runJob(t, 1, `const { tensor } = require("zeroeng"); `+c.src, dist.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.want)
+		}
+	}
+	lines, err := runJob(t, 1, `const { tensor } = require("zeroeng"); console.log(tensor.tensor([1, 2]).add_(3).mul_(2).toArray().join(","), tensor.ones([2]).add_(tensor.tensor([1, 2])).toArray().join(","), tensor.tensor([[true], [false]]).dtype)`, dist.Options{})
+	if err != nil || strings.Join(lines, "") != "8,10 2,3 bool" {
+		t.Errorf("allowed in-place ops: %q, %v", lines, err)
 	}
 }
