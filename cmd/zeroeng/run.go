@@ -32,7 +32,7 @@ import (
 
 const runDescription = `Runs a JavaScript training script. Every rank runs the same script in its own
 JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim, zero, hooks, io,
-data, dist, progress, metrics, checkpoint, trace, device and version. Flags go before the
+data, dist, progress, metrics, checkpoint, amp, trace, device and version. Flags go before the
 script; what follows the script (after
 an optional --) reaches it as process.argv.slice(2).
 
