@@ -42,15 +42,21 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 	if dst.Numel() == 0 {
 		return nil
 	}
+	if op > device.Prod {
+		return fmt.Errorf("%v: reduction %v", d, op)
+	}
 	sfx := reduceSuffix(src.DType)
 	if sfx == "" || dst.DType != src.DType {
 		return fmt.Errorf("%v: reduction of %v into %v", d, src.DType, dst.DType)
 	}
 	if src.Numel() == 0 {
-		if op != device.Sum {
-			return fmt.Errorf("%v: max/min of an empty tensor", d)
+		switch op {
+		case device.Sum:
+			return d.Fill(dst, 0)
+		case device.Prod:
+			return d.Fill(dst, 1)
 		}
-		return d.Fill(dst, 0)
+		return fmt.Errorf("%v: max/min of an empty tensor", d)
 	}
 	r, reduced, err := kernels.NewReduce(dst.Shape, dst.Strides, src.Shape, src.Strides)
 	if err != nil {

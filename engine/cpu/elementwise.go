@@ -121,6 +121,12 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 		f(func(x float64) float64 { return 1 / math.Sqrt(x) })
 	case device.Tanh:
 		f(math.Tanh)
+	case device.Sin:
+		f(math.Sin)
+	case device.Cos:
+		f(math.Cos)
+	case device.Erf:
+		f(math.Erf)
 	case device.Sigmoid:
 		f(func(x float64) float64 { return 1 / (1 + math.Exp(-x)) })
 	case device.Silu:

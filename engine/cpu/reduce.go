@@ -10,8 +10,9 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
 
-// Reduce implements device.Device. Float sums accumulate in float64, which is
-// at least as accurate as PyTorch's cascaded float32 sums.
+// Reduce implements device.Device. Float sums and products accumulate in
+// float64, which is at least as accurate as PyTorch's cascaded float32 sums
+// and its float32 products.
 func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 	if len(dst.Shape) != len(src.Shape) {
 		return fmt.Errorf("cpu: reduce of rank %d into rank %d", len(src.Shape), len(dst.Shape))
@@ -20,10 +21,13 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 		return nil
 	}
 	if src.Numel() == 0 {
-		if op != device.Sum {
-			return fmt.Errorf("cpu: max/min of an empty tensor")
+		switch op {
+		case device.Sum:
+			return d.Fill(dst, 0)
+		case device.Prod:
+			return d.Fill(dst, 1)
 		}
-		return d.Fill(dst, 0)
+		return fmt.Errorf("cpu: max/min of an empty tensor")
 	}
 	if anyHalf(dst, src) {
 		return d.widened([]*device.View{&dst}, []*device.View{&src}, func() error { return d.Reduce(op, dst, src) })
@@ -78,6 +82,8 @@ func newReducer[A float64 | int64](op device.ReduceOp) reducer[A] {
 		r.init = lowest[A]()
 	case device.Min:
 		r.init = highest[A]()
+	case device.Prod:
+		r.init = 1
 	}
 	return r
 }
@@ -116,6 +122,8 @@ func (r reducer[A]) fold(acc, x A) A {
 		if acc == acc && (x != x || x < acc) {
 			return x
 		}
+	case device.Prod: // int64 products wrap, as Go's (and PyTorch's) do
+		return acc * x
 	}
 	return acc
 }

@@ -156,11 +156,15 @@ const (
 	RDivScalar         // s / x
 	Square             // x²
 	Reciprocal         // 1/x
+	Sin                //
+	Cos                //
+	Erf                // the error function
 	numUnaryOps
 )
 
 var unaryNames = [...]string{"neg", "exp", "log", "sqrt", "rsqrt", "abs", "sign", "relu", "gelu", "gelu_tanh",
-	"silu", "tanh", "sigmoid", "add_scalar", "mul_scalar", "pow_scalar", "rsub_scalar", "rdiv_scalar", "square", "reciprocal"}
+	"silu", "tanh", "sigmoid", "add_scalar", "mul_scalar", "pow_scalar", "rsub_scalar", "rdiv_scalar", "square", "reciprocal",
+	"sin", "cos", "erf"}
 
 func (o UnaryOp) String() string {
 	if int(o) < len(unaryNames) {
@@ -221,7 +225,35 @@ const (
 	Sum ReduceOp = iota
 	Max
 	Min
+	Prod // the product; 1 over no elements, as torch.prod
 )
+
+var reduceNames = [...]string{"sum", "max", "min", "prod"}
+
+func (o ReduceOp) String() string {
+	if int(o) < len(reduceNames) {
+		return reduceNames[o]
+	}
+	return fmt.Sprintf("reduce(%d)", uint8(o))
+}
+
+// ScanOp selects a cumulative operation along one axis.
+type ScanOp uint8
+
+const (
+	CumSum  ScanOp = iota // running sums (torch.cumsum)
+	CumProd               // running products (torch.cumprod)
+)
+
+func (o ScanOp) String() string {
+	switch o {
+	case CumSum:
+		return "cumsum"
+	case CumProd:
+		return "cumprod"
+	}
+	return fmt.Sprintf("scan(%d)", uint8(o))
+}
 
 // GemmOperand is one matrix operand of a (batched) matrix multiply: matrix b
 // of the batch starts at element Offset + b·BatchStride and has rows Ld
@@ -300,6 +332,21 @@ type Device interface {
 	// ArgMax writes the values and int64 indices of the maximum along axis
 	// (dst and indices have extent 1 there). Ties take the first index.
 	ArgMax(values, indices, src View, axis int) error
+	// Scan writes the inclusive running sums or products of src along axis
+	// into dst (src's shape), from the first element, or from the last
+	// when reverse is set (suffix sums: the backward of a cumulative sum,
+	// without a flipped copy). Floats accumulate in float64 and each
+	// element is rounded once, as PyTorch's CPU kernels (whose accumulator
+	// type for float32 is double); int64 wraps.
+	Scan(op ScanOp, dst, src View, axis int, reverse bool) error
+	// Sort orders src along axis into values and writes each value's int64
+	// position along axis into indices (both of src's shape): ascending,
+	// or descending when descending is set. The order is total, so the
+	// result is the same on every device: NaN sorts above every number
+	// (last ascending, first descending), as in torch.sort, and equal
+	// values (+0 and −0 included) keep their index order, as a stable
+	// sort. Values are moved, never rounded; values must not overlap src.
+	Sort(values, indices, src View, axis int, descending bool) error
 
 	// Gemm computes dst = alpha·op(a)·op(b) + beta·dst for batch matrices of
 	// m×k times k×n. dst is row-major with row stride dst.Ld.

@@ -35,7 +35,10 @@ enum {
     UN_RSUB_SCALAR = 16,
     UN_RDIV_SCALAR = 17,
     UN_SQUARE = 18,
-    UN_RECIPROCAL = 19
+    UN_RECIPROCAL = 19,
+    UN_SIN = 20,
+    UN_COS = 21,
+    UN_ERF = 22
 };
 
 enum {
@@ -284,6 +287,15 @@ __device__ __forceinline__ float ze_tanhf(float x) { return tanhf(x); }
 __device__ __forceinline__ double ze_tanhf(double x) { return tanh(x); }
 __device__ __forceinline__ float ze_absf(float x) { return fabsf(x); }
 __device__ __forceinline__ double ze_absf(double x) { return fabs(x); }
+// sin, cos, erf: CUDA's (within 2 ulp) where the CPU rounds the float64
+// function once. sin and cos reduce huge arguments (|x| ≥ 105615 for float)
+// in a small local array: the unary kernels have a stack frame for it.
+__device__ __forceinline__ float ze_sinf(float x) { return sinf(x); }
+__device__ __forceinline__ double ze_sinf(double x) { return sin(x); }
+__device__ __forceinline__ float ze_cosf(float x) { return cosf(x); }
+__device__ __forceinline__ double ze_cosf(double x) { return cos(x); }
+__device__ __forceinline__ float ze_erff(float x) { return erff(x); }
+__device__ __forceinline__ double ze_erff(double x) { return erf(x); }
 
 // Derivatives (vmath's geluDeriv64, geluTanhDeriv64, siluDeriv64 for
 // float; cpu.activationGrad for double). The derivative is rounded before
@@ -358,6 +370,9 @@ template <class C> __device__ __forceinline__ C ze_unary_fn(int op, C x, C ts, d
     case UN_RDIV_SCALAR: return ze_div(ts, x);
     case UN_SQUARE: return ze_mul(x, x);
     case UN_RECIPROCAL: return ze_div((C)1, x);
+    case UN_SIN: return ze_sinf(x);
+    case UN_COS: return ze_cosf(x);
+    case UN_ERF: return ze_erff(x);
     }
     return x;
 }
@@ -370,7 +385,14 @@ template <class T> __device__ __forceinline__ void ze_unary(const ZeLayout& L, T
     typedef typename Ty::C C;
     const C ts = (C)s;
     if (L.ndim != 1) {
-        ze_map1(L, dst, src, [=](T v) { return Ty::store(ze_unary_fn<C>(op, Ty::load(v), ts, s)); });
+        // ze_map1's loop written out: with every op in ze_unary_fn a lambda
+        // would be too big for clang to inline, and its captures would go
+        // through local memory.
+        ZE_GRID_LOOP(i, L.numel) {
+            i64 off[2];
+            ze_offsets<2>(L, i, off);
+            dst[off[0]] = Ty::store(ze_unary_fn<C>(op, Ty::load(src[off[1]]), ts, s));
+        }
         return;
     }
     switch (op) {
@@ -394,6 +416,9 @@ template <class T> __device__ __forceinline__ void ze_unary(const ZeLayout& L, T
         ZE_UNARY_FLAT(UN_RDIV_SCALAR)
         ZE_UNARY_FLAT(UN_SQUARE)
         ZE_UNARY_FLAT(UN_RECIPROCAL)
+        ZE_UNARY_FLAT(UN_SIN)
+        ZE_UNARY_FLAT(UN_COS)
+        ZE_UNARY_FLAT(UN_ERF)
     }
 }
 

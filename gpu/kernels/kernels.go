@@ -8,13 +8,13 @@
 //
 // The kernels come in families, one .cu file each, named after the CPU file
 // whose semantics they reproduce (engine/cpu/elementwise.go → elementwise.cu,
-// and so on): elementwise, reduce, nn, index, attention, optim. A family is
-// one NVRTC program and one module: Source returns common.cuh followed by
-// the family's file, with #line directives so that compiler messages name
-// the right file and line. The sources include no header at all (NVRTC's
-// include path is not guaranteed); common.cuh defines what they share:
-// bfloat16/float16 conversions bit-exact with engine/dtype, the strided
-// layout, warp and group reductions, the shared row-softmax code.
+// and so on): elementwise, reduce, nn, index, attention, optim, sortscan. A
+// family is one NVRTC program and one module: Source returns common.cuh
+// followed by the family's file, with #line directives so that compiler
+// messages name the right file and line. The sources include no header at
+// all (NVRTC's include path is not guaranteed); common.cuh defines what
+// they share: bfloat16/float16 conversions bit-exact with engine/dtype, the
+// strided layout, warp and group reductions, the shared row-softmax code.
 //
 // # Kernel ABI
 //
@@ -41,7 +41,9 @@
 // correct; the launch shape only changes speed, except for kernels with a
 // group parameter: the row kernels and reduce_rows take a warp (32) or the
 // whole block (blockDim.x) per row or output, argmax a thread (1) or a warp
-// (32), and their reductions assume exactly those shapes. The two
+// (32), scan a thread (1) or the whole block, and their reductions assume
+// exactly those shapes; sort_tile holds ZE_SORT_TILE elements whatever its
+// block size. The two
 // validation kernels, index_check and cross_entropy_check, carry no
 // suffix; they record the first bad index or target in a flag the host
 // zeroes before and reads after, and the kernels that follow them do

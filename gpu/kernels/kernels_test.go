@@ -13,7 +13,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/device"
 )
 
-var wantFamilies = []string{"attention", "elementwise", "index", "nn", "optim", "reduce"}
+var wantFamilies = []string{"attention", "elementwise", "index", "nn", "optim", "reduce", "sortscan"}
 
 func TestFamilies(t *testing.T) {
 	if got := Families(); !slices.Equal(got, wantFamilies) {
@@ -187,7 +187,7 @@ func TestOpCodes(t *testing.T) {
 		s, _ := read(f + ".cu")
 		all += s
 	}
-	enum := regexp.MustCompile(`\b(UN|ACT|BIN|RED)_([A-Z_]+) = (\d+)`)
+	enum := regexp.MustCompile(`\b(UN|ACT|BIN|RED|SCAN)_([A-Z_]+) = (\d+)`)
 	got := make(map[string]int)
 	for _, m := range enum.FindAllStringSubmatch(all, -1) {
 		v, _ := strconv.Atoi(m[3])
@@ -203,8 +203,11 @@ func TestOpCodes(t *testing.T) {
 		"RED_SUM":                int(device.Sum),
 		"RED_MAX":                int(device.Max),
 		"RED_MIN":                int(device.Min),
+		"RED_PROD":               int(device.Prod),
+		"SCAN_CUMSUM":            int(device.CumSum),
+		"SCAN_CUMPROD":           int(device.CumProd),
 	}
-	for op := device.UnaryOp(0); op < device.Reciprocal+1; op++ {
+	for op := device.UnaryOp(0); !strings.HasPrefix(op.String(), "unary("); op++ {
 		want["UN_"+strings.ToUpper(op.String())] = int(op)
 	}
 	for op := device.Add; op <= device.Ge; op++ {

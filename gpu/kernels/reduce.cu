@@ -1,10 +1,10 @@
 // reduce.cu: Reduce (sum, max, min over any set of axes), ArgMax and
 // SumSquares; the CPU reference is engine/cpu/reduce.go.
 //
-// Accumulation: float sums accumulate in double (the CPU accumulates in
-// float64 too), then round once to the element type (float64 -> float32 ->
-// 16-bit for the half types, the CPU's roundings). int64 sums wrap. Max and
-// min are exact and let NaN win.
+// Accumulation: float sums and products accumulate in double (the CPU
+// accumulates in float64 too), then round once to the element type (float64
+// -> float32 -> 16-bit for the half types, the CPU's roundings). int64 sums
+// and products wrap. Max and min are exact and let NaN win.
 //
 // Reduce splits each output's reduced elements into `splits` chunks of
 // `chunk` elements. With one split, the kernel writes dst; with several it
@@ -13,7 +13,7 @@
 // chunk order. The result depends only on the launch shape, never on
 // scheduling.
 
-enum { RED_SUM = 0, RED_MAX = 1, RED_MIN = 2 };
+enum { RED_SUM = 0, RED_MAX = 1, RED_MIN = 2, RED_PROD = 3 };
 
 // ZeReduce describes a reduction: the kept dimensions (dst's, with the
 // matching src strides) and the reduced dimensions (src's), each coalesced
@@ -44,6 +44,10 @@ template <> struct ZeFold<double, RED_MIN> {
     static __device__ __forceinline__ double init() { return __longlong_as_double(0x7ff0000000000000LL); }
     __device__ __forceinline__ double operator()(double a, double b) const { return ze_min_nan(a, b); }
 };
+template <> struct ZeFold<double, RED_PROD> {
+    static __device__ __forceinline__ double init() { return 1.0; }
+    __device__ __forceinline__ double operator()(double a, double b) const { return ze_mul(a, b); }
+};
 template <> struct ZeFold<i64, RED_SUM> {
     static __device__ __forceinline__ i64 init() { return 0; }
     __device__ __forceinline__ i64 operator()(i64 a, i64 b) const { return (i64)((u64)a + (u64)b); }
@@ -55,6 +59,10 @@ template <> struct ZeFold<i64, RED_MAX> {
 template <> struct ZeFold<i64, RED_MIN> {
     static __device__ __forceinline__ i64 init() { return 9223372036854775807LL; }
     __device__ __forceinline__ i64 operator()(i64 a, i64 b) const { return b < a ? b : a; }
+};
+template <> struct ZeFold<i64, RED_PROD> {
+    static __device__ __forceinline__ i64 init() { return 1; }
+    __device__ __forceinline__ i64 operator()(i64 a, i64 b) const { return (i64)((u64)a * (u64)b); }
 };
 
 // reduce_rows: a group of threads per (output, chunk): the threads stride
@@ -170,6 +178,7 @@ __device__ __forceinline__ void ze_reduce_rows_op(const ZeReduce& R, T* dst, con
     case RED_SUM: ze_reduce_rows<T, RED_SUM>(R, dst, src, partial, splits, chunk, group); break;
     case RED_MAX: ze_reduce_rows<T, RED_MAX>(R, dst, src, partial, splits, chunk, group); break;
     case RED_MIN: ze_reduce_rows<T, RED_MIN>(R, dst, src, partial, splits, chunk, group); break;
+    case RED_PROD: ze_reduce_rows<T, RED_PROD>(R, dst, src, partial, splits, chunk, group); break;
     }
 }
 template <class T>
@@ -179,6 +188,7 @@ __device__ __forceinline__ void ze_reduce_cols_op(const ZeReduce& R, T* dst, con
     case RED_SUM: ze_reduce_cols<T, RED_SUM>(R, dst, src, partial, splits, chunk); break;
     case RED_MAX: ze_reduce_cols<T, RED_MAX>(R, dst, src, partial, splits, chunk); break;
     case RED_MIN: ze_reduce_cols<T, RED_MIN>(R, dst, src, partial, splits, chunk); break;
+    case RED_PROD: ze_reduce_cols<T, RED_PROD>(R, dst, src, partial, splits, chunk); break;
     }
 }
 template <class T>
@@ -188,6 +198,7 @@ __device__ __forceinline__ void ze_reduce_finish_op(const ZeReduce& R, T* dst, c
     case RED_SUM: ze_reduce_finish<T, RED_SUM>(R, dst, partial, splits, pso, pss); break;
     case RED_MAX: ze_reduce_finish<T, RED_MAX>(R, dst, partial, splits, pso, pss); break;
     case RED_MIN: ze_reduce_finish<T, RED_MIN>(R, dst, partial, splits, pso, pss); break;
+    case RED_PROD: ze_reduce_finish<T, RED_PROD>(R, dst, partial, splits, pso, pss); break;
     }
 }
 

@@ -361,6 +361,9 @@ func unarySpecs() []unarySpec {
 		{op: device.RDivScalar, s: 1.5, g: magn(0.25, 4)},
 		{op: device.Square, g: wide, int64s: true},
 		{op: device.Reciprocal, g: magn(0.25, 4)},
+		{op: device.Sin, g: unif(-10, 10)},
+		{op: device.Cos, g: unif(-10, 10)},
+		{op: device.Erf, g: unif(-4, 4)},
 	}
 	for _, p := range []float64{2, 0.5, 3, -1.5, 1} {
 		specs = append(specs, unarySpec{op: device.PowScalar, s: p, label: "pow_scalar=" + fmtValue(p), g: unif(0.05, 3)})

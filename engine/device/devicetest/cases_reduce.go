@@ -107,12 +107,12 @@ func reduceCase(e *env, op device.ReduceOp, dt dtype.DType, rs reduceShape, sl, 
 	}
 	src := e.in("src", dt, rs.shape, sl, g)
 	dst := e.out("dst", dt, dshape, dl)
-	if op == device.Sum {
+	if op == device.Sum || op == device.Prod {
 		dst.sums(max(1, numel(rs.shape)/max(1, numel(dshape))), 1)
 	} else {
 		dst.exact()
 	}
-	e.note("op %v over %v", []string{"sum", "max", "min"}[op], rs.axes)
+	e.note("op %v over %v", op, rs.axes)
 	e.call(func(s side) error { return s.d.Reduce(op, s.v(dst), s.v(src)) })
 }
 

@@ -80,11 +80,11 @@ func Cases() []Case {
 	var cs []Case
 	for _, group := range []func() []Case{
 		memoryCases, copyCases, fillCases, unaryCases, activationCases, binaryCases, whereCases,
-		reduceCases, argMaxCases, sumSquaresCases, gemmCases,
+		reduceCases, prodCases, argMaxCases, sumSquaresCases, scanCases, sortCases, gemmCases,
 		softmaxCases, layerNormCases, crossEntropyCases, attentionCases,
 		indexSelectCases, indexAddCases, gatherCases, scatterAddCases,
 		adamCases, sgdCases,
-		unsupportedCases, indexErrorCases,
+		unsupportedCases, sortScanUnsupportedCases, indexErrorCases,
 	} {
 		cs = append(cs, group()...)
 	}

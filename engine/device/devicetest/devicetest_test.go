@@ -190,6 +190,33 @@ func (b *broken) AdamStep(p, g, m, v, vmax device.View, h device.AdamHyper) erro
 	return b.Device.AdamStep(p, g, m, v, vmax, h)
 }
 
+// Sort orders equal values by descending position, the freedom of an
+// unstable sort, which the contract does not leave: it sorts src reversed
+// along the axis (a negative stride) and maps the positions back.
+func (b *broken) Sort(values, indices, src device.View, axis int, descending bool) error {
+	if b.bug != "sort-ties-reversed" || src.Numel() == 0 {
+		return b.Device.Sort(values, indices, src, axis, descending)
+	}
+	n := src.Shape[axis]
+	src.Strides = slices.Clone(src.Strides)
+	src.Offset += (n - 1) * src.Strides[axis]
+	src.Strides[axis] = -src.Strides[axis]
+	if err := b.Device.Sort(values, indices, src, axis, descending); err != nil {
+		return err
+	}
+	return b.Device.Unary(device.RSubScalar, indices, indices, float64(n-1))
+}
+
+// Scan leaves the last element of every row unwritten.
+func (b *broken) Scan(op device.ScanOp, dst, src device.View, axis int, reverse bool) error {
+	if b.bug == "scan-skips-last" && dst.Numel() > 0 && dst.Shape[axis] > 1 {
+		dst.Shape, src.Shape = slices.Clone(dst.Shape), slices.Clone(src.Shape)
+		dst.Shape[axis]--
+		src.Shape[axis]--
+	}
+	return b.Device.Scan(op, dst, src, axis, reverse)
+}
+
 // TestHarnessCatchesBugs checks that the suite reports each deliberate bug
 // in the cases of the op that has it.
 func TestHarnessCatchesBugs(t *testing.T) {
@@ -211,6 +238,8 @@ func TestHarnessCatchesBugs(t *testing.T) {
 		{"download-ignores-offset", []string{"Memory/download/"}, "Download of view"},
 		{"layer-norm-skips-dw", []string{"LayerNormBackward/"}, "dw"},
 		{"adam-ignores-amsgrad", []string{"AdamStep/"}, "vmax"},
+		{"sort-ties-reversed", []string{"Sort/"}, "indices"},
+		{"scan-skips-last", []string{"Scan/"}, "never written"},
 	} {
 		t.Run(tc.bug, func(t *testing.T) {
 			opts := devicetest.Options{Short: true, Filter: func(name string) bool {

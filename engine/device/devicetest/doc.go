@@ -46,7 +46,7 @@
 //
 // Integer and bool outputs must be equal, byte for byte. Moves and
 // selections must give the same floating-point values: Upload, Download,
-// Copy, Fill, Where, IndexSelect, Gather, ArgMax, Reduce Max and Min, Unary
+// Copy, Fill, Where, IndexSelect, Gather, ArgMax, Sort, Reduce Max and Min, Unary
 // neg/abs/relu/sign, ActivationBackward relu and Binary maximum/minimum; with
 // one exception: a conversion from float64 to bfloat16 or float16 (Copy,
 // Fill) may differ by one unit in the last place, since the CPU rounds
@@ -68,7 +68,8 @@
 //     device may round after each (as PyTorch's CUDA atomics do).
 //   - The second term is the size-aware allowance of an element that sums
 //     n > 1 terms of magnitude about S in an order the device chooses: Reduce
-//     Sum (n: the elements reduced into one), Gemm (n = k, S = |alpha|),
+//     Sum and Prod (n: the elements reduced into one; products of values
+//     near 1), Scan (n = the row length), Gemm (n = k, S = |alpha|),
 //     SumSquares, LayerNormBackward (dw, db: n = rows; dx: n = the row
 //     length, S = 0.1), the log-softmax backward (n = the row length, S =
 //     0.1), Attention (out: n = keys; probs: n = D), AttentionBackward (n =

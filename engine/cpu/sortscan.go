@@ -1,0 +1,215 @@
+package cpu
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// The kernels that work along one axis, a row at a time: Scan (cumulative
+// sums and products) and Sort. Both walk the operands over their shape
+// with the axis taken out, so that each walk element is one row, and hand
+// whole rows to the worker pool: a row is scanned or sorted on one thread,
+// in order, which makes the result independent of scheduling.
+
+// rowWalk is the walk over the rows of views along axis: their shape and
+// strides without the axis.
+func rowWalk(axis int, views ...device.View) *walk {
+	shape := slices.Delete(slices.Clone(views[0].Shape), axis, axis+1)
+	rows := make([]device.View, len(views))
+	for i, v := range views {
+		v.Strides = slices.Delete(slices.Clone(v.Strides), axis, axis+1)
+		v.Shape = shape
+		rows[i] = v
+	}
+	return newWalk(shape, rows...)
+}
+
+// runRows calls fn for consecutive rows [lo, hi) of the walk's innermost
+// dimension, in parallel, with enough rows per call that a call does at
+// least grain elements' work (n elements a row).
+func (w *walk) runRows(n int, fn func(off *[maxOperands]int, lo, hi int)) {
+	w.runSegments(min(w.inner(), max(1, grain/max(n, 1))), 1, fn)
+}
+
+// checkAxisOp validates the operands of an op along axis: equal shapes,
+// an axis inside them.
+func checkAxisOp(op string, axis int, views ...device.View) error {
+	nd := len(views[0].Shape)
+	if axis < 0 || axis >= nd {
+		return fmt.Errorf("cpu: %s along axis %d of a %d-dimensional view", op, axis, nd)
+	}
+	for _, v := range views[1:] {
+		if !slices.Equal(v.Shape, views[0].Shape) {
+			return fmt.Errorf("cpu: %s of shape %v into shape %v", op, views[len(views)-1].Shape, v.Shape)
+		}
+	}
+	return nil
+}
+
+// Scan implements device.Device: each row is scanned on one thread from
+// its first element (its last when reverse), into a float64 accumulator
+// for floats (int64, wrapping, for int64) that is rounded to the element
+// type at every output: cpu_cum_base_kernel's loop with PyTorch's CPU
+// accumulator type (double for float32; float32 for the 16-bit types,
+// which are widened here to float32 and so accumulate in float64 too).
+func (d *Device) Scan(op device.ScanOp, dst, src device.View, axis int, reverse bool) error {
+	if op != device.CumSum && op != device.CumProd {
+		return fmt.Errorf("cpu: scan op %v", op)
+	}
+	if dst.DType != src.DType {
+		return fmt.Errorf("cpu: %v of %v into %v", op, src.DType, dst.DType)
+	}
+	if err := checkAxisOp(op.String(), axis, dst, src); err != nil {
+		return err
+	}
+	if dst.Numel() == 0 {
+		return nil
+	}
+	if anyHalf(dst, src) {
+		return d.widened([]*device.View{&dst}, []*device.View{&src}, func() error { return d.Scan(op, dst, src, axis, reverse) })
+	}
+	w := rowWalk(axis, dst, src)
+	n, ds, ss := src.Shape[axis], dst.Strides[axis], src.Strides[axis]
+	switch src.DType {
+	case dtype.Float32:
+		scanRun[float32, float64](w, op, elems[float32](dst.Buf), elems[float32](src.Buf), n, ds, ss, reverse)
+	case dtype.Float64:
+		scanRun[float64, float64](w, op, elems[float64](dst.Buf), elems[float64](src.Buf), n, ds, ss, reverse)
+	case dtype.Int64:
+		scanRun[int64, int64](w, op, elems[int64](dst.Buf), elems[int64](src.Buf), n, ds, ss, reverse)
+	default:
+		return fmt.Errorf("cpu: %v of %v", op, src.DType)
+	}
+	return nil
+}
+
+// scanRun scans every row of n elements (strides ds, ss along the axis).
+// Each element of a row is read before it is written, so dst may be src.
+func scanRun[T accum, A float64 | int64](w *walk, op device.ScanOp, dst, src []T, n, ds, ss int, reverse bool) {
+	s0, s1 := w.innerStride(0), w.innerStride(1)
+	first := 0
+	if reverse {
+		first, ds, ss = n-1, -ds, -ss
+	}
+	w.runRows(n, func(off *[maxOperands]int, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			o0, o1 := off[0]+r*s0-first*ds, off[1]+r*s1-first*ss
+			if op == device.CumSum {
+				var acc A
+				for j := 0; j < n; j++ {
+					acc += A(src[o1+j*ss])
+					dst[o0+j*ds] = T(acc)
+				}
+				continue
+			}
+			acc := A(1)
+			for j := 0; j < n; j++ {
+				acc *= A(src[o1+j*ss])
+				dst[o0+j*ds] = T(acc)
+			}
+		}
+	})
+}
+
+// Sort implements device.Device: each row is sorted on one thread by the
+// total order sortCmp (NaN above every number, ties by index), which
+// gives what a stable sort gives and what the GPU's sorting network
+// gives. The values are moved as they are (the 16-bit types are compared
+// as float32, exactly, and moved as bits), so values may be src.
+func (d *Device) Sort(values, indices, src device.View, axis int, descending bool) error {
+	if indices.DType != dtype.Int64 {
+		return fmt.Errorf("cpu: sort indices must be int64, not %v", indices.DType)
+	}
+	if values.DType != src.DType {
+		return fmt.Errorf("cpu: sort of %v into %v", src.DType, values.DType)
+	}
+	if err := checkAxisOp("sort", axis, values, indices, src); err != nil {
+		return err
+	}
+	if values.Numel() == 0 {
+		return nil
+	}
+	w := rowWalk(axis, values, indices, src)
+	n, vs, is, ss := src.Shape[axis], values.Strides[axis], indices.Strides[axis], src.Strides[axis]
+	idx := elems[int64](indices.Buf)
+	switch src.DType {
+	case dtype.Float32:
+		sortRun(w, elems[float32](values.Buf), idx, elems[float32](src.Buf), n, vs, is, ss, descending, func(x float32) float32 { return x })
+	case dtype.Float64:
+		sortRun(w, elems[float64](values.Buf), idx, elems[float64](src.Buf), n, vs, is, ss, descending, func(x float64) float64 { return x })
+	case dtype.Int64:
+		sortRun(w, elems[int64](values.Buf), idx, elems[int64](src.Buf), n, vs, is, ss, descending, func(x int64) int64 { return x })
+	case dtype.BFloat16:
+		sortRun(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, vs, is, ss, descending, func(x uint16) float32 { return dtype.BF16(x).Float32() })
+	case dtype.Float16:
+		sortRun(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, vs, is, ss, descending, func(x uint16) float32 { return dtype.F16(x).Float32() })
+	default:
+		return fmt.Errorf("cpu: sort of %v", src.DType)
+	}
+	return nil
+}
+
+type sortKey interface{ ~float32 | ~float64 | ~int64 }
+
+// sortCmp is the order of Sort: a NaN is greater than every number and
+// equal keys (NaNs among them) are ordered by their index, so that no two
+// elements of a row compare equal. descending reverses the order of the
+// keys, not that of the indices of equal keys.
+func sortCmp[K sortKey](a K, ai int, b K, bi int, descending bool) int {
+	c := 0
+	switch an, bn := a != a, b != b; {
+	case an && bn:
+	case an:
+		c = 1
+	case bn:
+		c = -1
+	default:
+		c = cmp.Compare(a, b) // +0 and −0 are equal
+	}
+	if descending {
+		c = -c
+	}
+	if c == 0 {
+		return cmp.Compare(ai, bi)
+	}
+	return c
+}
+
+// sortRun sorts every row of n elements of src (T as stored, compared by
+// key) into vals and idx.
+func sortRun[T any, K sortKey](w *walk, vals []T, idx []int64, src []T, n, vs, is, ss int, descending bool, key func(T) K) {
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	type item struct {
+		k K
+		v T
+		i int
+	}
+	w.runRows(n*max(1, bitsLen(n)), func(off *[maxOperands]int, lo, hi int) {
+		row := make([]item, n)
+		for r := lo; r < hi; r++ {
+			vo, io, so := off[0]+r*s0, off[1]+r*s1, off[2]+r*s2
+			for j := range row {
+				v := src[so+j*ss]
+				row[j] = item{key(v), v, j}
+			}
+			slices.SortFunc(row, func(a, b item) int { return sortCmp(a.k, a.i, b.k, b.i, descending) })
+			for j, it := range row {
+				vals[vo+j*vs] = it.v
+				idx[io+j*is] = int64(it.i)
+			}
+		}
+	})
+}
+
+// bitsLen is ⌈log₂ n⌉ roughly: the comparisons per element of a sort.
+func bitsLen(n int) int {
+	b := 0
+	for ; n > 1; n >>= 1 {
+		b++
+	}
+	return b
+}

@@ -1,0 +1,151 @@
+package cpu
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// viewOf makes a contiguous view of shape holding vals (as dt), or, with
+// strides, a view of those strides over the same elements.
+func viewOf[T any](t *testing.T, d *Device, dt dtype.DType, vals []T, shape []int, strides []int) device.View {
+	t.Helper()
+	buf, err := d.Alloc(dt, len(vals))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(elems[T](buf), vals)
+	if strides == nil {
+		strides = device.ContiguousStrides(shape)
+	}
+	return device.View{Buf: buf, DType: dt, Shape: shape, Strides: strides}
+}
+
+// TestScan checks Scan against sums and products written out: forward and
+// reverse, along a strided axis, int64 wrapping, float32 accumulated in
+// float64 (as PyTorch's CPU cumsum), and a scan in place.
+func TestScan(t *testing.T) {
+	d := New(Options{})
+	big := int64(math.MaxInt64)
+	for _, tc := range []struct {
+		name    string
+		op      device.ScanOp
+		vals    []int64 // int64 case
+		f32     []float32
+		shape   []int
+		strides []int // of src; nil: contiguous
+		axis    int
+		reverse bool
+		want    []float64 // row-major over shape
+	}{
+		{name: "cumsum rows", op: device.CumSum, vals: []int64{1, 2, 3, 4, 5, 6}, shape: []int{2, 3}, axis: 1,
+			want: []float64{1, 3, 6, 4, 9, 15}},
+		{name: "cumsum columns", op: device.CumSum, vals: []int64{1, 2, 3, 4, 5, 6}, shape: []int{2, 3}, axis: 0,
+			want: []float64{1, 2, 3, 5, 7, 9}},
+		{name: "cumsum reverse", op: device.CumSum, vals: []int64{1, 2, 3, 4, 5, 6}, shape: []int{2, 3}, axis: 1, reverse: true,
+			want: []float64{6, 5, 3, 15, 11, 6}},
+		{name: "cumprod transposed", op: device.CumProd, vals: []int64{1, 2, 3, 4, 5, 6}, shape: []int{3, 2}, strides: []int{1, 3}, axis: 0,
+			want: []float64{1, 4, 2, 20, 6, 120}},
+		{name: "cumprod reverse", op: device.CumProd, vals: []int64{2, 0, 3, 4}, shape: []int{4}, axis: 0, reverse: true,
+			want: []float64{0, 0, 12, 4}},
+		{name: "cumsum wraps", op: device.CumSum, vals: []int64{big, 1, 1}, shape: []int{3}, axis: 0,
+			want: []float64{float64(big), float64(math.MinInt64), float64(math.MinInt64 + 1)}},
+		// 2^24 + 1 + 1: float32 partial sums would stay at 2^24.
+		{name: "cumsum float32 in float64", op: device.CumSum, f32: []float32{1 << 24, 1, 1}, shape: []int{3}, axis: 0,
+			want: []float64{1 << 24, 1 << 24, 1<<24 + 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var src, dst device.View
+			if tc.f32 != nil {
+				src = viewOf(t, d, dtype.Float32, tc.f32, tc.shape, tc.strides)
+				dst = viewOf(t, d, dtype.Float32, make([]float32, len(tc.f32)), tc.shape, nil)
+			} else {
+				src = viewOf(t, d, dtype.Int64, tc.vals, tc.shape, tc.strides)
+				dst = viewOf(t, d, dtype.Int64, make([]int64, len(tc.vals)), tc.shape, nil)
+			}
+			if err := d.Scan(tc.op, dst, src, tc.axis, tc.reverse); err != nil {
+				t.Fatal(err)
+			}
+			var got []float64
+			if tc.f32 != nil {
+				for _, v := range elems[float32](dst.Buf)[:len(tc.want)] {
+					got = append(got, float64(v))
+				}
+			} else {
+				for _, v := range elems[int64](dst.Buf)[:len(tc.want)] {
+					got = append(got, float64(v))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("in place", func(t *testing.T) {
+		x := viewOf(t, d, dtype.Float64, []float64{1, 2, 3, 4}, []int{4}, nil)
+		if err := d.Scan(device.CumSum, x, x, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if got := elems[float64](x.Buf)[:4]; !slices.Equal(got, []float64{1, 3, 6, 10}) {
+			t.Errorf("got %v", got)
+		}
+	})
+}
+
+// TestSortHalfBits: the 16-bit types are compared as float32 and moved as
+// bits, so NaN payloads and signed zeros come back as they were.
+func TestSortHalfBits(t *testing.T) {
+	d := New(Options{})
+	// bfloat16: 1.0, a NaN with a payload, -0, 0.5, +0, -inf.
+	in := []uint16{0x3f80, 0x7fc1, 0x8000, 0x3f00, 0x0000, 0xff80}
+	for _, tc := range []struct {
+		descending bool
+		wantIdx    []int64
+	}{
+		{false, []int64{5, 2, 4, 3, 0, 1}},
+		{true, []int64{1, 0, 3, 2, 4, 5}},
+	} {
+		src := viewOf(t, d, dtype.BFloat16, in, []int{6}, nil)
+		vals := viewOf(t, d, dtype.BFloat16, make([]uint16, 6), []int{6}, nil)
+		idx := viewOf(t, d, dtype.Int64, make([]int64, 6), []int{6}, nil)
+		if err := d.Sort(vals, idx, src, 0, tc.descending); err != nil {
+			t.Fatal(err)
+		}
+		gotIdx := elems[int64](idx.Buf)[:6]
+		if !slices.Equal(gotIdx, tc.wantIdx) {
+			t.Errorf("descending %v: indices %v, want %v", tc.descending, gotIdx, tc.wantIdx)
+		}
+		for j, i := range tc.wantIdx {
+			if got := elems[uint16](vals.Buf)[j]; got != in[i] {
+				t.Errorf("descending %v: value %d is %#x, want %#x", tc.descending, j, got, in[i])
+			}
+		}
+	}
+}
+
+// TestSortScanErrors: what the device refuses, it refuses by name.
+func TestSortScanErrors(t *testing.T) {
+	d := New(Options{})
+	f := viewOf(t, d, dtype.Float32, make([]float32, 6), []int{2, 3}, nil)
+	i32 := viewOf(t, d, dtype.Int32, make([]int32, 6), []int{2, 3}, nil)
+	i64 := viewOf(t, d, dtype.Int64, make([]int64, 6), []int{2, 3}, nil)
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{d.Scan(device.CumSum, i32, i32, 1, false), "cpu: cumsum of int32"},
+		{d.Scan(device.CumProd, f, f, 2, false), "cpu: cumprod along axis 2 of a 2-dimensional view"},
+		{d.Scan(device.ScanOp(7), f, f, 0, false), "cpu: scan op scan(7)"},
+		{d.Sort(f, f, f, 1, false), "cpu: sort indices must be int64, not float32"},
+		{d.Sort(i32, i64, i32, 1, false), "cpu: sort of int32"},
+		{d.Sort(f, i64, f, -1, false), "cpu: sort along axis -1"},
+	} {
+		if tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want) {
+			t.Errorf("got %v, want %q", tc.err, tc.want)
+		}
+	}
+}
