@@ -131,7 +131,9 @@ func NewStepLR(o LRGroups, stepSize int, gamma float64) (*Scheduler, error) {
 		}
 		return lr * gamma
 	})
-	s.closed = func(epoch int, base float64) float64 { return base * math.Pow(gamma, float64(pyFloorDiv(epoch, stepSize))) }
+	s.closed = func(epoch int, base float64) float64 {
+		return base * math.Pow(gamma, float64(pyFloorDiv(epoch, stepSize)))
+	}
 	return s, nil
 }
 
