@@ -38,7 +38,7 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --lr X --min-lr-ratio R --warmup N --weight-decay W --clip C     AdamW, its schedule, clipping (0: none)
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
   --autocast bfloat16|float16  float32 weights, the forward's matrix products in the low precision (amp.autocast;
-                             float16 with amp.GradScaler's loss scaling, so not under --zero 2 or 3)
+                             float16 with amp.GradScaler's loss scaling, from --loss-scale S, default 65536)
   --zero 0|1|2|3             ZeRO stage (0: plain AdamW, with --nproc > 1 under DDP; 1: AdamW's state sharded;
                              2: gradients too; 3: parameters too, each block a zero.fullyShard unit)
   --limit-all-gathers N      stage 3: blocks gathered or being gathered at once (default 2: the next block's
@@ -58,7 +58,7 @@ const opts = { config: "tiny", dtype: "float32", zero: 0, limitAllGathers: 2, of
 const seedFrom = () => (argv.some(a => a === "--seed" || a.startsWith("--seed=")) ? "--seed" : "zeroeng run --seed");
 const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
   "--min-lr-ratio": "minLrRatio", "--warmup": "warmup", "--weight-decay": "weightDecay", "--clip": "clip",
-  "--zero": "zero", "--limit-all-gathers": "limitAllGathers", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
+  "--zero": "zero", "--loss-scale": "lossScale", "--limit-all-gathers": "limitAllGathers", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
   "--checkpoint-every": "checkpointEvery", "--keep": "keep" };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -112,7 +112,6 @@ if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or b
 if (opts.autocast !== undefined) {
   if (!["bfloat16", "float16"].includes(opts.autocast)) fail("--autocast is bfloat16 or float16");
   if (opts.dtype !== "float32") fail("--autocast runs a float32 model in a lower precision: leave --dtype at float32");
-  if (opts.autocast === "float16" && opts.zero >= 2) fail("--autocast float16 needs amp.GradScaler, which does not reach the gradients ZeRO stages 2 and 3 shard; use --autocast bfloat16");
 }
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
 
@@ -256,7 +255,7 @@ if (opts.zero === 0) {
 const sched = optim.lrScheduler.WarmupCosine(opt, { warmup: opts.warmup, total: opts.steps, minRatio: opts.minLrRatio });
 // float16 autocast scales the loss so that small gradients survive float16's range; a step whose
 // gradients overflowed is skipped. Disabled, the scaler passes everything through.
-const scaler = amp.GradScaler({ enabled: opts.autocast === "float16" });
+const scaler = amp.GradScaler({ enabled: opts.autocast === "float16", ...(opts.lossScale ? { initScale: opts.lossScale } : {}) });
 // Everything a resumed run needs to continue exactly: the weights, AdamW's state (sharded under ZeRO), the
 // schedule, where the data stands, and (saved by the checkpoint itself) every rank's generator.
 const ckpt = opts.checkpoint && checkpoint.Manager(opts.checkpoint, {
@@ -373,7 +372,8 @@ for (let step = firstStep; step <= opts.steps; step++) {
     console.log(`step ${step}  loss ${loss.toFixed(4)}  val loss ${valLoss.toFixed(4)}`);
   }
   if (metrics.enabled) {
-    metrics.log({ step, loss, lr, grad_norm: gradNorm, tokens_per_s: tokensPerStep / (ms / 1e3), ...obs, ...(valLoss !== null && step % opts.evalEvery === 0 ? { val_loss: valLoss } : {}) });
+    metrics.log({ step, loss, lr, grad_norm: gradNorm, tokens_per_s: tokensPerStep / (ms / 1e3), ...obs,
+      ...(scaler.isEnabled() ? { loss_scale: scaler.getScale() } : {}), ...(valLoss !== null && step % opts.evalEvery === 0 ? { val_loss: valLoss } : {}) });
   }
   bar.update(step, { loss, samples: step * opts.batch * opts.accum * world, mfu: obs.mfu === undefined ? undefined : `${(100 * obs.mfu).toFixed(1)}%` });
   // Every --checkpoint-every steps, at the end, and after SIGTERM (then the run exits here, status 0).

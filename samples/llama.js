@@ -53,7 +53,7 @@ const usage = `usage: zeroeng run samples/llama.js [-- options]
   --lr X --min-lr-ratio R --warmup N --weight-decay W --clip C     AdamW, its schedule, clipping (0: none)
   --dtype float32|bfloat16   bfloat16: the model in bfloat16, float32 master weights in the optimizer
   --autocast bfloat16|float16  float32 weights, the forward's matrix products in the low precision (amp.autocast;
-                             float16 with amp.GradScaler's loss scaling, so not under --zero 2 or 3)
+                             float16 with amp.GradScaler's loss scaling)
   --checkpoint-activations   keep no activations inside the decoder layers: backward recomputes them
   --zero 0|1|2|3             ZeRO stage (0: plain AdamW, with --nproc > 1 under DDP; 1: AdamW's state sharded;
                              2: gradients too; 3: parameters too, each decoder layer a zero.fullyShard unit)
@@ -130,7 +130,6 @@ if (!["float32", "bfloat16"].includes(opts.dtype)) fail("--dtype is float32 or b
 if (opts.autocast !== undefined) {
   if (!["bfloat16", "float16"].includes(opts.autocast)) fail("--autocast is bfloat16 or float16");
   if (opts.dtype !== "float32") fail("--autocast runs a float32 model in a lower precision: leave --dtype at float32");
-  if (opts.autocast === "float16" && opts.zero >= 2) fail("--autocast float16 needs amp.GradScaler, which does not reach the gradients ZeRO stages 2 and 3 shard; use --autocast bfloat16");
 }
 if (opts.seqLen > cfg.seqLen) fail(`--seq-len ${opts.seqLen} exceeds the ${opts.config} model's ${cfg.seqLen} positions`);
 if (opts.bench && (opts.data || opts.valData || !opts.shuffle)) fail("--bench trains on random tokens: it takes no --data, --val-data or --no-shuffle");

@@ -24,7 +24,9 @@ import (
 // torch.cuda.amp.GradScaler for float16's narrow range: the loss scaled up
 // before backward, the gradients unscaled before the step, a step with an
 // infinite or NaN gradient skipped and the scale backed off, grown again
-// after growthInterval clean steps.
+// after growthInterval clean steps. Under ZeRO stages 2 and 3 the
+// optimizer unscales its gradient slices itself and every rank skips the
+// same steps.
 func (r *Runtime) ampModule() *goja.Object {
 	m := r.vm.NewObject()
 	r.fn(m, "autocast", func(call goja.FunctionCall) goja.Value {
@@ -135,8 +137,13 @@ func (s *gradScaler) object() goja.Value {
 			s.unscale(fn, opt)
 		}
 		st.stepped = true
-		if st.foundInf {
-			return goja.Undefined() // skipped: an infinite or NaN gradient
+		if st.foundInf { // skipped: an infinite or NaN gradient
+			if z, ok := shardedGrads(opt); ok {
+				if err := z.SkipStep(); err != nil {
+					r.throw(err)
+				}
+			}
+			return goja.Undefined()
 		}
 		return r.callMethod(optObj, "step", args...)
 	})
@@ -220,6 +227,13 @@ func (s *gradScaler) scaleValue(v goja.Value) goja.Value {
 	return nil
 }
 
+// shardedGrads is opt as a ZeRO optimizer of stage 2 or 3, whose
+// gradients live in its slices rather than on the parameters.
+func shardedGrads(opt scriptOptimizer) (*zero.Optimizer, bool) {
+	z, ok := opt.(*zero.Optimizer)
+	return z, ok && z.Options().Stage >= 2
+}
+
 func (s *gradScaler) stage(opt scriptOptimizer) *scalerStage {
 	st := s.per[opt]
 	if st == nil {
@@ -234,9 +248,6 @@ func (s *gradScaler) stage(opt scriptOptimizer) *scalerStage {
 // or NaN.
 func (s *gradScaler) unscale(fn string, opt scriptOptimizer) {
 	r := s.r
-	if z, ok := opt.(*zero.Optimizer); ok && z.Options().Stage >= 2 {
-		r.throwf("%s: ZeRO stage %d keeps its gradients sharded inside the optimizer, where GradScaler cannot unscale them yet; use bfloat16 autocast (no scaler needed) or stage 1", fn, z.Options().Stage)
-	}
 	st := s.stage(opt)
 	switch {
 	case st.unscaled:
@@ -245,6 +256,16 @@ func (s *gradScaler) unscale(fn string, opt scriptOptimizer) {
 		r.throwf("%s: unscale_() is being called after step()", fn)
 	}
 	inv := float64(float32(1 / float64(s.scale)))
+	if z, ok := shardedGrads(opt); ok {
+		// ZeRO stages 2 and 3: the gradients are the optimizer's slices;
+		// it unscales them and agrees with every rank on an overflow.
+		found, err := z.UnscaleGrads(inv)
+		if err != nil {
+			r.throw(err)
+		}
+		st.foundInf, st.unscaled = found, true
+		return
+	}
 	sc := r.rt.OpenScope()
 	defer sc.Close()
 	for _, g := range opt.ParamGroups() {

@@ -29,16 +29,13 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 		return 0, fmt.Errorf("zero: clipGradNorm under stage %d computes the 2-norm only (norm type %v asked)", z.opts.Stage, normType)
 	}
 	f := z.flat
-	if err := f.settle(); err != nil {
-		return 0, err
-	}
-	if f.reduced {
+	if f.clipped {
 		return 0, fmt.Errorf("zero: clipGradNorm called twice before a step")
 	}
-	if err := f.finishPass(); err != nil {
+	if err := f.finishReduce(); err != nil {
 		return 0, err
 	}
-	f.reduced = true
+	f.clipped = true
 	ss := 0.0
 	for _, b := range f.buckets {
 		v, err := b.gradShard.Device().SumSquares(tensor.DeviceView(b.gradShard))

@@ -26,7 +26,8 @@ type flatLayout struct {
 	removes []func()
 	sync    bool // false while gradients accumulate locally (SetRequireSync)
 	active  bool // a backward pass has staged gradients not yet stepped on
-	reduced bool // ClipGradNorm already finished the pass this step
+	reduced bool // ClipGradNorm or UnscaleGrads already finished the pass this step
+	clipped bool // ClipGradNorm ran this step
 	next    int  // the next bucket to launch
 	err     error
 
@@ -384,6 +385,7 @@ func (f *flatLayout) step() (err error) {
 	sc := z.rt.OpenScope()
 	defer sc.Close()
 	if z.opts.Stage >= 2 {
+		f.clipped = false
 		if f.reduced {
 			f.reduced = false
 		} else if err := f.finishPass(); err != nil {

@@ -52,6 +52,8 @@ func TestGPTResume(t *testing.T) {
 		{"2 ranks ZeRO 3", 2, 2, []string{"--batch", "4", "--zero", "3"}, nil, 0},
 		{"2 ranks ZeRO 3 offloaded", 2, 2, []string{"--batch", "4", "--zero", "3", "--offload", "cpu"}, nil, 0},
 		{"2 ranks ZeRO 3 bfloat16 offloaded", 2, 2, []string{"--batch", "4", "--zero", "3", "--offload", "cpu", "--dtype", "bfloat16"}, nil, 0},
+		{"1 rank float16 autocast (the loss scale saved)", 1, 1, []string{"--batch", "8", "--autocast", "float16", "--loss-scale", "1e8"}, nil, 0},
+		{"2 ranks ZeRO 2 float16 autocast", 2, 2, []string{"--batch", "4", "--zero", "2", "--autocast", "float16", "--loss-scale", "1e8"}, nil, 0},
 		{"ZeRO 3 on 2 ranks to ZeRO 2 on 2", 2, 2, []string{"--batch", "4", "--zero", "3"}, []string{"--batch", "4", "--zero", "2"}, 1e-4},
 		{"ZeRO 3 on 2 ranks to ZeRO 3 on 4", 2, 4, []string{"--batch", "4", "--zero", "3"}, []string{"--batch", "2", "--zero", "3"}, 1e-4},
 		{"AdamW on 1 rank to ZeRO 3 on 2", 1, 2, []string{"--batch", "8"}, []string{"--batch", "4", "--zero", "3"}, 1e-4},
