@@ -37,6 +37,30 @@ console.log((grads(false) === grads(true)) + " " + (wrapped[0].weight.grad !== n
 	if got := strings.Join(lines, "\n"); got != "true true" {
 		t.Errorf("got %q, want the same gradients with checkpointing and a wrapped module's gradient", got)
 	}
+	// Under DDP with a comm hook (a JavaScript one, called per bucket), on
+	// two ranks: the parameters' gradients reach the hook from the nested
+	// backward, and the averaged gradients are those without checkpointing.
+	ddp := `const { tensor, nn, dist } = require("zeroeng");
+const run = ck => {
+  tensor.manualSeed(1);
+  const block = nn.Sequential(nn.Linear(4, 8), nn.GELU(), nn.Linear(8, 4));
+  if (ck) nn.utils.checkpointWrapper(block);
+  const model = nn.parallel.DistributedDataParallel(nn.Sequential(block, nn.Linear(4, 1)));
+  const state = { calls: 0 };
+  model.registerCommHook(state, (st, bucket) => { st.calls++; return dist.allReduce(bucket.buffer.div(dist.worldSize)).then(t => t); });
+  tensor.manualSeed(10 + dist.rank);
+  model(tensor.randn([3, 4])).square().sum().backward();
+  return JSON.stringify([state.calls > 0, model.parameters().map(p => p.grad.toArray())]);
+};
+const a = run(false), b = run(true);
+console.log(a === b);`
+	lines, err = runJob(t, 2, ddp, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(lines, "\n"); got != "[0] true\n[1] true" && got != "true\ntrue" {
+		t.Errorf("DDP with a comm hook: %q, want the same gradients on both ranks with checkpointing", got)
+	}
 	for _, c := range []struct{ src, want string }{
 		{`nn.utils.checkpoint(x => { throw new Error("boom"); }, tensor.ones([1]))`, "boom"},
 		{`nn.utils.checkpoint(x => 3, tensor.ones([1]))`, "fn must return one tensor, got 3"},

@@ -105,7 +105,7 @@ func TestGPTSampleParallelForms(t *testing.T) {
 
 // TestGPTActivationCheckpointing: with every block's activations
 // recomputed in backward (--checkpoint-activations), gpt.js trains the
-// same model as without, on one rank, under DDP and under ZeRO stages 2
+// same model as without, on one rank, under DDP and under ZeRO stages 1, 2
 // and 3 (where the recomputation runs inside the block's gather), and the
 // activations it holds during a step (its metrics' mem_activations) are
 // fewer.
@@ -148,6 +148,7 @@ func TestGPTActivationCheckpointing(t *testing.T) {
 	}{
 		{"one rank", 1, nil},
 		{"DDP", 2, nil},
+		{"ZeRO 1", 2, []string{"--zero", "1"}},
 		{"ZeRO 2", 2, []string{"--zero", "2"}},
 		{"ZeRO 3", 2, []string{"--zero", "3"}},
 	} {
