@@ -102,15 +102,9 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 	case device.Abs:
 		f(math.Abs)
 	case device.Sign:
-		f(func(x float64) float64 {
-			switch {
-			case x > 0:
-				return 1
-			case x < 0:
-				return -1
-			}
-			return x // ±0 and NaN
-		})
+		// PyTorch's (0 < x) − (x < 0): +0 for ±0 and for NaN, so that
+		// abs's gradient at NaN is 0 as PyTorch's.
+		f(func(x float64) float64 { return float64(b2u(x > 0)) - float64(b2u(x < 0)) })
 	case device.Exp:
 		f(math.Exp)
 	case device.Log:

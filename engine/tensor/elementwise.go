@@ -51,7 +51,8 @@ func binaryOp(opName string, op device.BinaryOp, a, b *Tensor) *Tensor {
 	if !ok {
 		return rt.fail(opName, "shapes %v and %v cannot be broadcast together", a.shape, b.shape)
 	}
-	dt := promote(a.dt, b.dt)
+	// A 0-d operand counts as a number, as in PyTorch's result_type.
+	dt := ResultType(a, b)
 	if op == device.Div && !dt.IsFloat() { // true division, as torch.div
 		dt = Float32
 	}
@@ -555,7 +556,7 @@ func Where(cond, a, b *Tensor) *Tensor {
 	if !ok {
 		return rt.fail("where", "shapes %v, %v and %v cannot be broadcast together", cond.shape, a.shape, b.shape)
 	}
-	dt := promote(a.dt, b.dt)
+	dt := ResultType(a, b)
 	ca, cb := a, b
 	if a.dt != dt {
 		ca = a.To(dt)

@@ -353,7 +353,7 @@ template <class C> __device__ __forceinline__ C ze_unary_fn(int op, C x, C ts, d
     case UN_SQRT: return ze_sqrt(x);
     case UN_RSQRT: return (C)(1.0 / sqrt((double)x));  // in double, rounded once (cpu.unaryLoop)
     case UN_ABS: return ze_absf(x);
-    case UN_SIGN: return x > 0 ? (C)1 : (x < 0 ? (C)-1 : x);  // ±0 and NaN map to themselves
+    case UN_SIGN: return (C)((x > 0) - (x < 0));  // PyTorch's: +0 for ±0 and NaN
     case UN_RELU: return x < 0 ? (C)0 : x;                     // NaN and -0 pass, as clamp_min
     case UN_GELU: return ze_gelu(x);
     case UN_GELU_TANH: return ze_gelu_tanh(x);
