@@ -676,6 +676,9 @@ func (t *Tensor) DivScalarInPlace(s float64) error {
 	if err := t.checkInPlace("div_"); err != nil {
 		return err
 	}
+	if !t.dt.IsFloat() { // true division's float result cannot go back (PyTorch's error)
+		return fmt.Errorf("tensor: div_: result type Float can't be cast to the desired output type %v", t.dt)
+	}
 	if t.dt != Float32 && t.dt != Float64 {
 		q := t.DivScalar(s)
 		defer q.Release()
