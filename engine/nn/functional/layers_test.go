@@ -223,3 +223,29 @@ func TestRMSNormEps(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPoolGradientTap: the gradient of a window goes to the first of
+// equal maxima, and to the last of several NaNs, as PyTorch 1.13's
+// max_pool2d (values from torch: F.max_pool2d(x, 2).sum().backward() on
+// these windows gives the gradients below).
+func TestMaxPoolGradientTap(t *testing.T) {
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 0)
+	nan := math.NaN()
+	x := rt.FromFloat64s([]float64{nan, nan, 1, 5, 5, 2, 1, nan, 5, 4, 5, 6}, 1, 1, 2, 6).Persist()
+	x.SetRequiresGrad(true)
+	y := functional.MaxPool2d(x, functional.PoolOptions{KernelSize: []int{2}})
+	if err := y.SumAll().Backward(); err != nil {
+		t.Fatal(err)
+	}
+	g, err := x.Grad().Float64s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Windows [nan nan; 1 nan], [1 5; 5 4] and [5 2; 5 6].
+	want := []float64{0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1}
+	for i := range want {
+		if g[i] != want[i] {
+			t.Fatalf("gradient %v, PyTorch %v", g, want)
+		}
+	}
+}

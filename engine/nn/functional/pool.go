@@ -113,7 +113,15 @@ func MaxPool2d(x *tensor.Tensor, o PoolOptions) *tensor.Tensor {
 	idx := rt.FromInt64s(windowIndices(in, kernel, outSize, stride, dilation, pad, true), positions*taps)
 	rows := tensor.Cat([]*tensor.Tensor{x.Reshape(n*c, in[0]*in[1]), rt.Full(x.DType(), math.Inf(-1), n*c, 1)}, 1)
 	windows := rows.IndexSelect(1, idx).Reshape(n*c, positions, taps)
-	y, _ := windows.Max(2, false)
+	// The maximum's tap: the first of equal maxima, but the last NaN of a
+	// window with several (PyTorch's kernel takes val > max || isnan(val)
+	// in tap order, and the in-input taps come first here in that order);
+	// the gradient goes to that tap alone.
+	_, first := windows.Max(2, true)
+	isNaN := windows.Ne(windows)
+	lastNaN := isNaN.Flip(2).To(tensor.Float32).Argmax(2, true).RSubScalar(float64(taps - 1))
+	at := tensor.Where(isNaN.Any([]int{2}, true), lastNaN, first)
+	y := windows.Gather(2, at)
 	y = y.Reshape(n, c, outSize[0], outSize[1])
 	if unbatched {
 		y = y.Squeeze(0)
