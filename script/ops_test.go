@@ -199,7 +199,7 @@ func TestOpsArguments(t *testing.T) {
 		{"x.flip()", "tensor.flip: dims is missing"},
 		{"x.flip([0], 1)", "tensor.flip: give dims as one array or as integer arguments"},
 		{"x.repeat(2, 1.5)", "tensor.repeat: sizes must be an integer"},
-		{"x.repeatInterleave(tensor.tensor([2]))", "tensor.repeatInterleave: repeats must be a number"},
+		{"x.repeatInterleave(tensor.tensor([[2]]))", "repeats must be a 0-d or 1-d integer tensor"},
 		{"x.repeatInterleave(2, { dims: 0 })", `tensor.repeatInterleave: unknown option "dims"`},
 		{"x.all([0, 1])", "tensor.all: dim must be an integer"},
 		{"x.any({ keepdim: true })", "tensor.any: keepdim needs a dim"},
@@ -245,6 +245,35 @@ func TestOpsArguments(t *testing.T) {
 	for i, c := range cases {
 		if g, ok := got[i]; !ok || !strings.Contains(g, c.want) {
 			t.Errorf("%s: %q, want %q", c.js, g, c.want)
+		}
+	}
+}
+
+// TestRepeatInterleaveTensor: repeatInterleave with a tensor of counts
+// (values and gradients from torch 1.13: x.repeat_interleave(tensor([1, 2]),
+// dim=0) and tensor([1, 2, 3]).repeat_interleave(tensor([2, 0, 1]))), and
+// PyTorch's errors.
+func TestRepeatInterleaveTensor(t *testing.T) {
+	src := `const { tensor } = require("zeroeng");
+const x = tensor.tensor([[1, 2], [3, 4]], { dtype: "float32", requiresGrad: true });
+const y = x.repeatInterleave(tensor.tensor([1, 2]), { dim: 0 });
+y.mul(tensor.arange(6, { dtype: "float32" }).view(3, 2)).sum().backward();
+console.log(JSON.stringify([y.toArray(), x.grad.toArray(), tensor.tensor([1, 2, 3]).repeatInterleave(tensor.tensor([2, 0, 1])).toArray()]));`
+	lines, err := runJob(t, 1, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(lines, ""), "[[[1,2],[3,4],[3,4]],[[0,1],[6,8]],[1,1,3]]"; got != want {
+		t.Errorf("got %s, PyTorch %s", got, want)
+	}
+	for _, c := range []struct{ src, want string }{
+		{`tensor.ones([3]).repeatInterleave(tensor.tensor([1, 2]), 0)`, "repeats must have the same size as input along dim 0"},
+		{`tensor.ones([2]).repeatInterleave(tensor.tensor([1.5, 2]), 0)`, "repeats must be a 0-d or 1-d integer tensor"},
+		{`tensor.ones([2]).repeatInterleave(tensor.tensor([1, -2]), 0)`, "repeats can not be negative"},
+	} {
+		_, err := runJob(t, 1, `const { tensor } = require("zeroeng"); `+c.src, dist.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.src, err, c.want)
 		}
 	}
 }

@@ -241,14 +241,18 @@ func (r *Runtime) checkedOther(fn string, v goja.Value) goja.Value {
 // (repeats, { dim }); repeats is a number. Without dim, t is flattened.
 func repeatInterleaveMethod(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 	const fn = "tensor.repeatInterleave"
-	if r.isTensor(call.Argument(0)) {
-		r.throwf("%s: repeats must be a number (a tensor of repeats is not supported)", fn)
-	}
-	repeats := r.intValue(fn, "repeats", call.Argument(0))
 	dim := call.Argument(1)
 	if o := r.optionsOf(fn, call, 1, "dim"); o != nil {
 		dim = optValue(o, "dim")
 	}
+	if j := asJSTensor(call.Argument(0)); j != nil { // one count per slice
+		repeats := r.live(fn, j)
+		if isMissing(dim) {
+			return r.wrap(t.Reshape(-1).RepeatInterleaveTensor(repeats, 0))
+		}
+		return r.wrap(t.RepeatInterleaveTensor(repeats, r.intValue(fn, "dim", dim)))
+	}
+	repeats := r.intValue(fn, "repeats", call.Argument(0))
 	if isMissing(dim) {
 		return r.wrap(t.RepeatInterleaveFlat(repeats))
 	}

@@ -751,6 +751,49 @@ func (t *Tensor) RepeatInterleave(repeats, dim int) *Tensor {
 	})
 }
 
+// RepeatInterleaveTensor repeats slice i of dimension dim repeats[i]
+// times (repeat_interleave with a tensor of repeats: an integer tensor of
+// one element, or of one per slice). The repeats are read on the host (the
+// result's shape depends on them, as in PyTorch, which syncs too); the
+// result is one index_select, whose gradient adds each copy back.
+func (t *Tensor) RepeatInterleaveTensor(repeats *Tensor, dim int) *Tensor {
+	rt, bad := check("repeat_interleave", t, repeats)
+	if bad != nil {
+		return bad
+	}
+	if repeats.dt.IsFloat() || repeats.dt == Bool || len(repeats.shape) > 1 {
+		return rt.fail("repeat_interleave", "repeats must be a 0-d or 1-d integer tensor, got %v of shape %v", repeats.dt, repeats.shape)
+	}
+	if len(t.shape) == 0 {
+		return rt.fail("repeat_interleave", "dimension specified as %d but tensor has no dimensions", dim)
+	}
+	d, ok := normDim(dim, len(t.shape))
+	if !ok {
+		return rt.fail("repeat_interleave", "dimension %d out of range for a %d-dimensional tensor", dim, len(t.shape))
+	}
+	counts, err := repeats.Float64s()
+	if err != nil {
+		return rt.failErr("repeat_interleave", err)
+	}
+	n := t.shape[d]
+	switch {
+	case len(counts) == 1 && n != 1:
+		return t.RepeatInterleave(int(counts[0]), d)
+	case len(counts) != n:
+		return rt.fail("repeat_interleave", "repeats must have the same size as input along dim %d, but got repeats.size(0) = %d and input.size(%d) = %d", d, len(counts), d, n)
+	}
+	var index []int64
+	for i, c := range counts {
+		if c < 0 {
+			return rt.fail("repeat_interleave", "repeats can not be negative")
+		}
+		for range int(c) {
+			index = append(index, int64(i))
+		}
+	}
+	return composed(rt, func() *Tensor { return t.IndexSelect(d, rt.FromInt64s(index, len(index))) })
+}
+
 // RepeatInterleaveFlat is repeat_interleave without a dim: t flattened,
 // each element repeated.
 func (t *Tensor) RepeatInterleaveFlat(repeats int) *Tensor {
