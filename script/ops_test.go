@@ -277,3 +277,21 @@ console.log(JSON.stringify([y.toArray(), x.grad.toArray(), tensor.tensor([1, 2, 
 		}
 	}
 }
+
+// TestCumsumDtype: cumsum and cumprod take PyTorch's dtype, casting the
+// input first (a bool mask's count as float32; the gradient comes back in
+// the input's type), as torch 1.13 gives for the same calls.
+func TestCumsumDtype(t *testing.T) {
+	src := `const { tensor } = require("zeroeng");
+const m = tensor.tensor([true, false, true]);
+const x = tensor.tensor([1, 2, 3], { dtype: "float32", requiresGrad: true });
+x.cumsum(0, { dtype: "float64" }).sum().backward();
+console.log([m.cumsum(0).dtype, m.cumsum(0, { dtype: "float32" }).dtype, m.cumsum({ dim: 0, dtype: "float64" }).toArray().join(","), x.grad.dtype, x.grad.toArray().join(","), m.cumprod(0, { dtype: "int32" }).dtype].join(" "));`
+	lines, err := runJob(t, 1, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(lines, ""), "int64 float32 1,1,2 float32 3,2,1 int32"; got != want {
+		t.Errorf("got %q, PyTorch %q", got, want)
+	}
+}

@@ -34,16 +34,28 @@ func init() {
 	}
 }
 
-// cumulativeMethod reads t.cumsum(dim) or t.cumsum({ dim }); dim is
-// required, as in PyTorch.
+// cumulativeMethod reads t.cumsum(dim), t.cumsum(dim, { dtype }) or
+// t.cumsum({ dim, dtype }); dim is required, as in PyTorch, and dtype
+// casts the input before the scan (torch.cumsum's dtype argument: a bool
+// mask's running count in float32, say).
 func cumulativeMethod(name string, f func(*tensor.Tensor, int) *tensor.Tensor) method {
 	fn := "tensor." + name
 	return func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		v := call.Argument(0)
-		if o := r.optionsOf(fn, call, 0, "dim"); o != nil {
-			v = optValue(o, "dim")
+		var dt goja.Value
+		if o := r.optionsOf(fn, call, 0, "dim", "dtype"); o != nil {
+			v, dt = optValue(o, "dim"), optValue(o, "dtype")
+		} else if o := r.optionsOf(fn, call, 1, "dtype"); o != nil {
+			dt = optValue(o, "dtype")
 		}
-		return r.wrap(f(t, r.intValue(fn, "dim", v)))
+		dim := r.intValue(fn, "dim", v)
+		if isMissing(dt) {
+			return r.wrap(f(t, dim))
+		}
+		// The result in dtype too: an integer scan runs in int64, and
+		// int64's wrapped sums cast to int32 are int32's.
+		want := r.dtypeValue(fn, dt, t.DType())
+		return r.wrap(f(t.To(want), dim).To(want))
 	}
 }
 
