@@ -2,7 +2,6 @@ package script
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/dop251/goja"
 
@@ -34,19 +33,6 @@ func (r *Runtime) installMethods() {
 			defer sc.Close()
 			return m(r, j, self, call)
 		})
-	}
-}
-
-// checkInPlaceCast is PyTorch's rule for an in-place op: its result type
-// must be castable to the tensor's own (a float into an integer tensor, or
-// a number into a bool one, is an error rather than a silent truncation).
-func (r *Runtime) checkInPlaceCast(fn string, t *tensor.Tensor, other dtype.DType) {
-	dt := t.DType()
-	switch {
-	case !dt.IsFloat() && other.IsFloat():
-		r.throwf("%s: result type %v can't be cast to the desired output type %v", fn, other, dt)
-	case dt == dtype.Bool && other != dtype.Bool:
-		r.throwf("%s: result type %v can't be cast to the desired output type %v", fn, other, dt)
 	}
 }
 
@@ -393,24 +379,16 @@ var tensorMethods = map[string]method{
 		other := r.tensorOrScalar("tensor.add_", call.Argument(0), t)
 		if o := r.optionsOf("tensor.add_", call, 1, "alpha"); o != nil {
 			if alpha := r.optNumber("tensor.add_", o, "alpha", 1); alpha != 1 {
-				if !t.DType().IsFloat() && alpha != math.Trunc(alpha) {
-					r.throwf("tensor.add_: result type Float can't be cast to the desired output type %v (alpha %v)", t.DType(), alpha)
-				}
-				other = other.MulScalar(alpha)
+				other = other.MulScalar(alpha) // a fractional alpha makes a float, which add_ refuses for an integer tensor
 			}
 		}
-		r.checkInPlaceCast("tensor.add_", t, other.DType())
 		if err := t.AddInPlace(other); err != nil {
 			r.throw(err)
 		}
 		return j.obj
 	},
 	"mul_": func(r *Runtime, j *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
-		v := r.numberValue("tensor.mul_", "value", call.Argument(0))
-		if !t.DType().IsFloat() && v != math.Trunc(v) {
-			r.throwf("tensor.mul_: result type Float can't be cast to the desired output type %v (value %v)", t.DType(), v)
-		}
-		if err := t.MulScalarInPlace(v); err != nil {
+		if err := t.MulScalarInPlace(r.numberValue("tensor.mul_", "value", call.Argument(0))); err != nil {
 			r.throw(err)
 		}
 		return j.obj

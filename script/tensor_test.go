@@ -312,7 +312,7 @@ func TestInPlaceCasts(t *testing.T) {
 		{`tensor.tensor([1, 2]).add_(0.5)`, "result type float32 can't be cast to the desired output type int64"},
 		{`tensor.tensor([1, 2]).add_(tensor.tensor([0.5, 1.5]))`, "result type float32 can't be cast to the desired output type int64"},
 		{`tensor.tensor([1, 2]).add_(1, { alpha: 0.5 })`, "can't be cast to the desired output type int64"},
-		{`tensor.tensor([1, 2]).mul_(1.5)`, "result type Float can't be cast to the desired output type int64"},
+		{`tensor.tensor([1, 2]).mul_(1.5)`, "result type float32 can't be cast to the desired output type int64"},
 		{`tensor.tensor([true]).add_(1)`, "can't be cast to the desired output type bool"},
 	} {
 		_, err := runJob(t, 1, `const { tensor } = require("zeroeng"); `+c.src, dist.Options{})

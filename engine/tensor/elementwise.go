@@ -663,6 +663,9 @@ func (t *Tensor) AddInPlace(u *Tensor) error {
 	if err := t.checkInPlace("add_"); err != nil {
 		return err
 	}
+	if dt := ResultType(t, u); !castable(dt, t.dt) { // a float into an integer tensor: PyTorch's error
+		return castError("add_", dt, t.dt)
+	}
 	return t.addInPlace(u)
 }
 
@@ -677,7 +680,7 @@ func (t *Tensor) DivScalarInPlace(s float64) error {
 		return err
 	}
 	if !t.dt.IsFloat() { // true division's float result cannot go back (PyTorch's error)
-		return fmt.Errorf("tensor: div_: result type Float can't be cast to the desired output type %v", t.dt)
+		return castError("div_", Float32, t.dt)
 	}
 	if t.dt != Float32 && t.dt != Float64 {
 		q := t.DivScalar(s)
@@ -700,6 +703,9 @@ func (t *Tensor) MulScalarInPlace(s float64) error {
 	}
 	if err := t.checkInPlace("mul_"); err != nil {
 		return err
+	}
+	if !t.dt.IsFloat() && s != math.Trunc(s) { // the product is a float: PyTorch's error
+		return castError("mul_", Float32, t.dt)
 	}
 	t.st.version.Add(1)
 	return kernel(func() error { return t.rt.dev.Unary(device.MulScalar, t.view(), t.view(), s) })
