@@ -36,11 +36,10 @@ func (r *Runtime) ampModule() *goja.Object {
 			dt = dtype.Float16
 		}
 		arg := call.Argument(0)
-		if o, ok := arg.(*goja.Object); ok && !isFunction(arg) {
+		if _, ok := arg.(*goja.Object); ok && !isFunction(arg) {
 			ops := r.optionsOf(fn, call, 0, "dtype", "enabled")
 			dt = r.dtypeValue(fn, optValue(ops, "dtype"), dt)
 			enabled = optBool(ops, "enabled", true)
-			_ = o
 		} else if !isMissing(arg) {
 			dt = r.dtypeValue(fn, arg, dt)
 		}
@@ -268,6 +267,9 @@ func (s *gradScaler) unscale(fn string, opt scriptOptimizer) {
 	}
 	sc := r.rt.OpenScope()
 	defer sc.Close()
+	// 0·g sums to 0 for finite gradients and to NaN otherwise: one running
+	// total on the device, read once (not a host sync per parameter).
+	var flag *tensor.Tensor
 	for _, g := range opt.ParamGroups() {
 		for _, p := range g.Params {
 			grad := p.Grad()
@@ -280,15 +282,20 @@ func (s *gradScaler) unscale(fn string, opt scriptOptimizer) {
 			if err := grad.MulScalarInPlace(inv); err != nil {
 				r.throw(err)
 			}
-			// 0·g is 0 for every finite element and NaN otherwise.
-			v, err := grad.MulScalar(0).Sum(nil, false).To(tensor.Float64).Item()
-			if err != nil {
-				r.throw(err)
-			}
-			if v != 0 {
-				st.foundInf = true
+			z := grad.MulScalar(0).Sum(nil, false).To(tensor.Float32)
+			if flag == nil {
+				flag = z
+			} else {
+				flag = flag.Add(z)
 			}
 		}
+	}
+	if flag != nil {
+		v, err := flag.Item()
+		if err != nil {
+			r.throw(err)
+		}
+		st.foundInf = v != 0
 	}
 	st.unscaled = true
 }
