@@ -1,6 +1,7 @@
 """Shared helper of the fixture generators (engine/*/testdata/gen_*.py): writes PyTorch tensors to
 a safetensors file without the Python `safetensors` package, which Debian does not ship.
-Generators import it with sys.path.insert(0, <repo>/tools/torchfix)."""
+Generators import it with sys.path.insert(0, <repo>/tools/torchfix). run_op is the op runner of the
+op fixtures (engine/tensor/testdata/torch/gen_ops.py, gen_sortscan.py)."""
 import json, struct
 import torch
 
@@ -26,3 +27,24 @@ def write_safetensors(path, tensors, meta):
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h + b"".join(chunks))
+
+
+def run_op(ins, f, pre_t, grad=True, gouts=None):
+    """Runs f on copies of the inputs (the float ones require grad when grad) after transposing the
+    inputs pre_t names ((index, dim0, dim1) each), and backpropagates the upstream gradients (random
+    float64 draws cast to each output's type, drawn here, when gouts is None) through every
+    differentiable output. Returns the inputs, whether f returned one tensor, the outputs and the
+    upstream gradients."""
+    xs = [x.detach().clone().requires_grad_(x.is_floating_point() and grad) for x in ins]
+    vs = list(xs)
+    for i, d0, d1 in pre_t:
+        vs[i] = vs[i].transpose(d0, d1)
+    out = f(*vs)
+    single = not isinstance(out, (tuple, list))
+    outs = [out] if single else list(out)
+    if gouts is None:
+        gouts = [torch.randn(o.shape, dtype=torch.float64).to(o.dtype) if o.requires_grad else None for o in outs]
+    diff = [(o, g) for o, g in zip(outs, gouts) if o.requires_grad]
+    if diff:
+        torch.autograd.backward([o for o, _ in diff], [g.to(o.dtype) for o, g in diff])
+    return xs, single, outs, gouts

@@ -19,7 +19,7 @@ import json, math, os, sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../tools/torchfix"))
-from torchfix import write_safetensors  # noqa: E402
+from torchfix import run_op as run, write_safetensors  # noqa: E402
 import torch.nn.functional as F
 
 OUT = "ops.safetensors"
@@ -48,24 +48,6 @@ def grid(*shape, dtype=f32):  # small integers in [-2, 2] as floats: ties for ma
 def idx(hi, *shape):
     return torch.randint(0, hi, shape)
 
-
-def run(ins, f, pre_t, grad, gouts=None):
-    """Runs f on copies of the inputs (the float ones require grad) and backpropagates the upstream
-    gradients (random ones, drawn here, when gouts is None) through every differentiable output.
-    Returns the inputs, whether f returned one tensor, the outputs and the upstream gradients."""
-    xs = [x.detach().clone().requires_grad_(x.is_floating_point() and grad) for x in ins]
-    vs = list(xs)
-    for i, d0, d1 in pre_t:
-        vs[i] = vs[i].transpose(d0, d1)
-    out = f(*vs)
-    single = not isinstance(out, (tuple, list))
-    outs = [out] if single else list(out)
-    if gouts is None:
-        gouts = [torch.randn(o.shape, dtype=f64).to(o.dtype) if o.requires_grad else None for o in outs]
-    diff = [(o, g) for o, g in zip(outs, gouts) if o.requires_grad]
-    if diff:
-        torch.autograd.backward([o for o, _ in diff], [g.to(o.dtype) for o, g in diff])
-    return xs, single, outs, gouts
 
 
 def record(name, prefix, xs, single, outs, gouts=None):

@@ -19,7 +19,7 @@ import json, os, sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../../tools/torchfix"))
-from torchfix import write_safetensors  # noqa: E402
+from torchfix import run_op as run, write_safetensors  # noqa: E402
 
 OUT = "sortscan.safetensors"
 f32, f64, bf16, i64, i32 = torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.int32
@@ -54,23 +54,6 @@ def with_zeros(x, *positions):  # x with zeros at the given flat positions
     return x
 
 
-def run(ins, f, pre_t, gouts=None):
-    """gen_ops.py's run: f on copies of the inputs (the float ones require grad), backpropagating the
-    upstream gradients (random ones when gouts is None) through every differentiable output."""
-    xs = [x.detach().clone().requires_grad_(x.is_floating_point()) for x in ins]
-    vs = list(xs)
-    for i, d0, d1 in pre_t:
-        vs[i] = vs[i].transpose(d0, d1)
-    out = f(*vs)
-    single = not isinstance(out, (tuple, list))
-    outs = [out] if single else list(out)
-    if gouts is None:
-        gouts = [torch.randn(o.shape, dtype=f64).to(o.dtype) if o.requires_grad else None for o in outs]
-    diff = [(o, g) for o, g in zip(outs, gouts) if o.requires_grad]
-    if diff:
-        torch.autograd.backward([o for o, _ in diff], [g.to(o.dtype) for o, g in diff])
-    return xs, single, outs, gouts
-
 
 def record(name, prefix, xs, single, outs, gouts=None):
     for k, o in enumerate(outs):
@@ -88,11 +71,11 @@ def case(name, op, ins, f, **args):
     """Records one case as gen_ops.py's case does (bfloat16 cases with their float32 reference)."""
     assert name not in meta, name
     pre_t = args.get("pre_t", [])
-    xs, single, outs, gouts = run(ins, f, pre_t)
+    xs, single, outs, gouts = run(ins, f, pre_t, True)
     record(name, "", xs, single, outs, gouts)
     if {x.dtype for x in ins if x.is_floating_point()} == {bf16}:
         up = [x.float() if x.dtype == bf16 else x for x in ins]
-        record(name, "ref_", *run(up, f, pre_t, [None if g is None else g.float() for g in gouts])[:3])
+        record(name, "ref_", *run(up, f, pre_t, True, [None if g is None else g.float() for g in gouts])[:3])
     meta[name] = json.dumps({"op": op, **args}, separators=(",", ":"))
 
 
