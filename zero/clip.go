@@ -65,8 +65,8 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 	// during backward): they are scaled alike.
 	var down []*tensor.Tensor
 	for _, b := range f.buckets {
-		if b.host != nil && b.host.grad != nil {
-			down = append(down, b.host.grad)
+		if g := b.hostGrad(); g != nil {
+			down = append(down, g)
 		}
 	}
 	if len(down) > 0 {

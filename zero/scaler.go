@@ -69,8 +69,8 @@ func (z *Optimizer) SkipStep() error {
 	}
 	f.reduced, f.clipped = false, false
 	for _, b := range f.buckets {
-		if b.host != nil && b.host.grad != nil {
-			b.host.grad.Release()
+		if g := b.hostGrad(); g != nil {
+			g.Release()
 			b.host.grad = nil
 		}
 	}
