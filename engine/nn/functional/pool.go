@@ -113,15 +113,22 @@ func MaxPool2d(x *tensor.Tensor, o PoolOptions) *tensor.Tensor {
 	idx := rt.FromInt64s(windowIndices(in, kernel, outSize, stride, dilation, pad, true), positions*taps)
 	rows := tensor.Cat([]*tensor.Tensor{x.Reshape(n*c, in[0]*in[1]), rt.Full(x.DType(), math.Inf(-1), n*c, 1)}, 1)
 	windows := rows.IndexSelect(1, idx).Reshape(n*c, positions, taps)
-	// The maximum's tap: the first of equal maxima, but the last NaN of a
-	// window with several (PyTorch's kernel takes val > max || isnan(val)
-	// in tap order, and the in-input taps come first here in that order);
-	// the gradient goes to that tap alone.
-	_, first := windows.Max(2, true)
-	isNaN := windows.Ne(windows)
-	lastNaN := isNaN.Flip(2).To(tensor.Float32).Argmax(2, true).RSubScalar(float64(taps - 1))
-	at := tensor.Where(isNaN.Any([]int{2}, true), lastNaN, first)
-	y := windows.Gather(2, at)
+	// The gradient goes to the maximum's tap: the first of equal maxima
+	// (Max's), but the last NaN of a window with several, as PyTorch's
+	// kernel takes val > max || isnan(val) in tap order (the in-input taps
+	// come first here, in that order). Finding the last NaN costs passes
+	// over every window (3× the pooling's time), so it runs only when the
+	// output may hold a NaN: its sum, one reduction read on the host, is NaN
+	// then (or when infinities of both signs meet, which only costs the
+	// exact path).
+	y, first := windows.Max(2, true)
+	if sum, err := y.Sum(nil, false).Item(); err == nil && math.IsNaN(sum) {
+		isNaN := windows.Ne(windows)
+		lastNaN := isNaN.Flip(2).To(tensor.Float32).Argmax(2, true).RSubScalar(float64(taps - 1))
+		y = windows.Gather(2, tensor.Where(isNaN.Any([]int{2}, true), lastNaN, first))
+	} else if err != nil {
+		return rt.Failed(fmt.Errorf("nn: %s: %w", op, err))
+	}
 	y = y.Reshape(n, c, outSize[0], outSize[1])
 	if unbatched {
 		y = y.Squeeze(0)
