@@ -101,12 +101,24 @@ func (rt *Runtime) Checkpoint(fn func(inputs []*Tensor) (*Tensor, error), inputs
 		case !again.requiresGrad:
 			return fail(fmt.Errorf("recomputing the forward: its output needs no gradient this time (the function is not deterministic?)"))
 		}
-		if err := again.BackwardWith(BackwardOptions{Grad: g}); err != nil {
+		err = again.BackwardWith(BackwardOptions{Grad: g})
+		// The recomputed output is done with: its memory goes back now,
+		// whoever else holds a handle on it (a script's generation would
+		// keep it for two more steps).
+		again.Release()
+		if err != nil {
 			return fail(err)
 		}
 		for i, d := range detached {
 			if n.needs(i) {
-				grads[i] = d.Grad()
+				// The gradient moves from the detached input (a leaf that
+				// would hold it as long as anything holds the leaf) to
+				// this node's scope, which applyNode takes it from.
+				grads[i] = d.grad
+				d.grad = nil
+				if grads[i] != nil && rt.scope != nil {
+					rt.scope.add(grads[i])
+				}
 			}
 		}
 		return grads

@@ -148,6 +148,45 @@ func TestCheckpointSavesActivations(t *testing.T) {
 	}
 }
 
+// TestCheckpointNoLeak: step after step (forward, backward, the
+// gradients cleared), the memory live after a step stays what it was after
+// the first: the recomputation's output and the gradients of the segments'
+// inputs go back once the outer pass has used them. Both held on to memory
+// before (+12 MiB a step in a 4-block model under the script).
+func TestCheckpointNoLeak(t *testing.T) {
+	n := newCheckpointNet(4, 64)
+	rt := n.rt
+	x := rt.Randn(tensor.Float32, 256, 64).Persist()
+	var after []int64
+	for step := range 6 {
+		sc := rt.OpenScope()
+		h := x.MulScalar(1) // a non-leaf that requires no gradient
+		if step%2 == 1 {
+			h.SetRequiresGrad(true) // and one that does, whose gradient the segment returns
+		}
+		for i := range n.ws {
+			var err error
+			h, err = rt.Checkpoint(func(in []*tensor.Tensor) (*tensor.Tensor, error) { return n.block(i, in[0]), nil }, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := h.Matmul(n.tied).SumAll().Backward(); err != nil {
+			t.Fatal(err)
+		}
+		sc.Close()
+		for _, p := range append(append(slices.Clone(n.ws), n.bs...), n.tied) {
+			p.SetGrad(nil)
+		}
+		after = append(after, rt.Stats().LiveBytes)
+	}
+	for i := 2; i < len(after); i++ {
+		if after[i] != after[i%2] {
+			t.Fatalf("live bytes after each step: %v (they grow)", after)
+		}
+	}
+}
+
 // TestCheckpointErrors: an input changed in place before backward, and a
 // function that fails when recomputed, are errors of backward naming the
 // checkpoint.

@@ -324,11 +324,17 @@ func (t *Tensor) Persist() *Tensor {
 }
 
 // Release drops t's reference to its storage; the storage returns to the
-// device's pool when no other tensor refers to it. Releasing twice is a
-// no-op; using a released tensor in an op is an error.
+// device's pool when no other tensor refers to it. Its gradient, which t
+// owns (SetGrad), goes with it, as a leaf's .grad dies with the leaf in
+// PyTorch. Releasing twice is a no-op; using a released tensor in an op is
+// an error.
 func (t *Tensor) Release() {
 	if t == nil || !t.released.CompareAndSwap(false, true) {
 		return
+	}
+	if g := t.grad; g != nil {
+		t.grad = nil
+		g.Release()
 	}
 	if t.st != nil {
 		t.st.release()
