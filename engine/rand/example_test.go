@@ -2,6 +2,7 @@ package rand_test
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/zeroeng/zeroeng/engine/rand"
 )
@@ -57,4 +58,22 @@ func ExampleGenerator_State() {
 	}
 	fmt.Println(h.Uint64() == want)
 	// Output: true
+}
+
+// A rank that holds elements [4, 12) of a parameter of 40 elements draws
+// just those, and its generator ends where the whole fill leaves it.
+func ExampleStream() {
+	whole := make([]float32, 40)
+	g := rand.New(0)
+	g.Normal32(whole, 0, 1)
+	after := g.Uint32()
+
+	part := make([]float32, 8)
+	h := rand.New(0)
+	s := h.Normal32Stream(40, 0, 1)
+	s.Skip(4)
+	s.Read32(part)
+	s.Finish()
+	fmt.Println(slices.Equal(part, whole[4:12]), h.Uint32() == after)
+	// Output: true true
 }

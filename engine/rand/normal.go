@@ -84,20 +84,35 @@ func (g *Generator) Normal32(dst []float32, mean, std float64) {
 	}
 	m, s := float32(mean), float32(std)
 	g.fillUniform01(dst)
-	// The draws are sequential; the blocks of 16 are independent, so the
-	// transform runs on the shared worker pool with the same result.
-	grain := normalGrain
-	if useAVX2 {
-		grain = normalGrainAVX2
-	}
-	parallel.For(n/16, grain, func(lo, hi int) {
-		normalBlocks(dst[16*lo:16*hi], m, s)
-	})
+	normalBlocksPar(dst[:n&^15], m, s)
 	if n%16 != 0 {
 		tail := dst[n-16:]
 		g.fillUniform01(tail)
 		normalBlocks(tail, m, s)
 	}
+}
+
+// normalBlocksPar applies normalBlocks to d (a multiple of 16 elements).
+// The draws are sequential; the blocks of 16 are independent, so the
+// transform runs on the shared worker pool with the same result.
+func normalBlocksPar(d []float32, mean, std float32) {
+	grain := normalGrain
+	if useAVX2 {
+		grain = normalGrainAVX2
+	}
+	parallel.For(len(d)/16, grain, func(lo, hi int) {
+		normalBlocks(d[16*lo:16*hi], mean, std)
+	})
+}
+
+// normal64BlocksPar applies normal16Double to each block of 16 elements of
+// d (a multiple of 16 elements), on the worker pool as normalBlocksPar.
+func normal64BlocksPar(d []float64, mean, std float64) {
+	parallel.For(len(d)/16, normalGrain, func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			normal16Double(d[16*b:16*b+16], mean, std)
+		}
+	})
 }
 
 // normalBlocksGo applies normal16AVX2 to each block of 16 elements of d.
@@ -122,11 +137,7 @@ func (g *Generator) Normal64(dst []float64, mean, std float64) {
 		return
 	}
 	g.fillUniform01x64(dst)
-	parallel.For(n/16, normalGrain, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			normal16Double(dst[16*b:16*b+16], mean, std)
-		}
-	})
+	normal64BlocksPar(dst[:n&^15], mean, std)
 	if n%16 != 0 {
 		tail := dst[n-16:]
 		g.fillUniform01x64(tail)

@@ -16,6 +16,10 @@
 // nn.Linear and nn.Embedding, and the generator state for checkpoints, in a
 // format of its own (State) and in torch.get_rng_state's (TorchState). The
 // fills work on contiguous buffers; the tensor layer maps shapes onto them.
+// Each uniform and normal fill also comes as a Stream, which produces the
+// same values piece by piece (or any range of them) with a block of 16
+// samples of extra memory, so that a tensor is initialised in its own
+// memory, or rank by rank, without a buffer of its size.
 //
 // # What "bit for bit" covers
 //

@@ -81,7 +81,12 @@ func checkUniform(from, to, maxv float64) {
 func (g *Generator) Uniform32(dst []float32, from, to float64) {
 	checkUniform(from, to, math.MaxFloat32)
 	f, t := float32(from), float32(to)
-	r := t - f
+	g.uniform32(dst, f, t-f)
+}
+
+// uniform32 is Uniform32 with its bounds rounded: x*r + f, one fused
+// multiply-add in float32, for each 24-bit uniform x.
+func (g *Generator) uniform32(dst []float32, f, r float32) {
 	if f == 0 && r == 1 {
 		g.fillUniform01(dst) // torch.rand: x*1+0 is x
 		return
@@ -107,7 +112,12 @@ func (g *Generator) Uniform32(dst []float32, from, to float64) {
 // element.
 func (g *Generator) Uniform64(dst []float64, from, to float64) {
 	checkUniform(from, to, math.MaxFloat64)
-	r := to - from
+	g.uniform64(dst, from, to-from)
+}
+
+// uniform64 is Uniform64 with r = to-from: math.FMA(x, r, from) for each
+// 53-bit uniform x.
+func (g *Generator) uniform64(dst []float64, from, r float64) {
 	g.fillUniform01x64(dst)
 	for i, x := range dst {
 		dst[i] = math.FMA(x, r, from)
