@@ -237,14 +237,14 @@ const hyper = { lr: opts.lr, betas: [0.9, 0.95], eps: 1e-8 };
 if (opts.checkpointActivations) for (const block of gpt.transformer.h) nn.utils.checkpointWrapper(block);
 let opt;
 if (opts.zero === 0) {
-  if (world > 1) model = nn.parallel.DistributedDataParallel(model);
+  if (world > 1) model = nn.parallel.DistributedDataParallel(model, { gradientAsBucketView: true });
   opt = optim.AdamW(groups, hyper);
 } else {
   // Stage 1 shards AdamW's state (and the master weights in bfloat16) under DDP; stage 2 also the
   // gradients, which the optimizer reduce-scatters itself, without DDP; stage 3 the parameters too:
   // each block is a unit gathered just before its forward and backward and freed after, the
   // embeddings and the last LayerNorm are the model's own unit, kept from forward to backward.
-  if (opts.zero === 1 && world > 1) model = nn.parallel.DistributedDataParallel(model);
+  if (opts.zero === 1 && world > 1) model = nn.parallel.DistributedDataParallel(model, { gradientAsBucketView: true });
   if (opts.zero === 3) {
     for (const block of gpt.transformer.h) zero.fullyShard(block);
     zero.fullyShard(gpt, { reshardAfterForward: false });
@@ -341,21 +341,25 @@ for (let step = firstStep; step <= opts.steps; step++) {
   const start = Date.now();
   opt.zeroGrad(true);
   const observed = observeStep();
-  let sum = 0;
-  for (let micro = 1; micro <= opts.accum; micro++) {
-    const [x, y] = loader.next();
-    const run = () => {
-      const l = lossOf(model, x, y);
-      scaler.scale(l.div(opts.accum)).backward();
-      sum += l.item();
-    };
-    if (micro < opts.accum) noSync(run);
-    else run();
-  }
-  const gradNorm = clip();
   const lr = opt.paramGroups[0].lr; // the rate this step uses; sched.step() sets the next one
-  scaler.step(opt); // opt.step(), unless float16 gradients overflowed
-  scaler.update();
+  let sum = 0, gradNorm = null;
+  // The step runs in a scope: what it makes (batches, activations, temporaries) goes back when it ends,
+  // so that every step starts from the same memory and mem_activations is one step's.
+  tensor.scope(() => {
+    for (let micro = 1; micro <= opts.accum; micro++) {
+      const [x, y] = loader.next();
+      const run = () => {
+        const l = lossOf(model, x, y);
+        scaler.scale(l.div(opts.accum)).backward();
+        sum += l.item();
+      };
+      if (micro < opts.accum) noSync(run);
+      else run();
+    }
+    gradNorm = clip();
+    scaler.step(opt); // opt.step(), unless float16 gradients overflowed
+    scaler.update();
+  });
   sched.step();
   loss = sum / opts.accum;
   if (world > 1) {

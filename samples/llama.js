@@ -329,13 +329,13 @@ const hyper = { lr: opts.lr, betas: [0.9, 0.95], eps: 1e-8 };
 if (opts.checkpointActivations) for (const layer of llama.model.layers) nn.utils.checkpointWrapper(layer);
 let opt;
 if (opts.zero === 0) {
-  if (world > 1) model = nn.parallel.DistributedDataParallel(model);
+  if (world > 1) model = nn.parallel.DistributedDataParallel(model, { gradientAsBucketView: true });
   opt = optim.AdamW(groups, hyper);
 } else {
   // As in gpt.js: stage 1 shards AdamW's state under DDP; stage 2 the gradients too, reduce-scattered by
   // the optimizer without DDP; stage 3 the parameters too, each decoder layer a unit gathered just before
   // its forward and backward, the embedding, the last norm and the output layer the model's own unit.
-  if (opts.zero === 1 && world > 1) model = nn.parallel.DistributedDataParallel(model);
+  if (opts.zero === 1 && world > 1) model = nn.parallel.DistributedDataParallel(model, { gradientAsBucketView: true });
   if (opts.zero === 3) {
     for (const layer of llama.model.layers) zero.fullyShard(layer);
     zero.fullyShard(llama, { reshardAfterForward: false });
@@ -427,21 +427,25 @@ for (let step = firstStep; step <= opts.steps; step++) {
   const start = Date.now();
   opt.zeroGrad(true);
   const observed = observeStep();
-  let sum = 0;
-  for (let micro = 1; micro <= opts.accum; micro++) {
-    const [x, y] = loader.next();
-    const run = () => {
-      const l = lossOf(model, x, y);
-      scaler.scale(l.div(opts.accum)).backward();
-      sum += l.item();
-    };
-    if (micro < opts.accum) noSync(run);
-    else run();
-  }
-  const gradNorm = clip();
   const lr = opt.paramGroups[0].lr; // the rate this step uses; sched.step() sets the next one
-  scaler.step(opt); // opt.step(), unless float16 gradients overflowed
-  scaler.update();
+  let sum = 0, gradNorm = null;
+  // The step runs in a scope: what it makes (batches, activations, temporaries) goes back when it ends,
+  // so that every step starts from the same memory and mem_activations is one step's.
+  tensor.scope(() => {
+    for (let micro = 1; micro <= opts.accum; micro++) {
+      const [x, y] = loader.next();
+      const run = () => {
+        const l = lossOf(model, x, y);
+        scaler.scale(l.div(opts.accum)).backward();
+        sum += l.item();
+      };
+      if (micro < opts.accum) noSync(run);
+      else run();
+    }
+    gradNorm = clip();
+    scaler.step(opt); // opt.step(), unless float16 gradients overflowed
+    scaler.update();
+  });
   sched.step();
   loss = sum / opts.accum;
   if (world > 1) {

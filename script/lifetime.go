@@ -22,12 +22,21 @@ import (
 //     those fn returns (a tensor, or arrays and plain objects of them),
 //     which move to the enclosing scope — TensorFlow.js's tidy.
 //   - Outside any scope, tensors belong to the current generation, and a
-//     generation ends at each backward pass. With AutoRelease, the tensors
-//     of a generation are released when the next one ends: a training
-//     step's tensors stay usable through the following step and are given
-//     back at its backward. Tensors created before the first backward
-//     (data, constants: the script's setup) are never released
-//     automatically.
+//     generation ends at each backward pass. With AutoRelease:
+//   - A step's activations (tensors made by ops autograd recorded) go
+//     back once a backward pass has consumed the graph that made them, at
+//     the start of the next forward pass: the first op recorded after that
+//     backward from inputs that are not themselves consumed (a metric
+//     computed from the outputs after backward is not a forward). Until
+//     then they stay usable, so a loop may read its outputs after
+//     backward; the next step's forward then runs without them, as
+//     PyTorch's does once Python has dropped the last step's variables.
+//   - Every other tensor of a generation (data, masks, what no backward
+//     consumed) is released when the next generation ends: it stays
+//     usable through the following step and is given back at its
+//     backward. Tensors created before the first backward that autograd
+//     did not record (data, constants: the script's setup) are never
+//     released automatically.
 //   - Small tensors (at most smallTensorBytes of memory: losses, metrics,
 //     a best value, a running total, a batch of labels) are not released
 //     with their generation but handed to Go's garbage collector, which
@@ -49,6 +58,10 @@ type lifetime struct {
 	gens   []tensorList // gens[g] holds generation g's tensors (nil once released)
 	scopes []*tensorList
 	nextID int
+	// consumed says that a backward pass ran since the last forward began:
+	// the activations whose graph it consumed go back when the next
+	// forward begins (releaseConsumed).
+	consumed bool
 
 	// collected holds the small tensors whose script handles the garbage
 	// collector found unreachable; the runtime's goroutine releases them
@@ -84,6 +97,11 @@ func (l *lifetime) newList() tensorList {
 // track puts a new tensor into the innermost scope or the current
 // generation.
 func (l *lifetime) track(t *jsTensor) {
+	t.recorded = !t.t.IsLeaf()
+	if l.consumed && t.recorded && !t.t.FromConsumedGraph() {
+		l.consumed = false
+		l.releaseConsumed()
+	}
 	list := &l.gens[l.gen]
 	if n := len(l.scopes); n > 0 {
 		list = l.scopes[n-1]
@@ -104,8 +122,9 @@ func (l *lifetime) release(list *tensorList, why string) {
 	list.tensors = list.tensors[:0]
 }
 
-// backward ends the current generation; with AutoRelease it releases the
-// previous one (never generation 0, the setup).
+// backward ends the current generation, as a backward pass begins; with
+// AutoRelease it releases the previous one (never generation 0, the
+// setup). backwardDone follows when the pass has ended.
 func (l *lifetime) backward() {
 	l.gen++
 	l.gens = append(l.gens, l.newList())
@@ -118,6 +137,41 @@ func (l *lifetime) backward() {
 	l.releaseCollected()
 }
 
+// backwardDone: the activations the pass consumed go back when the next
+// forward begins. (Not during the pass: a checkpointed segment's
+// recomputation records ops too, and the outputs must outlive backward.)
+func (l *lifetime) backwardDone() { l.consumed = l.auto }
+
+// releaseConsumed gives back the activations of the finished passes: the
+// tensors, in every generation and in none of the scopes, that recorded
+// ops made and a backward pass has consumed the graph of. Small ones are
+// left to the garbage collector, as at a generation's end. The lists drop
+// what they no longer own, so that generation 0 (the setup and the first
+// step) does not grow.
+func (l *lifetime) releaseConsumed() {
+	why := fmt.Sprintf("automatically when the forward pass after backward pass %d began (backward had used the graph that made it; activations over %d bytes are given back when the next forward begins: call .keep() on those that must live longer)", l.gen, smallTensorBytes)
+	for g := range l.gens {
+		list := &l.gens[g]
+		kept := list.tensors[:0]
+		for _, t := range list.tensors {
+			if t == nil || t.owner != list.id || t.released != "" {
+				continue
+			}
+			if t.recorded && t.t.GraphConsumed() {
+				if t.t.StorageBytes() <= smallTensorBytes {
+					l.handOver(t)
+				} else {
+					t.releaseWith(why)
+				}
+				continue
+			}
+			kept = append(kept, t)
+		}
+		clear(list.tensors[len(kept):])
+		list.tensors = kept
+	}
+}
+
 // handOverSmall takes list's small tensors out of it and leaves them to
 // the garbage collector: each is released once its script handle is
 // unreachable.
@@ -126,13 +180,18 @@ func (l *lifetime) handOverSmall(list *tensorList) {
 		if t == nil || t.owner != list.id || t.released != "" || t.t.StorageBytes() > smallTensorBytes {
 			continue
 		}
-		t.owner = 0
-		if l.handed == nil {
-			l.handed = map[*tensor.Tensor]struct{}{}
-		}
-		l.handed[t.t] = struct{}{}
-		runtime.AddCleanup(t, l.collect, t.t)
+		l.handOver(t)
 	}
+}
+
+// handOver takes t out of its list and leaves it to the garbage collector.
+func (l *lifetime) handOver(t *jsTensor) {
+	t.owner = 0
+	if l.handed == nil {
+		l.handed = map[*tensor.Tensor]struct{}{}
+	}
+	l.handed[t.t] = struct{}{}
+	runtime.AddCleanup(t, l.collect, t.t)
 }
 
 // collect runs on the garbage collector's goroutine.

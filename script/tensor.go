@@ -24,6 +24,7 @@ type jsTensor struct {
 	borrowed bool   // owned by the engine (a parameter, a gradient, state)
 	owner    int    // the lifetime list that releases it (0: none)
 	gen      int    // the generation it was made in
+	recorded bool   // made by an op autograd recorded (an activation)
 	released string // why it was released, once it has been
 }
 

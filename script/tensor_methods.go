@@ -346,6 +346,7 @@ var tensorMethods = map[string]method{
 		if err := t.BackwardWith(opt); err != nil {
 			r.throw(err)
 		}
+		r.life.backwardDone()
 		return goja.Undefined()
 	},
 	"requiresGrad_": func(r *Runtime, j *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {

@@ -204,6 +204,38 @@ func (t *Tensor) RequiresGrad() bool { return t.requiresGrad }
 // an input, or a tensor created in a no-grad region).
 func (t *Tensor) IsLeaf() bool { return t.fn == nil }
 
+// GraphConsumed reports whether a backward pass has gone through the op
+// that made t and freed it: t is an activation of a finished pass, which
+// nothing can backpropagate through any more.
+func (t *Tensor) GraphConsumed() bool { return t.fn != nil && t.fn.freed }
+
+// FromConsumedGraph reports whether t was made by recorded ops from a
+// tensor whose graph a backward pass consumed (a view or a function of a
+// finished pass's activation, as a metric computed after backward). It
+// walks t's graph back to its leaves or to the first consumed op.
+func (t *Tensor) FromConsumedGraph() bool {
+	if t.fn == nil {
+		return false
+	}
+	seen := map[*node]bool{t.fn: true}
+	stack := []*node{t.fn}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, e := range n.next {
+			switch {
+			case e.node == nil || seen[e.node]:
+			case e.node.freed:
+				return true
+			default:
+				seen[e.node] = true
+				stack = append(stack, e.node)
+			}
+		}
+	}
+	return false
+}
+
 // Grad is the accumulated gradient of a leaf, or nil. If communication on
 // the gradient is pending (SetGradPending), Grad first waits for it; if
 // that fails, the returned tensor carries the error.
