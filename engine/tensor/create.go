@@ -344,7 +344,7 @@ func (t *Tensor) Clone() *Tensor {
 
 // Detach returns an alias of t that is not part of the autograd graph.
 func (t *Tensor) Detach() *Tensor {
-	_, bad := check("detach", t)
+	_, bad := checkView("detach", t)
 	if bad != nil {
 		return bad
 	}
@@ -355,6 +355,9 @@ func (t *Tensor) Detach() *Tensor {
 // converted to t's type), as t.copy_(src). It is not recorded by autograd;
 // t must not require a gradient unless grad mode is off.
 func (t *Tensor) CopyFrom(src *Tensor) error {
+	if ok, err := t.recordCopy(src); ok {
+		return err
+	}
 	if _, bad := check("copy_", t, src); bad != nil {
 		return bad.err
 	}
@@ -377,6 +380,9 @@ func (t *Tensor) CopyFrom(src *Tensor) error {
 
 // Fill sets every element of t to v, in place (t.fill_(v)).
 func (t *Tensor) Fill(v float64) error {
+	if lz, off, ok := t.lazyRange(); ok {
+		return t.recordStep("fill_", lz, lazyStep{kind: lazyConst, off: off, value: v})
+	}
 	if _, bad := check("fill_", t); bad != nil {
 		return bad.err
 	}
@@ -395,6 +401,9 @@ func (t *Tensor) Fill(v float64) error {
 // that zeroing gradients before a backward pass that overwrites them costs
 // nothing.
 func (t *Tensor) Zero() error {
+	if lz, off, ok := t.lazyRange(); ok {
+		return t.recordStep("zero_", lz, lazyStep{kind: lazyConst, off: off})
+	}
 	if _, bad := check("zero_", t); bad != nil {
 		return bad.err
 	}

@@ -673,6 +673,9 @@ func (t *Tensor) AddInPlace(u *Tensor) error {
 // DivScalarInPlace divides t by s in place, with DivScalar's rounding
 // (PyTorch's t.div_(s)).
 func (t *Tensor) DivScalarInPlace(s float64) error {
+	if lz, off, ok := t.lazyRange(); ok && t.dt.IsFloat() {
+		return t.recordStep("div_", lz, lazyStep{kind: lazyDiv, off: off, value: s})
+	}
 	if _, bad := check("div_", t); bad != nil {
 		return bad.err
 	}
@@ -698,6 +701,9 @@ func (t *Tensor) DivScalarInPlace(s float64) error {
 }
 
 func (t *Tensor) MulScalarInPlace(s float64) error {
+	if lz, off, ok := t.lazyRange(); ok && t.dt.IsFloat() {
+		return t.recordStep("mul_", lz, lazyStep{kind: lazyMul, off: off, value: s})
+	}
 	if _, bad := check("mul_", t); bad != nil {
 		return bad.err
 	}

@@ -348,6 +348,9 @@ const randomChunk = 64 << 10
 // is not recorded by autograd (initialisers run on parameters); it bumps
 // t's version.
 func (t *Tensor) FillRandom(g *Generator, f RandomFill) error {
+	if ok, err := t.recordRandom(g, f); ok {
+		return err
+	}
 	if _, bad := check(f.String(), t); bad != nil {
 		return bad.err
 	}

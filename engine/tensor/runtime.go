@@ -325,7 +325,13 @@ func (rt *Runtime) Failed(err error) *Tensor { return errTensor(rt, err) }
 // check returns the runtime shared by the inputs of op, or a tensor
 // carrying the reason they cannot be used together: an earlier error, a nil
 // or released input, or inputs from different runtimes.
-func check(op string, ts ...*Tensor) (*Runtime, *Tensor) {
+func check(op string, ts ...*Tensor) (*Runtime, *Tensor) { return checkOperands(op, true, ts...) }
+
+// checkView is check for ops that make a view of their input without
+// reading it: a lazy input (lazy.go) stays lazy, its view too.
+func checkView(op string, t *Tensor) (*Runtime, *Tensor) { return checkOperands(op, false, t) }
+
+func checkOperands(op string, realize bool, ts ...*Tensor) (*Runtime, *Tensor) {
 	var rt *Runtime
 	for _, t := range ts {
 		if t == nil {
@@ -345,7 +351,12 @@ func check(op string, ts ...*Tensor) (*Runtime, *Tensor) {
 		if t.released.Load() {
 			return rt, rt.fail(op, "use of a released %s", t.label())
 		}
-		if t.st != nil && t.st.buf == nil && t.st.freed != "" {
+		if realize && t.st != nil && t.st.lazy != nil {
+			if err := t.st.realize(); err != nil {
+				return rt, rt.failErr(op, err)
+			}
+		}
+		if realize && t.st != nil && t.st.buf == nil && t.st.freed != "" { // (a view of absent memory is harmless until read)
 			return rt, rt.fail(op, "%s has no memory now: %s", t.label(), t.st.freed)
 		}
 		if t.st != nil && (t.st.inFlight != nil || t.st.inFlightErr != nil) {

@@ -75,6 +75,9 @@ type storage struct {
 	// that moment, which RestoreMemory's seal puts back.
 	freed        string
 	freedVersion uint32
+	// lazy, when set, says what the values of a storage without memory
+	// are (lazy.go): the first use that needs them makes them.
+	lazy *lazyInit
 }
 
 // settle waits for the asynchronous operation on the buffer, if any, and
@@ -113,6 +116,10 @@ func (s *storage) release() {
 			s.rt.dev.Free(s.buf)
 		}
 		s.buf = nil
+		if s.lazy != nil {
+			s.lazy.drop()
+			s.lazy = nil
+		}
 	} else if n < 0 {
 		panic("tensor: storage released more often than retained")
 	}
@@ -386,6 +393,9 @@ func (t *Tensor) label() string {
 // inputs (check), which settled any operation in flight on them and
 // reported its failure; the settle here covers the rest.
 func (t *Tensor) view() device.View {
+	if t.st.lazy != nil { // a path that did not check its inputs
+		_ = t.st.realize()
+	}
 	_ = t.st.settle()
 	t.st.materialize(t.dt)
 	return device.View{Buf: t.st.buf, DType: t.dt, Offset: t.off, Shape: t.shape, Strides: t.strides}
@@ -506,6 +516,9 @@ func (t *Tensor) Retype(dt DType) error {
 		return fmt.Errorf("tensor: retype of %s to %v: a tensor that requires grad must stay floating-point", t.label(), dt)
 	}
 	if dt == t.dt {
+		return nil
+	}
+	if t.grad == nil && t.retypeLazy(dt) {
 		return nil
 	}
 	var grad *Tensor

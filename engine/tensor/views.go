@@ -89,7 +89,7 @@ func (t *Tensor) Reshape(shape ...int) *Tensor {
 
 // View is Reshape that refuses to copy (torch's Tensor.view).
 func (t *Tensor) View(shape ...int) *Tensor {
-	if _, bad := check("view", t); bad != nil {
+	if _, bad := checkView("view", t); bad != nil {
 		return bad
 	}
 	ns, bad := t.inferShape("view", shape)
@@ -114,7 +114,7 @@ func (t *Tensor) viewAs(op string, shape, strides []int) *Tensor {
 
 // Flatten merges dimensions start..end (inclusive, negative from the end).
 func (t *Tensor) Flatten(start, end int) *Tensor {
-	if _, bad := check("flatten", t); bad != nil {
+	if _, bad := checkView("flatten", t); bad != nil {
 		return bad
 	}
 	if len(t.shape) == 0 {
@@ -133,7 +133,7 @@ func (t *Tensor) Flatten(start, end int) *Tensor {
 
 // Transpose swaps two dimensions.
 func (t *Tensor) Transpose(dim0, dim1 int) *Tensor {
-	if _, bad := check("transpose", t); bad != nil {
+	if _, bad := checkView("transpose", t); bad != nil {
 		return bad
 	}
 	if len(t.shape) == 0 && (dim0 == 0 || dim0 == -1) && (dim1 == 0 || dim1 == -1) {
@@ -171,7 +171,7 @@ func (t *Tensor) MT() *Tensor { return t.Transpose(-2, -1) }
 
 // Permute reorders the dimensions.
 func (t *Tensor) Permute(dims ...int) *Tensor {
-	if _, bad := check("permute", t); bad != nil {
+	if _, bad := checkView("permute", t); bad != nil {
 		return bad
 	}
 	nd := len(t.shape)
@@ -203,7 +203,7 @@ func (t *Tensor) Permute(dims ...int) *Tensor {
 
 // Unsqueeze inserts a dimension of extent 1 at dim (in [-ndim-1, ndim]).
 func (t *Tensor) Unsqueeze(dim int) *Tensor {
-	if _, bad := check("unsqueeze", t); bad != nil {
+	if _, bad := checkView("unsqueeze", t); bad != nil {
 		return bad
 	}
 	d, ok := normDim(dim, len(t.shape)+1)
@@ -222,7 +222,7 @@ func (t *Tensor) Unsqueeze(dim int) *Tensor {
 // Squeeze removes the given dimensions if their extent is 1, or every
 // dimension of extent 1 when none are given.
 func (t *Tensor) Squeeze(dims ...int) *Tensor {
-	if _, bad := check("squeeze", t); bad != nil {
+	if _, bad := checkView("squeeze", t); bad != nil {
 		return bad
 	}
 	drop := make([]bool, len(t.shape))
@@ -254,7 +254,7 @@ func (t *Tensor) Squeeze(dims ...int) *Tensor {
 // Narrow returns length elements of dimension dim starting at start
 // (negative start counts from the end).
 func (t *Tensor) Narrow(dim, start, length int) *Tensor {
-	if _, bad := check("narrow", t); bad != nil {
+	if _, bad := checkView("narrow", t); bad != nil {
 		return bad
 	}
 	d, ok := normDim(dim, len(t.shape))
@@ -297,7 +297,7 @@ func embed(g *Tensor, shape []int, region func(*Tensor) *Tensor) *Tensor {
 // Select removes dimension dim, keeping index (negative counts from the
 // end).
 func (t *Tensor) Select(dim, index int) *Tensor {
-	if _, bad := check("select", t); bad != nil {
+	if _, bad := checkView("select", t); bad != nil {
 		return bad
 	}
 	d, ok := normDim(dim, len(t.shape))
@@ -327,7 +327,7 @@ func (t *Tensor) Select(dim, index int) *Tensor {
 // Expand broadcasts t to a larger shape without copying (-1 keeps an
 // extent); new dimensions are added in front.
 func (t *Tensor) Expand(shape ...int) *Tensor {
-	if _, bad := check("expand", t); bad != nil {
+	if _, bad := checkView("expand", t); bad != nil {
 		return bad
 	}
 	if len(shape) < len(t.shape) {
