@@ -167,7 +167,11 @@ func (f *flatLayout) attach(b *flatBucket) error {
 	sc := z.rt.OpenScope() // the views below
 	defer sc.Close()
 	dt := b.params[0].DType()
-	if z.opts.ParametersAsBucketView || z.opts.Stage == 3 {
+	if z.opts.Stage == 3 {
+		if err := f.shardBucket(b); err != nil {
+			return err
+		}
+	} else if z.opts.ParametersAsBucketView {
 		b.buf = z.rt.Zeros(dt, b.numel).Persist()
 		if err := b.buf.Err(); err != nil {
 			return err
@@ -182,11 +186,6 @@ func (f *flatLayout) attach(b *flatBucket) error {
 			if err != nil {
 				return fmt.Errorf("zero: parameters as bucket view: %w", err)
 			}
-		}
-	}
-	if z.opts.Stage == 3 {
-		if err := f.shardBucket(b); err != nil {
-			return err
 		}
 	}
 	if z.opts.Stage >= 2 {

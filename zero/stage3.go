@@ -169,16 +169,39 @@ func (f *flatLayout) addUnitBuckets(gi int) error {
 }
 
 // shardBucket keeps this rank's slice of a new bucket's parameters and
-// gives the bucket's memory back: from here on the parameters exist
-// between their unit's gathers and reshards.
+// makes the parameters views of a bucket without memory: from here on they
+// exist between their unit's gathers and reshards. The slice is copied
+// from each parameter's part in it, so that no rank ever holds the whole
+// bucket; a parameter built lazily (zero.init: tensor.Lazy) makes only
+// that part of its values.
 func (f *flatLayout) shardBucket(b *flatBucket) error {
 	z := f.z
-	me := z.pg.Rank()
-	b.shard = z.rt.Empty(b.buf.DType(), b.slice).Persist()
-	if err := b.shard.CopyFrom(b.buf.Narrow(0, me*b.slice, b.slice)); err != nil {
+	dt := b.params[0].DType()
+	b.shard = z.rt.Zeros(dt, b.slice).Persist() // the padding stays zero
+	if err := b.shard.Err(); err != nil {
 		return fmt.Errorf("zero: stage 3: %w", err)
 	}
-	return b.buf.FreeMemory(b.unit.why())
+	for _, pc := range b.pieces {
+		dst := b.shard.Narrow(0, pc.in, pc.n)
+		err := pc.param.CopyRangeTo(dst, pc.at)
+		dst.Release()
+		if err != nil {
+			return fmt.Errorf("zero: stage 3: %s: %w", paramLabel(pc.param, z.index[pc.param]), err)
+		}
+	}
+	b.buf = z.rt.Unallocated(dt, b.unit.why(), b.numel).Persist()
+	if err := b.buf.Err(); err != nil {
+		return err
+	}
+	for i, p := range b.params {
+		view := b.buf.Narrow(0, b.offsets[i], p.Numel())
+		err := p.SetData(view)
+		view.Release()
+		if err != nil {
+			return fmt.Errorf("zero: stage 3: %w", err)
+		}
+	}
+	return nil
 }
 
 func (u *Unit) why() string {

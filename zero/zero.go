@@ -19,6 +19,7 @@ package zero
 
 import (
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -507,13 +508,44 @@ func (z *Optimizer) syncParameters() error {
 	return waitAll(works, "sending updated parameters")
 }
 
-// broadcastFrom0 makes every rank's params rank 0's.
+// broadcastFrom0 makes every rank's params rank 0's. A parameter built
+// lazily (zero.init) has no values to send: its random initialisations
+// take rank 0's generator states instead, which makes the same values
+// without making them whole (the other steps, constant fills and copies,
+// are each rank's own: the same script makes them the same).
 func (z *Optimizer) broadcastFrom0(params []*tensor.Tensor) error {
 	var works []*dist.Work
+	var lazy []*tensor.Tensor
 	for _, p := range params {
+		if p.IsLazy() {
+			lazy = append(lazy, p)
+			continue
+		}
 		works = append(works, z.pg.Broadcast(p, 0))
 	}
-	return waitAll(works, "broadcasting the parameters from rank 0")
+	if err := waitAll(works, "broadcasting the parameters from rank 0"); err != nil || len(lazy) == 0 {
+		return err
+	}
+	var draws [][][]byte
+	for _, p := range lazy {
+		draws = append(draws, p.LazyDraws())
+	}
+	payload, err := json.Marshal(draws)
+	if err != nil {
+		return err
+	}
+	if payload, err = z.pg.BroadcastObject(payload, 0); err != nil {
+		return fmt.Errorf("zero: sending rank 0's initialisation of the lazily built parameters: %w", err)
+	}
+	if err := json.Unmarshal(payload, &draws); err != nil || len(draws) != len(lazy) {
+		return fmt.Errorf("zero: rank 0 built %d parameters lazily (zero.init) and rank %d %d: every rank must build the same model", len(draws), z.pg.Rank(), len(lazy))
+	}
+	for i, p := range lazy {
+		if err := p.SetLazyDraws(draws[i]); err != nil {
+			return fmt.Errorf("zero: %s differs from rank 0's: %w", paramLabel(p, z.index[p]), err)
+		}
+	}
+	return nil
 }
 
 func waitAll(works []*dist.Work, what string) error {

@@ -11,8 +11,15 @@
 //	DIR/latest                    "step-00000100"
 //	DIR/step-00000100/manifest.json
 //	DIR/step-00000100/model.safetensors
+//	DIR/step-00000100/model.rank-00001-of-00004.safetensors       ZeRO stage 3: each rank its slices
 //	DIR/step-00000100/optimizer.safetensors                 a plain optimizer (rank 0 writes it)
 //	DIR/step-00000100/optimizer.rank-00001-of-00004.safetensors   ZeRO: each rank its shard
+//
+// A module whose parameters ZeRO stage 3 shards (Module.Sharded) is saved
+// as each rank's slices of the flat buckets, with what reassembles them in
+// the file's "zeroeng.slices" metadata, and never gathered; its
+// model.safetensors is written only when asked (SaveOptions.Consolidated,
+// one tensor at a time through rank 0) or later by ExportModule.
 //
 // Saving is collective and atomic: the ranks write into a hidden temporary
 // folder, every file is synced, and only when every rank has succeeded does
@@ -21,8 +28,9 @@
 // moment leaves the previous checkpoint as it was and loadable. Loading
 // checks every file against the manifest before anything changes, and
 // reshards ZeRO's optimizer state when the world size or the partition
-// differs (each rank assembles the whole state from the shards and keeps
-// its part).
+// differs: each rank reads only the parts of the files that overlap its
+// own slices and state, through positioned reads whose blocks are checked
+// against the manifest's CRC-32C of each block.
 package checkpoint
 
 import (
@@ -40,6 +48,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/internal/safefile"
 	"github.com/zeroeng/zeroeng/zero"
 )
@@ -49,8 +58,11 @@ const (
 	ManifestName = "manifest.json"
 	LatestName   = "latest"
 	// Format and Version identify the manifest.
-	Format  = "zeroeng-checkpoint"
-	Version = 1
+	Format = "zeroeng-checkpoint"
+	// Version is the newest manifest this package reads; it writes
+	// version 1 unless a module was saved in slices (version 2), so that
+	// what an older zeroeng could read it still can.
+	Version = 2
 )
 
 // State is what one rank saves, or restores into.
@@ -73,6 +85,33 @@ type State struct {
 type Module struct {
 	Key     string
 	Tensors []nn.NamedTensor
+	// Sharded, when set, holds those of Tensors that ZeRO stage 3 shards
+	// (their memory exists only while their unit runs): each rank saves and
+	// loads its own slices of them, never the whole tensors.
+	Sharded ShardedParams
+}
+
+// ShardedParams is what holds parameters in flat buckets, one equal slice
+// per rank (a ZeRO stage-3 optimizer, *zero.Optimizer, implements it): the
+// checkpoint saves each rank's slices, and loads them back under any world
+// size, without gathering.
+type ShardedParams interface {
+	// ProcessGroup is the group the buckets are sharded over (the
+	// checkpoint's, every rank).
+	ProcessGroup() dist.ProcessGroup
+	// NumFlatBuckets and FlatBucket describe the buckets: bucket i's
+	// parameters, the element offset of each in the bucket, the bucket's
+	// padded length and this rank's slice [lo, hi) of it.
+	NumFlatBuckets() int
+	FlatBucket(i int) (params []*tensor.Tensor, offsets []int, numel, lo, hi int)
+	// ParamSlice is this rank's slice of bucket i (hi-lo elements); after
+	// writing it, a load calls SliceWritten(i).
+	ParamSlice(i int) (*tensor.Tensor, error)
+	SliceWritten(i int) error
+	// GatherParam returns elements [lo, hi) of the flattened parameter p
+	// on rank to (collective): how a consolidated file is written, one
+	// tensor at a time.
+	GatherParam(p *tensor.Tensor, lo, hi, to int) ([]byte, error)
 }
 
 // Optimizer is an optimizer under a key: an *optim.Optimizer or a
@@ -84,13 +123,17 @@ type Optimizer struct {
 
 // Manifest describes one saved step.
 type Manifest struct {
-	Format     string          `json:"format"`
-	Version    int             `json:"version"`
-	Step       int64           `json:"step"`
-	WorldSize  int             `json:"world_size"`
-	Time       string          `json:"time"`
-	Files      []FileInfo      `json:"files"`
-	Modules    []string        `json:"modules"`
+	Format    string     `json:"format"`
+	Version   int        `json:"version"`
+	Step      int64      `json:"step"`
+	WorldSize int        `json:"world_size"`
+	Time      string     `json:"time"`
+	Files     []FileInfo `json:"files"`
+	Modules   []string   `json:"modules"`
+	// Sharded are the modules saved as one file of slices per rank
+	// (version 2); a module may also be in Modules, when its consolidated
+	// file was written too.
+	Sharded    []ShardedInfo   `json:"sharded_modules,omitempty"`
 	Optimizers []OptimizerInfo `json:"optimizers"`
 	// RNG holds each rank's generator state.
 	RNG   [][]byte                   `json:"rng"`
@@ -102,6 +145,19 @@ type FileInfo struct {
 	Name   string `json:"name"`
 	Bytes  int64  `json:"bytes"`
 	CRC32C uint32 `json:"crc32c"`
+	// BlockBytes and BlockCRC32C are the CRC-32C of each BlockBytes-long
+	// block of the file (the last one shorter), as little-endian uint32s
+	// one after another: a read of part of the file checks the blocks it
+	// touches. Manifests written before them have none.
+	BlockBytes  int64  `json:"block_bytes,omitempty"`
+	BlockCRC32C []byte `json:"block_crc32c,omitempty"`
+}
+
+// ShardedInfo says how a module was saved in slices.
+type ShardedInfo struct {
+	Key string `json:"key"`
+	// Shards is the number of slice files, one per rank.
+	Shards int `json:"shards"`
 }
 
 // OptimizerInfo says how an optimizer's state was saved.
@@ -123,6 +179,13 @@ func shardName(key string, rank, shards int) string {
 	if shards == 1 {
 		return key + ".safetensors"
 	}
+	return fmt.Sprintf("%s.rank-%05d-of-%05d.safetensors", key, rank, shards)
+}
+
+// sliceName is the file of rank's slices of module key, one of shards
+// (named so even when there is one, as a module's consolidated file is
+// key.safetensors).
+func sliceName(key string, rank, shards int) string {
 	return fmt.Sprintf("%s.rank-%05d-of-%05d.safetensors", key, rank, shards)
 }
 
@@ -273,8 +336,8 @@ func parseManifest(b []byte, file string) (*Manifest, error) {
 	switch {
 	case m.Format != Format:
 		return nil, fmt.Errorf("checkpoint: %s: format %q, want %q", file, m.Format, Format)
-	case m.Version != Version:
-		return nil, fmt.Errorf("checkpoint: %s: version %d; this zeroeng reads version %d", file, m.Version, Version)
+	case m.Version < 1 || m.Version > Version:
+		return nil, fmt.Errorf("checkpoint: %s: version %d; this zeroeng reads versions 1 to %d", file, m.Version, Version)
 	case m.WorldSize < 1 || m.Step < 0:
 		return nil, fmt.Errorf("checkpoint: %s: world size %d, step %d", file, m.WorldSize, m.Step)
 	case len(m.RNG) != 0 && len(m.RNG) != m.WorldSize:
@@ -283,6 +346,9 @@ func parseManifest(b []byte, file string) (*Manifest, error) {
 	for _, f := range m.Files {
 		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name[0] == '.' || f.Bytes < 0 {
 			return nil, fmt.Errorf("checkpoint: %s: bad file entry %q", file, f.Name)
+		}
+		if err := f.checkBlocks(); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: file %s: %v", file, f.Name, err)
 		}
 	}
 	// The files the parts need, exactly: a load and checkpoint verify
@@ -299,6 +365,19 @@ func parseManifest(b []byte, file string) (*Manifest, error) {
 			return nil, err
 		}
 		need[k+".safetensors"] = fmt.Sprintf("module %q", k)
+	}
+	sharded := map[string]bool{}
+	for _, sm := range m.Sharded {
+		if err := part("module", sm.Key); err != nil {
+			return nil, err
+		}
+		if sharded[sm.Key] || sm.Shards != m.WorldSize {
+			return nil, fmt.Errorf("checkpoint: %s: module %q is in %d slice files for %d ranks (listed twice?)", file, sm.Key, sm.Shards, m.WorldSize)
+		}
+		sharded[sm.Key] = true
+		for r := range sm.Shards {
+			need[sliceName(sm.Key, r, sm.Shards)] = fmt.Sprintf("module %q", sm.Key)
+		}
 	}
 	for _, o := range m.Optimizers {
 		if err := part("optimizer", o.Key); err != nil {
@@ -327,6 +406,23 @@ func parseManifest(b []byte, file string) (*Manifest, error) {
 		}
 	}
 	return &m, nil
+}
+
+// maxBlockBytes bounds the block size a manifest may declare.
+const maxBlockBytes = 1 << 30
+
+// checkBlocks checks that the block CRCs, when present, cover the file.
+func (f FileInfo) checkBlocks() error {
+	switch {
+	case f.BlockBytes == 0 && len(f.BlockCRC32C) == 0:
+		return nil
+	case f.BlockBytes < 512 || f.BlockBytes > maxBlockBytes:
+		return fmt.Errorf("blocks of %d bytes", f.BlockBytes)
+	}
+	if want := 4 * ((f.Bytes + f.BlockBytes - 1) / f.BlockBytes); int64(len(f.BlockCRC32C)) != want {
+		return fmt.Errorf("%d bytes of block CRCs for %d bytes in blocks of %d (want %d)", len(f.BlockCRC32C), f.Bytes, f.BlockBytes, want)
+	}
+	return nil
 }
 
 // file returns the manifest's entry for name.

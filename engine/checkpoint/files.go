@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"bufio"
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -33,7 +35,7 @@ func writeFile(path string, fill func(io.Writer) error) (FileInfo, error) {
 	if err != nil {
 		return info, fmt.Errorf("checkpoint: %w", err)
 	}
-	sum := crc32.New(castagnoli)
+	sum := &blockSum{}
 	counter := &countingWriter{w: io.MultiWriter(f, sum), f: f}
 	bw := bufio.NewWriterSize(counter, 1<<20)
 	err = fill(bw)
@@ -49,8 +51,48 @@ func writeFile(path string, fill func(io.Writer) error) (FileInfo, error) {
 	if err != nil {
 		return info, fmt.Errorf("checkpoint: writing %s: %w", path, err)
 	}
-	info.Bytes, info.CRC32C = counter.n, sum.Sum32()
+	info.Bytes, info.CRC32C = counter.n, sum.total
+	info.BlockBytes, info.BlockCRC32C = BlockBytes, sum.blocks()
 	return info, nil
+}
+
+// BlockBytes is the size of the blocks whose CRC-32C the manifest holds
+// for each file (FileInfo.BlockCRC32C): a reshard reads parts of other
+// ranks' files and checks only the blocks it touches, at most two blocks
+// more than it needs per part.
+const BlockBytes = 64 << 10
+
+// blockSum computes a file's CRC-32C and its blocks' as it is written.
+type blockSum struct {
+	total uint32
+	cur   uint32 // the current block's
+	n     int64  // bytes in the current block
+	sums  []byte
+}
+
+func (b *blockSum) Write(p []byte) (int, error) {
+	b.total = crc32.Update(b.total, castagnoli, p)
+	n := len(p)
+	for len(p) > 0 {
+		k := int(min(int64(len(p)), BlockBytes-b.n))
+		b.cur = crc32.Update(b.cur, castagnoli, p[:k])
+		b.n += int64(k)
+		p = p[k:]
+		if b.n == BlockBytes {
+			b.sums = binary.LittleEndian.AppendUint32(b.sums, b.cur)
+			b.cur, b.n = 0, 0
+		}
+	}
+	return n, nil
+}
+
+// blocks returns the blocks' CRCs, the last partial block's included.
+func (b *blockSum) blocks() []byte {
+	out := b.sums
+	if b.n > 0 {
+		out = binary.LittleEndian.AppendUint32(out, b.cur)
+	}
+	return out
 }
 
 // countingWriter counts what goes to the file and starts its writeback
@@ -100,24 +142,52 @@ func readFileChecked(dir string, m *Manifest, name string) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
 	}
 	b := make([]byte, want.Bytes)
-	sum := crc32.New(castagnoli)
-	if _, err := io.ReadFull(io.TeeReader(f, sum), b); err != nil {
+	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
 	}
-	if got := sum.Sum32(); got != want.CRC32C {
-		return nil, fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", path, got, want.CRC32C)
+	if err := checkSums(path, want, b); err != nil {
+		return nil, err
 	}
 	return b, nil
+}
+
+// checkSums checks a whole file's bytes against the manifest's CRC-32C,
+// and its blocks' when the manifest has them.
+func checkSums(path string, want FileInfo, b []byte) error {
+	var got blockSum
+	if want.BlockBytes == 0 || want.BlockBytes == BlockBytes {
+		got.Write(b) // both at once
+	} else {
+		got.total = crc32.Checksum(b, castagnoli)
+	}
+	if got.total != want.CRC32C {
+		return fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", path, got.total, want.CRC32C)
+	}
+	if want.BlockBytes == 0 {
+		return nil
+	}
+	sums := got.blocks()
+	if want.BlockBytes != BlockBytes {
+		sums = nil
+		for at := int64(0); at < int64(len(b)); at += want.BlockBytes {
+			sums = binary.LittleEndian.AppendUint32(sums, crc32.Checksum(b[at:min(at+want.BlockBytes, int64(len(b)))], castagnoli))
+		}
+	}
+	if !bytes.Equal(sums, want.BlockCRC32C) {
+		return fmt.Errorf("checkpoint: %s: the manifest's block CRCs do not match the file (whose CRC-32C does): the manifest is corrupted", path)
+	}
+	return nil
 }
 
 // reader reads the files of one checkpoint, several at once: read
 // starts reading (and checking) files in the background, get waits for
 // one, starting it if need be.
 type reader struct {
-	dir   string
-	m     *Manifest
-	mu    sync.Mutex
-	reads map[string]*fileRead
+	dir    string
+	m      *Manifest
+	mu     sync.Mutex
+	reads  map[string]*fileRead
+	ranges map[string]*rangeFile // files read in parts (open)
 }
 
 type fileRead struct {
@@ -144,6 +214,34 @@ func (r *reader) read(names ...string) {
 			close(fr.done)
 		}()
 	}
+}
+
+// open opens a file for checked reads of its parts (once).
+func (r *reader) open(name string) (*rangeFile, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f := r.ranges[name]; f != nil {
+		return f, nil
+	}
+	f, err := openRange(r.dir, r.m, name)
+	if err != nil {
+		return nil, err
+	}
+	if r.ranges == nil {
+		r.ranges = map[string]*rangeFile{}
+	}
+	r.ranges[name] = f
+	return f, nil
+}
+
+// close closes the files open for reads of parts.
+func (r *reader) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, f := range r.ranges {
+		f.Close()
+	}
+	r.ranges = nil
 }
 
 func (r *reader) get(name string) ([]byte, error) {

@@ -1,11 +1,13 @@
 package checkpoint
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/zero"
 )
 
@@ -77,6 +79,74 @@ func FuzzParseOptimizer(f *testing.F) {
 		defer asm.Release()
 		if err := asm.Add("fuzz", chunks); err == nil {
 			asm.Complete()
+		}
+	})
+}
+
+// FuzzParseSlices: any slice file gives metadata whose buckets and
+// parameters fit its tensors, or an error, never a panic.
+func FuzzParseSlices(f *testing.F) {
+	path := savedSlices(f)
+	for _, name := range []string{"model.rank-00000-of-00002.safetensors", "model.rank-00001-of-00002.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(path, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := safetensors.ReadHeader(bytes.NewReader(data), int64(len(data)), "fuzz")
+		if err != nil {
+			return
+		}
+		meta, err := parseSlices(h, "fuzz")
+		if err != nil {
+			return
+		}
+		for _, b := range meta.Buckets {
+			st, _ := h.Get(b.Tensor)
+			if b.Lo < 0 || b.Hi > b.Numel || st.End-st.Begin != int64(b.Hi-b.Lo)*int64(st.DType.Size()) {
+				t.Fatalf("accepted the bucket %+v over tensor %+v", b, st)
+			}
+			for _, p := range b.Params {
+				n, ok := elems(p.Shape)
+				if !ok || p.Offset < 0 || p.Offset+n > b.Numel {
+					t.Fatalf("accepted the parameter %+v in a bucket of %d", p, b.Numel)
+				}
+			}
+		}
+	})
+}
+
+// FuzzOptimizerLayout: any optimizer file's header gives chunks whose
+// entries fit the optimizer's parameters, or an error.
+func FuzzOptimizerLayout(f *testing.F) {
+	path := savedFiles(f)
+	for _, name := range []string{"optimizer.rank-00000-of-00002.safetensors", "optimizer.rank-00001-of-00002.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(path, name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	var rs *rankState
+	onRanks(1, func(rank int, pg dist.ProcessGroup) error {
+		rs = job{}.newRank(f, layout{ranks: 1}, pg, 0)
+		return nil
+	})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := safetensors.ReadHeader(bytes.NewReader(data), int64(len(data)), "fuzz")
+		if err != nil {
+			return
+		}
+		_, chunks, _, err := optimizerLayout(h, &rangeFile{path: "fuzz"}, rs.params)
+		if err != nil {
+			return
+		}
+		for _, c := range chunks {
+			if c.n >= 0 && (c.at < 0 || len(c.names) != len(c.offsets)) {
+				t.Fatalf("accepted the chunk %+v", c)
+			}
 		}
 	})
 }

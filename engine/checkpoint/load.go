@@ -24,10 +24,12 @@ import (
 // names, shapes) before anything changes, and every rank returns the same
 // error when any rank fails.
 //
-// Under the world size it was saved with, each rank reads only its own
-// ZeRO shard; under another, or another partition, each rank assembles
-// the whole optimizer state from every shard and keeps its part. The
-// generator states are restored only under the same world size.
+// Under the world size and layout it was saved with, each rank reads only
+// its own ZeRO shard and its own slices of a sharded module; under
+// another, each rank reads the parts of the files that overlap what it
+// keeps (a plain optimizer or module, which keeps everything, reads
+// everything). The generator states are restored only under the same
+// world size.
 func Restore(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, st *State) (*Manifest, string, error) {
 	var path string
 	var err error
@@ -148,9 +150,10 @@ func restoreFrom(pg dist.ProcessGroup, rt *tensor.Runtime, path string, st *Stat
 // pending is what read found, ready to apply.
 type pending struct {
 	path    string
-	modules []map[string]*tensor.Tensor // by st.Modules index
-	shards  []*shardLoad                // by st.Optimizers index
-	full    []*optim.StateDict          // by st.Optimizers index, when not shards
+	rd      *reader
+	modules []*moduleLoad      // by st.Modules index
+	shards  []*shardLoad       // by st.Optimizers index
+	full    []*optim.StateDict // by st.Optimizers index, when not shards
 }
 
 // shardLoad is a rank's own ZeRO shard, loaded without communication.
@@ -165,7 +168,12 @@ func (p *pending) release() {
 		return
 	}
 	for _, m := range p.modules {
-		releaseAll(m)
+		if m != nil {
+			releaseAll(m.tensors)
+		}
+	}
+	if p.rd != nil {
+		p.rd.close()
 	}
 	for _, sd := range p.full {
 		if sd == nil {
@@ -188,15 +196,28 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 		}
 	}()
 	rd := newReader(path, m)
+	p.rd = rd
 	for _, mod := range st.Modules {
-		rd.read(mod.Key + ".safetensors")
+		if mod.Sharded == nil && slices.Contains(m.Modules, mod.Key) {
+			rd.read(mod.Key + ".safetensors")
+		}
 	}
 	for _, mod := range st.Modules {
-		if !slices.Contains(m.Modules, mod.Key) {
-			return nil, fmt.Errorf("checkpoint: %s has no module %q (it has %s)", path, mod.Key, keyList(m.Modules))
+		var ml *moduleLoad
+		var err error
+		info, sliced := m.sharded(mod.Key)
+		switch {
+		case mod.Sharded != nil:
+			ml, err = readIntoSlices(rd, pg, m, mod)
+		case slices.Contains(m.Modules, mod.Key):
+			ml = &moduleLoad{}
+			ml.tensors, err = readModule(rt, rd, mod.Key)
+		case sliced:
+			ml, err = readFromSlices(rd, pg, m, mod, info)
+		default:
+			err = fmt.Errorf("checkpoint: %s has no module %q (it has %s)", path, mod.Key, keyList(m.moduleKeys()))
 		}
-		ts, err := readModule(rt, rd, mod.Key)
-		p.modules = append(p.modules, ts)
+		p.modules = append(p.modules, ml)
 		if err != nil {
 			return nil, err
 		}
@@ -216,6 +237,11 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 		if ownShard(o, infos[i], pg) {
 			rd.read(shardName(o.Key, pg.Rank(), infos[i].Shards))
 			continue
+		}
+		if params, err := optimizerParams(o); err == nil {
+			if _, ok := ownPieces(o.Opt, params, pg.Rank()); ok {
+				continue // read in parts below
+			}
 		}
 		for s := 0; s < infos[i].Shards; s++ {
 			rd.read(shardName(o.Key, s, infos[i].Shards))
@@ -237,8 +263,17 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 				p.shards[i] = &shardLoad{file: file, meta: meta, chunks: chunks}
 				continue
 			}
-			// Other buckets (another bucketCapMB): through the whole state.
+			// Other buckets (another bucketCapMB): the parts below.
 		}
+		if pieces, ok := ownPieces(o.Opt, params, pg.Rank()); ok {
+			// A sharded optimizer under another layout: the parts of the
+			// saved chunks that overlap this rank's own.
+			if p.shards[i], err = readOverlap(rd, info, params, pieces); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// A plain optimizer, which keeps the whole state.
 		if p.full[i], err = assemble(rt, rd, info, params); err != nil {
 			return nil, err
 		}
@@ -303,7 +338,14 @@ func assemble(rt *tensor.Runtime, rd *reader, info *OptimizerInfo, params []*ten
 // apply copies what read found into the rank's model and optimizers.
 func (p *pending) apply(st *State) error {
 	for i, mod := range st.Modules {
-		if _, _, err := nn.CopyStateDict(mod.Tensors, p.modules[i], true); err != nil {
+		ml := p.modules[i]
+		if ml.tensors == nil {
+			if err := ml.apply(mod); err != nil {
+				return fmt.Errorf("checkpoint: %s: module %q: %w", p.path, mod.Key, err)
+			}
+			continue
+		}
+		if _, _, err := nn.CopyStateDict(mod.Tensors, ml.tensors, true); err != nil {
 			return fmt.Errorf("checkpoint: %s: error(s) in loading %q:\n\t%w", filepath.Join(p.path, mod.Key+".safetensors"), mod.Key, err)
 		}
 	}
@@ -358,6 +400,18 @@ func Verify(path string) (*Manifest, error) {
 		}
 		if _, err := safetensors.Parse(b); err != nil {
 			return nil, damaged(fmt.Errorf("checkpoint: %s: %w", filepath.Join(path, f.Name), err))
+		}
+	}
+	for _, sm := range m.Sharded {
+		for r := range sm.Shards {
+			name := sliceName(sm.Key, r, sm.Shards)
+			b, err := rd.get(name)
+			if err != nil {
+				return nil, err
+			}
+			if err := checkSliceFile(b, filepath.Join(path, name)); err != nil {
+				return nil, damaged(err)
+			}
 		}
 	}
 	return m, nil

@@ -19,6 +19,11 @@ type SaveOptions struct {
 	// Keep is how many checkpoints stay under the directory, the new one
 	// included; older ones are removed after it is in place. 0 keeps all.
 	Keep int
+	// Consolidated also writes <key>.safetensors, the file PyTorch loads,
+	// for the modules saved in slices (Module.Sharded): rank 0 writes it
+	// one tensor at a time, every rank sending it its part of each. Other
+	// modules always have theirs.
+	Consolidated bool
 }
 
 // rankReport is what each rank tells rank 0 after writing its files.
@@ -52,7 +57,7 @@ func Save(pg dist.ProcessGroup, dir string, step int64, st *State, opts SaveOpti
 	}
 
 	report := rankReport{RNG: st.RNG}
-	files, infos, err := writeRank(tmp, rank, world, st)
+	files, infos, err := writeRank(pg, tmp, st, opts)
 	report.Files = files
 	if err != nil {
 		report.Err = err.Error()
@@ -102,17 +107,60 @@ func prepare(dir, tmp string) error {
 }
 
 // writeRank writes this rank's files into tmp: on rank 0 the modules and
-// the plain optimizers, on every rank its ZeRO shards. It also returns
-// what rank 0 records of the optimizers. The files are written
-// concurrently, so that one file's sync to disk overlaps the writing of
-// the next.
-func writeRank(tmp string, rank, world int, st *State) ([]FileInfo, []OptimizerInfo, error) {
+// the plain optimizers, on every rank its ZeRO shards and its slices of
+// the sharded modules. It also returns what rank 0 records of the
+// optimizers. The files are written concurrently, so that one file's sync
+// to disk overlaps the writing of the next; the consolidated files of
+// sharded modules, which take collectives, first, on the rank's goroutine.
+func writeRank(pg dist.ProcessGroup, tmp string, st *State, opts SaveOptions) ([]FileInfo, []OptimizerInfo, error) {
+	rank, world := pg.Rank(), pg.Size()
 	if err := st.checkKeys(); err != nil {
 		return nil, nil, err
 	}
+	var files []FileInfo
 	var writers []func() (FileInfo, error)
-	if rank == 0 {
-		for _, m := range st.Modules {
+	layouts := make([]*moduleLayout, len(st.Modules))
+	var lerr error
+	sharded := false
+	for i, m := range st.Modules {
+		if m.Sharded == nil {
+			continue
+		}
+		sharded = true
+		if layouts[i], lerr = layoutOf(m, world); lerr != nil {
+			break
+		}
+	}
+	if sharded && opts.Consolidated {
+		// Every rank takes part in every gather, or none does.
+		if err := agree(pg, lerr); err != nil {
+			return nil, nil, err
+		}
+		for i, m := range st.Modules {
+			if m.Sharded == nil {
+				continue
+			}
+			fi, err := writeConsolidated(pg, filepath.Join(tmp, m.Key+".safetensors"), m, layouts[i])
+			if err != nil {
+				return nil, nil, err
+			}
+			if rank == 0 {
+				files = append(files, fi)
+			}
+		}
+	} else if lerr != nil {
+		return nil, nil, lerr
+	}
+	for i, m := range st.Modules {
+		if m.Sharded != nil {
+			w, err := sliceWriter(filepath.Join(tmp, sliceName(m.Key, rank, world)), m, layouts[i], rank, world)
+			if err != nil {
+				return nil, nil, err
+			}
+			writers = append(writers, w)
+			continue
+		}
+		if rank == 0 {
 			writers = append(writers, func() (FileInfo, error) {
 				return writeModule(filepath.Join(tmp, m.Key+".safetensors"), m.Tensors)
 			})
@@ -132,24 +180,30 @@ func writeRank(tmp string, rank, world int, st *State) ([]FileInfo, []OptimizerI
 			return writeOptimizer(filepath.Join(tmp, shardName(o.Key, rank, info.Shards)), o.Opt)
 		})
 	}
-	files := make([]FileInfo, len(writers))
+	written := make([]FileInfo, len(writers))
 	errs := make([]error, len(writers))
 	var wg sync.WaitGroup
 	for i, w := range writers {
-		wg.Go(func() { files[i], errs[i] = w() })
+		wg.Go(func() { written[i], errs[i] = w() })
 	}
 	wg.Wait()
-	return files, infos, errors.Join(errs...)
+	return append(files, written...), infos, errors.Join(errs...)
 }
 
 // commit runs on rank 0 once every rank has reported: with no failure it
 // writes the manifest, renames the folder into place, points latest at it
 // and removes the checkpoints beyond opts.Keep.
 func commit(dir, tmp, final string, step int64, world int, st *State, infos []OptimizerInfo, reports [][]byte, opts SaveOptions) error {
-	m := Manifest{Format: Format, Version: Version, Step: step, WorldSize: world, Time: now(),
+	m := Manifest{Format: Format, Version: 1, Step: step, WorldSize: world, Time: now(),
 		Optimizers: infos, State: st.JSON, RNG: make([][]byte, world)}
 	for _, mod := range st.Modules {
-		m.Modules = append(m.Modules, mod.Key)
+		if mod.Sharded == nil || opts.Consolidated {
+			m.Modules = append(m.Modules, mod.Key)
+		}
+		if mod.Sharded != nil {
+			m.Sharded = append(m.Sharded, ShardedInfo{Key: mod.Key, Shards: world})
+			m.Version = 2
+		}
 	}
 	for r, payload := range reports {
 		var rep rankReport
