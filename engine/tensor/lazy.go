@@ -39,7 +39,17 @@ const (
 	lazyCopy                   // CopyFrom
 	lazyMul                    // MulScalarInPlace
 	lazyDiv                    // DivScalarInPlace
+	lazySource                 // LazyFrom
 )
+
+// A LazySource supplies a lazy tensor's values on demand (LazyFrom): a
+// tensor in a file, read only where a rank needs it.
+type LazySource interface {
+	// ReadElements fills dst with the bytes of elements [lo, lo+k) of the
+	// values, k being len(dst) over the element size, in the host's byte
+	// order.
+	ReadElements(dst []byte, lo int) error
+}
 
 // lazyStep is one recorded initialisation of elements [off, off+n).
 type lazyStep struct {
@@ -52,10 +62,11 @@ type lazyStep struct {
 	// their version when copied, which must not change before they are read.
 	src        *Tensor
 	srcVersion uint32
+	source     LazySource // lazySource
 }
 
 // overwrites reports whether the step sets its elements whatever they were.
-func (s *lazyStep) overwrites() bool { return s.kind <= lazyCopy }
+func (s *lazyStep) overwrites() bool { return s.kind <= lazyCopy || s.kind == lazySource }
 
 // Lazy returns a tensor of dt and shape that has no memory yet: the
 // in-place initialisations applied to it (FillRandom, Fill, Zero, CopyFrom,
@@ -75,6 +86,18 @@ func (rt *Runtime) Lazy(dt DType, shape ...int) *Tensor {
 	st := &storage{rt: rt, lazy: &lazyInit{dt: dt, numel: n}}
 	st.refs.Store(1)
 	return rt.wrap(st, dt, 0, append([]int(nil), shape...), device.ContiguousStrides(shape))
+}
+
+// LazyFrom returns a lazy tensor (Lazy) whose values are src's: a slice
+// of them, or all at first use, is read when needed. A file's tensors are
+// made this way where a model is built lazily (zero.init), so that each
+// rank reads only its slices of them.
+func (rt *Runtime) LazyFrom(dt DType, src LazySource, shape ...int) *Tensor {
+	t := rt.Lazy(dt, shape...)
+	if t.err == nil {
+		t.st.lazy.steps = []lazyStep{{kind: lazySource, n: t.Numel(), source: src}}
+	}
+	return t
 }
 
 // Unallocated returns a tensor of dt and shape whose memory is given back
@@ -142,12 +165,7 @@ func (t *Tensor) recordCopy(src *Tensor) (ok bool, err error) {
 	if !ok || src.err != nil || src.released.Load() || src.Numel() != t.Numel() || !src.IsContiguous() || src.rt != t.rt {
 		return false, nil
 	}
-	if src.IsLazy() { // its values first, so that the step reads memory
-		if err := src.st.realize(); err != nil {
-			return true, err
-		}
-	}
-	if _, bad := check("copy_", src); bad != nil {
+	if _, bad := checkView("copy_", src); bad != nil { // a lazy source stays lazy: the step reads its range
 		return true, bad.err
 	}
 	flat := src.ref()
@@ -228,6 +246,7 @@ func (t *Tensor) CopyRangeTo(dst *Tensor, lo int) error {
 		return errf(op, "elements [%d, %d) of %d", lo, lo+m, t.Numel())
 	}
 	if lz, off, ok := t.lazyRange(); ok {
+		dst.st.version.Add(1)
 		flat := dst.alias(dst.off, []int{m}, []int{1})
 		defer flat.Release()
 		return lz.write(flat, off+lo)
@@ -322,9 +341,22 @@ func (s *lazyStep) apply(part *Tensor, at int) error {
 		if s.src.st.version.Load() != s.srcVersion {
 			return fmt.Errorf("tensor: the tensor copied into a lazily built tensor was changed before the copy's values were made (copy what must not change, or make the values first)")
 		}
+		if s.src.IsLazy() || s.src.st.buf == nil {
+			tmp, err := part.rt.empty(s.src.dt, []int{part.Numel()})
+			if err != nil {
+				return err
+			}
+			defer tmp.Release()
+			if err := s.src.CopyRangeTo(tmp, at); err != nil {
+				return err
+			}
+			return part.CopyFrom(tmp)
+		}
 		src := s.src.alias(s.src.off+at, []int{part.Numel()}, []int{1})
 		defer src.Release()
 		return part.CopyFrom(src)
+	case lazySource:
+		return readSource(part, s.source, at)
 	case lazyMul:
 		return part.MulScalarInPlace(s.value)
 	case lazyDiv:
@@ -379,6 +411,32 @@ func (t *Tensor) SetLazyDraws(states [][]byte) error {
 			break
 		}
 		lz = lz.from.lazy
+	}
+	return nil
+}
+
+// readSource reads elements [at, at+dst.Numel()) of src into dst: straight
+// into host memory, or through a bounded host buffer.
+func readSource(dst *Tensor, src LazySource, at int) error {
+	if b, ok := HostBytes(dst); ok {
+		return src.ReadElements(b, at)
+	}
+	size := dst.dt.Size()
+	chunk := max(1, (1<<20)/size)
+	buf := make([]byte, min(chunk, dst.Numel())*size)
+	for i := 0; i < dst.Numel(); i += chunk {
+		k := min(chunk, dst.Numel()-i)
+		if err := src.ReadElements(buf[:k*size], at+i); err != nil {
+			return err
+		}
+		piece := dst.rt.FromHostMemory(dst.dt, buf[:k*size], k)
+		part := dst.alias(dst.off+i, []int{k}, []int{1})
+		err := part.CopyFrom(piece)
+		part.Release()
+		piece.Release()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
