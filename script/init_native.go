@@ -1,20 +1,49 @@
 package script
 
 import (
-	"math"
+	"fmt"
+	"strings"
 
 	"github.com/dop251/goja"
 
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
-// truncNormalInit is nn.init.truncNormal_'s draw (torch.nn.init.trunc_normal_):
-// a uniform draw between the CDF's values at the bounds, mapped through the
+// The random initialisers of nn.init write into the tensor's own memory
+// (tensor.FillRandom), drawing from the rank's generator exactly as
+// PyTorch 1.13's tensor.normal_(mean, std), tensor.uniform_(a, b) and
+// nn.init.trunc_normal_ do, without a temporary of the tensor's size: a
+// model whose parameters fill a rank's --max-memory can be initialised.
+
+// normalInit is nn.init.normal_(t, mean, std): t.normal_(mean, std), the
+// normal kernel with mean and std inside it (not randn()*std+mean, which
+// rounds differently).
+func (r *Runtime) normalInit(call goja.FunctionCall) goja.Value {
+	const fn = "nn.init.normal_"
+	t := r.unwrap(fn, "tensor", call.Argument(0))
+	mean := r.numberValue(fn, "mean", call.Argument(1))
+	std := r.numberValue(fn, "std", call.Argument(2))
+	r.fillRandom(fn, t, tensor.Normal(mean, std))
+	return goja.Undefined()
+}
+
+// uniformInit is nn.init.uniform_(t, a, b): t.uniform_(a, b), each sample
+// x·(b−a)+a in one fused multiply-add of the tensor's type.
+func (r *Runtime) uniformInit(call goja.FunctionCall) goja.Value {
+	const fn = "nn.init.uniform_"
+	t := r.unwrap(fn, "tensor", call.Argument(0))
+	a := r.numberValue(fn, "a", call.Argument(1))
+	b := r.numberValue(fn, "b", call.Argument(2))
+	r.fillRandom(fn, t, tensor.Uniform(a, b))
+	return goja.Undefined()
+}
+
+// truncNormalInit is nn.init.truncNormal_ (torch.nn.init.trunc_normal_): a
+// uniform_ draw between the CDF's values at the bounds, mapped through the
 // inverse CDF (erfinv), scaled, shifted and clamped, each step rounded as
-// PyTorch rounds it in the tensor's type. The uniform draw is uniform_'s,
-// from the rank's generator, so the values are PyTorch's for the same seed
-// (erfinv is computed in float64 and rounded, within an ulp of PyTorch's
-// float32 erfinv). The mapping runs on the host: an initialiser runs once.
+// PyTorch rounds it in the tensor's type (tensor.TruncNormal; erfinv is
+// computed in float64 and rounded, within an ulp of PyTorch's float32
+// erfinv).
 func (r *Runtime) truncNormalInit(call goja.FunctionCall) goja.Value {
 	const fn = "nn.init.truncNormal_"
 	t := r.unwrap(fn, "tensor", call.Argument(0))
@@ -30,25 +59,15 @@ func (r *Runtime) truncNormalInit(call goja.FunctionCall) goja.Value {
 	case !(a < b):
 		r.throwf("%s: the bounds must have a < b, got a=%v, b=%v", fn, a, b)
 	}
-	cdf := func(x float64) float64 { return (1 + math.Erf(x/math.Sqrt2)) / 2 }
-	lo, hi := 2*cdf((a-mean)/std)-1, 2*cdf((b-mean)/std)-1
-	u, err := r.rt.Rand(t.DType(), t.Shape()...).MulScalar(hi - lo).AddScalar(lo).Float64s()
-	if err != nil {
-		r.throw(err)
-	}
-	round := func(v float64) float64 { return float64(float32(v)) } // float32 and the half types' float32 opmath
-	if t.DType() == tensor.Float64 {
-		round = func(v float64) float64 { return v }
-	}
-	scale, shift, fa, fb := round(std*math.Sqrt2), round(mean), round(a), round(b)
-	for i, v := range u {
-		x := round(math.Erfinv(v))
-		x = round(x * scale)
-		x = round(x + shift)
-		u[i] = math.Min(math.Max(x, fa), fb)
-	}
-	if err := t.CopyFrom(r.rt.FromValues(t.DType(), u, t.Shape()...)); err != nil {
-		r.throw(err)
-	}
+	r.fillRandom(fn, t, tensor.TruncNormal(mean, std, a, b))
 	return goja.Undefined()
+}
+
+// fillRandom fills t in place from the rank's generator, or throws the
+// failure as fn's.
+func (r *Runtime) fillRandom(fn string, t *tensor.Tensor, f tensor.RandomFill) {
+	if err := t.FillRandom(r.rt.Generator(), f); err != nil {
+		msg := strings.TrimPrefix(err.Error(), "tensor: "+f.String()+": ")
+		r.throw(fmt.Errorf("%s: %s", fn, msg))
+	}
 }

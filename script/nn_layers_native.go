@@ -10,7 +10,6 @@ import (
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/nn/functional"
-	"github.com/zeroeng/zeroeng/engine/rand"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -166,21 +165,11 @@ func (r *Runtime) nativeLayers(native, F *goja.Object) {
 		if err := tensor.CheckShape(dtype.Float32, shape...); err != nil {
 			r.throwRangef("%s: weight of shape %v: %v", fn, shape, err)
 		}
-		out, fanIn := shape[0], 1
+		fanIn := 1
 		for _, d := range shape[1:] {
 			fanIn *= d
 		}
-		w := make([]float32, out*fanIn)
-		var b []float32
-		if boolArg(call, 2, true) {
-			b = make([]float32, out)
-		}
-		rand.LinearInit(r.rt.Generator(), w, b, fanIn, out)
-		wt := r.wrap(r.rt.FromFloat32s(w, shape...))
-		if b == nil {
-			return r.vm.NewArray(wt, goja.Null())
-		}
-		return r.vm.NewArray(wt, r.wrap(r.rt.FromFloat32s(b, out)))
+		return r.linearParams(fn, shape, fanIn, boolArg(call, 2, true))
 	})
 
 	// xavierUniform(t): torch.nn.init.xavier_uniform_(t) in place with the

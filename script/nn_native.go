@@ -1,6 +1,7 @@
 package script
 
 import (
+	"fmt"
 	"math"
 	"strings"
 
@@ -141,17 +142,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		if err := tensor.CheckShape(dtype.Float32, out, in); err != nil {
 			r.throwf("%s(%d, %d): %v", fn, in, out, err)
 		}
-		w := make([]float32, in*out)
-		var b []float32
-		if bias {
-			b = make([]float32, out)
-		}
-		rand.LinearInit(r.rt.Generator(), w, b, in, out)
-		wt := r.wrap(r.rt.FromFloat32s(w, out, in))
-		if !bias {
-			return r.vm.NewArray(wt, goja.Null())
-		}
-		return r.vm.NewArray(wt, r.wrap(r.rt.FromFloat32s(b, out)))
+		return r.linearParams(fn, []int{out, in}, in, bias)
 	})
 	r.fn(native, "embeddingInit", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.Embedding"
@@ -159,13 +150,25 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		if err := tensor.CheckShape(dtype.Float32, num, dim); err != nil {
 			r.throwf("%s(%d, %d): %v", fn, num, dim, err)
 		}
-		w := make([]float32, num*dim)
-		rand.EmbeddingInit(r.rt.Generator(), w, num, dim)
+		// Embedding.reset_parameters: normal_(0, 1) over the whole weight
+		// (rand.EmbeddingInit), in the tensor's memory; then the padding
+		// row is zeroed.
+		w := r.rt.Empty(dtype.Float32, num, dim)
+		if err := w.FillRandom(r.rt.Generator(), tensor.Normal(0, 1)); err != nil {
+			w.Release()
+			r.throw(fmt.Errorf("%s(%d, %d): %w", fn, num, dim, err))
+		}
 		if v := call.Argument(2); !isMissing(v) {
 			pad := r.paddingIdx(fn, v, num)
-			clear(w[pad*dim : (pad+1)*dim])
+			row := w.Narrow(0, pad, 1)
+			err := row.Zero()
+			row.Release()
+			if err != nil {
+				w.Release()
+				r.throw(err)
+			}
 		}
-		return r.wrap(r.rt.FromFloat32s(w, num, dim))
+		return r.wrap(w)
 	})
 	r.method(native, "parameter", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.Parameter"
@@ -205,6 +208,8 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	})
 	r.fn(native, "loadStateDict", r.loadStateDict)
 	r.fn(native, "checkpoint", r.activationCheckpoint)
+	r.fn(native, "normalInit", r.normalInit)
+	r.fn(native, "uniformInit", r.uniformInit)
 	r.fn(native, "truncNormal", r.truncNormalInit)
 	r.fn(native, "moduleTo", r.moduleTo)
 	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {
@@ -363,4 +368,30 @@ func toAny(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// linearParams returns [weight, bias] (bias null when !bias) of a layer
+// with PyTorch's default initialisation (nn.Linear's reset_parameters,
+// which _ConvNd's repeats): weight of shape shape, uniform_(-w, w), then
+// bias of shape[0] elements, uniform_(-b, b), with (w, b) =
+// rand.LinearBounds(fanIn), drawn into the tensors' own memory (the draws
+// of rand.LinearInit).
+func (r *Runtime) linearParams(fn string, shape []int, fanIn int, bias bool) goja.Value {
+	g := r.rt.Generator()
+	wb, bb := rand.LinearBounds(fanIn)
+	w := r.rt.Empty(dtype.Float32, shape...)
+	if err := w.FillRandom(g, tensor.Uniform(-wb, wb)); err != nil {
+		w.Release()
+		r.throw(fmt.Errorf("%s: weight of shape %v: %w", fn, shape, err))
+	}
+	wt := r.wrap(w)
+	if !bias {
+		return r.vm.NewArray(wt, goja.Null())
+	}
+	b := r.rt.Empty(dtype.Float32, shape[0])
+	if err := b.FillRandom(g, tensor.Uniform(-bb, bb)); err != nil {
+		b.Release()
+		r.throw(fmt.Errorf("%s: bias of %d elements: %w", fn, shape[0], err))
+	}
+	return r.vm.NewArray(wt, r.wrap(b))
 }

@@ -1,8 +1,10 @@
 package tensor
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
@@ -270,7 +272,7 @@ func (f RandomFill) String() string {
 func (f RandomFill) stream(g *Generator, wide bool, n int) (s *rand.Stream, err error) {
 	defer func() {
 		if r := recover(); r != nil { // the generator rejects invalid bounds
-			s, err = nil, fmt.Errorf("%v", r)
+			s, err = nil, errors.New(strings.TrimPrefix(fmt.Sprint(r), "rand: "))
 		}
 	}()
 	switch f.dist {
