@@ -37,24 +37,27 @@ func (s *StopRequest) Requested() bool { return s != nil && s.requested.Load() }
 
 // checkpointModule is require("zeroeng").checkpoint:
 //
-//	checkpoint.save(dir, step, state, { keep })   → the checkpoint's folder
+//	checkpoint.save(dir, step, state, { keep, consolidated })   → the checkpoint's folder
 //	checkpoint.load(dir, state)                   → { step, path, worldSize } or null
 //	checkpoint.latest(dir)                        → the newest checkpoint's folder or null
-//	checkpoint.Manager(dir, { state, every, keep }) → load(), save(step, { force }), stopRequested
+//	checkpoint.Manager(dir, { state, every, keep, consolidated }) → load(), save(step, { force }), stopRequested
 //
 // state maps names to what is saved: modules (model.safetensors, with
-// their stateDict names), optimizers (plain, or ZeRO with one shard per
-// rank), objects with stateDict()/loadStateDict() (schedulers, token
-// loaders: their JSON state), and plain JSON values, which load() puts
-// back into state. save and load are collective: every rank calls them.
+// their stateDict names; under ZeRO stage 3 each rank's slices, and
+// model.safetensors too with consolidated), optimizers (plain, or ZeRO
+// with one shard per rank), objects with stateDict()/loadStateDict()
+// (schedulers, token loaders: their JSON state), and plain JSON values,
+// which load() puts back into state. save and load are collective: every
+// rank calls them.
 func (r *Runtime) checkpointModule() *goja.Object {
 	m := r.vm.NewObject()
 	r.fn(m, "save", func(call goja.FunctionCall) goja.Value {
 		const fn = "checkpoint.save"
 		dir := r.pathArg(fn, call.Argument(0))
 		step := r.intValue(fn, "step", call.Argument(1))
-		keep := r.optInt(fn, r.optionsOf(fn, call, 3, "keep"), "keep", 0)
-		return r.vm.ToValue(r.saveCheckpoint(fn, dir, step, call.Argument(2), keep))
+		ops := r.optionsOf(fn, call, 3, "keep", "consolidated")
+		opts := checkpoint.SaveOptions{Keep: r.optInt(fn, ops, "keep", 0), Consolidated: optBool(ops, "consolidated", false)}
+		return r.vm.ToValue(r.saveCheckpoint(fn, dir, step, call.Argument(2), opts))
 	})
 	r.fn(m, "load", func(call goja.FunctionCall) goja.Value {
 		const fn = "checkpoint.load"
@@ -76,13 +79,14 @@ func (r *Runtime) checkpointModule() *goja.Object {
 	return m
 }
 
-// checkpointManager makes checkpoint.Manager(dir, { state, every, keep }).
+// checkpointManager makes checkpoint.Manager(dir, { state, every, keep,
+// consolidated }).
 func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	const fn = "checkpoint.Manager"
 	dir := r.pathArg(fn, call.Argument(0))
 	// Unknown keys first: { stat: ... } is a misspelled state, not a
 	// missing one.
-	ops := r.optionsOf(fn, call, 1, "state", "every", "keep")
+	ops := r.optionsOf(fn, call, 1, "state", "every", "keep", "consolidated")
 	state := optValue(ops, "state")
 	if _, ok := state.(*goja.Object); !ok {
 		r.throwf("%s: options.state must be the object of what to save ({ model, optimizer, ... }), got %s", fn, describe(state))
@@ -92,6 +96,7 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	if every < 0 || keep < 0 {
 		r.throwRangef("%s: every and keep must not be negative", fn)
 	}
+	saveOpts := checkpoint.SaveOptions{Keep: keep, Consolidated: optBool(ops, "consolidated", false)}
 	if r.group == nil || r.group.Rank() == 0 {
 		// The folder is this job's from now on: a second job that tries
 		// to use it fails here, not after an hour of training.
@@ -117,7 +122,7 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 		if !force && !stop && (every == 0 || step%every != 0) {
 			return goja.Null()
 		}
-		path := r.saveCheckpoint(fn, dir, step, state, keep)
+		path := r.saveCheckpoint(fn, dir, step, state, saveOpts)
 		if stop {
 			if r.opts.Rank == 0 {
 				fmt.Fprintf(r.opts.Stderr, "%szeroeng: stop requested: saved %s after step %d; exiting\n", r.opts.Prefix, path, step)
@@ -183,7 +188,17 @@ func (r *Runtime) checkpointParts(fn string, v goja.Value, forLoad bool) (st *ch
 		case isObj && o.Get("__optimizer") != nil && !goja.IsUndefined(o.Get("__optimizer")):
 			st.Optimizers = append(st.Optimizers, checkpoint.Optimizer{Key: key, Opt: r.optimizerArg(fn, o)})
 		case isObj && r.vm.InstanceOf(o, moduleClass):
-			st.Modules = append(st.Modules, checkpoint.Module{Key: key, Tensors: r.moduleTensors(fn, key, o)})
+			mod := checkpoint.Module{Key: key, Tensors: r.moduleTensors(fn, key, o)}
+			if r.stage3 != nil {
+				for _, n := range mod.Tensors {
+					if _, ok := r.unitOf[n.Tensor]; ok {
+						// Each rank saves and loads its own slices.
+						mod.Sharded = r.stage3
+						break
+					}
+				}
+			}
+			st.Modules = append(st.Modules, mod)
 		case isObj && isFunction(o.Get("stateDict")) && isFunction(o.Get("loadStateDict")):
 			stateful[key] = o
 			if !forLoad {
@@ -205,8 +220,8 @@ func (r *Runtime) checkpointParts(fn string, v goja.Value, forLoad bool) (st *ch
 // moduleTensors lists a module's stateDict() in its order.
 func (r *Runtime) moduleTensors(fn, key string, module *goja.Object) []nn.NamedTensor {
 	// The tensors themselves (under ZeRO stage 3 stateDict() returns
-	// gathered copies; the checkpoint gathers around the whole save or
-	// load and must read and write the parameters).
+	// gathered copies; the checkpoint reads and writes the slices of the
+	// parameters it names).
 	method := "stateDict"
 	if isFunction(module.Get("_rawStateDict")) {
 		method = "_rawStateDict"
@@ -247,18 +262,14 @@ func isFunction(v goja.Value) bool {
 }
 
 // saveCheckpoint saves state as step under dir on every rank.
-func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, keep int) string {
+func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, opts checkpoint.SaveOptions) string {
 	if step < 0 {
 		r.throwRangef("%s: step must not be negative, got %d", fn, step)
 	}
 	st, _, _ := r.checkpointParts(fn, state, false)
 	start := r.opts.Trace.Now()
 	r.inCollective.Add(1)
-	var path string
-	err := r.withFullParams(false, func() (err error) {
-		path, err = checkpoint.Save(r.group, dir, int64(step), st, checkpoint.SaveOptions{Keep: keep})
-		return err
-	})
+	path, err := checkpoint.Save(r.group, dir, int64(step), st, opts)
 	r.inCollective.Add(-1)
 	r.traceAdd(trace.User, "checkpoint save", start)
 	if err != nil {
@@ -276,14 +287,12 @@ func (r *Runtime) loadCheckpoint(fn, dir string, state goja.Value, newestIntact 
 	var m *checkpoint.Manifest
 	var path string
 	var skipped []checkpoint.Skipped
-	err := r.withFullParams(true, func() (err error) {
-		if newestIntact {
-			m, path, skipped, err = checkpoint.RestoreNewestIntact(r.group, r.rt, dir, st)
-		} else {
-			m, path, err = checkpoint.Restore(r.group, r.rt, dir, st)
-		}
-		return err
-	})
+	var err error
+	if newestIntact {
+		m, path, skipped, err = checkpoint.RestoreNewestIntact(r.group, r.rt, dir, st)
+	} else {
+		m, path, err = checkpoint.Restore(r.group, r.rt, dir, st)
+	}
 	r.inCollective.Add(-1)
 	r.traceAdd(trace.User, "checkpoint load", start)
 	if r.opts.Rank == 0 {
@@ -323,14 +332,4 @@ func (r *Runtime) parseJSON(fn, path, key string, raw json.RawMessage) goja.Valu
 		r.throwf("%s: %s: the state of %q: %v", fn, path, key, err)
 	}
 	return v
-}
-
-// withFullParams runs fn with a stage-3 model gathered (a checkpoint saves
-// the whole model's weights; a load writes them back into every rank's
-// slices), or just runs it.
-func (r *Runtime) withFullParams(writeBack bool, fn func() error) error {
-	if r.stage3 == nil {
-		return fn()
-	}
-	return r.stage3.WithFullParams(writeBack, fn)
 }

@@ -125,13 +125,19 @@
       this[name] = value;
     }
 
-    // stateDict: each module's parameters, then its buffers, then its
-    // children, as PyTorch orders them. Under ZeRO stage 3 it is
-    // collective (every rank calls it) and returns copies of the whole,
-    // gathered tensors, as FSDP's full state dict does.
-    stateDict(prefix = '', out = {}) {
-      if (prefix === '' && native.zero.sharded(this.parameters())) return native.zero.fullCopies(() => this._rawStateDict());
-      return this._rawStateDict(prefix, out);
+    // stateDict(opts?): each module's parameters, then its buffers, then
+    // its children, as PyTorch orders them: the tensors themselves. Under
+    // ZeRO stage 3 it is collective (every rank calls it) with FSDP's
+    // choices: { type: "full" } (the default) copies of the whole tensors,
+    // each gathered in turn (never the whole model at once), on every rank
+    // or, with rank0Only, on rank 0 only (the others get {}); { type:
+    // "sharded" } each rank's own part of every parameter as { shard,
+    // offset, shape }, without communication. offloadToCpu changes nothing
+    // on a CPU rank. stateDict(prefix, out) is the raw form.
+    stateDict(opts) {
+      if (typeof opts === 'string') return this._rawStateDict(opts, arguments[1] ?? {});
+      const { type = 'full', rank0Only = false, offloadToCpu = false } = options('Module.stateDict', opts, 'type', 'rank0Only', 'offloadToCpu');
+      return native.zero.stateDict(this._rawStateDict(), type, rank0Only, offloadToCpu);
     }
 
     // _rawStateDict is stateDict's tensors themselves, sharded or not
@@ -144,12 +150,12 @@
       return out;
     }
 
-    // loadStateDict copies a state dict in; under ZeRO stage 3 it is
-    // collective, and every rank keeps its slice of what it loaded.
+    // loadStateDict copies a state dict in. Under ZeRO stage 3 each rank
+    // writes its own slices from the whole tensors (a full state dict, on
+    // every rank) or from its shards (a sharded one, made under the same
+    // ranks and units), without gathering and without communication.
     loadStateDict(stateDict, strict = true) {
-      if (native.zero.sharded(this.parameters())) {
-        return native.zero.withFullParams(true, () => native.loadStateDict(this._rawStateDict(), stateDict, strict));
-      }
+      if (native.zero.sharded(this.parameters())) return native.zero.loadStateDict(this._rawStateDict(), stateDict, strict);
       return native.loadStateDict(this._rawStateDict(), stateDict, strict);
     }
 
@@ -219,25 +225,24 @@
 
   // nn.init: torch.nn.init's in-place initialisers, drawing from the
   // rank's generator; normal_(t, mean, std) or normal_(t, { mean, std }).
-  // The random ones write into t's own memory, with PyTorch's values
-  // (tensor.normal_(mean, std) and tensor.uniform_(a, b)) and no temporary
-  // of t's size.
+  // The random draws are temporaries of a scope: initialisers run at setup,
+  // before the first backward, where nothing is released automatically.
   const init = Object.freeze({
     normal_(t, mean = 0, std = 1) {
       if (typeof mean === 'object') ({ mean = 0, std = 1 } = options('nn.init.normal_', mean, 'mean', 'std'));
-      tensor.noGrad(() => native.normalInit(t, mean, std));
+      tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.randn(t.shape, { dtype: t.dtype }).mul(std).add(mean)); }));
       return t;
     },
     uniform_(t, a = 0, b = 1) {
       if (typeof a === 'object') ({ a = 0, b = 1 } = options('nn.init.uniform_', a, 'a', 'b'));
-      tensor.noGrad(() => native.uniformInit(t, a, b));
+      tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)); }));
       return t;
     },
     // truncNormal_(t, mean, std, a, b): N(mean, std²) truncated to [a, b]
     // (absolute bounds, as PyTorch's), by PyTorch's inverse-CDF method.
     truncNormal_(t, mean = 0, std = 1, a = -2, b = 2) {
       if (typeof mean === 'object') ({ mean = 0, std = 1, a = -2, b = 2 } = options('nn.init.truncNormal_', mean, 'mean', 'std', 'a', 'b'));
-      tensor.noGrad(() => native.truncNormal(t, mean, std, a, b));
+      tensor.noGrad(() => tensor.scope(() => native.truncNormal(t, mean, std, a, b)));
       return t;
     },
     constant_(t, v) { tensor.noGrad(() => t.fill_(v)); return t; },
@@ -262,7 +267,7 @@
     // uniform_ and normal_.
     xavierUniform_(t, gain = 1) {
       const [fanIn, fanOut] = fans('nn.init.xavierUniform_', t);
-      const b = Math.sqrt(3) * (gain * Math.sqrt(2 / (fanIn + fanOut))); // as PyTorch rounds it
+      const b = gain * Math.sqrt(6 / (fanIn + fanOut));
       return init.uniform_(t, -b, b);
     },
     xavierNormal_(t, gain = 1) {

@@ -2,9 +2,13 @@ package script
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/dop251/goja"
 
+	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/zero"
 )
@@ -82,31 +86,321 @@ func (r *Runtime) stage3Natives(o *goja.Object) {
 		}
 		return r.vm.ToValue(false)
 	})
-	// fullCopies(fn): fn's state dict ({ name: tensor }), read with the
-	// whole model gathered, as copies that outlive the gather.
-	r.fn(o, "fullCopies", func(call goja.FunctionCall) goja.Value {
-		f, _ := goja.AssertFunction(call.Argument(0))
-		out := r.vm.NewObject()
-		err := r.stage3.WithFullParams(false, func() error {
-			v, err := f(goja.Undefined())
-			if err != nil {
-				return err
-			}
-			sd := v.ToObject(r.vm)
-			for _, k := range sd.Keys() {
-				t := r.unwrap("stateDict", k, sd.Get(k))
-				must(out.Set(k, r.wrap(t.Detach().Clone())))
-			}
-			return nil
-		})
-		r.rethrow(err)
-		return out
-	})
+	r.fn(o, "stateDict", r.stage3StateDict)
+	r.fn(o, "loadStateDict", r.stage3LoadStateDict)
 	// withFullParams(writeBack, fn): fn with the whole model gathered.
 	r.fn(o, "withFullParams", func(call goja.FunctionCall) goja.Value {
 		f, _ := goja.AssertFunction(call.Argument(1))
 		return r.callWithFullParams(r.stage3, call.Argument(0).ToBoolean(), f)
 	})
+}
+
+// paramPlace is where a parameter the stage-3 optimizer shards lies:
+// bucket, the parameter's offset in it, and this rank's slice [lo, hi).
+type paramPlace struct {
+	bucket, offset, lo, hi int
+}
+
+// mine is the range [s, e) of the flattened parameter of n elements that
+// this rank's slice holds (s == e: none).
+func (pl paramPlace) mine(n int) (s, e int) {
+	s = min(max(pl.lo-pl.offset, 0), n)
+	e = max(min(pl.hi-pl.offset, n), s)
+	return s, e
+}
+
+// stage3Places maps every parameter the stage-3 optimizer shards to its
+// place (nil without one).
+func (r *Runtime) stage3Places() map[*tensor.Tensor]paramPlace {
+	z := r.stage3
+	if z == nil {
+		return nil
+	}
+	out := map[*tensor.Tensor]paramPlace{}
+	for i := range z.NumFlatBuckets() {
+		params, offsets, _, lo, hi := z.FlatBucket(i)
+		for j, p := range params {
+			out[p] = paramPlace{bucket: i, offset: offsets[j], lo: lo, hi: hi}
+		}
+	}
+	return out
+}
+
+// stage3StateDict(raw, type, rank0Only, offloadToCpu) is Module.stateDict
+// (its options checked in prelude.js): raw is the module's own tensors by
+// name. Without a stage-3 optimizer sharding them it returns raw (on every
+// rank, or on rank 0 only). Under one, { type: "full" } gathers each
+// sharded parameter whole in turn (GatherParam: only that tensor is ever
+// put together, in host memory) into a copy, on every rank or on rank 0
+// only; { type: "sharded" } returns, without communication, a copy of this
+// rank's part of each, as { shard, offset, shape }. Other tensors are
+// copies (full) or themselves (sharded).
+func (r *Runtime) stage3StateDict(call goja.FunctionCall) goja.Value {
+	const fn = "Module.stateDict"
+	raw, ok := call.Argument(0).(*goja.Object)
+	if !ok {
+		r.throwf("%s: expects a state dict", fn)
+	}
+	typ := call.Argument(1).String()
+	if typ != "full" && typ != "sharded" {
+		r.throwRangef(`%s: type must be "full" or "sharded", got %s`, fn, describe(call.Argument(1)))
+	}
+	rank0Only, offload := call.Argument(2), call.Argument(3)
+	for _, v := range []goja.Value{rank0Only, offload} {
+		if _, isBool := v.Export().(bool); !isBool {
+			r.throwf("%s: rank0Only and offloadToCpu must be booleans, got %s", fn, describe(v))
+		}
+	}
+	if typ == "sharded" && rank0Only.ToBoolean() {
+		r.throwRangef(`%s: rank0Only applies to type "full" (each rank's sharded state dict is its own)`, fn)
+	}
+	if offload.ToBoolean() && r.rt.Device().Kind() != device.CPU {
+		// A script's tensors live on its rank's device: there is no CPU
+		// tensor to hand back yet (the gathering itself goes through host
+		// memory, one tensor at a time).
+		r.throwf("%s: offloadToCpu is not supported on a %s rank yet (the script holds tensors of its own device only); on a CPU rank it changes nothing", fn, r.rt.Device().Kind())
+	}
+	places := r.stage3Places()
+	names := raw.Keys()
+	tensors := make([]*tensor.Tensor, len(names))
+	anySharded := false
+	for i, k := range names {
+		tensors[i] = r.unwrap(fn, k, raw.Get(k))
+		_, sharded := places[tensors[i]]
+		anySharded = anySharded || sharded
+	}
+	rank := r.opts.Rank
+	if r.stage3 != nil {
+		rank = r.stage3.ProcessGroup().Rank()
+	}
+	if !anySharded {
+		if rank0Only.ToBoolean() && rank != 0 {
+			return r.vm.NewObject()
+		}
+		return raw
+	}
+	out := r.vm.NewObject()
+	z := r.stage3
+	if typ == "sharded" {
+		for i, k := range names {
+			t := tensors[i]
+			pl, sharded := places[t]
+			if !sharded {
+				must(out.Set(k, raw.Get(k)))
+				continue
+			}
+			s, e := pl.mine(t.Numel())
+			var shard *tensor.Tensor
+			if s < e {
+				slice, err := z.ParamSlice(pl.bucket)
+				if err != nil {
+					r.throw(err)
+				}
+				view := slice.Narrow(0, pl.offset+s-pl.lo, e-s)
+				shard = view.Clone()
+				view.Release()
+			} else {
+				shard = r.rt.Empty(t.DType(), 0)
+			}
+			entry := r.vm.NewObject()
+			must(entry.Set("shard", r.wrap(shard)))
+			must(entry.Set("offset", s))
+			must(entry.Set("shape", toAnyInts(t.Shape())))
+			must(out.Set(k, entry))
+		}
+		return out
+	}
+	to := -1
+	if rank0Only.ToBoolean() {
+		to = 0
+	}
+	done := map[*tensor.Tensor]goja.Value{} // a parameter under two names: one copy
+	for i, k := range names {
+		t := tensors[i]
+		if v, ok := done[t]; ok {
+			if v != nil {
+				must(out.Set(k, v))
+			}
+			continue
+		}
+		var v goja.Value
+		if _, sharded := places[t]; sharded {
+			b, err := z.GatherParam(t, 0, t.Numel(), to)
+			if err != nil {
+				r.throw(err)
+			}
+			if b != nil {
+				v = r.wrap(r.rt.FromBytes(t.DType(), b, t.Shape()...))
+			}
+		} else if to < 0 || rank == to {
+			v = r.wrap(t.Detach().Clone())
+		}
+		done[t] = v
+		if v != nil {
+			must(out.Set(k, v))
+		}
+	}
+	return out
+}
+
+func toAnyInts(xs []int) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+// stage3LoadStateDict(raw, sd, strict) is Module.loadStateDict under stage
+// 3: each rank writes its own slice of every sharded parameter from the
+// given whole tensor (a full state dict, on every rank) or from its shard
+// (a sharded state dict made under the same world size and units), and
+// the other tensors whole, without gathering a unit and without
+// communication. Everything is checked before anything is written.
+func (r *Runtime) stage3LoadStateDict(call goja.FunctionCall) goja.Value {
+	const fn = "Module.loadStateDict"
+	ownObj, ok1 := call.Argument(0).(*goja.Object)
+	sdObj, ok2 := call.Argument(1).(*goja.Object)
+	if !ok1 || !ok2 || r.isTensor(call.Argument(1)) {
+		r.throwf("%s: expects a state dict (an object of tensors), got %s", fn, describe(call.Argument(1)))
+	}
+	strict := boolArg(call, 2, true)
+	type source struct {
+		full   *tensor.Tensor
+		shard  *tensor.Tensor
+		offset int
+		shape  []int
+	}
+	sd := map[string]source{}
+	for _, name := range sdObj.Keys() {
+		v := sdObj.Get(name)
+		if isMissing(v) {
+			continue
+		}
+		if r.isTensor(v) {
+			sd[name] = source{full: r.unwrap(fn, name, v)}
+			continue
+		}
+		o, ok := v.(*goja.Object)
+		if !ok || !r.isTensor(o.Get("shard")) {
+			r.throwf("Error(s) in loading state_dict:\n\t%s: expected a tensor or a shard { shard, offset, shape }, got %s", name, describe(v))
+		}
+		var shape []int
+		for _, d := range r.intList(fn, "shape", o.Get("shape")) {
+			shape = append(shape, d)
+		}
+		sd[name] = source{shard: r.unwrap(fn, name+".shard", o.Get("shard")), offset: r.intValue(fn, name+".offset", o.Get("offset")), shape: shape}
+	}
+	places := r.stage3Places()
+	var missing, unexpected, msgs []string
+	type write struct {
+		dst *tensor.Tensor // a tensor written whole, or
+		pl  paramPlace     // a parameter's slice
+		s   int
+		src source
+		t   *tensor.Tensor
+	}
+	var writes []write
+	known := map[string]bool{}
+	for _, name := range ownObj.Keys() {
+		t := r.unwrap(fn, "parameter "+name, ownObj.Get(name))
+		known[name] = true
+		src, ok := sd[name]
+		if !ok {
+			missing = append(missing, name)
+			continue
+		}
+		shape := src.shape
+		if src.full != nil {
+			shape = src.full.Shape()
+		}
+		if !slices.Equal(shape, t.Shape()) {
+			msgs = append(msgs, fmt.Sprintf("size mismatch for %s: copying a param with shape %v from checkpoint, the shape in current model is %v", name, shape, t.Shape()))
+			continue
+		}
+		pl, sharded := places[t]
+		s, e := pl.mine(t.Numel())
+		switch {
+		case src.shard != nil && !sharded:
+			msgs = append(msgs, fmt.Sprintf("%s: a shard of a tensor that ZeRO stage 3 does not shard", name))
+			continue
+		case src.shard != nil && (src.offset != s || src.shard.Numel() != e-s):
+			msgs = append(msgs, fmt.Sprintf("%s: the shard holds elements [%d, %d) and this rank keeps [%d, %d): load a sharded state dict under the world size and units that made it, or a full one", name, src.offset, src.offset+src.shard.Numel(), s, e))
+			continue
+		}
+		w := write{src: src, t: t}
+		if sharded {
+			w.pl, w.s = pl, s
+			if s == e {
+				continue // nothing of it here
+			}
+		} else {
+			w.dst = t
+		}
+		writes = append(writes, w)
+	}
+	for name := range sd {
+		if !known[name] {
+			unexpected = append(unexpected, name)
+		}
+	}
+	slices.Sort(unexpected)
+	var head []string
+	if strict && len(missing) > 0 {
+		head = append(head, "Missing key(s) in state_dict: "+quoteList(missing))
+	}
+	if strict && len(unexpected) > 0 {
+		head = append(head, "Unexpected key(s) in state_dict: "+quoteList(unexpected))
+	}
+	if msgs = append(head, msgs...); len(msgs) > 0 {
+		r.throwf("Error(s) in loading state_dict:\n\t%s", strings.Join(msgs, "\n\t"))
+	}
+	z := r.stage3
+	sc := r.rt.OpenScope()
+	defer sc.Close()
+	var err error
+	written := map[int]bool{}
+	r.rt.NoGrad(func() {
+		for _, w := range writes {
+			if w.dst != nil {
+				if err = w.dst.CopyFrom(w.src.full); err != nil {
+					return
+				}
+				continue
+			}
+			s, e := w.pl.mine(w.t.Numel())
+			slice, serr := z.ParamSlice(w.pl.bucket)
+			if serr != nil {
+				err = serr
+				return
+			}
+			src := w.src.shard
+			if src == nil {
+				src = w.src.full.Reshape(-1).Narrow(0, s, e-s)
+			}
+			if err = slice.Narrow(0, w.pl.offset+s-w.pl.lo, e-s).CopyFrom(src); err != nil {
+				return
+			}
+			written[w.pl.bucket] = true
+		}
+	})
+	for b := range written {
+		if werr := z.SliceWritten(b); err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
+	}
+	return r.vm.ToValue(map[string]any{"missingKeys": toAny(missing), "unexpectedKeys": toAny(unexpected)})
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
 }
 
 // callWithFullParams calls f with z's whole model gathered (under stage 3)
