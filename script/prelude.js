@@ -225,24 +225,25 @@
 
   // nn.init: torch.nn.init's in-place initialisers, drawing from the
   // rank's generator; normal_(t, mean, std) or normal_(t, { mean, std }).
-  // The random draws are temporaries of a scope: initialisers run at setup,
-  // before the first backward, where nothing is released automatically.
+  // The random ones write into t's own memory, with PyTorch's values
+  // (tensor.normal_(mean, std) and tensor.uniform_(a, b)) and no temporary
+  // of t's size.
   const init = Object.freeze({
     normal_(t, mean = 0, std = 1) {
       if (typeof mean === 'object') ({ mean = 0, std = 1 } = options('nn.init.normal_', mean, 'mean', 'std'));
-      tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.randn(t.shape, { dtype: t.dtype }).mul(std).add(mean)); }));
+      tensor.noGrad(() => native.normalInit(t, mean, std));
       return t;
     },
     uniform_(t, a = 0, b = 1) {
       if (typeof a === 'object') ({ a = 0, b = 1 } = options('nn.init.uniform_', a, 'a', 'b'));
-      tensor.noGrad(() => tensor.scope(() => { t.copy_(tensor.rand(t.shape, { dtype: t.dtype }).mul(b - a).add(a)); }));
+      tensor.noGrad(() => native.uniformInit(t, a, b));
       return t;
     },
     // truncNormal_(t, mean, std, a, b): N(mean, std²) truncated to [a, b]
     // (absolute bounds, as PyTorch's), by PyTorch's inverse-CDF method.
     truncNormal_(t, mean = 0, std = 1, a = -2, b = 2) {
       if (typeof mean === 'object') ({ mean = 0, std = 1, a = -2, b = 2 } = options('nn.init.truncNormal_', mean, 'mean', 'std', 'a', 'b'));
-      tensor.noGrad(() => tensor.scope(() => native.truncNormal(t, mean, std, a, b)));
+      tensor.noGrad(() => native.truncNormal(t, mean, std, a, b));
       return t;
     },
     constant_(t, v) { tensor.noGrad(() => t.fill_(v)); return t; },
@@ -267,7 +268,7 @@
     // uniform_ and normal_.
     xavierUniform_(t, gain = 1) {
       const [fanIn, fanOut] = fans('nn.init.xavierUniform_', t);
-      const b = gain * Math.sqrt(6 / (fanIn + fanOut));
+      const b = Math.sqrt(3) * (gain * Math.sqrt(2 / (fanIn + fanOut))); // as PyTorch rounds it
       return init.uniform_(t, -b, b);
     },
     xavierNormal_(t, gain = 1) {
