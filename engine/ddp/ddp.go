@@ -304,6 +304,28 @@ func (d *DDP) Buckets() []*Bucket {
 	return out
 }
 
+// BucketBytes is the memory of the buckets that is not also a gradient:
+// the bytes a report of parameters, gradients and optimizer state leaves
+// out. With GradientAsBucketView a staged gradient is its bucket's view
+// and is not counted twice; without it the buckets are a second copy of
+// every gradient (PyTorch's reducer keeps both too) and count in full,
+// as do buckets whose gradients were set to None.
+func (d *DDP) BucketBytes() int64 {
+	sc := d.rt.OpenScope() // the views below
+	defer sc.Close()
+	var n int64
+	for _, b := range d.buckets {
+		es := int64(b.Buffer.DType().Size())
+		n += int64(b.Buffer.Numel()) * es
+		for pos, p := range b.Params {
+			if g := p.GradNoSync(); g != nil && tensor.SameMemory(g, b.Buffer.Narrow(0, b.Offsets[pos], p.Numel())) {
+				n -= int64(p.Numel()) * es
+			}
+		}
+	}
+	return n
+}
+
 // SetJoinStep makes every iteration a joined rank shadows end with step,
 // run once the shadowed reductions are in the gradients: a sharded
 // optimizer (ZeRO) takes part in the others' parameter updates this way.
@@ -451,8 +473,20 @@ func (d *DDP) stage(b *bucket, pos int) error {
 		}
 	case tensor.SameMemory(g, view):
 	default:
-		if err := view.View(p.Shape()...).CopyFrom(g); err != nil {
+		bv := view.View(p.Shape()...)
+		if err := bv.CopyFrom(g); err != nil {
 			return fmt.Errorf("ddp: gradient of %s: %w", b.Names[pos], err)
+		}
+		if d.opts.GradientAsBucketView {
+			// A gradient made after zeroGrad(true) (or before the
+			// first pass) is a tensor of its own: once copied in, the
+			// parameter's .grad becomes the bucket's view and the
+			// separate tensor goes back at once, as PyTorch's reducer
+			// does (grad = bucket_view in mark_variable_ready), so
+			// that every gradient is held once, in its bucket.
+			if err := p.SetGrad(bv); err != nil {
+				return fmt.Errorf("ddp: gradient of %s: %w", b.Names[pos], err)
+			}
 		}
 	}
 	b.ready[pos] = true
@@ -612,6 +646,11 @@ func (d *DDP) unstage(b *bucket, out *tensor.Tensor) error {
 		switch {
 		case g != nil && tensor.SameMemory(g, view):
 			view.Release()
+		case g == nil && d.opts.GradientAsBucketView:
+			// PyTorch's finalize_bucket_dense: grad = bucket_view_in.
+			if err := p.SetGrad(view); err != nil {
+				return err
+			}
 		case g == nil:
 			if err := p.SetGrad(view.Contiguous().Clone().Persist()); err != nil {
 				return err
