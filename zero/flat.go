@@ -376,6 +376,14 @@ func (z *Optimizer) Close() {
 // stage 2: its slice of the reduce-scattered gradients), then every
 // bucket's slices are all-gathered, bucket by bucket so that one bucket's
 // all-gather runs while the next is updated.
+//
+// The slices are gathered in place when the parameters are views of the
+// bucket (ParametersAsBucketView) or the bucket is one parameter without
+// padding; otherwise through a scratch buffer of the bucket's size, one at
+// a time: the previous bucket's gather is finished (copied back into its
+// parameters, its buffer freed) only after the next bucket is updated,
+// just before that bucket's own buffer is made. So the step never holds a
+// second copy of the model, only one bucket's.
 func (f *flatLayout) step() (err error) {
 	z := f.z
 	if err := f.settle(); err != nil {
@@ -394,86 +402,156 @@ func (f *flatLayout) step() (err error) {
 	if z.opts.Stage == 3 && z.opts.Offload != nil {
 		return f.startHostStep()
 	}
-	me := z.pg.Rank()
-	var works []*dist.Work
-	var copyBack []func() error
-	z.rt.NoGrad(func() {
-		for _, b := range f.buckets {
-			pieces := b.pieces
-			if z.opts.Offload != nil {
-				// The host steps the slice and sends it back.
-				if err = f.offloadStep(b, z.Groups); err != nil {
-					return
-				}
-				pieces = nil
+	var inflight []*gathering // oldest first
+	var gerr error            // the first gather's failure
+	finishAll := func() {
+		for _, g := range inflight {
+			if err := g.finish(); err != nil && gerr == nil {
+				gerr = err
 			}
-			for _, pc := range pieces {
-				var g *tensor.Tensor
-				if z.opts.Stage >= 2 {
-					g = b.gradShard.Narrow(0, pc.in, pc.n)
-				} else {
-					full := pc.param.Grad()
-					if full == nil {
-						continue
-					}
-					if err = full.Err(); err != nil {
-						return
-					}
-					g = full.Reshape(-1).Narrow(0, pc.at, pc.n)
-				}
-				var p *tensor.Tensor
-				if b.shard != nil {
-					p = b.shard.Narrow(0, pc.in, pc.n) // stage 3: the next gather sends it
-				} else {
-					p = pc.param.View(-1).Narrow(0, pc.at, pc.n)
-				}
-				states := []*optim.State{pc.state}
-				if err = optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g}, states); err != nil {
-					err = fmt.Errorf("zero: %s: %w", paramLabel(pc.param, z.index[pc.param]), err)
-					return
-				}
-				pc.state = states[0]
+		}
+		inflight = inflight[:0]
+	}
+	z.rt.NoGrad(func() {
+		defer finishAll()
+		for _, b := range f.buckets {
+			if err = f.update(b); err != nil {
+				return
 			}
 			if b.shard != nil {
-				continue
+				continue // stage 3: the next gather sends the slices
 			}
-			flat := b.buf
-			if flat == nil {
-				// The parameters are separate tensors: gather through a
-				// scratch buffer, this rank's pieces copied in.
-				flat = z.rt.Empty(b.params[0].DType(), b.numel)
-				for _, pc := range b.pieces {
-					dst := flat.Narrow(0, me*b.slice+pc.in, pc.n)
-					if err = dst.CopyFrom(pc.param.View(-1).Narrow(0, pc.at, pc.n)); err != nil {
-						return
-					}
+			g := f.inPlaceGather(b)
+			if g == nil {
+				finishAll() // its scratch buffer goes back first
+				if g, err = f.scratchGather(b); err != nil {
+					return
 				}
-				copyBack = append(copyBack, func() error {
-					for i, p := range b.params {
-						if err := p.View(-1).CopyFrom(flat.Narrow(0, b.offsets[i], p.Numel())); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
 			}
-			works = append(works, z.pg.AllGather(flat, flat.Narrow(0, me*b.slice, b.slice)))
+			inflight = append(inflight, g)
 		}
 	})
-	if werr := waitAll(works, "all-gathering the updated parameters"); err == nil {
-		err = werr
+	if err == nil {
+		err = gerr
 	}
+	return err
+}
+
+// gathering is one bucket's all-gather of the updated slices in flight,
+// and, when the parameters are separate tensors, the scratch buffer it
+// gathers into and copies back from.
+type gathering struct {
+	b       *flatBucket
+	work    *dist.Work
+	scratch *tensor.Tensor
+	in      *tensor.Tensor // this rank's slice of scratch
+}
+
+// finish waits for the all-gather, copies the parameters out of the
+// scratch buffer and frees it.
+func (g *gathering) finish() error {
+	err := g.work.Wait()
+	if err != nil {
+		err = fmt.Errorf("zero: all-gathering the updated parameters: %w", err)
+	}
+	if g.scratch == nil {
+		return err
+	}
+	defer func() {
+		g.in.Release()
+		g.scratch.Release()
+	}()
 	if err != nil {
 		return err
 	}
-	z.rt.NoGrad(func() {
-		for _, c := range copyBack {
-			if err = c(); err != nil {
-				return
-			}
+	b := g.b
+	sc := g.scratch.Runtime().OpenScope() // the views below
+	defer sc.Close()
+	for i, p := range b.params {
+		if err := p.View(-1).CopyFrom(g.scratch.Narrow(0, b.offsets[i], p.Numel())); err != nil {
+			return err
 		}
-	})
-	return err
+	}
+	return nil
+}
+
+// update updates this rank's pieces of bucket b (on the host under
+// offload).
+func (f *flatLayout) update(b *flatBucket) error {
+	z := f.z
+	if z.opts.Offload != nil {
+		// The host steps the slice and sends it back.
+		return f.offloadStep(b, z.Groups)
+	}
+	sc := z.rt.OpenScope() // the views below
+	defer sc.Close()
+	for _, pc := range b.pieces {
+		var g *tensor.Tensor
+		if z.opts.Stage >= 2 {
+			g = b.gradShard.Narrow(0, pc.in, pc.n)
+		} else {
+			full := pc.param.Grad()
+			if full == nil {
+				continue
+			}
+			if err := full.Err(); err != nil {
+				return err
+			}
+			g = full.Reshape(-1).Narrow(0, pc.at, pc.n)
+		}
+		var p *tensor.Tensor
+		if b.shard != nil {
+			p = b.shard.Narrow(0, pc.in, pc.n) // stage 3: the next gather sends it
+		} else {
+			p = pc.param.View(-1).Narrow(0, pc.at, pc.n)
+		}
+		states := []*optim.State{pc.state}
+		if err := optim.Update(z.kind, z.Groups[pc.group], []*tensor.Tensor{p}, []*tensor.Tensor{g}, states); err != nil {
+			return fmt.Errorf("zero: %s: %w", paramLabel(pc.param, z.index[pc.param]), err)
+		}
+		pc.state = states[0]
+	}
+	return nil
+}
+
+// inPlaceGather starts the all-gather of bucket b's slices straight into
+// the parameters' memory when that memory is the bucket's layout: the
+// parameters view the bucket's buffer (ParametersAsBucketView), or the
+// bucket is one parameter without padding. Otherwise it returns nil.
+func (f *flatLayout) inPlaceGather(b *flatBucket) *gathering {
+	z := f.z
+	sc := z.rt.OpenScope() // the views below (the collective holds the memory)
+	defer sc.Close()
+	me := z.pg.Rank()
+	flat := b.buf
+	if flat == nil {
+		if p := b.params[0]; len(b.params) == 1 && p.Numel() == b.numel {
+			flat = p.View(-1)
+		} else {
+			return nil
+		}
+	}
+	return &gathering{b: b, work: z.pg.AllGather(flat, flat.Narrow(0, me*b.slice, b.slice))}
+}
+
+// scratchGather starts the all-gather of bucket b's slices into a scratch
+// buffer of the bucket's size, this rank's pieces copied in; finish copies
+// the parameters out.
+func (f *flatLayout) scratchGather(b *flatBucket) (*gathering, error) {
+	z := f.z
+	sc := z.rt.OpenScope() // the views below
+	defer sc.Close()
+	g := &gathering{b: b, scratch: z.rt.Empty(b.params[0].DType(), b.numel).Persist()}
+	g.in = g.scratch.Narrow(0, z.pg.Rank()*b.slice, b.slice).Persist()
+	for _, pc := range b.pieces {
+		if err := g.in.Narrow(0, pc.in, pc.n).CopyFrom(pc.param.View(-1).Narrow(0, pc.at, pc.n)); err != nil {
+			g.in.Release()
+			g.scratch.Release()
+			return nil, err
+		}
+	}
+	g.work = z.pg.AllGather(g.scratch, g.in)
+	return g, nil
 }
 
 // finishPass ends stage 2's backward pass: parameters that got no
