@@ -109,8 +109,21 @@ func (f *flatLayout) addGroup(gi int) error {
 	}
 	for i := len(params) - 1; i >= 0; i-- {
 		p := params[i]
+		size := p.Numel() * p.DType().Size()
+		if size >= capBytes {
+			// A parameter of the cap's size or more gets a bucket of
+			// its own (DeepSpeed closes a bucket before a gradient that
+			// would overflow it): in a bucket with others, their
+			// staged gradients would wait in a buffer of its size for
+			// its gradient, which in a tied embedding is final only at
+			// the end of backward; alone, it is also all-gathered
+			// straight into the parameter.
+			if err := flush(); err != nil {
+				return err
+			}
+		}
 		cur = append(cur, p)
-		bytes += p.Numel() * p.DType().Size()
+		bytes += size
 		if bytes >= capBytes {
 			if err := flush(); err != nil {
 				return err
