@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -321,5 +322,112 @@ func TestResumeSkipsDamaged(t *testing.T) {
 		if got[step] != want[step] {
 			t.Errorf("step %d: loss %v after resuming from step 3, %v uninterrupted", step, got[step], want[step])
 		}
+	}
+}
+
+// TestCheckpointExport: zeroeng checkpoint export puts a 2-rank ZeRO
+// stage-3 checkpoint's model together from the ranks' slice files into
+// the very bytes a stage-0 save of the same model writes, which PyTorch
+// loads with the model's values; verify says how the model was saved.
+func TestCheckpointExport(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"save.js": `
+const { tensor, nn, optim, zero, dist, checkpoint } = require("zeroeng");
+const [dir, stage] = [process.argv[2], Number(process.argv[3])];
+tensor.manualSeed(4);
+const model = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.BatchNorm1d(5), nn.Linear(5, 3));
+let opt;
+if (stage === 3) {
+  zero.fullyShard(model[0]); zero.fullyShard(model[3]); zero.fullyShard(model);
+  opt = zero.ZeroRedundancyOptimizer(model.parameters(), { optimizer: "adamw", stage: 3, logMemory: false });
+} else {
+  opt = optim.AdamW(model.parameters());
+}
+checkpoint.save(dir, 0, { model, optimizer: opt });
+const sd = model.stateDict();
+if (dist.rank === 0) console.log(JSON.stringify(Object.fromEntries(Object.keys(sd).map(k => [k, sd[k].double().sum().item()]))));
+`})
+	r := zeroeng(t, dir, nil, "run", "--quiet", "--nproc", "2", "save.js", "--", "sharded", "3")
+	if r.code != 0 {
+		t.Fatalf("the stage-3 save: status %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var want map[string]float64
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(strings.TrimSpace(r.stdout), "[0] ")), &want); err != nil || len(want) != 9 {
+		t.Fatalf("the values printed: %v\n%s", err, r.stdout)
+	}
+	if r := zeroeng(t, dir, nil, "run", "--quiet", "save.js", "--", "plain", "0"); r.code != 0 {
+		t.Fatalf("the stage-0 save: status %d\n%s", r.code, r.stderr)
+	}
+	r = zeroeng(t, dir, nil, "checkpoint", "verify", "sharded")
+	if r.code != 0 || !strings.Contains(r.stdout, `module "model": ZeRO stage 3, 2 slice files`) || !strings.Contains(r.stdout, "model.rank-00001-of-00002.safetensors") {
+		t.Fatalf("verify: status %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = zeroeng(t, dir, nil, "checkpoint", "export", "sharded", "-o", "exported.safetensors")
+	if r.code != 0 || !strings.Contains(r.stdout, `module "model" written to exported.safetensors`) {
+		t.Fatalf("export: status %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "exported.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := os.ReadFile(filepath.Join(dir, "plain", "step-00000000", "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, plain) {
+		t.Fatalf("the exported model (%d bytes) differs from the stage-0 save's (%d bytes)", len(got), len(plain))
+	}
+	// The default output, and a checkpoint that has model.safetensors.
+	if r := zeroeng(t, dir, nil, "checkpoint", "export", "--module", "model", "plain"); r.code != 0 {
+		t.Fatalf("export of a stage-0 checkpoint: status %d\n%s", r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "model.safetensors")); !bytes.Equal(b, plain) {
+		t.Fatal("the export of a stage-0 checkpoint differs from its model.safetensors")
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"checkpoint", "export"}, 2, "name one checkpoint directory"},
+		{[]string{"checkpoint", "export", "sharded", "-o"}, 2, "-o needs a value"},
+		{[]string{"checkpoint", "export", "sharded", "--module", "ema"}, 1, `has no module "ema" (it has "model")`},
+		{[]string{"checkpoint", "export", "nothing"}, 1, "holds no checkpoint"},
+	} {
+		if r := zeroeng(t, dir, nil, c.args...); r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: status %d, want %d with %q\n%s", c.args, r.code, c.code, c.want, r.stderr)
+		}
+	}
+	// Into the same model built in PyTorch, strictly (read_with_torch.py's
+	// reader: Debian's python3-torch has no safetensors package).
+	const load = `import json, sys
+sys.path.insert(0, "../../engine/checkpoint/testdata")
+import torch
+from read_with_torch import read
+meta, tensors = read(sys.argv[1])
+assert meta.get("format") == "pt", meta
+model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.BatchNorm1d(5), torch.nn.Linear(5, 3))
+model.load_state_dict(tensors, strict=True)
+print(json.dumps({n: [str(t.dtype), list(t.shape), float(t.double().sum())] for n, t in model.state_dict().items()}))
+`
+	python := "/usr/bin/python3"
+	out, err := exec.Command(python, "-c", load, filepath.Join(dir, "exported.safetensors")).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "No module named 'torch'") || errors.Is(err, exec.ErrNotFound) {
+			t.Skipf("needs %s with PyTorch (Debian's python3-torch): %v", python, err)
+		}
+		t.Fatalf("PyTorch could not read the exported model: %v\n%s", err, out)
+	}
+	var torch map[string][]any
+	if err := json.Unmarshal(out, &torch); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for name, sum := range want {
+		g := torch[name]
+		if len(g) != 3 || math.Abs(g[2].(float64)-sum) > 1e-6*math.Max(1, math.Abs(sum)) {
+			t.Errorf("%s: PyTorch read %v, the model's sum is %v", name, g, sum)
+		}
+	}
+	if len(torch) != len(want) {
+		t.Errorf("PyTorch read %d tensors, the model has %d", len(torch), len(want))
 	}
 }
