@@ -1,13 +1,16 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
@@ -382,37 +385,75 @@ func keyList(keys []string) string {
 }
 
 // Verify checks the checkpoint at path without loading it into anything:
-// its manifest, and every file the manifest lists (size, CRC-32C and
-// safetensors structure).
+// its manifest, and every file the manifest lists (size, CRC-32C of the
+// file and of its blocks, safetensors structure, the slice metadata of a
+// stage-3 model's files). Each file is streamed, a few at a time, so that
+// a checkpoint of any size is verified in a few megabytes.
 func Verify(path string) (*Manifest, error) {
 	m, err := ReadManifest(path)
 	if err != nil {
 		return nil, err
 	}
-	rd := newReader(path, m)
-	for _, f := range m.Files {
-		rd.read(f.Name)
+	sliceFiles := map[string]bool{}
+	for _, sm := range m.Sharded {
+		for r := range sm.Shards {
+			sliceFiles[sliceName(sm.Key, r, sm.Shards)] = true
+		}
 	}
-	for _, f := range m.Files {
-		b, err := rd.get(f.Name)
+	errs := make([]error, len(m.Files))
+	sem := make(chan struct{}, 4)
+	var wg sync.WaitGroup
+	for i, f := range m.Files {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = verifyFile(path, m, f.Name, sliceFiles[f.Name])
+		})
+	}
+	wg.Wait()
+	for _, err := range errs { // the first file's, in the manifest's order
 		if err != nil {
 			return nil, err
 		}
-		if _, err := safetensors.Parse(b); err != nil {
-			return nil, damaged(fmt.Errorf("checkpoint: %s: %w", filepath.Join(path, f.Name), err))
-		}
-	}
-	for _, sm := range m.Sharded {
-		for r := range sm.Shards {
-			name := sliceName(sm.Key, r, sm.Shards)
-			b, err := rd.get(name)
-			if err != nil {
-				return nil, err
-			}
-			if err := checkSliceFile(b, filepath.Join(path, name)); err != nil {
-				return nil, damaged(err)
-			}
-		}
 	}
 	return m, nil
+}
+
+// verifyFile checks one file of the checkpoint at dir, streamed.
+func verifyFile(dir string, m *Manifest, name string, sliced bool) error {
+	f, err := openRange(dir, m, name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var sum blockSum
+	if _, err := io.Copy(&sum, io.NewSectionReader(f.f, 0, f.Size())); err != nil {
+		return damaged(fmt.Errorf("checkpoint: reading %s: %w", f.path, err))
+	}
+	if sum.total != f.info.CRC32C {
+		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", f.path, sum.total, f.info.CRC32C))
+	}
+	if f.info.BlockBytes == BlockBytes && !bytes.Equal(sum.blocks(), f.info.BlockCRC32C) {
+		return damaged(fmt.Errorf("checkpoint: %s: the manifest's block CRCs do not match the file (whose CRC-32C does): the manifest is corrupted", f.path))
+	}
+	if f.info.BlockBytes != 0 && f.info.BlockBytes != BlockBytes {
+		// Other blocks than this zeroeng writes: read each back.
+		buf := make([]byte, 1<<20)
+		for at := int64(0); at < f.Size(); at += int64(len(buf)) {
+			if _, err := f.ReadAt(buf[:min(int64(len(buf)), f.Size()-at)], at); err != nil {
+				return err
+			}
+		}
+	}
+	f.verified = true
+	h, err := safetensors.ReadHeader(f, f.Size(), f.path)
+	if err != nil {
+		return damaged(fmt.Errorf("checkpoint: %w", err))
+	}
+	if sliced {
+		if _, err := parseSlices(h, f.path); err != nil {
+			return damaged(err)
+		}
+	}
+	return nil
 }

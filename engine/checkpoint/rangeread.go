@@ -74,12 +74,45 @@ func (r *rangeFile) ReadAt(p []byte, off int64) (int, error) {
 	n := 0
 	for n < len(p) {
 		at := off + int64(n)
-		if err := r.load(at / bs); err != nil {
+		k := at / bs
+		if whole := int64(len(p)-n) / bs; at == k*bs && whole > 0 {
+			// Whole blocks: straight into p, each checked there.
+			if err := r.readBlocks(p[n:int64(n)+whole*bs], k); err != nil {
+				return n, err
+			}
+			n += int(whole * bs)
+			continue
+		}
+		if err := r.load(k); err != nil {
 			return n, err
 		}
 		n += copy(p[n:], r.buf[at-r.block*bs:])
 	}
 	return n, nil
+}
+
+// readBlocks reads whole blocks from block k on into p and checks them.
+func (r *rangeFile) readBlocks(p []byte, k int64) error {
+	bs := r.info.BlockBytes
+	if _, err := r.f.ReadAt(p, k*bs); err != nil {
+		return damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
+	}
+	for i := int64(0); i*bs < int64(len(p)); i++ {
+		if err := r.check(p[i*bs:(i+1)*bs], k+i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// check checks block k's bytes b.
+func (r *rangeFile) check(b []byte, k int64) error {
+	got := crc32.Checksum(b, castagnoli)
+	if want := binary.LittleEndian.Uint32(r.info.BlockCRC32C[4*k:]); got != want {
+		start := k * r.info.BlockBytes
+		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x of bytes [%d, %d), the manifest says %08x", r.path, got, start, start+int64(len(b)), want))
+	}
+	return nil
 }
 
 // load reads block k into buf and checks it.
@@ -98,9 +131,8 @@ func (r *rangeFile) load(k int64) error {
 	if _, err := r.f.ReadAt(r.buf, start); err != nil {
 		return damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
 	}
-	got := crc32.Checksum(r.buf, castagnoli)
-	if want := binary.LittleEndian.Uint32(r.info.BlockCRC32C[4*k:]); got != want {
-		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x of bytes [%d, %d), the manifest says %08x", r.path, got, start, start+size, want))
+	if err := r.check(r.buf, k); err != nil {
+		return err
 	}
 	r.block = k
 	return nil

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -900,14 +899,4 @@ func ExportModule(path, key, out string) (string, error) {
 		return "", err
 	}
 	return key, nil
-}
-
-// checkSliceFile checks a slice file's metadata (Verify).
-func checkSliceFile(b []byte, path string) error {
-	h, err := safetensors.ReadHeader(bytes.NewReader(b), int64(len(b)), path)
-	if err != nil {
-		return err
-	}
-	_, err = parseSlices(h, path)
-	return err
 }

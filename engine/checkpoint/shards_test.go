@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -629,4 +630,59 @@ func savedSlices(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestRangeFile: parts of a file read through rangeFile are its bytes,
+// whole blocks or not; a damaged block fails the reads that touch it only,
+// naming the file; a file whose manifest entry has no block CRCs (an older
+// checkpoint) is checked whole before the first read.
+func TestRangeFile(t *testing.T) {
+	dir := t.TempDir()
+	data := make([]byte, 4*BlockBytes+1234)
+	for i := range data {
+		data[i] = byte(i*7 + i/BlockBytes)
+	}
+	info, err := writeFile(filepath.Join(dir, "f"), func(w io.Writer) error { _, err := w.Write(data); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.BlockCRC32C) != 4*5 {
+		t.Fatalf("%d bytes of block CRCs for 5 blocks", len(info.BlockCRC32C))
+	}
+	m := &Manifest{Files: []FileInfo{info}}
+	f, err := openRange(dir, m, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, r := range [][2]int{{0, 10}, {BlockBytes - 3, BlockBytes + 3}, {BlockBytes, 3 * BlockBytes}, {5, 4*BlockBytes + 1234}, {4 * BlockBytes, 4*BlockBytes + 1234}} {
+		got := make([]byte, r[1]-r[0])
+		if _, err := f.ReadAt(got, int64(r[0])); err != nil || !bytes.Equal(got, data[r[0]:r[1]]) {
+			t.Errorf("bytes %v: %v", r, err)
+		}
+	}
+	if _, err := f.ReadAt(make([]byte, 2), int64(len(data)-1)); err == nil {
+		t.Error("a read past the end succeeded")
+	}
+	b := slices.Clone(data)
+	b[2*BlockBytes+5] ^= 1
+	os.WriteFile(filepath.Join(dir, "f"), b, 0o644)
+	g, _ := openRange(dir, m, "f")
+	defer g.Close()
+	if _, err := g.ReadAt(make([]byte, 100), 0); err != nil {
+		t.Errorf("a read of an intact block: %v", err)
+	}
+	for _, r := range [][2]int{{2*BlockBytes + 1, 2*BlockBytes + 9}, {BlockBytes, 3 * BlockBytes}} {
+		_, err := g.ReadAt(make([]byte, r[1]-r[0]), int64(r[0]))
+		if err == nil || !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), filepath.Join(dir, "f")+" is corrupted") {
+			t.Errorf("bytes %v of a damaged block: %v", r, err)
+		}
+	}
+	old := info
+	old.BlockBytes, old.BlockCRC32C = 0, nil
+	h, _ := openRange(dir, &Manifest{Files: []FileInfo{old}}, "f")
+	defer h.Close()
+	if _, err := h.ReadAt(make([]byte, 10), 0); err == nil || !strings.Contains(err.Error(), "is corrupted: CRC-32C") {
+		t.Errorf("a damaged file without block CRCs: %v", err)
+	}
 }
