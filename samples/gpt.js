@@ -224,9 +224,15 @@ const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seq
 const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.accum, seqLen: opts.seqLen, shuffle: false });
 
 // ---- model, optimizer, schedule --------------------------------------------------------------------------
-let model = new GPT(cfg);
+// Under stage 3 the model is built sharded (zero.init): no rank ever holds it whole, each makes only its
+// slices of the very values the model built whole from the same seed has.
+const build = () => {
+  const m = new GPT(cfg);
+  if (opts.dtype === "bfloat16") m.bfloat16();
+  return m;
+};
+let model = opts.zero === 3 ? zero.init(build) : build();
 const gpt = model;
-if (opts.dtype === "bfloat16") model.bfloat16();
 // Weight decay on the matrices (embeddings, linear weights), none on biases and LayerNorm parameters.
 const params = gpt.parameters();
 const decay = params.filter(p => p.ndim >= 2), noDecay = params.filter(p => p.ndim < 2);

@@ -306,19 +306,25 @@ const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seq
 const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.accum, seqLen: opts.seqLen, shuffle: false });
 
 // ---- model, optimizer, schedule --------------------------------------------------------------------------
-let model = new Llama(cfg);
-const llama = model;
-if (opts.init) {
-  // Strict: every parameter must be in the file with its shape, and nothing else, so that a file of
-  // another configuration or with other names is an error naming the tensor, not a half-loaded model.
-  try {
-    llama.loadStateDict(io.loadSafetensors(opts.init));
-  } catch (e) {
-    console.error(`llama.js: --init ${opts.init}: ${e.message}`);
-    process.exit(1);
+// Under stage 3 the model is built sharded (zero.init): no rank ever holds it whole, each makes only its
+// slices of the very values the model built whole has (from --init: each rank reads only its slices).
+const build = () => {
+  const m = new Llama(cfg);
+  if (opts.init) {
+    // Strict: every parameter must be in the file with its shape, and nothing else, so that a file of
+    // another configuration or with other names is an error naming the tensor, not a half-loaded model.
+    try {
+      m.loadStateDict(io.loadSafetensors(opts.init));
+    } catch (e) {
+      console.error(`llama.js: --init ${opts.init}: ${e.message}`);
+      process.exit(1);
+    }
   }
-}
-if (opts.dtype === "bfloat16") model.bfloat16();
+  if (opts.dtype === "bfloat16") m.bfloat16();
+  return m;
+};
+let model = opts.zero === 3 ? zero.init(build) : build();
+const llama = model;
 // Weight decay on the matrices (the embedding, the projections, the output layer), none on the norms.
 const params = llama.parameters();
 const decay = params.filter(p => p.ndim >= 2), noDecay = params.filter(p => p.ndim < 2);

@@ -15,7 +15,11 @@ func (r *Runtime) ioModule() *goja.Object {
 	m := r.vm.NewObject()
 	r.fn(m, "loadSafetensors", func(call goja.FunctionCall) goja.Value {
 		path := r.pathArg("io.loadSafetensors", call.Argument(0))
-		ts, meta, err := tensorio.LoadSafetensors(r.rt, path)
+		load := tensorio.LoadSafetensors
+		if r.lazyInit > 0 { // inside zero.init: each rank reads only what it needs
+			load = tensorio.OpenSafetensorsLazy
+		}
+		ts, meta, err := load(r.rt, path)
 		if err != nil {
 			r.throw(err)
 		}

@@ -153,7 +153,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		// Embedding.reset_parameters: normal_(0, 1) over the whole weight
 		// (rand.EmbeddingInit), in the tensor's memory; then the padding
 		// row is zeroed.
-		w := r.rt.Empty(dtype.Float32, num, dim)
+		w := r.newTensor(dtype.Float32, num, dim)
 		if err := w.FillRandom(r.rt.Generator(), tensor.Normal(0, 1)); err != nil {
 			w.Release()
 			r.throw(fmt.Errorf("%s(%d, %d): %w", fn, num, dim, err))
@@ -379,7 +379,7 @@ func toAny(ss []string) []any {
 func (r *Runtime) linearParams(fn string, shape []int, fanIn int, bias bool) goja.Value {
 	g := r.rt.Generator()
 	wb, bb := rand.LinearBounds(fanIn)
-	w := r.rt.Empty(dtype.Float32, shape...)
+	w := r.newTensor(dtype.Float32, shape...)
 	if err := w.FillRandom(g, tensor.Uniform(-wb, wb)); err != nil {
 		w.Release()
 		r.throw(fmt.Errorf("%s: weight of shape %v: %w", fn, shape, err))
@@ -388,10 +388,19 @@ func (r *Runtime) linearParams(fn string, shape []int, fanIn int, bias bool) goj
 	if !bias {
 		return r.vm.NewArray(wt, goja.Null())
 	}
-	b := r.rt.Empty(dtype.Float32, shape[0])
+	b := r.newTensor(dtype.Float32, shape[0])
 	if err := b.FillRandom(g, tensor.Uniform(-bb, bb)); err != nil {
 		b.Release()
 		r.throw(fmt.Errorf("%s: bias of %d elements: %w", fn, shape[0], err))
 	}
 	return r.vm.NewArray(wt, r.wrap(b))
+}
+
+// newTensor is memory for a new tensor the script's code fills in place:
+// lazy inside zero.init (the fills are recorded), else uninitialised.
+func (r *Runtime) newTensor(dt dtype.DType, shape ...int) *tensor.Tensor {
+	if r.lazyInit > 0 {
+		return r.rt.Lazy(dt, shape...)
+	}
+	return r.rt.Empty(dt, shape...)
 }

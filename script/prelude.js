@@ -1475,7 +1475,13 @@
     return module;
   }
 
+  // zero.init(fn) returns fn(), building a model without its memory
+  // (DeepSpeed's zero.Init): the parameters fn makes, and the files it
+  // loads, have no values yet; their initialisations are recorded and a
+  // stage-3 ZeroRedundancyOptimizer makes each rank's slices only, the
+  // very values the model built whole would have.
   const zero = Object.freeze({
+    init: fn => native.zero.lazyInit(fn),
     fullyShard,
     ZeroRedundancyOptimizer: function ZeroRedundancyOptimizer(params, options) {
       if (options && typeof options.optimizer === 'function') return new ShardedOptimizer(Array.from(params), options);

@@ -104,6 +104,10 @@ type Runtime struct {
 	zeroUnits []zero.UnitSpec
 	unitOf    map[*tensor.Tensor]int
 	stage3    *zero.Optimizer
+	// lazyInit counts the zero.init calls running: while one does, new
+	// tensors of the factories and of the layers' initialisations are
+	// lazy (tensor.Lazy), as are loaded safetensors files.
+	lazyInit int
 
 	// required records the files loaded through require (their line 1 is
 	// shifted by the module wrapper) and the last module asked for.

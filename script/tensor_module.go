@@ -1,6 +1,7 @@
 package script
 
 import (
+	"fmt"
 	"math"
 	"strconv"
 
@@ -168,14 +169,22 @@ func (r *Runtime) tensorModule() *goja.Object {
 			return r.wrap(r.requiresGrad(fn, o, make(r.dtypeValue(fn, optValue(o, "dtype"), dtype.Float32), shape, o)))
 		})
 	}
-	creator("zeros", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Zeros(dt, s...) })
-	creator("ones", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Ones(dt, s...) })
-	creator("empty", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.rt.Empty(dt, s...) })
+	creator("zeros", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.filled(dt, 0, s...) })
+	creator("ones", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.filled(dt, 1, s...) })
+	creator("empty", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.newTensor(dt, s...) })
 	creator("rand", func(dt dtype.DType, s []int, o *goja.Object) *tensor.Tensor {
-		return r.rt.RandWith(r.generatorOpt("tensor.rand", o), dt, s...)
+		g := r.generatorOpt("tensor.rand", o)
+		if r.lazyInit > 0 {
+			return r.lazyRandom(g, tensor.Uniform(0, 1), dt, s...)
+		}
+		return r.rt.RandWith(g, dt, s...)
 	})
 	creator("randn", func(dt dtype.DType, s []int, o *goja.Object) *tensor.Tensor {
-		return r.rt.RandnWith(r.generatorOpt("tensor.randn", o), dt, s...)
+		g := r.generatorOpt("tensor.randn", o)
+		if r.lazyInit > 0 {
+			return r.lazyRandom(g, tensor.Normal(0, 1), dt, s...)
+		}
+		return r.rt.RandnWith(g, dt, s...)
 	})
 	r.fn(m, "full", func(call goja.FunctionCall) goja.Value {
 		shape := r.shapeArgs("tensor.full", call, 0)
@@ -186,7 +195,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		}
 		value := r.numberValue("tensor.full", "value", call.Argument(1))
 		o := r.optionsOf("tensor.full", call, 2, "dtype", "requiresGrad")
-		return r.wrap(r.requiresGrad("tensor.full", o, r.rt.Full(r.dtypeValue("tensor.full", optValue(o, "dtype"), dtype.Float32), value, shape...)))
+		return r.wrap(r.requiresGrad("tensor.full", o, r.filled(r.dtypeValue("tensor.full", optValue(o, "dtype"), dtype.Float32), value, shape...)))
 	})
 	// zerosLike(t, { dtype, requiresGrad }) and the others: t's shape, and
 	// t's dtype unless dtype says otherwise (torch.zeros_like's keywords).
@@ -457,4 +466,32 @@ func allBooleans(v any) bool {
 		return true
 	}
 	return false
+}
+
+// filled is tensor.full's tensor: lazy inside zero.init.
+func (r *Runtime) filled(dt dtype.DType, v float64, shape ...int) *tensor.Tensor {
+	if r.lazyInit == 0 {
+		return r.rt.Full(dt, v, shape...)
+	}
+	t := r.rt.Lazy(dt, shape...)
+	if t.Err() == nil && v != 0 {
+		if err := t.Fill(v); err != nil {
+			t.Release()
+			return r.rt.Failed(err)
+		}
+	}
+	return t
+}
+
+// lazyRandom is tensor.rand's or randn's tensor inside zero.init: the fill
+// recorded on a lazy tensor, g moved on.
+func (r *Runtime) lazyRandom(g *tensor.Generator, f tensor.RandomFill, dt dtype.DType, shape ...int) *tensor.Tensor {
+	t := r.rt.Lazy(dt, shape...)
+	if t.Err() == nil {
+		if err := t.FillRandom(g, f); err != nil {
+			t.Release()
+			return r.rt.Failed(fmt.Errorf("tensor: %v: %w", f, err))
+		}
+	}
+	return t
 }

@@ -205,7 +205,6 @@ func TestZeroStage3CheckpointMemory(t *testing.T) {
 	}
 	trainPeak, live := 0, 0
 	for r, l := range lines {
-		t.Logf("rank %d of 2: save peak %s bytes above the live %s (the model is %d bytes, one tensor %d)", r, field(l, "save-peak"), field(l, "live"), whole, oneTensor)
 		if p, _ := strconv.Atoi(field(l, "save-peak")); p > oneTensor+margin {
 			t.Errorf("rank %d: the save took %d bytes above the live ones (one tensor is %d; the model %d)", r, p, oneTensor, whole)
 		}
@@ -220,7 +219,6 @@ func TestZeroStage3CheckpointMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 		for r, l := range lines {
-			t.Logf("rank %d of %d: load peak %s bytes above the live bytes after it", r, ranks, field(l, "load-peak"))
 			if p, _ := strconv.Atoi(field(l, "load-peak")); p > oneTensor+margin {
 				t.Errorf("%d ranks, rank %d: the load peaked %d bytes above the live ones after it (one tensor is %d; the model %d)", ranks, r, p, oneTensor, whole)
 			}
@@ -234,7 +232,6 @@ func TestZeroStage3CheckpointMemory(t *testing.T) {
 	if limit < int64(trainPeak)+32<<10 {
 		t.Fatalf("training peaked at %d bytes, %d live at the save: no cap between them keeps the model (%d bytes) from being gathered", trainPeak, live, whole)
 	}
-	t.Logf("cap %d bytes: training peaked at %d, %d live at the save", limit, trainPeak, live)
 	capped := t.TempDir()
 	if _, err := runStage3(t, 2, limit, capped, "save", "3", "64", strconv.Itoa(layers), "1"); err != nil {
 		t.Fatalf("saving under a cap of %d bytes: %v", limit, err)
@@ -309,7 +306,6 @@ console.log(JSON.stringify({ fullPeak, onlyPeak, shardedPeak, errors }));`
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(l, fmt.Sprintf("[%d] ", r))), &got); err != nil {
 			t.Fatalf("rank %d: %v: %s", r, err, l)
 		}
-		t.Logf("rank %d: stateDict() peaked %d bytes above the live ones, { rank0Only } %d, { type: \"sharded\" } %d (the model is %d bytes)", r, got.FullPeak, got.OnlyPeak, got.ShardedPeak, model)
 		if got.FullPeak > model+oneTensor+margin {
 			t.Errorf("rank %d: the full state dict peaked %d bytes above the live ones: more than its copies (%d) and one tensor", r, got.FullPeak, model)
 		}

@@ -13,18 +13,40 @@ import (
 	"github.com/zeroeng/zeroeng/zero"
 )
 
-// The script side of ZeRO stage 3. zero.fullyShard(module) (prelude.js)
-// records the module's own parameters as a unit and wraps its forward in
-// native.zero.beforeForward / afterForward; a ZeroRedundancyOptimizer with
-// stage: 3 is then made over the units and shards them (zero/stage3.go).
-// Before that optimizer exists the wrappers do nothing: the parameters
-// are whole, as FSDP2's are not, but a script marks its units first and
+// The script side of ZeRO stage 3. zero.init(fn) builds a model without
+// its memory: the tensors fn makes through the factories (tensor.empty,
+// zeros, ones, full, rand, randn), the layers' initialisations and
+// io.loadSafetensors are lazy (engine/tensor's Lazy): their in-place
+// initialisations are recorded, the generator moves on as they would move
+// it, and the stage-3 optimizer makes only each rank's slices from them.
+// Used any other way first, a lazy tensor makes all of its values, so
+// nothing ever reads other values than the same script without
+// zero.init would.
+//
+// zero.fullyShard(module) (prelude.js) records the module's own
+// parameters as a unit and wraps its forward in native.zero.beforeForward
+// / afterForward; a ZeroRedundancyOptimizer with stage: 3 is then made
+// over the units and shards them (zero/stage3.go). Before that optimizer
+// exists the wrappers do nothing: the parameters are whole (or lazy, under
+// zero.init), as FSDP2's are not, but a script marks its units first and
 // makes its optimizer next, as in PyTorch.
 
 // nativeStage3 adds the unit functions to native.zero.
 func (r *Runtime) nativeStage3(o *goja.Object) {
 	r.stage3Natives(o)
 	// unit(params, reshardAfterForward) → the unit's number.
+	// lazyInit(fn): fn() with the tensors it makes lazy (zero.init).
+	r.fn(o, "lazyInit", func(call goja.FunctionCall) goja.Value {
+		f, ok := goja.AssertFunction(call.Argument(0))
+		if !ok {
+			r.throwf("zero.init(fn): fn must be a function that builds the model, got %s", describe(call.Argument(0)))
+		}
+		r.lazyInit++
+		defer func() { r.lazyInit-- }()
+		v, err := f(goja.Undefined())
+		r.rethrow(err)
+		return v
+	})
 	r.fn(o, "unit", func(call goja.FunctionCall) goja.Value {
 		const fn = "zero.fullyShard"
 		if r.stage3 != nil {
