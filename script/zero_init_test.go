@@ -96,7 +96,7 @@ func TestZeroInitBuildsSharded(t *testing.T) {
 		return lines
 	}
 	weights := filepath.Join(dir, "w.safetensors")
-	run(1, "0", "float32", "-", weights) // another model's weights, saved whole
+	run(1, "0", "float32", "-", weights)                      // another model's weights, saved whole
 	const whole = (64*32 + 2*(2*32+32*128+128+128*32+32)) * 4 // float32 bytes
 	for _, c := range []struct {
 		ranks int
