@@ -26,9 +26,9 @@ import (
 //
 // It prints "weights <json>" (the full state dict's values, for a small
 // model) after step 3 (save) or after the load (resume), "loss <step>
-// <bits>" (the global mean, as exact bits) per step, the device's peak
-// over the first three steps, and its peaks around the save and the load
-// above the bytes live before (save) or after (load) them.
+// <bits>" (the global mean, as exact bits) per step, the device's peaks
+// around the save and the load above the bytes live before (save) or after
+// (load) them, and its peak over the whole run.
 const stage3JS = `const { tensor, nn, optim, zero, dist, checkpoint, device } = require("zeroeng");
 const [dir, mode] = [process.argv[2], process.argv[3]];
 const [stage, width, layers] = [4, 5, 6].map(i => Number(process.argv[i]));
@@ -63,7 +63,7 @@ const step = s => {
   const global = dist.allReduce(loss.detach(), "avg").wait();
   console.log("loss", s, new Float64Array([global.item()]).join());
 };
-let first = 1;
+let first = 1, peak = 0;
 if (mode === "resume") {
   device.resetPeakMemoryStats();
   const got = ckpt.load();
@@ -75,7 +75,7 @@ for (let s = first; s <= 5; s++) {
   step(s);
   if (mode === "save" && s === 3) {
     if (width <= 16) console.log("weights", weights());
-    console.log("train-peak", device.maxMemoryAllocated());
+    peak = device.maxMemoryAllocated();
     device.resetPeakMemoryStats();
     const live = device.memoryAllocated();
     console.log("live", live);
@@ -83,6 +83,7 @@ for (let s = first; s <= 5; s++) {
     console.log("save-peak", device.maxMemoryAllocated() - live);
   }
 }
+console.log("run-peak", Math.max(peak, device.maxMemoryAllocated()));
 `
 
 // runStage3 runs stage3JS on ranks (under a device memory cap when
@@ -190,35 +191,39 @@ func TestZeroStage3Checkpoint(t *testing.T) {
 
 // TestZeroStage3CheckpointMemory: saving and loading a stage-3 model
 // through a Manager keeps every rank's device memory at its slices and
-// state plus at most one tensor (a Linear(64, 64)'s weight) and a margin,
+// state plus at most one tensor (a Linear(256, 256)'s weight) and a margin,
 // where gathering the model around them, as checkpoints did, needs the
 // whole model on every rank; under a memory cap that training fits and
 // that gathering the model would exceed, a save and a resume succeed.
 func TestZeroStage3CheckpointMemory(t *testing.T) {
-	const oneTensor, margin = 64 * 64 * 4, 4 << 10
-	const layers = 24 // the model (400 KB) against what training needs beyond the state
-	const whole = layers * (64*64 + 64) * 4
+	// Wide layers: the model (2.1 MB) against what training needs beyond
+	// the state and the script's small tensors awaiting Go's collector.
+	const width, layers = 256, 8
+	const oneTensor, margin = width * width * 4, 4 << 10
+	const whole = layers * (width*width + width) * 4
 	dir := t.TempDir()
-	lines, err := runStage3(t, 2, 0, dir, "save", "3", "64", strconv.Itoa(layers), "1")
+	lines, err := runStage3(t, 2, 0, dir, "save", "3", strconv.Itoa(width), strconv.Itoa(layers), "1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	trainPeak, live := 0, 0
 	for r, l := range lines {
+		t.Logf("rank %d of 2: save peak %s bytes above the live %s (the model is %d bytes, one tensor %d)", r, field(l, "save-peak"), field(l, "live"), whole, oneTensor)
 		if p, _ := strconv.Atoi(field(l, "save-peak")); p > oneTensor+margin {
 			t.Errorf("rank %d: the save took %d bytes above the live ones (one tensor is %d; the model %d)", r, p, oneTensor, whole)
 		}
-		p, _ := strconv.Atoi(field(l, "train-peak"))
+		p, _ := strconv.Atoi(field(l, "run-peak"))
 		trainPeak = max(trainPeak, p)
 		p, _ = strconv.Atoi(field(l, "live"))
 		live = max(live, p)
 	}
 	for _, ranks := range []int{2, 3} {
-		lines, err := runStage3(t, ranks, 0, dir, "resume", "3", "64", strconv.Itoa(layers))
+		lines, err := runStage3(t, ranks, 0, dir, "resume", "3", strconv.Itoa(width), strconv.Itoa(layers))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for r, l := range lines {
+			t.Logf("rank %d of %d: load peak %s bytes above the live bytes after it", r, ranks, field(l, "load-peak"))
 			if p, _ := strconv.Atoi(field(l, "load-peak")); p > oneTensor+margin {
 				t.Errorf("%d ranks, rank %d: the load peaked %d bytes above the live ones after it (one tensor is %d; the model %d)", ranks, r, p, oneTensor, whole)
 			}
@@ -232,18 +237,19 @@ func TestZeroStage3CheckpointMemory(t *testing.T) {
 	if limit < int64(trainPeak)+32<<10 {
 		t.Fatalf("training peaked at %d bytes, %d live at the save: no cap between them keeps the model (%d bytes) from being gathered", trainPeak, live, whole)
 	}
+	t.Logf("cap %d bytes: training peaked at %d, %d live at the save", limit, trainPeak, live)
 	capped := t.TempDir()
-	if _, err := runStage3(t, 2, limit, capped, "save", "3", "64", strconv.Itoa(layers), "1"); err != nil {
+	if _, err := runStage3(t, 2, limit, capped, "save", "3", strconv.Itoa(width), strconv.Itoa(layers), "1"); err != nil {
 		t.Fatalf("saving under a cap of %d bytes: %v", limit, err)
 	}
-	if _, err := runStage3(t, 2, limit, capped, "resume", "3", "64", strconv.Itoa(layers)); err != nil {
+	if _, err := runStage3(t, 2, limit, capped, "resume", "3", strconv.Itoa(width), strconv.Itoa(layers)); err != nil {
 		t.Fatalf("resuming under a cap of %d bytes: %v", limit, err)
 	}
 	// The cap bites: gathering the model around a save does not fit.
 	path := filepath.Join(t.TempDir(), "gather.js")
 	os.WriteFile(path, []byte(strings.Replace(stage3JS, "ckpt.save(s, { force: true });", "opt.withFullParams(() => {});", 1)), 0o644)
 	var out bytes.Buffer
-	err = RunJob(context.Background(), path, JobOptions{Ranks: 2, MaxMemory: limit, Rank: Options{Stdout: &out, Stderr: &out, AutoRelease: true, Args: []string{t.TempDir(), "save", "3", "64", strconv.Itoa(layers)}}})
+	err = RunJob(context.Background(), path, JobOptions{Ranks: 2, MaxMemory: limit, Rank: Options{Stdout: &out, Stderr: &out, AutoRelease: true, Args: []string{t.TempDir(), "save", "3", strconv.Itoa(width), strconv.Itoa(layers)}}})
 	if err == nil || !strings.Contains(err.Error(), "out of memory") {
 		t.Errorf("gathering the model under the cap: %v", err)
 	}
@@ -306,6 +312,7 @@ console.log(JSON.stringify({ fullPeak, onlyPeak, shardedPeak, errors }));`
 		if err := json.Unmarshal([]byte(strings.TrimPrefix(l, fmt.Sprintf("[%d] ", r))), &got); err != nil {
 			t.Fatalf("rank %d: %v: %s", r, err, l)
 		}
+		t.Logf("rank %d: stateDict() peaked %d bytes above the live ones, { rank0Only } %d, { type: \"sharded\" } %d (the model is %d bytes)", r, got.FullPeak, got.OnlyPeak, got.ShardedPeak, model)
 		if got.FullPeak > model+oneTensor+margin {
 			t.Errorf("rank %d: the full state dict peaked %d bytes above the live ones: more than its copies (%d) and one tensor", r, got.FullPeak, model)
 		}
