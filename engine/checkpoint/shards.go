@@ -630,7 +630,7 @@ func readWhole(s *srcTensor, target *tensor.Tensor) (segment, error) {
 	return segment{bucket: -1, target: target, dt: s.dt, data: buf}, nil
 }
 
-// readSharded plans the load of a module without slices from a checkpoint
+// readFromSlices plans the load of a module without slices from a checkpoint
 // that has it in slices: every tensor is read whole from the slice files.
 func readFromSlices(rd *reader, pg dist.ProcessGroup, m *Manifest, mod Module, info ShardedInfo) (*moduleLoad, error) {
 	wholeFrom := 0
