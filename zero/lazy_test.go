@@ -3,6 +3,7 @@ package zero
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -128,5 +129,34 @@ func TestStage3BuildsLazyModels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestStage3GatherOutOfMemoryInBackward: a unit that cannot be gathered
+// again for backward (the device is full) fails the backward pass with
+// the out-of-memory error, naming the unit, rather than with what the
+// ops below it would meet (their saved tensors without values).
+func TestStage3GatherOutOfMemoryInBackward(t *testing.T) {
+	w, _ := dist.NewWorld(1, dist.Options{})
+	defer w.Close()
+	rt := tensor.NewRuntime(cpu.New(cpu.Options{MaxMemory: 1 << 20}), 0)
+	m := mlp(t, rt)
+	units, owner := layerUnits(m, true)
+	z, err := New(w.Group(0), optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), Options{Stage: 3, Units: units})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	x := rt.FromValues(dtype.Float32, make([]float64, 4*16), 4, 16)
+	y, err := forwardUnits(z, m, owner, x, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := (1 << 20) - rt.Stats().LiveBytes
+	filler := rt.Empty(dtype.Float32, int(left/4)-16) // room for no unit
+	defer filler.Release()
+	err = y.SumAll().Backward()
+	if err == nil || !strings.Contains(err.Error(), "out of memory") || !strings.Contains(err.Error(), "unit 2") {
+		t.Fatalf("backward: %v", err)
 	}
 }

@@ -337,15 +337,18 @@ func (u *Unit) AfterForward(outputs []*tensor.Tensor) error {
 }
 
 // beforeBackward is the pre-backward hook: the values forward used come
-// back (sealed), once per pass even when several outputs lead here.
-func (u *Unit) beforeBackward() {
+// back (sealed), once per pass even when several outputs lead here. A
+// gather that fails (out of memory, a failed collective) ends the backward
+// pass with its error: the unit's ops would otherwise meet their saved
+// tensors without the values.
+func (u *Unit) beforeBackward() error {
 	f := u.f
 	if f.err != nil {
-		return
+		return f.err
 	}
 	if err := u.gather(true); err != nil {
 		f.err = err
-		return
+		return err
 	}
 	u.bwdStart = time.Now()
 	// Backward runs the units in reverse forward order: the one before
@@ -353,8 +356,10 @@ func (u *Unit) beforeBackward() {
 	if k := slices.Index(f.order, u); k > 0 {
 		if err := f.prefetch(f.order[k-1], true); err != nil {
 			f.err = err
+			return err
 		}
 	}
+	return nil
 }
 
 // forwardPosition is u's place in the order of the units' forwards,

@@ -296,7 +296,9 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 	for ready.Len() > 0 {
 		n := heap.Pop(ready).(*node)
 		for _, h := range n.pre {
-			h.fn()
+			if err := h.fn(); err != nil {
+				return err
+			}
 		}
 		var grads []*Tensor
 		if n.grad != nil {

@@ -81,9 +81,11 @@ func (t *Tensor) usable(op string) error {
 // OnBackward registers fn to run during a backward pass just before the
 // gradient flows into the op that made t, that is before any op that led
 // to t runs its backward: ZeRO stage 3 gathers a unit's parameters there.
-// t must have been made by an op that autograd recorded. It returns a
-// function that removes the hook; the hook lasts as long as the graph.
-func (t *Tensor) OnBackward(fn func()) (remove func(), err error) {
+// An error from fn ends the backward pass with it (the ops below would
+// find their saved tensors missing). t must have been made by an op that
+// autograd recorded. It returns a function that removes the hook; the
+// hook lasts as long as the graph.
+func (t *Tensor) OnBackward(fn func() error) (remove func(), err error) {
 	if err := t.usable("OnBackward"); err != nil {
 		return nil, err
 	}
@@ -105,5 +107,5 @@ func (t *Tensor) OnBackward(fn func()) (remove func(), err error) {
 
 type preHook struct {
 	id int64
-	fn func()
+	fn func() error
 }

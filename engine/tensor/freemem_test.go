@@ -1,6 +1,7 @@
 package tensor_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -72,7 +73,7 @@ func TestOnBackward(t *testing.T) {
 	var order []string
 	w.OnGradReady(func(*tensor.Tensor) { order = append(order, "w ready") })
 	h := w.MulScalar(3) // the unit's output
-	if _, err := h.OnBackward(func() { order = append(order, "before the unit") }); err != nil {
+	if _, err := h.OnBackward(func() error { order = append(order, "before the unit"); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	loss := h.Mul(h).SumAll()
@@ -82,8 +83,18 @@ func TestOnBackward(t *testing.T) {
 	if strings.Join(order, ", ") != "before the unit, w ready" {
 		t.Errorf("order: %v", order)
 	}
-	if _, err := w.OnBackward(func() {}); err == nil {
+	if _, err := w.OnBackward(func() error { return nil }); err == nil {
 		t.Error("OnBackward of a leaf succeeded")
+	}
+	// A hook that fails (a stage-3 gather out of memory) ends the pass
+	// with its error, before any op below it runs.
+	order = nil
+	h = w.MulScalar(3)
+	if _, err := h.OnBackward(func() error { return errors.New("out of memory gathering unit 0") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Mul(h).SumAll().Backward(); err == nil || err.Error() != "out of memory gathering unit 0" || len(order) != 0 {
+		t.Errorf("backward: %v; hooks run: %v", err, order)
 	}
 }
 
