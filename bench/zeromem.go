@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -30,6 +31,9 @@ type ZeroMemoryResult struct {
 	// LiveBytesPerParam is each rank's device memory in use after the
 	// step (every live buffer, pooled ones excluded) per parameter.
 	LiveBytesPerParam []float64 `json:"live_bytes_per_param"`
+	// PeakBytesPerParam is each rank's peak of live device memory during
+	// the step (forward, backward and the optimizer step), per parameter.
+	PeakBytesPerParam []float64 `json:"peak_bytes_per_param"`
 }
 
 // RunZeroMemory measures the zero-memory-STAGE workload: six
@@ -39,7 +43,8 @@ type ZeroMemoryResult struct {
 func RunZeroMemory(stage int) (ZeroMemoryResult, error) {
 	const world, layers, width = 4, 6, 4096
 	res := ZeroMemoryResult{Workload: fmt.Sprintf("zero-memory-%d", stage), World: world,
-		Params: layers * (width*width + width), Ranks: make([]zero.Memory, world), BytesPerParam: make([]float64, world), LiveBytesPerParam: make([]float64, world)}
+		Params: layers * (width*width + width), Ranks: make([]zero.Memory, world), BytesPerParam: make([]float64, world), LiveBytesPerParam: make([]float64, world),
+		PeakBytesPerParam: make([]float64, world)}
 	switch stage {
 	case 0:
 		res.FormulaBytesPerParam = 16
@@ -61,7 +66,7 @@ func RunZeroMemory(stage int) (ZeroMemoryResult, error) {
 	var wg sync.WaitGroup
 	for rank := range world {
 		wg.Go(func() {
-			m, live, err := zeroMemoryRank(w.Group(rank), stage, layers, width)
+			m, live, peak, err := zeroMemoryRank(w.Group(rank), stage, layers, width)
 			if err != nil {
 				errs[rank] = err
 				w.Abort(err)
@@ -70,6 +75,7 @@ func RunZeroMemory(stage int) (ZeroMemoryResult, error) {
 			res.Ranks[rank] = m
 			res.BytesPerParam[rank] = math.Round(float64(m.Total())/float64(res.Params)*100) / 100
 			res.LiveBytesPerParam[rank] = math.Round(float64(live)/float64(res.Params)*100) / 100
+			res.PeakBytesPerParam[rank] = math.Round(float64(peak)/float64(res.Params)*100) / 100
 		})
 	}
 	wg.Wait()
@@ -81,31 +87,31 @@ func RunZeroMemory(stage int) (ZeroMemoryResult, error) {
 	return res, nil
 }
 
-func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memory, live int64, _ error) {
+func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memory, live, peak int64, _ error) {
 	dev := cpu.New(cpu.Options{Index: pg.Rank()})
 	rt := tensor.NewRuntime(dev, uint64(pg.Rank()))
-	defer func() { live = dev.MemStats().LiveBytes }()
+	defer func() { live, peak = dev.MemStats().LiveBytes, dev.MemStats().PeakBytes }()
 	var mods []nn.Layer
 	for range layers {
 		l, err := nn.NewLinear(rt, width, width, true)
 		if err != nil {
-			return zero.Memory{}, 0, err
+			return zero.Memory{}, 0, 0, err
 		}
 		mods = append(mods, l)
 	}
 	model, err := nn.NewSequential(mods...)
 	if err != nil {
-		return zero.Memory{}, 0, err
+		return zero.Memory{}, 0, 0, err
 	}
 	params := model.Parameters()
+	var d *ddp.DDP
 	if stage < 2 {
 		var named []ddp.Param
 		for _, p := range model.NamedParameters() {
 			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})
 		}
-		d, err := ddp.New(pg, named, ddp.Options{GradientAsBucketView: true})
-		if err != nil {
-			return zero.Memory{}, 0, err
+		if d, err = ddp.New(pg, named, ddp.Options{GradientAsBucketView: true}); err != nil {
+			return zero.Memory{}, 0, 0, err
 		}
 		defer d.Close()
 	}
@@ -133,10 +139,11 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 		opt = z
 	}
 	if err != nil {
-		return zero.Memory{}, 0, err
+		return zero.Memory{}, 0, 0, err
 	}
 	sc := rt.OpenScope()
 	x := rt.Randn(tensor.Float32, 4, width)
+	dev.ResetPeakMemStats()
 	y := x
 	for i, l := range mods {
 		var u *zero.Unit // stage 3's
@@ -145,25 +152,31 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 		}
 		if u != nil {
 			if err := u.BeforeForward(); err != nil {
-				return zero.Memory{}, 0, err
+				return zero.Memory{}, 0, 0, err
 			}
 		}
 		y = l.Forward(y)
 		if u != nil {
 			if err := u.AfterForward([]*tensor.Tensor{y}); err != nil {
-				return zero.Memory{}, 0, err
+				return zero.Memory{}, 0, 0, err
 			}
 		}
 	}
 	if err := tensor.MSELoss(y, x, tensor.ReduceMean).Backward(); err != nil {
-		return zero.Memory{}, 0, err
+		return zero.Memory{}, 0, 0, err
 	}
 	if err := opt.Step(); err != nil {
-		return zero.Memory{}, 0, err
+		return zero.Memory{}, 0, 0, err
 	}
 	sc.Close()
+	var buckets int64 // DDP's buckets where they are not the gradients
+	if d != nil {
+		buckets = d.BucketBytes()
+	}
 	if z != nil {
-		return z.Memory(), 0, nil
+		m := z.Memory()
+		m.Gradients += buckets
+		return m, 0, 0, nil
 	}
 	var m zero.Memory
 	for _, p := range params {
@@ -174,6 +187,175 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 			m.Gradients += int64(g.Numel() * g.DType().Size())
 		}
 	}
+	m.Gradients += buckets
 	m.State = plain.StateBytes()
-	return m, 0, nil
+	return m, 0, 0, nil
+}
+
+// ZeroPeakConfig is a run measuring the peak of a training step: Layers ×
+// Linear(Width, Width) with ReLUs, Batch rows per rank, AdamW, Steps
+// steps on World in-process ranks, each step starting with
+// zeroGrad(setToNone) and a reset of the device's peak, as gpt.js does.
+type ZeroPeakConfig struct {
+	World, Layers, Width, Batch, Steps int
+	// Stage is 0 (DDP and a replicated AdamW), 1 (ZeRO's flat partition
+	// under DDP) or 2 (ZeRO reducing the gradients itself).
+	Stage int
+	// GradientAsBucketView is DDP's option (stages 0 and 1).
+	GradientAsBucketView bool
+	// Offload (stage 2) keeps the optimizer state on a second CPU device,
+	// which steps it.
+	Offload bool
+	// BucketCapMB is DDP's and ZeRO's bucket cap (0: 25, both defaults).
+	BucketCapMB float64
+}
+
+// ZeroPeakResult is what each rank held, in MiB: the formula (fp32
+// parameters, gradients and AdamW's two moments as the stage shards them,
+// and DDP's buckets when they are a second copy of the gradients),
+// what the memory report counts after the last step (parameters,
+// gradients and optimizer state, with DDP's bucket copies), and the
+// highest peak of a step after the first two.
+type ZeroPeakResult struct {
+	ZeroPeakConfig
+	Params       int64     `json:"params"`
+	FormulaMiB   float64   `json:"formula_mib"`
+	AccountedMiB []float64 `json:"accounted_mib"`
+	PeakMiB      []float64 `json:"peak_mib"`
+}
+
+// ZeroPeakFormula is the formula's bytes per rank for params parameters
+// (see ZeroPeakResult).
+func ZeroPeakFormula(c ZeroPeakConfig, params int64) int64 {
+	n := int64(c.World)
+	var b int64
+	switch {
+	case c.Stage == 0:
+		b = 16 * params
+	case c.Stage == 1:
+		b = 8*params + 8*params/n
+	case c.Offload:
+		b = 4*params + 4*params/n
+	default:
+		b = 4*params + 12*params/n
+	}
+	if c.Stage < 2 && !c.GradientAsBucketView {
+		b += 4 * params
+	}
+	return b
+}
+
+// RunZeroPeak measures c.
+func RunZeroPeak(c ZeroPeakConfig) (ZeroPeakResult, error) {
+	res := ZeroPeakResult{ZeroPeakConfig: c, Params: int64(c.Layers) * int64(c.Width*c.Width+c.Width),
+		AccountedMiB: make([]float64, c.World), PeakMiB: make([]float64, c.World)}
+	res.FormulaMiB = mib2(ZeroPeakFormula(c, res.Params))
+	w, err := dist.NewWorld(c.World, dist.Options{})
+	if err != nil {
+		return res, err
+	}
+	defer w.Close()
+	errs := make([]error, c.World)
+	var wg sync.WaitGroup
+	for rank := range c.World {
+		wg.Go(func() {
+			acc, peak, err := zeroPeakRank(w.Group(rank), c)
+			if err != nil {
+				errs[rank] = fmt.Errorf("rank %d: %w", rank, err)
+				w.Abort(errs[rank])
+				return
+			}
+			res.AccountedMiB[rank], res.PeakMiB[rank] = mib2(acc), mib2(peak)
+		})
+	}
+	wg.Wait()
+	return res, errors.Join(errs...)
+}
+
+func mib2(b int64) float64 { return math.Round(float64(b)/(1<<20)*10) / 10 }
+
+func zeroPeakRank(pg dist.ProcessGroup, c ZeroPeakConfig) (accounted, peak int64, _ error) {
+	dev := cpu.New(cpu.Options{Index: pg.Rank()})
+	rt := tensor.NewRuntime(dev, 1)
+	var layers []nn.Layer
+	for range c.Layers {
+		l, err := nn.NewLinear(rt, c.Width, c.Width, true)
+		if err != nil {
+			return 0, 0, err
+		}
+		layers = append(layers, l, nn.ReLU())
+	}
+	model, err := nn.NewSequential(layers...)
+	if err != nil {
+		return 0, 0, err
+	}
+	params := model.Parameters()
+	var d *ddp.DDP
+	if c.Stage < 2 {
+		var named []ddp.Param
+		for _, p := range model.NamedParameters() {
+			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})
+		}
+		d, err = ddp.New(pg, named, ddp.Options{BucketCapMB: c.BucketCapMB, GradientAsBucketView: c.GradientAsBucketView})
+		if err != nil {
+			return 0, 0, err
+		}
+		defer d.Close()
+	}
+	cfg := optim.DefaultAdamW()
+	var plain *optim.Optimizer
+	var z *zero.Optimizer
+	var opt Optimizer
+	if c.Stage == 0 {
+		plain, err = optim.NewAdamW(params, cfg)
+		opt = plain
+	} else {
+		o := zero.Options{Stage: c.Stage, Partition: "flat", BucketCapMB: c.BucketCapMB}
+		if c.Offload {
+			o.Offload = tensor.NewRuntime(cpu.New(cpu.Options{Index: 100 + pg.Rank()}), 0)
+		}
+		z, err = zero.New(pg, optim.AdamW, params, cfg.Group(), o)
+		opt = z
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if z != nil {
+		defer z.Close()
+	}
+	for step := range c.Steps {
+		sc := rt.OpenScope()
+		x := rt.Randn(tensor.Float32, c.Batch, c.Width)
+		for _, p := range params {
+			if err := nn.ZeroGradOf(p, true); err != nil {
+				return 0, 0, err
+			}
+		}
+		dev.ResetPeakMemStats()
+		if err := tensor.MSELoss(model.Forward(x), x, tensor.ReduceMean).Backward(); err != nil {
+			return 0, 0, err
+		}
+		if err := opt.Step(); err != nil {
+			return 0, 0, err
+		}
+		sc.Close()
+		if step >= 2 || step == c.Steps-1 {
+			peak = max(peak, dev.MemStats().PeakBytes)
+		}
+	}
+	if z != nil {
+		accounted = z.Memory().Total()
+	} else {
+		for _, p := range params {
+			accounted += int64(p.Numel() * p.DType().Size())
+			if g := p.GradNoSync(); g != nil {
+				accounted += int64(g.Numel() * g.DType().Size())
+			}
+		}
+		accounted += plain.StateBytes()
+	}
+	if d != nil {
+		accounted += d.BucketBytes()
+	}
+	return accounted, peak, nil
 }

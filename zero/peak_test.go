@@ -1,0 +1,412 @@
+package zero
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/ddp"
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dist"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+	"github.com/zeroeng/zeroeng/engine/nn"
+	"github.com/zeroeng/zeroeng/engine/optim"
+	"github.com/zeroeng/zeroeng/engine/tensor"
+)
+
+// The memory a rank holds at the peak of a training step: the state the
+// formula names (parameters, gradients, AdamW's two moments, each as the
+// stage shards it) plus what is in flight, and nothing more. The model is
+// peakLayers × Linear(peakWidth, peakWidth) with ReLUs, every layer its
+// own DDP bucket and its own ZeRO bucket, a batch of peakBatch rows per
+// rank, on peakWorld in-process ranks.
+const (
+	peakWorld  = 2
+	peakLayers = 8
+	peakWidth  = 256
+	peakBatch  = 4
+	// One layer's parameters (weight and bias) and their bytes: the
+	// buckets' size, and the largest gradient backward makes at once.
+	peakLayerNumel = peakWidth*peakWidth + peakWidth
+	peakLayerBytes = 4 * peakLayerNumel
+	peakNumel      = peakLayers * peakLayerNumel
+	peakBucketMB   = float64(peakLayerBytes) / (1 << 20)
+)
+
+// peakCase is one way of training the model.
+type peakCase struct {
+	name    string
+	stage   int  // 0: DDP and a replicated AdamW; 1-2: ZeRO
+	gav     bool // DDP's gradientAsBucketView (stages 0 and 1)
+	offload bool // stage 2's state and step on a second CPU device
+}
+
+// formula is the per-rank bytes of parameters, gradients and optimizer
+// state for fp32 AdamW, as the stage shards them (P the parameter count,
+// N the ranks): 16·P under DDP, 8·P + 8·P/N under stage 1, 4·P + 12·P/N
+// under stage 2, 4·P + 4·P/N on the device under stage 2 with the state
+// offloaded. Without gradientAsBucketView DDP's buckets are a second copy
+// of the gradients (PyTorch's too): 4·P more, counted as such. P/N is a
+// rank's slice of the flat partition's buckets, padded to a multiple of N
+// (none here: a layer has an even number of parameters).
+func (c peakCase) formula() int64 {
+	const p, n = int64(peakNumel), int64(peakWorld)
+	const slice = peakLayers * ((peakLayerNumel + n - 1) / n) // P/N
+	var b int64
+	switch {
+	case c.stage == 0:
+		b = 16 * p
+	case c.stage == 1:
+		b = 8*p + 8*slice
+	case c.offload:
+		b = 4*p + 4*slice
+	default:
+		b = 4*p + 12*slice
+	}
+	if c.stage < 2 && !c.gav {
+		b += 4 * p // DDP's buckets
+	}
+	return b
+}
+
+// inFlight is what a step may hold besides the formula's state, from the
+// model's sizes:
+//   - activations: every layer's output and its ReLU's (the step's scope
+//     keeps them to its end), the input, the target and the loss's
+//     temporaries, and the few activation gradients backward holds at
+//     once: (2·layers + 8) rows of the batch;
+//   - the gradient autograd is making: one layer's weight and bias, before
+//     DDP copies it into its bucket or stage 2 into its staging bucket
+//     (after which it is freed, or kept as the parameter's .grad when the
+//     formula counts it);
+//   - stage 1 with parameters as separate tensors: the step gathers a
+//     bucket through a scratch buffer of its size, one at a time;
+//   - stage 2: the staging buckets of the reduce-scatters in flight
+//     (maxScattering) and the one filling; the step's scratch buffer
+//     comes after they are freed.
+func (c peakCase) inFlight() int64 {
+	act := int64(2*peakLayers+8) * peakBatch * peakWidth * 4
+	b := act + peakLayerBytes
+	switch c.stage {
+	case 1:
+		b += peakLayerBytes
+	case 2:
+		b += (maxScattering + 1) * peakLayerBytes
+	}
+	return b
+}
+
+// peakRank is what one rank measured.
+type peakRank struct {
+	peak      int64 // the highest PeakBytes of the measured steps
+	accounted int64 // parameters, gradients, state and DDP's bucket copies after the last step
+	err       error
+}
+
+const peakSteps, peakWarmup = 5, 2 // the first steps make the state and rebuild DDP's buckets
+
+// train runs peakSteps steps of c on every rank, each device limited to
+// maxMemory bytes (0: none).
+func (c peakCase) train(t *testing.T, maxMemory int64) []peakRank {
+	t.Helper()
+	w, err := dist.NewWorld(peakWorld, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	out := make([]peakRank, peakWorld)
+	var wg sync.WaitGroup
+	for rank := range peakWorld {
+		wg.Go(func() {
+			out[rank] = c.rank(w.Group(rank), maxMemory)
+			if out[rank].err != nil {
+				out[rank].err = fmt.Errorf("rank %d: %w", rank, out[rank].err)
+				w.Abort(out[rank].err)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func (c peakCase) rank(pg dist.ProcessGroup, maxMemory int64) (res peakRank) {
+	dev := cpu.New(cpu.Options{Index: pg.Rank(), MaxMemory: maxMemory})
+	rt := tensor.NewRuntime(dev, 1)
+	var layers []nn.Layer
+	for range peakLayers {
+		l, err := nn.NewLinear(rt, peakWidth, peakWidth, true)
+		if err != nil {
+			return peakRank{err: err}
+		}
+		layers = append(layers, l, nn.ReLU())
+	}
+	model, err := nn.NewSequential(layers...)
+	if err != nil {
+		return peakRank{err: err}
+	}
+	params := model.Parameters()
+	var d *ddp.DDP
+	if c.stage < 2 {
+		var named []ddp.Param
+		for _, p := range model.NamedParameters() {
+			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})
+		}
+		d, err = ddp.New(pg, named, ddp.Options{BucketCapMB: peakBucketMB, FirstBucketCapMB: peakBucketMB, GradientAsBucketView: c.gav})
+		if err != nil {
+			return peakRank{err: err}
+		}
+		defer d.Close()
+	}
+	cfg := optim.DefaultAdamW()
+	var opt optimizer
+	var z *Optimizer
+	if c.stage == 0 {
+		opt, err = optim.NewAdamW(params, cfg)
+	} else {
+		o := Options{Stage: c.stage, Partition: "flat", BucketCapMB: peakBucketMB}
+		if c.offload {
+			o.Offload = tensor.NewRuntime(cpu.New(cpu.Options{Index: 100 + pg.Rank()}), 0)
+		}
+		z, err = New(pg, optim.AdamW, params, cfg.Group(), o)
+		opt = z
+	}
+	if err != nil {
+		return peakRank{err: err}
+	}
+	if z != nil {
+		defer z.Close()
+	}
+	for step := range peakSteps {
+		sc := rt.OpenScope()
+		xs := make([]float64, peakBatch*peakWidth)
+		for i := range xs {
+			xs[i] = float64((i*7+step+pg.Rank())%13)/13 - 0.5
+		}
+		x := rt.FromValues(dtype.Float32, xs, peakBatch, peakWidth)
+		// As gpt.js: gradients set to None, the peak reset at the start.
+		if err := opt.ZeroGrad(true); err != nil {
+			return peakRank{err: err}
+		}
+		dev.ResetPeakMemStats()
+		if err := tensor.MSELoss(model.Forward(x), x, tensor.ReduceMean).Backward(); err != nil {
+			return peakRank{err: err}
+		}
+		if err := opt.Step(); err != nil {
+			return peakRank{err: err}
+		}
+		sc.Close()
+		if step >= peakWarmup {
+			res.peak = max(res.peak, dev.MemStats().PeakBytes)
+		}
+	}
+	if z != nil {
+		res.accounted = z.Memory().Total()
+	} else {
+		for _, p := range params {
+			res.accounted += int64(p.Numel() * p.DType().Size())
+			if g := p.GradNoSync(); g != nil {
+				res.accounted += int64(g.Numel() * g.DType().Size())
+			}
+		}
+		res.accounted += opt.(*optim.Optimizer).StateBytes()
+	}
+	if d != nil {
+		res.accounted += d.BucketBytes()
+	}
+	return res
+}
+
+var peakCases = []peakCase{
+	{name: "DDP", stage: 0},
+	{name: "DDP gradientAsBucketView", stage: 0, gav: true},
+	{name: "stage 1", stage: 1},
+	{name: "stage 1 gradientAsBucketView", stage: 1, gav: true},
+	{name: "stage 2", stage: 2},
+	{name: "stage 2 offload", stage: 2, offload: true},
+}
+
+// TestStepPeakWithinFormula: on every rank, the peak of a step is the
+// formula's state plus the in-flight allowance (peakCase.inFlight), and
+// what the memory report counts after the step (with DDP's buckets) is
+// the formula.
+func TestStepPeakWithinFormula(t *testing.T) {
+	for _, c := range peakCases {
+		t.Run(c.name, func(t *testing.T) {
+			f, fl := c.formula(), c.inFlight()
+			for r, got := range c.train(t, 0) {
+				if got.err != nil {
+					t.Fatal(got.err)
+				}
+				if got.accounted != f {
+					t.Errorf("rank %d: %d bytes accounted after the step, formula %d", r, got.accounted, f)
+				}
+				if limit := f + fl; got.peak > limit {
+					t.Errorf("rank %d: peak %.2f MiB, over the formula's %.2f MiB and %.2f MiB in flight by %.2f MiB",
+						r, mib(got.peak), mib(f), mib(fl), mib(got.peak-limit))
+				} else if testing.Verbose() {
+					t.Logf("rank %d: peak %.2f MiB: formula %.2f MiB + %.2f MiB of the %.2f MiB allowed in flight",
+						r, mib(got.peak), mib(f), mib(got.peak-f), mib(fl))
+				}
+			}
+		})
+	}
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// TestStage1TrainsWhereDDPRunsOutOfMemory: under a memory cap of stage
+// 1's formula and in-flight allowance, stage 1 trains, and DDP (whose
+// formula is 4·P more: the whole optimizer state instead of half) stops
+// with an out-of-memory error of the rank's device.
+func TestStage1TrainsWhereDDPRunsOutOfMemory(t *testing.T) {
+	for _, gav := range []bool{true, false} {
+		t.Run(fmt.Sprintf("gradientAsBucketView=%v", gav), func(t *testing.T) {
+			s1 := peakCase{stage: 1, gav: gav}
+			limit := s1.formula() + s1.inFlight()
+			for _, got := range s1.train(t, limit) {
+				if got.err != nil {
+					t.Fatalf("stage 1 under a cap of %.2f MiB: %v", mib(limit), got.err)
+				}
+			}
+			ooms := 0
+			for r, got := range (peakCase{stage: 0, gav: gav}).train(t, limit) {
+				var oom *device.OutOfMemoryError
+				switch {
+				case errors.As(got.err, &oom):
+					ooms++
+					if want := cpu.New(cpu.Options{Index: r}).String(); oom.Device != want || !strings.Contains(got.err.Error(), want+": out of memory") {
+						t.Errorf("rank %d: the error names %q, not the rank's device %q: %v", r, oom.Device, want, got.err)
+					}
+				case got.err == nil:
+					t.Errorf("rank %d: DDP trained under a cap of %.2f MiB", r, mib(limit))
+				}
+				// Otherwise the rank was stopped by another's failure.
+			}
+			if ooms == 0 {
+				t.Errorf("DDP: no rank ran out of memory under a cap of %.2f MiB", mib(limit))
+			}
+		})
+	}
+}
+
+// TestStage2TiedEmbeddingPeak: a tied embedding E (tied: used first and
+// last, so its gradient is final only at the end of backward, and its two
+// contributions coexist there) of four buckets' size, registered before a
+// small parameter that is final just before it. A parameter of the bucket
+// cap or more gets a bucket of its own; in a bucket with the small one,
+// the staging buffer of both was made when the small one's gradient came
+// and held with E's two contributions (three times E at once). The
+// allowance: the activations, E's two contributions (autograd's, as in
+// PyTorch), and the staging buckets in flight (maxScattering and the one
+// filling) with a layer's gradient being made.
+func TestStage2TiedEmbeddingPeak(t *testing.T) {
+	const vocab, width, layers, batch = 1024, 256, 4, 4
+	const embBytes = vocab * width * 4
+	const layerBytes = (width*width + width) * 4
+	const numel = vocab*width + width + layers*(width*width+width)
+	for _, offload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("offload=%v", offload), func(t *testing.T) {
+			w, err := dist.NewWorld(peakWorld, dist.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Close()
+			peaks := make([]int64, peakWorld)
+			errs := make([]error, peakWorld)
+			var wg sync.WaitGroup
+			for rank := range peakWorld {
+				wg.Go(func() {
+					peaks[rank], errs[rank] = tiedRank(w.Group(rank), vocab, width, layers, batch, offload)
+					if errs[rank] != nil {
+						w.Abort(errs[rank])
+					}
+				})
+			}
+			wg.Wait()
+			const n = peakWorld
+			formula := int64(4*numel + 12*((numel+n-1)/n)) // a bucket's padding is at most n-1 elements: none here
+			if offload {
+				formula = 4*numel + 4*((numel+n-1)/n)
+			}
+			act := int64(2*layers+8) * batch * max(vocab, width) * 4
+			allow := act + 2*embBytes + (maxScattering+1)*layerBytes
+			for r := range peakWorld {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v", r, errs[r])
+				}
+				if peaks[r] > formula+allow {
+					t.Errorf("rank %d: peak %.2f MiB, over the formula's %.2f MiB and %.2f MiB in flight by %.2f MiB",
+						r, mib(peaks[r]), mib(formula), mib(allow), mib(peaks[r]-formula-allow))
+				} else if testing.Verbose() {
+					t.Logf("rank %d: peak %.2f MiB: formula %.2f MiB + %.2f MiB of the %.2f MiB allowed in flight", r, mib(peaks[r]), mib(formula), mib(peaks[r]-formula), mib(allow))
+				}
+			}
+		})
+	}
+}
+
+// tiedRank trains x ↦ relu-MLP(x·E + pos)·Eᵀ (the last product a Linear) under stage 2 and
+// returns the highest peak of the steps after the first two.
+func tiedRank(pg dist.ProcessGroup, vocab, width, layers, batch int, offload bool) (peak int64, _ error) {
+	dev := cpu.New(cpu.Options{Index: pg.Rank()})
+	rt := tensor.NewRuntime(dev, 1)
+	emb := rt.Randn(dtype.Float32, vocab, width).Persist()
+	pos := rt.Zeros(dtype.Float32, width).Persist()
+	params := []*tensor.Tensor{emb, pos}
+	var mods []nn.Layer
+	for range layers {
+		l, err := nn.NewLinear(rt, width, width, true)
+		if err != nil {
+			return 0, err
+		}
+		mods = append(mods, l, nn.ReLU())
+		params = append(params, l.Parameters()...)
+	}
+	for _, p := range params[:2] {
+		if err := p.SetRequiresGrad(true); err != nil {
+			return 0, err
+		}
+	}
+	mlp, err := nn.NewSequential(mods...)
+	if err != nil {
+		return 0, err
+	}
+	o := Options{Stage: 2, BucketCapMB: float64((width*width+width)*4) / (1 << 20)}
+	if offload {
+		o.Offload = tensor.NewRuntime(cpu.New(cpu.Options{Index: 100 + pg.Rank()}), 0)
+	}
+	z, err := New(pg, optim.AdamW, params, optim.DefaultAdamW().Group(), o)
+	if err != nil {
+		return 0, err
+	}
+	defer z.Close()
+	for step := range peakSteps {
+		sc := rt.OpenScope()
+		xs := make([]float64, batch*vocab)
+		for i := range batch {
+			xs[i*vocab+(i*37+step+pg.Rank())%vocab] = 1
+		}
+		x := rt.FromValues(dtype.Float32, xs, batch, vocab)
+		if err := z.ZeroGrad(true); err != nil {
+			return 0, err
+		}
+		dev.ResetPeakMemStats()
+		h := mlp.Forward(x.Matmul(emb).Add(pos)).MulScalar(0.05)
+		// The output layer is Linear(h, E), as a tied lm_head, whose
+		// weight gradient autograd makes contiguous.
+		if err := tensor.MSELoss(tensor.Linear(h, emb, nil), x, tensor.ReduceMean).Backward(); err != nil {
+			return 0, err
+		}
+		if err := z.Step(); err != nil {
+			return 0, err
+		}
+		sc.Close()
+		if step >= peakWarmup {
+			peak = max(peak, dev.MemStats().PeakBytes)
+		}
+	}
+	return peak, nil
+}
