@@ -19,9 +19,16 @@ type node struct {
 	// backward returns one gradient per edge (nil where none flows). It
 	// may return its argument or the same tensor for several inputs.
 	backward func(g *Tensor) []*Tensor
-	saved    []savedTensor
-	freed    bool
-	pre      []preHook // run before backward (OnBackward)
+	// into, when set, adds the gradient of input i into acc in place,
+	// with the very values acc + backward(g)[i] would have: backward
+	// uses it instead of making a gradient the size of the input when
+	// the input already has one accumulating (a tied embedding's lookup,
+	// whose dense gradient is all zeros but a few rows).
+	into    func(g *Tensor, i int, acc *Tensor) error
+	saved   []savedTensor
+	freed   bool
+	pre     []preHook // run before backward (OnBackward)
+	intoErr error     // a failure of into
 
 	// Bookkeeping of one backward pass.
 	pass  uint64
@@ -303,7 +310,12 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 		var grads []*Tensor
 		if n.grad != nil {
 			var err error
-			if grads, err = rt.applyNode(n); err != nil {
+			if n.into != nil && rt.addInto(n, pass) {
+				// every gradient went into its accumulator
+			} else if grads, err = rt.applyNode(n); err != nil {
+				return err
+			}
+			if err := n.intoErr; err != nil {
 				return err
 			}
 		}
@@ -360,6 +372,41 @@ func (rt *Runtime) runBackward(root *node, g *Tensor, retain bool) error {
 		}
 	}
 	return nil
+}
+
+// addInto adds n's gradients into the accumulators already waiting for
+// them (n.into), when every input that needs one has an accumulator this
+// pass made, of its type, contiguous and shared with nobody; it reports
+// whether it did (n.intoErr holds a failure).
+func (rt *Runtime) addInto(n *node, pass uint64) bool {
+	accs := make([]*Tensor, len(n.next))
+	for i, e := range n.next {
+		var acc *Tensor
+		switch {
+		case !e.live():
+			continue
+		case e.node != nil:
+			acc = e.node.grad
+		case e.leaf.pass == pass:
+			acc = e.leaf.pending
+		}
+		if acc == nil || acc.dt != e.dt || !acc.IsContiguous() || acc.st.refs.Load() != 1 || !slices.Equal(acc.shape, e.shape) {
+			return false
+		}
+		accs[i] = acc
+	}
+	sc := rt.OpenScope()
+	defer sc.Close()
+	for i, acc := range accs {
+		if acc == nil {
+			continue
+		}
+		if err := n.into(n.grad, i, acc); err != nil {
+			n.intoErr = fmt.Errorf("tensor: backward of %s: %w", n.op, err)
+			break
+		}
+	}
+	return true
 }
 
 // applyNode runs n's backward inside a scope of its own so that the

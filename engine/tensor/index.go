@@ -126,8 +126,52 @@ func Embedding(indices, weight *Tensor, paddingIdx int64) *Tensor {
 			z := g.rt.Zeros(g.dt, ws...)
 			return []*Tensor{nil, z.indexAdd(0, saved, src.Contiguous())}
 		}
+		n.into = func(g *Tensor, _ int, acc *Tensor) error {
+			return embeddingGradInto(acc, g.Reshape(-1, ws[1]), saved, paddingIdx)
+		}
 	}
 	return rows
+}
+
+// embeddingGradInto adds an embedding's gradient into acc, the gradient
+// its weight accumulates, without the dense gradient backward would make
+// (all zeros but the looked-up rows: GPT-2's tied 147 MiB embedding). The
+// values are acc + dense bit for bit: each looked-up row's contributions
+// are summed from zero in the order of the indices, as the dense index_add
+// does, into a compact buffer of the distinct rows; acc takes 0 (what the
+// dense gradient adds to the other rows: it turns a -0 into +0), then each
+// distinct row its sum, once.
+func embeddingGradInto(acc, g, indices *Tensor, paddingIdx int64) error {
+	rt := acc.rt
+	idx, err := indices.Int64s()
+	if err != nil {
+		return err
+	}
+	slot := make([]int64, len(idx))
+	at := map[int64]int64{}
+	var distinct []int64
+	for i, r := range idx {
+		s, ok := at[r]
+		if !ok {
+			s = int64(len(distinct))
+			at[r] = s
+			distinct = append(distinct, r)
+		}
+		slot[i] = s
+	}
+	src := g
+	if paddingIdx >= 0 {
+		keep := indices.NeScalar(float64(paddingIdx)).To(g.dt).Unsqueeze(1)
+		src = g.Mul(keep)
+	}
+	sums := rt.Zeros(g.dt, len(distinct), g.shape[1]).indexAdd(0, rt.FromInt64s(slot, len(slot)), src.Contiguous())
+	if sums.err != nil {
+		return sums.err
+	}
+	if err := acc.addInPlace(rt.Scalar(acc.dt, 0)); err != nil {
+		return err
+	}
+	return acc.indexAdd(0, rt.FromInt64s(distinct, len(distinct)), sums).err
 }
 
 // checkGatherShapes validates torch.gather / scatter_add shape rules: index
