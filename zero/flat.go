@@ -71,6 +71,7 @@ type flatBucket struct {
 	ready     []bool
 	pending   int
 	launched  bool           // its reduce-scatter was issued in this pass
+	fresh     bool           // its one parameter had no gradient when this pass began (takeGrad)
 	grads     *tensor.Tensor // the full gradients, from backward to their reduce-scatter
 	gradShard *tensor.Tensor // this rank's slice of the averaged gradients
 	scatter   *dist.Work
@@ -225,7 +226,7 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 		return
 	}
 	if !f.active {
-		f.start()
+		f.start(p)
 	}
 	f.releaseScattered()
 	w := f.where[p]
@@ -234,7 +235,10 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 		f.err = fmt.Errorf("zero: %s got a gradient twice before a step (use setRequireSync(false) to accumulate gradients locally)", paramLabel(p, f.z.index[p]))
 		return
 	}
-	if err := f.stage(b, w[1], p.GradNoSync()); err != nil {
+	if f.takeGrad(b, p) {
+		b.ready[w[1]] = true
+		b.pending--
+	} else if err := f.stage(b, w[1], p.GradNoSync()); err != nil {
 		f.err = err
 		return
 	}
@@ -270,7 +274,7 @@ func (f *flatLayout) releaseScattered() {
 	}
 }
 
-func (f *flatLayout) start() {
+func (f *flatLayout) start(first *tensor.Tensor) {
 	f.active = true
 	f.next = 0
 	f.inflight = f.inflight[:0]
@@ -278,7 +282,39 @@ func (f *flatLayout) start() {
 		b.launched = false
 		clear(b.ready)
 		b.pending = len(b.params)
+		// Whether the gradient is this pass's alone (takeGrad): the
+		// parameter whose hook starts the pass has one already, made
+		// now or before; it is not told apart and never taken.
+		p := b.params[0]
+		b.fresh = f.units == nil && len(b.params) == 1 && p != first && p.GradNoSync() == nil
 	}
+}
+
+// takeGradients turns takeGrad on (tests compare with the copy).
+var takeGradients = true
+
+// takeGrad makes parameter p's gradient its bucket's staging buffer
+// instead of copying it there, when nothing else can see the difference:
+// stage 2, a bucket of p alone without padding, and a gradient this
+// backward pass made from none (b.fresh: ZeRO dropped the last one, no
+// pass accumulated under noSync and nobody set one since), which autograd
+// hands over contiguous and shared with nobody (a gradient another tensor
+// still refers to is copied before it becomes .grad), so dividing it in
+// place and reduce-scattering it changes nothing anyone holds and gives
+// the copy's values bit for bit. The gradient stays alive through a view
+// of it; p's own reference goes with SetGrad(nil).
+func (f *flatLayout) takeGrad(b *flatBucket, p *tensor.Tensor) bool {
+	g := p.GradNoSync()
+	if !takeGradients || !b.fresh || b.grads != nil || g == nil || g.Err() != nil || p.Numel() != b.numel || g.DType() != p.DType() ||
+		!g.IsContiguous() || g.Offset() != 0 || g.StorageBytes() != g.Numel()*g.DType().Size() {
+		return false
+	}
+	flat := g.View(-1).Persist()
+	if flat.Err() != nil {
+		return false
+	}
+	b.grads = flat
+	return true
 }
 
 // stage copies parameter i's gradient (nil: zeros) into the bucket.
