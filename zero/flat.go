@@ -286,7 +286,7 @@ func (f *flatLayout) start(first *tensor.Tensor) {
 		// parameter whose hook starts the pass has one already, made
 		// now or before; it is not told apart and never taken.
 		p := b.params[0]
-		b.fresh = f.units == nil && len(b.params) == 1 && p != first && p.GradNoSync() == nil
+		b.fresh = len(b.params) == 1 && p != first && p.GradNoSync() == nil
 	}
 }
 
@@ -295,7 +295,7 @@ var takeGradients = true
 
 // takeGrad makes parameter p's gradient its bucket's staging buffer
 // instead of copying it there, when nothing else can see the difference:
-// stage 2, a bucket of p alone without padding, and a gradient this
+// stages 2 and 3, a bucket of p alone without padding, and a gradient this
 // backward pass made from none (b.fresh: ZeRO dropped the last one, no
 // pass accumulated under noSync and nobody set one since), which autograd
 // hands over contiguous and shared with nobody (a gradient another tensor

@@ -140,9 +140,14 @@ func (f *flatLayout) checkUnitsAgree() error {
 }
 
 // addUnitBuckets lays out group gi's parameters in one bucket per unit,
-// in reverse order within a unit (the order backward makes gradients).
+// in reverse order within a unit (the order backward makes gradients),
+// but for a parameter of the bucket cap or more, which gets a bucket of its
+// own, as under stage 2: its reduce-scatter then reads its gradient
+// itself (takeGrad) rather than a copy beside it — GPT-2's tied embedding,
+// whose gradient and its copy were the peak of backward.
 func (f *flatLayout) addUnitBuckets(gi int) error {
 	z := f.z
+	capBytes := int(z.opts.BucketCapMB * (1 << 20))
 	for _, u := range f.units {
 		var ps []*tensor.Tensor
 		params := z.Groups[gi].Params
@@ -156,10 +161,22 @@ func (f *flatLayout) addUnitBuckets(gi int) error {
 				ps = append(ps, p)
 			}
 		}
-		if len(ps) == 0 {
+		var rest []*tensor.Tensor
+		for _, p := range ps {
+			if p.Numel()*p.DType().Size() < capBytes {
+				rest = append(rest, p)
+				continue
+			}
+			b, err := f.newBucket([]*tensor.Tensor{p}, gi, u)
+			if err != nil {
+				return err
+			}
+			u.buckets = append(u.buckets, b)
+		}
+		if len(rest) == 0 {
 			continue
 		}
-		b, err := f.newBucket(ps, gi, u)
+		b, err := f.newBucket(rest, gi, u)
 		if err != nil {
 			return err
 		}
