@@ -15,8 +15,9 @@
 // of --data is held out. Each rank reads its own slice of every batch, reshuffled every epoch from --seed.
 //
 // Checkpoints (--checkpoint DIR): the model as DIR/step-N/model.safetensors with nanoGPT's and Hugging
-// Face's parameter names (transformer.h.0.attn.c_attn.weight), the optimizer (one shard per rank under
-// ZeRO), the schedule, the data position and the generators. A run started on a DIR that holds a
+// Face's parameter names (transformer.h.0.attn.c_attn.weight) — under --zero 3 each rank's slices of it,
+// which `zeroeng checkpoint export DIR` puts together as that file —, the optimizer (one shard per rank
+// under ZeRO), the schedule, the data position and the generators. A run started on a DIR that holds a
 // checkpoint resumes from it, bit for bit on the same number of ranks; SIGTERM saves one after the
 // current step and exits 0. The last line printed is the result as JSON.
 const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device, amp } = require("zeroeng");
@@ -322,18 +323,18 @@ const flopsPerToken = 6 * (numParams - cfg.seqLen * cfg.nEmbd) + 12 * cfg.nLayer
 const peakFlops = device.peakFlops(opts.dtype);
 // observeStep is called once the step's gradients are cleared and returns what reports the step (the metrics
 // fields mfu, mem_params, mem_grads, mem_optim_state, mem_activations, mem_peak and comm_ms), given its time: memory in bytes on this rank (parameters, gradients, optimizer state as the optimizer holds them;
-// activations as the step's peak of live bytes above what was live when it began, less the gradients and the
-// optimizer state it added) and the time the rank's communication queue was busy (waiting for peers included).
+// activations as the step's peak of live bytes above what it leaves live, the parameters, gradients and optimizer
+// state, its own tensors gone with its scope: the activations and what was in flight with them) and the time the
+// rank's communication queue was busy (waiting for peers included).
 function observeStep() {
-  const comm0 = dist.commTime(), state0 = opt.memory().optimizerState;
+  const comm0 = dist.commTime();
   device.resetPeakMemoryStats();
-  const base = device.memoryAllocated();
   return ms => {
     const m = opt.memory(), peak = device.maxMemoryAllocated(), comm1 = dist.commTime();
     return {
       mfu: peakFlops > 0 && ms > 0 ? flopsPerToken * (tokensPerStep / world) / (ms / 1e3) / peakFlops : undefined,
       mem_params: m.parameters, mem_grads: m.gradients, mem_optim_state: m.optimizerState,
-      mem_activations: Math.max(0, peak - base - m.gradients - (m.optimizerState - state0)), mem_peak: peak,
+      mem_activations: Math.max(0, peak - device.memoryAllocated()), mem_peak: peak,
       comm_ms: comm0 === null ? undefined : (comm1 - comm0) * 1e3,
     };
   };

@@ -411,15 +411,14 @@ const peakFlops = device.peakFlops(opts.dtype);
 // step's metrics (mfu, mem_params, mem_grads, mem_optim_state, mem_activations, mem_peak, comm_ms) given
 // its time in ms.
 function observeStep() {
-  const comm0 = dist.commTime(), state0 = opt.memory().optimizerState;
+  const comm0 = dist.commTime();
   device.resetPeakMemoryStats();
-  const base = device.memoryAllocated();
   return ms => {
     const m = opt.memory(), peak = device.maxMemoryAllocated(), comm1 = dist.commTime();
     return {
       mfu: peakFlops > 0 && ms > 0 ? flopsPerToken * (tokensPerStep / world) / (ms / 1e3) / peakFlops : undefined,
       mem_params: m.parameters, mem_grads: m.gradients, mem_optim_state: m.optimizerState,
-      mem_activations: Math.max(0, peak - base - m.gradients - (m.optimizerState - state0)), mem_peak: peak,
+      mem_activations: Math.max(0, peak - device.memoryAllocated()), mem_peak: peak,
       comm_ms: comm0 === null ? undefined : (comm1 - comm0) * 1e3,
     };
   };
