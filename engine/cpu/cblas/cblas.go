@@ -44,8 +44,10 @@ import (
 )
 
 // Candidates are the sonames Load tries, in order, when ZEROENG_BLAS does
-// not name a library. libblas.so.3 is taken only when it exports the CBLAS
-// interface (the reference BLAS does not; Debian's OpenBLAS build does).
+// not name a library. libcblas.so.3 and libblas.so.3 are taken only when
+// they export the CBLAS interface and are a known optimised implementation
+// (Debian's alternatives point them at OpenBLAS, MKL or BLIS when one is
+// installed; its reference libblas3 exports CBLAS too, and is passed by).
 var Candidates = []string{
 	"libopenblas.so.0",
 	"libopenblas.so",
@@ -111,6 +113,14 @@ func Load() (*Lib, error) {
 	var why []string
 	for _, name := range Candidates {
 		l, err := Open(name)
+		if err == nil && !l.optimised() {
+			// Debian's libblas3 (the reference BLAS) exports CBLAS too:
+			// its GEMM is a plain triple loop, 30 times slower than the
+			// Go kernels here (gpt.js bench: 8.8 s a step against 0.28).
+			// An unknown library is taken only when named (ZEROENG_BLAS).
+			l.release()
+			err = errors.New("a CBLAS of no known optimised implementation (OpenBLAS, MKL, BLIS, ATLAS): the reference BLAS is slower than the Go kernels (install libopenblas0-pthread, or name a library with ZEROENG_BLAS)")
+		}
 		if err == nil {
 			return l, nil
 		}

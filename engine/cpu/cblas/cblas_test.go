@@ -280,3 +280,19 @@ func TestInvalidArguments(t *testing.T) {
 	}()
 	l.Sgemm(false, false, 2, 2, 2, 1, make([]float32, 4), 2, make([]float32, 4), 2, 0, make([]float32, 3), 2)
 }
+
+// TestReferenceBLASNotChosen: Debian's reference BLAS (libblas3) exports
+// CBLAS too, and its GEMM is far slower than the Go kernels: Load passes
+// it by (saying why) unless ZEROENG_BLAS names it, which Open still
+// honours.
+func TestReferenceBLASNotChosen(t *testing.T) {
+	ref, err := Open("libblas.so.3")
+	if err != nil || ref.Flavour != Generic {
+		t.Skipf("no reference libblas.so.3 here (%v)", err)
+	}
+	if l, err := Load(); err == nil && l.Path == "libblas.so.3" {
+		t.Fatalf("Load chose the reference BLAS: %s", l)
+	} else if err != nil && !strings.Contains(err.Error(), "libblas.so.3: a CBLAS of no known optimised implementation") {
+		t.Fatalf("Load's error does not say why libblas.so.3 was passed by: %v", err)
+	}
+}

@@ -12,3 +12,7 @@ func open(path string) (*Lib, error) {
 }
 
 func (l *Lib) fixOpenBLASCore() *Lib { return nil }
+
+func (l *Lib) optimised() bool { return true }
+
+func (l *Lib) release() {}

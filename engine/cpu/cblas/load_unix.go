@@ -55,6 +55,13 @@ func open(path string) (*Lib, error) {
 	return l, nil
 }
 
+// optimised reports whether the library is a known optimised BLAS
+// (OpenBLAS, MKL, BLIS, ATLAS) rather than, likely, the reference one.
+func (l *Lib) optimised() bool { return l.Flavour != Generic || l.sym("ATL_buildinfo") != 0 }
+
+// release unloads a library that will not be used.
+func (l *Lib) release() { purego.Dlclose(l.handle) }
+
 // sym returns the address of name in the library or its dependencies, or
 // 0 when neither exports it.
 func (l *Lib) sym(name string) uintptr {
