@@ -20,7 +20,7 @@
 // under ZeRO), the schedule, the data position and the generators. A run started on a DIR that holds a
 // checkpoint resumes from it, bit for bit on the same number of ranks; SIGTERM saves one after the
 // current step and exits 0. The last line printed is the result as JSON.
-const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device, amp } = require("zeroeng");
+const { tensor, nn, optim, data, dist, zero, progress, metrics, checkpoint, device, amp, io } = require("zeroeng");
 const F = nn.functional;
 
 // Configurations: "bench" is bench/torch_cpu.py's `gpt` workload, "gpt2" is GPT-2 124M.
@@ -32,6 +32,8 @@ const configs = {
 
 const usage = `usage: zeroeng run samples/gpt.js [-- options]
   --config tiny|bench|gpt2   model size (default tiny)
+  --init FILE                start from the weights in this safetensors file (every parameter, with this
+                             script's names and shapes: a checkpoint's model.safetensors)
   --data PATTERN             training tokens (default: this repository's *.md, as bytes)
   --val-data PATTERN         validation tokens (default: the last tenth of --data)
   --steps N --batch B --seq-len T --accum K    optimizer steps, sequences per rank, tokens per sequence,
@@ -77,6 +79,7 @@ for (let i = 0; i < argv.length; i++) {
   }
   switch (name) {
     case "--config": opts.config = value(); break;
+    case "--init": opts.init = value(); break;
     case "--data": opts.data = value(); break;
     case "--val-data": opts.valData = value(); break;
     case "--dtype": opts.dtype = value(); break;
@@ -226,9 +229,19 @@ const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.ac
 
 // ---- model, optimizer, schedule --------------------------------------------------------------------------
 // Under stage 3 the model is built sharded (zero.init): no rank ever holds it whole, each makes only its
-// slices of the very values the model built whole from the same seed has.
+// slices of the very values the model built whole from the same seed has (from --init: each rank reads
+// only its slices of the file).
 const build = () => {
   const m = new GPT(cfg);
+  if (opts.init) {
+    // Strict: every parameter must be in the file with its shape, and nothing else.
+    try {
+      m.loadStateDict(io.loadSafetensors(opts.init));
+    } catch (e) {
+      console.error(`gpt.js: --init ${opts.init}: ${e.message}`);
+      process.exit(1);
+    }
+  }
   if (opts.dtype === "bfloat16") m.bfloat16();
   return m;
 };
