@@ -12,6 +12,9 @@ import (
 // slices of the file), train the same steps; a file of another
 // configuration is an error naming the tensor, not a half-loaded model.
 func TestGPTInit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("five runs of gpt.js: make test-all")
+	}
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck")
 	runGPT(t, 1, "--steps", "2", "--eval-every", "100", "--batch", "8", "--seed", "5", "--checkpoint", ck)
