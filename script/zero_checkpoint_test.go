@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -94,26 +93,7 @@ func runStage3(t *testing.T, ranks int, maxMemory int64, args ...string) ([][]st
 	if err := os.WriteFile(path, []byte(stage3JS), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
-	err := RunJob(context.Background(), path, JobOptions{Ranks: ranks, MaxMemory: maxMemory,
-		Rank: Options{Stdout: &out, Stderr: &errOut, AutoRelease: true, Args: args}})
-	lines := make([][]string, ranks)
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
-		rank := 0
-		if ranks > 1 {
-			var rest string
-			if _, err := fmt.Sscanf(l, "[%d]", &rank); err != nil {
-				continue
-			}
-			_, rest, _ = strings.Cut(l, "] ")
-			l = rest
-		}
-		lines[rank] = append(lines[rank], l)
-	}
-	if err != nil {
-		err = errors.Join(err, errors.New(errOut.String()))
-	}
-	return lines, err
+	return runJobLines(t, path, ranks, maxMemory, args...)
 }
 
 // field returns the rest of the first line starting with name.

@@ -416,32 +416,35 @@ func tiedRank(pg dist.ProcessGroup, vocab, width, layers, batch int, offload boo
 	return peak, nil
 }
 
-// TestStage2TakenGradientsBitForBit: stage 2 reduce-scattering one-
-// parameter buckets from the gradients themselves (takeGrad) trains the
+// TestTakenGradientsBitForBit: stages 2 and 3 reduce-scattering
+// one-parameter buckets from the gradients themselves (takeGrad) train the
 // same parameters, bit for bit, as from copies, on 1 to 4 ranks (the 32×32
-// weight has a bucket of its own: unpadded on 1, 2 and 4 ranks, padded
-// and copied on 3), with offload and clipping.
-func TestStage2TakenGradientsBitForBit(t *testing.T) {
+// weight has a bucket of its own, in its unit under stage 3: unpadded on
+// 1, 2 and 4 ranks, padded and copied on 3), with offload and clipping,
+// and under stage 3 with the units kept gathered from forward to backward.
+func TestTakenGradientsBitForBit(t *testing.T) {
 	defer func() { takeGradients = true }()
 	adamW := optim.DefaultAdamW().Group()
 	adamW.LR = 1e-2
-	for n := 1; n <= 4; n++ {
-		for _, offload := range []bool{false, true} {
-			t.Run(fmt.Sprintf("n=%d/offload=%v", n, offload), func(t *testing.T) {
-				c := run{n: n, kind: optim.AdamW, hyper: adamW, zero: true, seedRank: true, offload: offload, clip: 0.5,
-					opts: Options{Stage: 2, BucketCapMB: 0.002}}
-				takeGradients = true
-				taken := c.train(t).params
-				takeGradients = false
-				copied := c.train(t).params
-				for i := range copied {
-					for j := range copied[i] {
-						if math.Float64bits(taken[i][j]) != math.Float64bits(copied[i][j]) {
-							t.Fatalf("parameter %d, element %d: %v reduced from the gradient, %v from a copy", i, j, taken[i][j], copied[i][j])
+	for _, stage := range []int{2, 3} {
+		for n := 1; n <= 4; n++ {
+			for _, c := range []struct{ offload, keep bool }{{false, false}, {true, stage == 3}} {
+				t.Run(fmt.Sprintf("stage=%d/n=%d/offload=%v/keepGathered=%v", stage, n, c.offload, c.keep), func(t *testing.T) {
+					r := run{n: n, kind: optim.AdamW, hyper: adamW, zero: true, seedRank: true, offload: c.offload, keepGathered: c.keep, clip: 0.5,
+						opts: Options{Stage: stage, BucketCapMB: 0.002}}
+					takeGradients = true
+					taken := r.train(t).params
+					takeGradients = false
+					copied := r.train(t).params
+					for i := range copied {
+						for j := range copied[i] {
+							if math.Float64bits(taken[i][j]) != math.Float64bits(copied[i][j]) {
+								t.Fatalf("parameter %d, element %d: %v reduced from the gradient, %v from a copy", i, j, taken[i][j], copied[i][j])
+							}
 						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }
