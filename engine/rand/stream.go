@@ -211,21 +211,34 @@ func (s *Stream) blockEnd() int {
 	return s.n - 16
 }
 
-// normal32 is Read32 of a float32 normal fill of 16 or more elements:
-// whole blocks are drawn and transformed in dst itself, a block that dst
-// holds only part of (or that the tail overwrites in part) in blk32.
+// normal32 is Read32 of a float32 normal fill of 16 or more elements.
 func (s *Stream) normal32(dst []float32) {
+	streamNormal(s, dst, s.blk32[:], s.g.fillUniform01,
+		func(v []float32) { normalBlocks(v, s.f32, s.r32) }, func(v []float32) { normalBlocksPar(v, s.f32, s.r32) })
+}
+
+// normal64 is normal32 for float64 fills.
+func (s *Stream) normal64(dst []float64) {
+	streamNormal(s, dst, s.blk64[:], s.g.fillUniform01x64,
+		func(v []float64) { normal16Double(v, s.f64, s.r64) }, func(v []float64) { normal64BlocksPar(v, s.f64, s.r64) })
+}
+
+// streamNormal reads the next len(dst) elements of a normal fill of 16 or
+// more: whole blocks are drawn (fill) and transformed (blocks, in
+// parallel) in dst itself, a block that dst holds only part of (or that
+// the redrawn tail overwrites in part) in blk, one block of 16 (block).
+func streamNormal[T float32 | float64](s *Stream, dst, blk []T, fill, block, blocks func([]T)) {
 	p, nb := s.pos, s.blockEnd()
 	for len(dst) > 0 {
 		if p >= nb { // the redrawn tail
 			t0 := s.n - 16
 			if !s.tailDrawn {
 				s.skipTo(s.n)
-				s.g.fillUniform01(s.blk32[:])
-				normalBlocks(s.blk32[:], s.f32, s.r32)
+				fill(blk)
+				block(blk)
 				s.tailDrawn, s.held = true, t0
 			}
-			c := copy(dst, s.blk32[p-t0:])
+			c := copy(dst, blk[p-t0:])
 			dst, p = dst[c:], p+c
 			continue
 		}
@@ -233,56 +246,19 @@ func (s *Stream) normal32(dst []float32) {
 		if p == b && len(dst) >= 16 && nb-p >= 16 {
 			k := min(len(dst), nb-p) &^ 15
 			s.skipTo(p)
-			s.g.fillUniform01(dst[:k])
-			normalBlocksPar(dst[:k], s.f32, s.r32)
+			fill(dst[:k])
+			blocks(dst[:k])
 			s.drawn = p + k
 			dst, p = dst[k:], p+k
 			continue
 		}
 		if s.held != b {
 			s.skipTo(b)
-			s.g.fillUniform01(s.blk32[:])
-			normalBlocks(s.blk32[:], s.f32, s.r32)
+			fill(blk)
+			block(blk)
 			s.drawn, s.held = b+16, b
 		}
-		c := copy(dst[:min(len(dst), nb-p)], s.blk32[p-b:])
-		dst, p = dst[c:], p+c
-	}
-}
-
-// normal64 is normal32 for float64 fills.
-func (s *Stream) normal64(dst []float64) {
-	p, nb := s.pos, s.blockEnd()
-	for len(dst) > 0 {
-		if p >= nb {
-			t0 := s.n - 16
-			if !s.tailDrawn {
-				s.skipTo(s.n)
-				s.g.fillUniform01x64(s.blk64[:])
-				normal16Double(s.blk64[:], s.f64, s.r64)
-				s.tailDrawn, s.held = true, t0
-			}
-			c := copy(dst, s.blk64[p-t0:])
-			dst, p = dst[c:], p+c
-			continue
-		}
-		b := p &^ 15
-		if p == b && len(dst) >= 16 && nb-p >= 16 {
-			k := min(len(dst), nb-p) &^ 15
-			s.skipTo(p)
-			s.g.fillUniform01x64(dst[:k])
-			normal64BlocksPar(dst[:k], s.f64, s.r64)
-			s.drawn = p + k
-			dst, p = dst[k:], p+k
-			continue
-		}
-		if s.held != b {
-			s.skipTo(b)
-			s.g.fillUniform01x64(s.blk64[:])
-			normal16Double(s.blk64[:], s.f64, s.r64)
-			s.drawn, s.held = b+16, b
-		}
-		c := copy(dst[:min(len(dst), nb-p)], s.blk64[p-b:])
+		c := copy(dst[:min(len(dst), nb-p)], blk[p-b:])
 		dst, p = dst[c:], p+c
 	}
 }

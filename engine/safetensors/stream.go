@@ -136,8 +136,8 @@ func (s *StreamWriter) Close() error {
 	return nil
 }
 
-// encodeSpecHeader is encodeHeader for tensors known by their specs: the
-// same checks and the same bytes.
+// encodeSpecHeader validates tensors known by their specs and returns the
+// padded header, the data order and each tensor's size in bytes.
 func encodeSpecHeader(p prefix, specs []Spec, metadata map[string]string) ([]byte, []int, []int64, error) {
 	seen := make(map[string]bool, len(specs))
 	sizes := make([]int64, len(specs))

@@ -6,10 +6,6 @@ import (
 	"github.com/zeroeng/zeroeng/internal/fileio"
 	"io"
 	"os"
-	"slices"
-	"sort"
-	"strconv"
-	"unicode/utf8"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -68,102 +64,24 @@ func write(w io.Writer, tensors []Tensor, metadata map[string]string, path strin
 }
 
 // encodeHeader validates the tensors and returns the padded header and the
-// data order.
+// data order: encodeSpecHeader's, with each tensor's data checked against
+// its shape.
 func encodeHeader(p prefix, tensors []Tensor, metadata map[string]string) ([]byte, []int, error) {
-	seen := make(map[string]bool, len(tensors))
-	for i := range tensors {
-		t := &tensors[i]
-		switch {
-		case t.Name == "__metadata__":
-			return nil, nil, p.errorf("tensor %q: the name is reserved for the metadata", t.Name)
-		case !utf8.ValidString(t.Name):
-			return nil, nil, p.errorf("tensor %q: name is not valid UTF-8", t.Name)
-		case seen[t.Name]:
-			return nil, nil, p.errorf("duplicate tensor name %q", t.Name)
-		case !t.DType.Valid():
-			return nil, nil, p.errorf("tensor %q: invalid dtype %v", t.Name, t.DType)
-		}
-		seen[t.Name] = true
-		nbytes, ok := byteSize(t.Shape, t.DType.Size())
-		if !ok {
-			return nil, nil, p.errorf("tensor %q: shape %v has a negative dimension, or its element count or byte size overflows int64", t.Name, t.Shape)
-		}
-		if int64(len(t.Data)) != nbytes {
+	specs := make([]Spec, len(tensors))
+	for i, t := range tensors {
+		specs[i] = Spec{Name: t.Name, DType: t.DType, Shape: t.Shape}
+	}
+	hdr, order, sizes, err := encodeSpecHeader(p, specs, metadata)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, t := range tensors {
+		if int64(len(t.Data)) != sizes[i] {
 			return nil, nil, p.errorf("tensor %q: shape %v of %v needs %d bytes, Data has %d",
-				t.Name, t.Shape, t.DType, nbytes, len(t.Data))
+				t.Name, t.Shape, t.DType, sizes[i], len(t.Data))
 		}
 	}
-	keys := make([]string, 0, len(metadata))
-	for k, v := range metadata {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			return nil, nil, p.errorf("metadata %q: %q: not valid UTF-8", k, v)
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-
-	order := make([]int, len(tensors))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		ra, rb := alignRank[tensors[a].DType], alignRank[tensors[b].DType]
-		if ra != rb {
-			return rb - ra
-		}
-		if tensors[a].Name < tensors[b].Name {
-			return -1
-		}
-		if tensors[a].Name > tensors[b].Name {
-			return 1
-		}
-		return 0
-	})
-
-	b := []byte{'{'}
-	if len(keys) > 0 {
-		b = append(b, `"__metadata__":{`...)
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = appendString(b, metadata[k])
-		}
-		b = append(b, '}')
-	}
-	var off int64
-	for n, i := range order {
-		t := &tensors[i]
-		if n > 0 || len(keys) > 0 {
-			b = append(b, ',')
-		}
-		b = appendString(b, t.Name)
-		b = append(b, `:{"dtype":"`...)
-		b = append(b, t.DType.Safetensors()...)
-		b = append(b, `","shape":[`...)
-		for j, d := range t.Shape {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = strconv.AppendInt(b, int64(d), 10)
-		}
-		b = append(b, `],"data_offsets":[`...)
-		b = strconv.AppendInt(b, off, 10)
-		b = append(b, ',')
-		off += int64(len(t.Data))
-		b = strconv.AppendInt(b, off, 10)
-		b = append(b, "]}"...)
-	}
-	b = append(b, '}')
-	for len(b)%8 != 0 {
-		b = append(b, ' ')
-	}
-	if len(b) > MaxHeaderSize {
-		return nil, nil, p.errorf("header is %d bytes, larger than the %d-byte limit of readers", len(b), MaxHeaderSize)
-	}
-	return b, order, nil
+	return hdr, order, nil
 }
 
 // appendString appends s as a JSON string escaped as serde_json does: only
