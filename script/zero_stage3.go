@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/dop251/goja"
 
 	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/zero"
 )
@@ -367,15 +367,8 @@ func (r *Runtime) stage3LoadStateDict(call goja.FunctionCall) goja.Value {
 		}
 	}
 	slices.Sort(unexpected)
-	var head []string
-	if strict && len(missing) > 0 {
-		head = append(head, "Missing key(s) in state_dict: "+quoteList(missing))
-	}
-	if strict && len(unexpected) > 0 {
-		head = append(head, "Unexpected key(s) in state_dict: "+quoteList(unexpected))
-	}
-	if msgs = append(head, msgs...); len(msgs) > 0 {
-		r.throwf("Error(s) in loading state_dict:\n\t%s", strings.Join(msgs, "\n\t"))
+	if err := nn.LoadStateDictError(strict, missing, unexpected, msgs); err != nil {
+		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
 	}
 	z := r.stage3
 	sc := r.rt.OpenScope()
@@ -415,14 +408,6 @@ func (r *Runtime) stage3LoadStateDict(call goja.FunctionCall) goja.Value {
 		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
 	}
 	return r.vm.ToValue(map[string]any{"missingKeys": toAny(missing), "unexpectedKeys": toAny(unexpected)})
-}
-
-func quoteList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
 }
 
 // callWithFullParams calls f with z's whole model gathered (under stage 3)

@@ -577,26 +577,10 @@ func (src *moduleSource) checkNames(key string, want []nn.NamedTensor) error {
 		}
 	}
 	sort.Strings(unexpected)
-	var msgs []string
-	if len(missing) > 0 {
-		msgs = append(msgs, "Missing key(s) in state_dict: "+quoted(missing))
-	}
-	if len(unexpected) > 0 {
-		msgs = append(msgs, "Unexpected key(s) in state_dict: "+quoted(unexpected))
-	}
-	msgs = append(msgs, mismatched...)
-	if len(msgs) > 0 {
-		return fmt.Errorf("checkpoint: %s: error(s) in loading %q:\n\t%s", src.what, key, strings.Join(msgs, "\n\t"))
+	if err := nn.LoadStateDictError(true, missing, unexpected, mismatched); err != nil {
+		return fmt.Errorf("checkpoint: %s: error(s) in loading %q:\n\t%w", src.what, key, err)
 	}
 	return nil
-}
-
-func quoted(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
-	}
-	return strings.Join(q, ", ")
 }
 
 // moduleLoad is what read found of one module, ready to apply: the whole

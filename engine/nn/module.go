@@ -269,16 +269,8 @@ func CopyStateDict(own []NamedTensor, sd map[string]*tensor.Tensor, strict bool)
 		}
 	}
 	sort.Strings(unexpected)
-	var msgs []string
-	if strict && len(missing) > 0 {
-		msgs = append(msgs, "Missing key(s) in state_dict: "+quoteAll(missing))
-	}
-	if strict && len(unexpected) > 0 {
-		msgs = append(msgs, "Unexpected key(s) in state_dict: "+quoteAll(unexpected))
-	}
-	msgs = append(msgs, mismatched...)
-	if len(msgs) > 0 {
-		return missing, unexpected, errors.New(strings.Join(msgs, "\n\t"))
+	if err := LoadStateDictError(strict, missing, unexpected, mismatched); err != nil {
+		return missing, unexpected, err
 	}
 	for _, p := range own {
 		src, ok := sd[p.Name]
@@ -294,12 +286,29 @@ func CopyStateDict(own []NamedTensor, sd map[string]*tensor.Tensor, strict bool)
 	return missing, unexpected, nil
 }
 
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = fmt.Sprintf("%q", n)
+// LoadStateDictError is load_state_dict's error in PyTorch's words, one
+// problem a line: the keys the state dict lacks and those it has in excess
+// (when strict), then the other problems (size mismatches). It is nil
+// when there are none.
+func LoadStateDictError(strict bool, missing, unexpected, problems []string) error {
+	quote := func(names []string) string {
+		q := make([]string, len(names))
+		for i, n := range names {
+			q[i] = fmt.Sprintf("%q", n)
+		}
+		return strings.Join(q, ", ")
 	}
-	return strings.Join(q, ", ")
+	var msgs []string
+	if strict && len(missing) > 0 {
+		msgs = append(msgs, "Missing key(s) in state_dict: "+quote(missing))
+	}
+	if strict && len(unexpected) > 0 {
+		msgs = append(msgs, "Unexpected key(s) in state_dict: "+quote(unexpected))
+	}
+	if msgs = append(msgs, problems...); len(msgs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(msgs, "\n\t"))
 }
 
 // Train sets training mode on the module and every descendant (dropout is
