@@ -197,7 +197,7 @@ func (g *job[T]) tiles(lo, hi int) {
 	}
 }
 
-// workspace is the per-call state, reused through a sync.Pool so that
+// workspace is the per-call state, reused through a free list so that
 // steady-state calls do not allocate: the packing buffers, the scratch
 // tiles, the job and the closures handed to parallel.For.
 type workspace[T scalar] struct {
@@ -240,26 +240,58 @@ func grow[T scalar](backing *[]T, n int) []T {
 	return buf[skip : skip+n : skip+n]
 }
 
+// The workspaces live on free lists rather than in a sync.Pool: a garbage
+// collection empties a Pool, and every product after it would allocate its
+// packing buffers again (megabytes a training step, whenever the script's
+// own allocations set off a collection). A list keeps at most freeMax of
+// each type, as many as the products that run at once.
 var (
-	pool32 = sync.Pool{New: func() any { return newWorkspace[float32]() }}
-	pool64 = sync.Pool{New: func() any { return newWorkspace[float64]() }}
+	free32 freeList[float32]
+	free64 freeList[float64]
 )
+
+const freeMax = 64
+
+type freeList[T scalar] struct {
+	mu sync.Mutex
+	ws []*workspace[T]
+}
+
+func (l *freeList[T]) get() *workspace[T] {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.ws); n > 0 {
+		ws := l.ws[n-1]
+		l.ws[n-1] = nil
+		l.ws = l.ws[:n-1]
+		return ws
+	}
+	return newWorkspace[T]()
+}
+
+func (l *freeList[T]) put(ws *workspace[T]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.ws) < freeMax {
+		l.ws = append(l.ws, ws)
+	}
+}
 
 func getWorkspace[T scalar]() *workspace[T] {
 	var z T
 	if _, ok := any(z).(float32); ok {
-		return pool32.Get().(*workspace[T])
+		return any(free32.get()).(*workspace[T])
 	}
-	return pool64.Get().(*workspace[T])
+	return any(free64.get()).(*workspace[T])
 }
 
 func putWorkspace[T scalar](ws *workspace[T]) {
 	var z T
 	if _, ok := any(z).(float32); ok {
-		pool32.Put(ws)
+		free32.put(any(ws).(*workspace[float32]))
 		return
 	}
-	pool64.Put(ws)
+	free64.put(any(ws).(*workspace[float64]))
 }
 
 // scale sets C = beta·C, or C = 0 when beta is zero (even over NaN).
