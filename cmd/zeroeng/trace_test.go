@@ -69,15 +69,16 @@ dist.barrier().wait();
 // block's all-gather running while the block before it computes, in
 // forward (the next block's) and in backward (the previous block's), and
 // none without prefetch (--limit-all-gathers 1). The blocks are gpt.js's
-// "bench" ones (milliseconds each): a block that computes for less than
-// the scheduler's time slice on a machine whose cores it fills can end
-// before the comm queue is scheduled at all.
+// "bench" ones at 8 sequences a rank (tens of milliseconds each): a block
+// that computes for less than the scheduler's time slice on a machine whose
+// cores it fills can end before the comm queue is scheduled at all (at 2
+// sequences the Go GEMM kernels made them that short).
 func TestTraceStage3Prefetch(t *testing.T) {
 	const steps = 3
 	overlapping := func(limit string) (fwd, bwd int) {
 		path := filepath.Join(t.TempDir(), "t.json")
 		r := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "2", "--trace", path, "samples/gpt.js", "--", "--config", "bench",
-			"--steps", fmt.Sprint(steps), "--batch", "2", "--zero", "3", "--eval-every", "100", "--eval-batches", "1", "--limit-all-gathers", limit)
+			"--steps", fmt.Sprint(steps), "--batch", "8", "--zero", "3", "--eval-every", "100", "--eval-batches", "1", "--limit-all-gathers", limit)
 		if r.code != 0 {
 			t.Fatalf("status %d\n%s", r.code, r.stderr)
 		}
