@@ -30,9 +30,14 @@ const (
 	ErrSize
 	ErrComm
 	ErrNoMem
+	// ErrCall (programs): the API function called raised an error, whose
+	// message error_message gives.
+	ErrCall
+	// ErrLimit (programs): the program holds as many handles as it may.
+	ErrLimit
 )
 
-var statusNames = [...]string{"OK", "ERR_INVALID", "ERR_HANDLE", "ERR_BOUNDS", "ERR_DTYPE", "ERR_SIZE", "ERR_COMM", "ERR_NOMEM"}
+var statusNames = [...]string{"OK", "ERR_INVALID", "ERR_HANDLE", "ERR_BOUNDS", "ERR_DTYPE", "ERR_SIZE", "ERR_COMM", "ERR_NOMEM", "ERR_CALL", "ERR_LIMIT"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
@@ -41,8 +46,12 @@ func (s Status) String() string {
 	return "status " + strconv.FormatUint(uint64(s), 10)
 }
 
-// abiDTypes maps the ABI's dtype codes to the engine's.
-var abiDTypes = [...]dtype.DType{dtype.Float32, dtype.Float16, dtype.BFloat16, dtype.Int64}
+// DTypeCodes maps the dtype codes of the ABIs to the engine's: a hook
+// knows the first four, a program all of them.
+var DTypeCodes = [...]dtype.DType{dtype.Float32, dtype.Float16, dtype.BFloat16, dtype.Int64, dtype.Float64, dtype.Int32, dtype.Uint8, dtype.Bool}
+
+// abiDTypes are the hook ABI's.
+var abiDTypes = DTypeCodes[:4]
 
 func dtypeFromABI(code uint32) (dtype.DType, bool) {
 	if int(code) < len(abiDTypes) {
@@ -52,7 +61,7 @@ func dtypeFromABI(code uint32) (dtype.DType, bool) {
 }
 
 func dtypeToABI(dt dtype.DType) uint32 {
-	if i := slices.Index(abiDTypes[:], dt); i >= 0 {
+	if i := slices.Index(abiDTypes, dt); i >= 0 {
 		return uint32(i)
 	}
 	return ^uint32(0)

@@ -58,8 +58,9 @@ func init() {
 
 type hookKey struct{}
 
-// instantiateHost makes the "zeroeng" module on rt. Its functions find
-// the calling rank's Hook in the context of the call.
+// instantiateHost makes the "zeroeng" module on rt. Its hook functions
+// find the calling rank's Hook in the context of the call, the program
+// functions (registered by the scripting layer) their instance.
 func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(hostModule)
 	for name, f := range hostFuncs {
@@ -75,6 +76,9 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 				h.callErr = fmt.Errorf("host call %s: %v", name, Status(stack[0]))
 			}
 		}), f.sig.params, f.sig.results).Export(name)
+	}
+	for name, f := range programHostFuncs() {
+		b.NewFunctionBuilder().WithGoModuleFunction(f.Fn, f.Params, f.Results).Export(name)
 	}
 	_, err := b.Instantiate(ctx)
 	return err

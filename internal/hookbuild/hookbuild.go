@@ -1,6 +1,7 @@
-// Package hookbuild builds WebAssembly comm hooks (docs/wasm-hook-abi.md) for tests: the
-// samples of samples/hooks, WAT text, and single-file Go guests that use the samples' SDK
-// (samples/hooks/go/hookabi).
+// Package hookbuild builds WebAssembly guests for tests: comm hooks (docs/wasm-hook-abi.md)
+// — the samples of samples/hooks, WAT text, and single-file Go guests that use the samples'
+// SDK (samples/hooks/go/hookabi) — and training programs (docs/wasm-program-abi.md) in Go
+// over the Go SDK (sdk/go).
 //
 // Each module is built once per process, the first time a test asks for it, and every
 // caller gets its own copy of the bytes. Go guests are built with the go command the tests
@@ -28,8 +29,9 @@ import (
 )
 
 const (
-	rootModule = "github.com/zeroeng/zeroeng"
-	sdkModule  = "github.com/zeroeng/zeroeng/samples/hooks/go"
+	rootModule    = "github.com/zeroeng/zeroeng"
+	sdkModule     = "github.com/zeroeng/zeroeng/samples/hooks/go"
+	programModule = "github.com/zeroeng/zeroeng/sdk/go"
 )
 
 // goSamples are the samples in samples/hooks/go, one main package each.
@@ -51,7 +53,7 @@ func Sample(tb testing.TB, name string) []byte {
 		hooks := filepath.Join(root, "samples", "hooks")
 		switch {
 		case slices.Contains(goSamples, name):
-			return goBuild(filepath.Join(hooks, "go"), "./"+name, "")
+			return goBuild(filepath.Join(hooks, "go"), "./"+name, "", true)
 		case name == "allreduce_wat":
 			return watBuild(filepath.Join(hooks, "wat", "allreduce.wat"))
 		case name == "codec_c":
@@ -102,7 +104,48 @@ func GoSource(tb testing.TB, src string) []byte {
 		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
 			return nil, "", err
 		}
-		return goBuild(dir, ".", "-mod=mod")
+		return goBuild(dir, ".", "-mod=mod", true)
+	})
+}
+
+// Program builds the Go training program at path pkg of the Go SDK's module (sdk/go:
+// "./internal/testprograms/mlp") as a WASI command.
+func Program(tb testing.TB, pkg string) []byte {
+	tb.Helper()
+	return cached(tb, "program:"+pkg, func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		return goBuild(filepath.Join(root, "sdk", "go"), pkg, "", false)
+	})
+}
+
+// ProgramSource builds a Go training program from the source of its one file, a main
+// package that may import github.com/zeroeng/zeroeng/sdk/go/zeroeng (which brings the
+// ABI marker export) and declare //go:wasmimport functions of its own.
+func ProgramSource(tb testing.TB, src string) []byte {
+	tb.Helper()
+	return cached(tb, "program-go:"+hash(src), func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		dir, err := os.MkdirTemp("", "hookbuild-program-")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		sdk := filepath.ToSlash(filepath.Join(root, "sdk", "go"))
+		mod := "module hookbuild.test/program\n\ngo 1.26\n\nrequire " + programModule + " v0.0.0\n\nreplace " +
+			programModule + " => " + strconv.Quote(sdk) + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+			return nil, "", err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+			return nil, "", err
+		}
+		return goBuild(dir, ".", "-mod=mod", false)
 	})
 }
 
@@ -145,8 +188,9 @@ func hash(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// goBuild builds package pkg of the module in dir for wasip1/wasm as a reactor.
-func goBuild(dir, pkg, goflags string) ([]byte, string, error) {
+// goBuild builds package pkg of the module in dir for wasip1/wasm, as a reactor (a hook)
+// or a command (a program).
+func goBuild(dir, pkg, goflags string, reactor bool) ([]byte, string, error) {
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
 		goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -160,7 +204,11 @@ func goBuild(dir, pkg, goflags string) ([]byte, string, error) {
 	}
 	defer os.RemoveAll(out)
 	wasm := filepath.Join(out, "hook.wasm")
-	cmd := exec.Command(goCmd, "build", "-buildmode=c-shared", "-o", wasm, pkg)
+	args := []string{"build", "-o", wasm, pkg}
+	if reactor {
+		args = []string{"build", "-buildmode=c-shared", "-o", wasm, pkg}
+	}
+	cmd := exec.Command(goCmd, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0", "GOWORK=off",
 		"GOPROXY=off", "GOTOOLCHAIN=local", "GOFLAGS=-buildvcs=false "+goflags)
@@ -178,7 +226,8 @@ func watBuild(src string) ([]byte, string, error) {
 	}
 	defer os.RemoveAll(out)
 	wasm := filepath.Join(out, "hook.wasm")
-	return run(exec.Command(tool, src, "-o", wasm), wasm)
+	// --debug-names keeps the functions' names, which traps report.
+	return run(exec.Command(tool, "--debug-names", src, "-o", wasm), wasm)
 }
 
 func clangBuild(src string) ([]byte, string, error) {
