@@ -237,7 +237,12 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		go func() {
 			defer wg.Done()
 			defer r.Close()
-			err := r.RunFile(path)
+			var err error
+			if IsProgram(path) {
+				err = r.RunProgram(path)
+			} else {
+				err = r.RunFile(path)
+			}
 			var se *Error
 			exited := errors.As(err, &se) && se.Exit != nil && se.Exit.Code == 0
 			if err == nil || exited {

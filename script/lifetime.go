@@ -217,19 +217,30 @@ func (l *lifetime) releaseCollected() {
 // whose tensors move to the enclosing scope.
 func (l *lifetime) scope(fn func() any) (result any) {
 	// result is fn's value as exported by goja (see collectTensors).
+	list := l.openScope()
+	defer func() { l.closeScope(list, collectTensors(result), "at the end of the tensor.scope that made it") }()
+	return fn()
+}
+
+// openScope opens a new innermost scope (a training program's
+// scope_open; tensor.scope in scripts).
+func (l *lifetime) openScope() *tensorList {
 	list := l.newList()
 	l.scopes = append(l.scopes, &list)
-	defer func() {
-		l.scopes = l.scopes[:len(l.scopes)-1]
-		kept := collectTensors(result)
-		for _, t := range kept {
-			if t.owner == list.id {
-				l.track(t)
-			}
+	return &list
+}
+
+// closeScope closes list, the innermost scope, releasing its tensors but
+// those of kept, which move to the enclosing scope; why says when they
+// went in errors.
+func (l *lifetime) closeScope(list *tensorList, kept []*jsTensor, why string) {
+	l.scopes = l.scopes[:len(l.scopes)-1]
+	for _, t := range kept {
+		if t.owner == list.id {
+			l.track(t)
 		}
-		l.release(&list, "at the end of the tensor.scope that made it")
-	}()
-	return fn()
+	}
+	l.release(list, why)
 }
 
 // keep takes t out of every list.

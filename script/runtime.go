@@ -75,6 +75,10 @@ type Options struct {
 	// Trace, when set, records the rank's passes, steps and spans (the
 	// --trace file; RunJob also gives it to the process group).
 	Trace *trace.Recorder
+	// Program holds the limits of a WebAssembly training program
+	// (RunProgram): its memory (--wasm-memory-mb), and whether it is
+	// compiled without the loop checks (--wasm-trusted).
+	Program wasm.Config
 }
 
 // Runtime is one rank's JavaScript runtime.
@@ -115,6 +119,9 @@ type Runtime struct {
 	lastRequire string
 
 	interrupted atomic.Bool
+	// progCancel stops the rank's training program (program.go).
+	progMu     sync.Mutex
+	progCancel func()
 	// group is the rank's process group of all ranks; groups maps the
 	// script's group objects to theirs (for options such as processGroup).
 	group  dist.ProcessGroup
@@ -353,6 +360,7 @@ func (r *Runtime) run(f func() (goja.Value, error)) (v goja.Value, err error) {
 func (r *Runtime) Interrupt(reason string) {
 	r.interrupted.Store(true)
 	r.vm.Interrupt(reason)
+	r.interruptProgram()
 }
 
 // ClearInterrupt makes the runtime usable again after an interrupt (the

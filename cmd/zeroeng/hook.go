@@ -47,12 +47,46 @@ func hookCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	return printModule(c, path, "hook", info, info.Err())
+}
+
+func checkCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "check",
+		Usage:     "validate a WebAssembly training program against the ABI (docs/wasm-program-abi.md) and print its exports and imports",
+		ArgsUsage: "FILE.wasm",
+		Description: `Compiles the program without running it and checks its ABI marker, its _start,
+memory and imports against zeroeng's program ABI (zeroeng hook check does the same
+for comm hooks). Exits 0 when the module is a valid program, 1 with the reasons
+when it is not.`,
+		OnUsageError: onUsageError,
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("check", "check: name one .wasm file")
+			}
+			path := c.Args().First()
+			b, err := safefile.ReadFile(path, wasm.MaxModuleBytes)
+			if err != nil {
+				return fmt.Errorf("check: %w", err)
+			}
+			info, err := wasm.CheckProgram(filepath.Base(path), b)
+			if err != nil {
+				return err
+			}
+			return printModule(c, path, "program", info, info.ProgramErr())
+		},
+	}
+}
+
+// printModule prints what a check found: the ABI version, the memory, the
+// exports and imports, then ok or the problems (problems).
+func printModule(c *cli.Context, path, what string, info *wasm.Info, problems error) error {
 	w := c.App.Writer
 	fmt.Fprintf(w, "%s: ", path)
 	if info.ABIVersion > 0 {
-		fmt.Fprintf(w, "zeroeng hook ABI v%d\n", info.ABIVersion)
+		fmt.Fprintf(w, "zeroeng %s ABI v%d\n", what, info.ABIVersion)
 	} else {
-		fmt.Fprintln(w, "no zeroeng hook ABI marker")
+		fmt.Fprintf(w, "no zeroeng %s ABI marker\n", what)
 	}
 	if info.Memory != "" {
 		fmt.Fprintln(w, info.Memory)
@@ -65,8 +99,8 @@ func hookCheck(c *cli.Context) error {
 	for _, i := range info.Imports {
 		fmt.Fprintln(w, "  "+i)
 	}
-	if err := info.Err(); err != nil {
-		return err
+	if problems != nil {
+		return problems
 	}
 	fmt.Fprintln(w, "ok")
 	return nil

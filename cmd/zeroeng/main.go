@@ -190,6 +190,7 @@ func commands() []*cli.Command {
 			},
 		},
 		hookCommand(),
+		checkCommand(),
 		checkpointCommand(),
 		plotCommand(),
 		kernelsCommand(),

@@ -36,6 +36,10 @@ data, dist, progress, metrics, checkpoint, amp, trace, device and version. Flags
 script; what follows the script (after
 an optional --) reaches it as process.argv.slice(2).
 
+A WebAssembly training program (a WASI command: docs/wasm-program-abi.md) runs in place of a
+script, one instance per rank, reaching the same API by name; what follows it reaches it as its
+WASI arguments.
+
 Every flag can also be set with an environment variable; a flag given on the
 command line wins over the variable:
 
@@ -62,6 +66,8 @@ command line wins over the variable:
                                                      but a hook that never returns stalls the process (Ctrl-C too)
    ZEROENG_HOOK_ON_ERROR=fallback  --hook-on-error fallback  a failed Wasm hook ends the run (abort) or
                                                      hands its buckets to the built-in all-reduce
+   ZEROENG_WASM_MEMORY_MB=1024 --wasm-memory-mb 1024 memory limit of a WebAssembly training program (default 512)
+   ZEROENG_WASM_TRUSTED=1      --wasm-trusted        compile a training program without the loop checks
 
 Examples:
 
@@ -96,8 +102,8 @@ the manager saves a checkpoint and the run exits 0.`
 func runCommand() *cli.Command {
 	return &cli.Command{
 		Name:         "run",
-		Usage:        "run a JavaScript training script on one or more ranks",
-		ArgsUsage:    "script.js [-- script args...]",
+		Usage:        "run a training script (JavaScript) or program (WebAssembly) on one or more ranks",
+		ArgsUsage:    "script.js|program.wasm [-- args...]",
 		Description:  runDescription,
 		OnUsageError: onUsageError,
 		Flags: []cli.Flag{
@@ -120,6 +126,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "hook-timeout", Usage: "time limit of every call into a Wasm hook (0: none)", EnvVars: []string{"ZEROENG_HOOK_TIMEOUT"}},
 			&cli.BoolFlag{Name: "hook-trusted", Usage: "compile Wasm hooks without the check in every loop that lets them be interrupted: faster loops, but a hook that never returns stalls the whole process, signals included (for hooks you wrote)", EnvVars: []string{"ZEROENG_HOOK_TRUSTED"}},
 			&cli.StringFlag{Name: "hook-on-error", Value: "abort", Usage: "when a Wasm hook fails: abort the run, or fallback to the built-in all-reduce for the rest of it", EnvVars: []string{"ZEROENG_HOOK_ON_ERROR"}},
+			&cli.IntFlag{Name: "wasm-memory-mb", Value: wasm.DefaultMemoryLimitMB, Usage: "memory limit of a WebAssembly training program in MiB (its linear memory; tensors live on the rank's device)", EnvVars: []string{"ZEROENG_WASM_MEMORY_MB"}},
+			&cli.BoolFlag{Name: "wasm-trusted", Usage: "compile a WebAssembly training program without the check in every loop that lets it be interrupted: faster loops, but a program that never returns stalls the whole process, signals included (for programs you wrote)", EnvVars: []string{"ZEROENG_WASM_TRUSTED"}},
 		},
 		Action: runAction,
 	}
@@ -141,6 +149,7 @@ type runConfig struct {
 	maxMemory int64 // bytes of device memory per rank (0: no bound)
 
 	rdzvTimeout time.Duration // how long a job of several processes waits for its ranks
+	program     wasm.Config   // a WebAssembly program's limits
 }
 
 // newDevice opens GPU rank for rank under --device cuda; nil means the CPU.
@@ -254,6 +263,10 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if cfg.hooks.Limits.Timeout < 0 {
 		return cfg, usagef("run", "run: --hook-timeout must not be negative, got %v", cfg.hooks.Limits.Timeout)
 	}
+	cfg.program = wasm.Config{MemoryLimitMB: c.Int("wasm-memory-mb"), Trusted: c.Bool("wasm-trusted")}
+	if m := cfg.program.MemoryLimitMB; m < 1 || m > 4096 {
+		return cfg, usagef("run", "run: --wasm-memory-mb must be between 1 and 4096, got %d", m)
+	}
 	if cfg.hooks.OnError, err = wasm.ParsePolicy(c.String("hook-on-error")); err != nil {
 		return cfg, usagef("run", "run: --hook-on-error must be abort or fallback, got %q", c.String("hook-on-error"))
 	}
@@ -363,6 +376,7 @@ func runAction(c *cli.Context) error {
 			Interactive: term.IsTerminal(int(os.Stderr.Fd())),
 			Quiet:       cfg.quiet,
 			Hooks:       cfg.hooks,
+			Program:     cfg.program,
 			Stop:        stop,
 			Trace:       rec,
 		},

@@ -1,0 +1,3 @@
+module github.com/zeroeng/zeroeng/sdk/go
+
+go 1.26
