@@ -44,6 +44,9 @@ type program struct {
 	r    *Runtime
 	name string
 	api  *goja.Object // require("zeroeng")
+	// objectProto and functionProto tell plain data and plain functions
+	// from the API's objects (isPlain, appendJSON).
+	objectProto, functionProto *goja.Object
 
 	handles map[uint32]*programHandle
 	next    uint32
@@ -87,7 +90,9 @@ func (r *Runtime) RunProgram(path string) (err error) {
 	if err != nil {
 		return &Error{Message: err.Error()}
 	}
-	p := &program{r: r, name: prog.Name(), handles: map[uint32]*programHandle{}, scopes: map[uint32]*tensorList{}}
+	p := &program{r: r, name: prog.Name(), handles: map[uint32]*programHandle{}, scopes: map[uint32]*tensorList{},
+		objectProto:   r.vm.Get("Object").ToObject(r.vm).Get("prototype").ToObject(r.vm),
+		functionProto: r.vm.Get("Function").ToObject(r.vm).Get("prototype").ToObject(r.vm)}
 	if _, err := r.run(func() (goja.Value, error) {
 		v, err := r.req.Require("zeroeng")
 		if err == nil {
@@ -255,7 +260,7 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 	if !ok {
 		return appendJSONString(b, v.String()), nil
 	}
-	if _, isFn := goja.AssertFunction(v); isFn && obj.Prototype() == p.r.vm.Get("Function").ToObject(p.r.vm).Get("prototype").ToObject(p.r.vm) {
+	if _, isFn := goja.AssertFunction(v); isFn && obj.Prototype() == p.functionProto {
 		// A function; a module is callable too, but an object of a class.
 		return p.appendHandle(b, &programHandle{kind: "function", v: v})
 	}
@@ -296,7 +301,7 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 // options, a memory report), not an instance of a class or an object of
 // the API (an optimizer, whose methods are its own properties).
 func (p *program) isPlain(obj *goja.Object) bool {
-	if proto := obj.Prototype(); proto != nil && proto != p.r.vm.Get("Object").ToObject(p.r.vm).Get("prototype").ToObject(p.r.vm) {
+	if proto := obj.Prototype(); proto != nil && proto != p.objectProto {
 		return false
 	}
 	for _, k := range obj.Keys() {
