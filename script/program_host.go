@@ -293,14 +293,21 @@ func suggestKey(obj *goja.Object, name string) string {
 	return ""
 }
 
+// member returns the handle of s[0] and the name at s[1], s[2]: what
+// call_method, get and set act on.
+func (p *program) member(fn string, mem api.Memory, s []uint64) (*programHandle, string, wasm.Status) {
+	h, err := p.handle(u32(s[0]), "")
+	if err != nil {
+		return nil, "", p.fail(fn, wasm.ErrHandle, err)
+	}
+	name, st := p.str(fn, mem, u32(s[1]), u32(s[2]))
+	return h, name, st
+}
+
 // callMethod calls method name of handle h's value.
 func (p *program) callMethod(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "call_method"
-	h, err := p.handle(u32(s[0]), "")
-	if err != nil {
-		return p.fail(fn, wasm.ErrHandle, err)
-	}
-	name, st := p.str(fn, mem, u32(s[1]), u32(s[2]))
+	h, name, st := p.member(fn, mem, s)
 	if st != wasm.OK {
 		return st
 	}
@@ -323,11 +330,7 @@ func (p *program) callMethod(mem api.Memory, s []uint64) wasm.Status {
 // get reads property name of handle h's value.
 func (p *program) get(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "get"
-	h, err := p.handle(u32(s[0]), "")
-	if err != nil {
-		return p.fail(fn, wasm.ErrHandle, err)
-	}
-	name, st := p.str(fn, mem, u32(s[1]), u32(s[2]))
+	h, name, st := p.member(fn, mem, s)
 	if st != wasm.OK {
 		return st
 	}
@@ -341,11 +344,7 @@ func (p *program) get(mem api.Memory, s []uint64) wasm.Status {
 // set writes property name of handle h's value (JSON).
 func (p *program) set(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "set"
-	h, err := p.handle(u32(s[0]), "")
-	if err != nil {
-		return p.fail(fn, wasm.ErrHandle, err)
-	}
-	name, st := p.str(fn, mem, u32(s[1]), u32(s[2]))
+	h, name, st := p.member(fn, mem, s)
 	if st != wasm.OK {
 		return st
 	}

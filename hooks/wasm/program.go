@@ -116,12 +116,7 @@ func CompileProgram(name string, wasm []byte, cfg Config) (*Program, error) {
 	if err := looksLikeWasm(wasm); err != nil {
 		return nil, fmt.Errorf("wasm program %s: %w", name, err)
 	}
-	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, unchecked: cfg.Trusted}
-	s, err := runtimeFor(key)
-	if err != nil {
-		return nil, err
-	}
-	cm, err := compile(s, key, wasm)
+	s, cm, err := compileFor(cfg, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("wasm program %s: %w", name, err)
 	}

@@ -203,12 +203,7 @@ func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, unchecked: cfg.Trusted}
-	s, err := runtimeFor(key)
-	if err != nil {
-		return nil, err
-	}
-	cm, err := compile(s, key, wasm)
+	s, cm, err := compileFor(cfg, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
 	}
@@ -217,6 +212,18 @@ func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
 		return nil, err
 	}
 	return &Module{name: name, cfg: cfg, rt: s, cm: cm, info: info}, nil
+}
+
+// compileFor compiles wasm on the shared runtime for cfg's (valid)
+// limits.
+func compileFor(cfg Config, wasm []byte) (*sharedRuntime, wazero.CompiledModule, error) {
+	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, unchecked: cfg.Trusted}
+	s, err := runtimeFor(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	cm, err := compile(s, key, wasm)
+	return s, cm, err
 }
 
 func compile(s *sharedRuntime, key runtimeKey, wasm []byte) (wazero.CompiledModule, error) {
