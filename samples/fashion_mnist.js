@@ -7,6 +7,7 @@
 //   zeroeng run --nproc 2 samples/fashion_mnist.js               # data parallel over 2 ranks (DDP)
 //   zeroeng run --nproc 4 samples/fashion_mnist.js -- --zero 2   # ZeRO: 1, 2 or overlap (see below)
 //   zeroeng run samples/fashion_mnist.js -- --bf16               # bfloat16 model, float32 master weights
+//   zeroeng run samples/fashion_mnist.js -- --steps 20           # a quick look: at most 20 steps an epoch
 //
 // Every epoch prints the test accuracy; the last line is the result as JSON. With --metrics FILE,
 // every step's loss and every epoch's accuracy go to FILE as JSON lines too.
@@ -16,7 +17,7 @@
 // order of each epoch (one randperm per epoch) are PyTorch's, so the run follows PyTorch's.
 const { tensor, nn, optim, io, dist, zero, progress, metrics } = require("zeroeng");
 
-const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--zero 1|2|overlap] [--bf16]";
+const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--steps N] [--zero 1|2|overlap] [--bf16]";
 const opts = { data: process.env.ZEROENG_FMNIST_DIR || "/usr/share/datasets/fashion-mnist", epochs: 5 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -25,14 +26,15 @@ for (let i = 0; i < argv.length; i++) {
   switch (name) {
     case "--data": opts.data = value(); break;
     case "--epochs": opts.epochs = Number(value()); break;
+    case "--steps": opts.steps = Number(value()); break;
     case "--zero": opts.zero = value(); break;
     case "--bf16": opts.bf16 = true; break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: console.error(`fashion_mnist.js: unknown argument ${argv[i]}\n${usage}`); process.exit(2);
   }
 }
-if (!opts.data || !(Number.isInteger(opts.epochs) && opts.epochs > 0)) {
-  console.error(`fashion_mnist.js: --data needs a directory and --epochs a positive integer\n${usage}`);
+if (!opts.data || !(Number.isInteger(opts.epochs) && opts.epochs > 0) || !(opts.steps === undefined || (Number.isInteger(opts.steps) && opts.steps > 0))) {
+  console.error(`fashion_mnist.js: --data needs a directory, --epochs and --steps a positive integer\n${usage}`);
   process.exit(2);
 }
 if (opts.zero !== undefined && !["1", "2", "overlap"].includes(opts.zero)) {
@@ -59,7 +61,8 @@ function load(prefix) {
 }
 const [xTrain, yTrain] = load("train");
 const [xTest, yTest] = load("t10k");
-const n = xTrain.shape[0], batch = 128, steps = Math.ceil(n / batch);
+// --steps N ends each epoch after N steps (its loss is the mean of those).
+const n = xTrain.shape[0], batch = 128, steps = Math.min(Math.ceil(n / batch), opts.steps || Infinity);
 
 // With --nproc N the ranks share each batch of 128 (data parallel): every rank draws the same
 // permutation, takes its N-th of each batch, and DistributedDataParallel averages the gradients,
@@ -99,7 +102,7 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
   // The permutation outlives the automatic release of each step's tensors: keep it for the epoch.
   const perm = tensor.randperm(n).keep();
   let sum = 0;
-  for (let i = 0, s = 1; i < n; i += batch, s++) {
+  for (let i = 0, s = 1; i < n && s <= steps; i += batch, s++) {
     const size = Math.min(batch, n - i);
     const lo = Math.floor(size * rank / world), hi = Math.floor(size * (rank + 1) / world);
     const idx = perm.narrow(0, i + lo, hi - lo);
