@@ -2,7 +2,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build run test test-all bench fuzz vet fmt hooks gpu-check
+.PHONY: build run test test-all bench fuzz vet fmt hooks programs gpu-check
 
 build:
 	$(GO) build -o bin/zeroeng ./cmd/zeroeng
@@ -35,6 +35,7 @@ vet:
 	$(GO) vet ./...
 	cd samples/hooks/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd sdk/go && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 
 # Benchmarks report speed; see docs/benchmarks.md for the side-by-side runs.
 bench:
@@ -71,6 +72,20 @@ hooks:
 	done
 	$(WAT2WASM) samples/hooks/wat/allreduce.wat -o $(HOOKS_OUT)/allreduce_wat.wasm
 	$(CLANG) --target=wasm32 -nostdlib -O2 -Wall -Wextra -Wl,--no-entry -o $(HOOKS_OUT)/codec_c.wasm samples/hooks/c/codec.c
+
+# The sample training programs (docs/wasm-program-abi.md, samples/programs/README.md) into
+# samples/programs/build/: samples/fashion_mnist.js in C over the C SDK (sdk/c; clang and wasm-ld
+# with WASI's libc: Debian packages clang, lld, wasi-libc and libclang-rt-dev-wasm32) and in Go
+# over the Go SDK (sdk/go; its own module, samples/programs/go, built offline).
+PROGRAMS_OUT := samples/programs/build
+WASI_SYSROOT ?= /usr
+PROGRAM_CFLAGS := --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) -O2 -Wall -Wextra -I sdk/c
+
+programs:
+	mkdir -p $(PROGRAMS_OUT)
+	$(CLANG) $(PROGRAM_CFLAGS) -o $(PROGRAMS_OUT)/fashion_mnist_c.wasm samples/programs/c/fashion_mnist.c sdk/c/zeroeng.c
+	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) build -o ../build/fashion_mnist_go.wasm ./fashion_mnist
 
 # GPU validation kit: static binaries and test binaries that a GPU machine runs without Go (gzipped),
 # the script that runs them (tools/gpucheck/run.sh), the PyTorch side of the GPU benchmarks, this
