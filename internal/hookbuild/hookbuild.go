@@ -1,13 +1,15 @@
 // Package hookbuild builds WebAssembly guests for tests: comm hooks (docs/wasm-hook-abi.md)
 // — the samples of samples/hooks, WAT text, and single-file Go guests that use the samples'
 // SDK (samples/hooks/go/hookabi) — and training programs (docs/wasm-program-abi.md) in Go
-// over the Go SDK (sdk/go).
+// over the Go SDK (sdk/go) and in C over the C SDK (sdk/c), with the samples of
+// samples/programs.
 //
 // Each module is built once per process, the first time a test asks for it, and every
 // caller gets its own copy of the bytes. Go guests are built with the go command the tests
 // run with, offline (GOPROXY=off, GOWORK=off, GOTOOLCHAIN=local); WAT needs wat2wasm (Debian
-// package wabt) and C needs clang and wasm-ld (Debian packages clang and lld): without
-// them the test is skipped, saying which is missing.
+// package wabt) and C needs clang and wasm-ld (Debian packages clang and lld; C programs
+// also wasi-libc and libclang-rt-dev-wasm32): without them the test is skipped, saying
+// which is missing.
 package hookbuild
 
 import (
@@ -147,6 +149,95 @@ func ProgramSource(tb testing.TB, src string) []byte {
 		}
 		return goBuild(dir, ".", "-mod=mod", false)
 	})
+}
+
+// ProgramSamples lists the sample training programs SampleProgram builds:
+// samples/programs/c/fashion_mnist.c and samples/programs/go/fashion_mnist.
+func ProgramSamples() []string { return []string{"fashion_mnist_c", "fashion_mnist_go"} }
+
+// SampleProgram returns the wasm bytes of the sample training program name (one of
+// ProgramSamples), building it on first use.
+func SampleProgram(tb testing.TB, name string) []byte {
+	tb.Helper()
+	return cached(tb, "program-sample:"+name, func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		programs := filepath.Join(root, "samples", "programs")
+		switch name {
+		case "fashion_mnist_c":
+			return cProgramBuild(root, filepath.Join(programs, "c", "fashion_mnist.c"))
+		case "fashion_mnist_go":
+			return goBuild(filepath.Join(programs, "go"), "./fashion_mnist", "-mod=mod", false)
+		}
+		return nil, "", fmt.Errorf("hookbuild: no sample program %q (the samples are %s)", name, strings.Join(ProgramSamples(), ", "))
+	})
+}
+
+// CProgram builds a C training program from the source of its one file, which includes
+// "zeroeng.h" and is linked with the C SDK (sdk/c/zeroeng.c, which brings the ABI marker
+// export) and WASI's libc.
+func CProgram(tb testing.TB, src string) []byte {
+	tb.Helper()
+	return cached(tb, "program-c:"+hash(src), func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		dir, err := os.MkdirTemp("", "hookbuild-program-c-")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "program.c")
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			return nil, "", err
+		}
+		return cProgramBuild(root, path)
+	})
+}
+
+// cProgramBuild compiles a C training program with the C SDK as a WASI command, warnings
+// being errors: clang for wasm32-wasi with the sysroot $WASI_SYSROOT (default /usr, where
+// Debian's wasi-libc puts its headers and libraries under wasm32-wasi/) and compiler-rt's
+// wasm32 builtins. A missing tool or library skips, naming the Debian package.
+func cProgramBuild(root, src string) ([]byte, string, error) {
+	clang, err := exec.LookPath("clang")
+	if err != nil {
+		return nil, "clang not found (Debian packages clang and lld)", nil
+	}
+	if _, err := exec.LookPath("wasm-ld"); err != nil {
+		return nil, "clang cannot link wasm: wasm-ld not found (Debian package lld)", nil
+	}
+	sysroot := os.Getenv("WASI_SYSROOT")
+	if sysroot == "" {
+		sysroot = "/usr"
+	}
+	flags := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot}
+	// clang prints a library's bare name when it finds no such file.
+	for _, lib := range []struct{ flag, what, pkg string }{
+		{"-print-file-name=libc.a", "WASI's libc", "wasi-libc"},
+		{"-print-libgcc-file-name", "compiler-rt's wasm32 builtins", "libclang-rt-dev-wasm32"},
+	} {
+		out, err := exec.Command(clang, append(slices.Clone(flags), lib.flag)...).Output()
+		path := strings.TrimSpace(string(out))
+		if err == nil && filepath.IsAbs(path) {
+			_, err = os.Stat(path)
+		}
+		if err != nil || !filepath.IsAbs(path) {
+			return nil, fmt.Sprintf("clang finds no %s for wasm32-wasi with the sysroot %s (Debian package %s)", lib.what, sysroot, lib.pkg), nil
+		}
+	}
+	out, err := os.MkdirTemp("", "hookbuild-out-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(out)
+	wasm := filepath.Join(out, "program.wasm")
+	sdk := filepath.Join(root, "sdk", "c")
+	args := append(flags, "-O2", "-Wall", "-Wextra", "-Werror", "-I", sdk, "-o", wasm, src, filepath.Join(sdk, "zeroeng.c"))
+	return run(exec.Command(clang, args...), wasm)
 }
 
 // build is the outcome of one build, shared by every caller.
