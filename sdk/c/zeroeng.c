@@ -341,7 +341,7 @@ static int arguments(const char *what, const char *f, va_list ap, ze_error *err)
     case -1:
         return sdk_fail(err, ZE_ERR_NOMEM, "%s: no memory left for the arguments' %zu bytes of JSON", what, args.len);
     case -2:
-        return sdk_fail(err, ZE_ERR_ARGS, "%s: the arguments' format \"%s\" has %.3s, not a directive of zeroeng.h", what,
+        return sdk_fail(err, ZE_ERR_ARGS, "%s: the arguments' format \"%s\" has %.2s, not a directive of zeroeng.h", what,
                         f, bad);
     }
     return ZE_OK;

@@ -169,7 +169,8 @@ int ze_get(ze_handle h, const char *name, ze_value *result, ze_error *err);
 /* Writes property name of handle h's value, from JSON written with value's format. */
 int ze_set(ze_handle h, const char *name, ze_error *err, const char *value, ...);
 
-/* The same, for a result that must be a handle (ZE_ERR_RESULT otherwise) or a number. */
+/* The same, for a result that must be a handle or a number: one of another kind is ZE_ERR_RESULT
+ * (a handle it held stays given out: a value the program did not expect is not released). */
 int ze_call_h(const char *path, ze_handle *out, ze_error *err, const char *args, ...);
 int ze_method_h(ze_handle h, const char *name, ze_handle *out, ze_error *err, const char *args, ...);
 int ze_call_num(const char *path, double *out, ze_error *err, const char *args, ...);
