@@ -162,23 +162,23 @@ int ze_number_string(char *out, size_t cap, double x) {
         if (x < 0)
             *o++ = '-';
         if (nd <= n && n <= 21) {
-            memcpy(o, digits, nd), o += nd;
+            memcpy(o, digits, (size_t)nd), o += nd;
             for (int i = nd; i < n; i++)
                 *o++ = '0';
         } else if (0 < n && n <= 21) {
-            memcpy(o, digits, n), o += n;
+            memcpy(o, digits, (size_t)n), o += n;
             *o++ = '.';
-            memcpy(o, digits + n, nd - n), o += nd - n;
+            memcpy(o, digits + n, (size_t)(nd - n)), o += nd - n;
         } else if (-6 < n && n <= 0) {
             *o++ = '0', *o++ = '.';
             for (int i = n; i < 0; i++)
                 *o++ = '0';
-            memcpy(o, digits, nd), o += nd;
+            memcpy(o, digits, (size_t)nd), o += nd;
         } else {
             *o++ = digits[0];
             if (nd > 1) {
                 *o++ = '.';
-                memcpy(o, digits + 1, nd - 1), o += nd - 1;
+                memcpy(o, digits + 1, (size_t)(nd - 1)), o += nd - 1;
             }
             o += sprintf(o, "e%c%d", n - 1 >= 0 ? '+' : '-', abs(n - 1));
         }

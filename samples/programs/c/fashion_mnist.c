@@ -19,6 +19,8 @@
  * Build: clang --target=wasm32-wasi --sysroot=/usr -O2 -Wall -Wextra -I sdk/c \
  *            -o fashion_mnist_c.wasm samples/programs/c/fashion_mnist.c sdk/c/zeroeng.c
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 too */
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
