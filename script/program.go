@@ -28,8 +28,13 @@ import (
 // of them Go functions), and what the API returns comes back as JSON.
 
 // IsProgram reports whether path names a WebAssembly training program
-// rather than a script: its first bytes are WebAssembly's magic.
+// rather than a script: a regular file whose first bytes are WebAssembly's
+// magic. (Anything else is the script path's to refuse: opening a FIFO to
+// look would wait for a writer.)
 func IsProgram(path string) bool {
+	if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false
