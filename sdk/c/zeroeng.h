@@ -150,13 +150,17 @@ int ze_array_handles(const ze_value *array, ze_handle *out, size_t max, size_t *
 
 /* ---- Calls -------------------------------------------------------------------------------------
  * args is the arguments' format (NULL: none), a JSON array with these directives (ze_jsonf):
- *   %h  a handle (ze_handle): {"$":h}       %g  a double, the shortest text that reads back as
- *   %d  an int     %lld  a long long            it ({"$num":"NaN"}, "Infinity", "-Infinity")
- *   %zu  a size_t  %b  a bool (int): true/false  %s  a string (const char *), quoted and escaped
- *   %j  JSON text as it is (const char *)      %%  a percent sign
- *   %H  an array of handles (const ze_handle *, then a size_t count): [{"$":a},{"$":b}]
- * The result, parsed, goes to *result (NULL: not wanted; a handle it held is still the
- * program's: ze_release it). */
+ *   %h    a handle (ze_handle): {"$":h}
+ *   %H    an array of handles (const ze_handle *, then a size_t count): [{"$":a},{"$":b}]
+ *   %d    an int;  %lld  a long long;  %zu  a size_t
+ *   %g    a double: the shortest text that reads back as it; NaN and the infinities as the
+ *         ABI's {"$num":"NaN"}, {"$num":"Infinity"}, {"$num":"-Infinity"}
+ *   %b    an int as true or false
+ *   %s    a string (const char *), quoted and escaped (NULL: null)
+ *   %j    JSON text (const char *), as it is
+ *   %%    a percent sign
+ * The result, parsed, goes to *result. With result NULL a result that is a handle stays given
+ * out with no one to release it: pass a ze_value to calls that return a tensor or an object. */
 
 /* Calls the API function at a dotted path of require("zeroeng") ("nn.functional.crossEntropy";
  * "new data.TensorDataset" constructs); a path to a value that is not a function, with no
