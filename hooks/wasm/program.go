@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -240,8 +241,12 @@ func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code
 // *ExitError for another status, and otherwise the trap, which names the
 // function that failed (from the name section).
 func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// The clocks and the random source are the host's (wazero's defaults
+	// are fakes, deterministic for tests): a program times its epochs,
+	// and its own random numbers are not the engine's seeded ones.
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
-		WithArgs(args...).WithStdout(stdout).WithStderr(stderr)
+		WithArgs(args...).WithStdout(stdout).WithStderr(stderr).
+		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
 	mod, err := p.rt.rt.InstantiateModule(ctx, p.cm, cfg)
 	if err != nil {
 		return p.exit(err)

@@ -320,13 +320,14 @@ func (t Tensor) Shape() (dtype int32, shape []int64, err error) {
 }
 
 // Scope runs fn and then releases every tensor made while it ran, except
-// those of keep, which belong to the enclosing scope (tensor.scope).
-func Scope(fn func() error, keep ...Tensor) error {
+// those fn returns, which belong to the enclosing scope from then on
+// (tensor.scope, which keeps what its function returns).
+func Scope(fn func() (keep []Tensor, err error)) error {
 	var id int32
 	if err := fail(scopeOpen(unsafe.Pointer(&id))); err != nil {
 		return err
 	}
-	err := fn()
+	keep, err := fn()
 	ids := make([]int32, len(keep))
 	for i, t := range keep {
 		ids[i] = t.ID

@@ -514,10 +514,10 @@ func accuracy(model ze.Object, xTest, yTest ze.Tensor, input func(ze.Tensor, *he
 	var acc float64
 	var h held
 	err := ze.NoGrad(func() error {
-		return ze.Scope(func() error {
+		return ze.Scope(func() ([]ze.Tensor, error) {
 			in, err := input(xTest, &h)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			t, err := h.t(model.M("forward", in))
 			for _, m := range []struct {
@@ -525,15 +525,15 @@ func accuracy(model ze.Object, xTest, yTest ze.Tensor, input func(ze.Tensor, *he
 				args []any
 			}{{"argmax", []any{1}}, {"eq", []any{yTest}}, {"float", nil}, {"mean", nil}} {
 				if err != nil {
-					return err
+					return nil, err
 				}
 				t, err = h.t(t.M(m.name, m.args...))
 			}
 			if err != nil {
-				return err
+				return nil, err
 			}
 			acc, err = t.Item()
-			return err
+			return nil, err
 		})
 	})
 	if rerr := h.release(); err == nil {

@@ -66,30 +66,30 @@ func run() error {
 		return err
 	}
 	for step := 0; step < 5; step++ {
-		err := ze.Scope(func() error {
+		err := ze.Scope(func() ([]ze.Tensor, error) {
 			if _, err := opt.Method("zeroGrad"); err != nil {
-				return err
+				return nil, err
 			}
 			out, err := ddp.M("forward", x)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			loss, err := ze.T("nn.functional.mseLoss", out, y)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if _, err := loss.Method("backward"); err != nil {
-				return err
+				return nil, err
 			}
 			if _, err := opt.Method("step"); err != nil {
-				return err
+				return nil, err
 			}
 			v, err := loss.Item()
 			if err != nil {
-				return err
+				return nil, err
 			}
 			fmt.Printf("loss %d %x\n", step, math.Float64bits(v))
-			return nil
+			return nil, nil
 		})
 		if err != nil {
 			return err
