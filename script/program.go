@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/dop251/goja"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/zeroeng/zeroeng/hooks/wasm"
 )
@@ -68,6 +69,22 @@ type program struct {
 	// abort is the failure that ended the program: a call after a
 	// failure it did not clear.
 	abort error
+
+	// What the host calls into the program with (callbacks): the
+	// instance, the context of its run, and how many host calls of the
+	// program are running (callbacks run only inside one).
+	prog      *wasm.Program
+	mod       api.Module
+	ctx       context.Context
+	hostDepth int
+	// frames are the running callbacks, innermost last; given collects
+	// the handles a frame gives out or takes back (program_callback.go).
+	frames []*programFrame
+	nframe uint32
+	given  *[]uint32
+	// exited is the status the program ended with, by proc_exit in a
+	// callback or by an API function that exits (SIGTERM's checkpoint).
+	exited *uint32
 }
 
 // programHandle is what a handle stands for: a tensor (j) or another value
@@ -76,6 +93,9 @@ type programHandle struct {
 	kind string // "tensor", "object", "function"
 	v    goja.Value
 	j    *jsTensor
+	// this is what a function from lookup is called on: the object it
+	// was read from.
+	this goja.Value
 }
 
 // maxProgramHandles bounds the handles a program holds at once: a program
@@ -96,7 +116,7 @@ func (r *Runtime) RunProgram(path string) (err error) {
 	if err != nil {
 		return &Error{Message: err.Error()}
 	}
-	p := &program{r: r, name: prog.Name(), handles: map[uint32]*programHandle{}, scopes: map[uint32]*tensorList{},
+	p := &program{r: r, prog: prog, name: prog.Name(), handles: map[uint32]*programHandle{}, scopes: map[uint32]*tensorList{},
 		objectProto:   r.vm.Get("Object").ToObject(r.vm).Get("prototype").ToObject(r.vm),
 		functionProto: r.vm.Get("Function").ToObject(r.vm).Get("prototype").ToObject(r.vm)}
 	if _, err := r.run(func() (goja.Value, error) {
@@ -126,6 +146,8 @@ func (r *Runtime) RunProgram(path string) (err error) {
 	runErr := prog.Run(ctx, args, stdout, stderr)
 	var exit *wasm.ExitError
 	switch {
+	case p.exited != nil:
+		return &Error{Message: fmt.Sprintf("%s exited with status %d", p.name, *p.exited), Exit: &ExitError{Code: int(*p.exited)}}
 	case p.abort != nil:
 		return &Error{Message: fmt.Sprintf("%v (the program called the host again without clearing the failure: error_message, error_clear)", p.abort)}
 	case r.interrupted.Load() && runErr != nil:
@@ -176,6 +198,9 @@ func (p *program) add(h *programHandle) (uint32, error) {
 		}
 	}
 	p.handles[p.next] = h
+	if p.given != nil {
+		*p.given = append(*p.given, p.next)
+	}
 	return p.next, nil
 }
 
@@ -250,25 +275,22 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return append(b, "null"...), nil
 	}
-	switch x := v.Export().(type) {
-	case bool:
-		return appendBool(b, x), nil
-	case int64:
-		return appendNumber(b, float64(x)), nil
-	case float64:
-		return appendNumber(b, x), nil
-	case string:
-		return appendJSONString(b, x), nil
-	case *jsTensor:
-		return p.appendHandle(b, &programHandle{kind: "tensor", v: v, j: x})
-	}
 	obj, ok := v.(*goja.Object)
 	if !ok {
+		switch x := v.Export().(type) {
+		case bool:
+			return appendBool(b, x), nil
+		case int64:
+			return appendNumber(b, float64(x)), nil
+		case float64:
+			return appendNumber(b, x), nil
+		case string:
+			return appendJSONString(b, x), nil
+		}
 		return appendJSONString(b, v.String()), nil
 	}
-	if _, isFn := goja.AssertFunction(v); isFn && obj.Prototype() == p.functionProto {
-		// A function; a module is callable too, but an object of a class.
-		return p.appendHandle(b, &programHandle{kind: "function", v: v})
+	if h := p.valueHandle(v); h != nil {
+		return p.appendHandle(b, h)
 	}
 	switch {
 	case obj.ClassName() == "Array":
@@ -299,7 +321,30 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 		}
 		return append(b, '}'), nil
 	}
-	return p.appendHandle(b, &programHandle{kind: "object", v: v})
+	return nil, fmt.Errorf("internal error: %s is neither data nor a value a handle stands for", describe(v))
+}
+
+// valueHandle returns the handle v needs, or nil when v is data (a
+// primitive, an array, a plain object): a tensor, a function, any other
+// object (a module, an optimizer).
+func (p *program) valueHandle(v goja.Value) *programHandle {
+	obj, ok := v.(*goja.Object)
+	if !ok || obj.ClassName() == "Array" {
+		return nil
+	}
+	// (Export is cheap for a tensor, its own Go value; a plain object,
+	// which it would copy, is rarer than a tensor here.)
+	if j, ok := obj.Export().(*jsTensor); ok {
+		return &programHandle{kind: "tensor", v: v, j: j}
+	}
+	if _, isFn := goja.AssertFunction(v); isFn && obj.Prototype() == p.functionProto {
+		// A function; a module is callable too, but an object of a class.
+		return &programHandle{kind: "function", v: v}
+	}
+	if p.isPlain(obj) {
+		return nil
+	}
+	return &programHandle{kind: "object", v: v}
 }
 
 // isPlain reports whether obj is plain data: an object whose prototype is
@@ -497,6 +542,9 @@ func (d *jsonDecoder) object(depth int) (goja.Value, error) {
 		h, err := d.p.handle(uint32(id), "")
 		if err != nil {
 			return nil, err
+		}
+		if d.p.given != nil {
+			*d.p.given = append(*d.p.given, uint32(id))
 		}
 		return h.v, nil
 	}

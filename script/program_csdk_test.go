@@ -253,7 +253,7 @@ func TestCSDK(t *testing.T) {
 		t.Fatalf("the SDK's own output:\n%s\nwant\n%s", out, cSDKPure)
 	}
 	for _, want := range []string{
-		"abi 1.0\n",
+		"abi 1.1\n",
 		"sum 21 shape dtype 0 ndim 2 3x2\n",
 		"tensor_data small st 5 len 24; back 1 6\n",
 		"a tensor is not a number: mean returned {\"$\":",

@@ -26,7 +26,7 @@ import (
 
 // ProgramABIMinor is the minor version of the program ABI this host
 // implements (abi_info): functions added without breaking programs.
-const ProgramABIMinor = 0
+const ProgramABIMinor = 1
 
 // programFunc is a host function of the program ABI: its parameter
 // types (all return an i32 status) and what it does.
@@ -54,6 +54,14 @@ var programFuncs = map[string]programFunc{
 	"tensor_from_bytes": {params: types(i32, i32, i32, i32, i32, i32), fn: (*program).tensorFromBytes},
 	"tensor_data":       {params: types(i32, i32, i32, i32), fn: (*program).tensorData},
 	"tensor_shape":      {params: types(i32, i32), fn: (*program).tensorShape},
+	// 1.1: callbacks and handle-only calls (program_callback.go).
+	"function_new":  {params: types(i32, i32), fn: (*program).functionNew},
+	"frame_args":    {params: types(i32, i32, i32, i32), fn: (*program).frameArgs},
+	"frame_return":  {params: types(i32, i32, i32), fn: (*program).frameReturn},
+	"error_set":     {params: types(i32, i32), fn: (*program).errorSet, exempt: true},
+	"lookup":        {params: types(i32, i32, i32), fn: (*program).lookup},
+	"invoke":        {params: types(i32, i32, i32, i32), fn: (*program).invokeFunc},
+	"invoke_method": {params: types(i32, i32, i32, i32, i32, i32), fn: (*program).invokeMethod},
 }
 
 const i32 = api.ValueTypeI32
@@ -76,6 +84,14 @@ func init() {
 				s[0] = uint64(wasm.ErrInvalid)
 				return
 			}
+			if p.exited != nil {
+				// The program exited inside a callback or through an API
+				// function that exits; a trusted program runs on to its
+				// next call.
+				mod.CloseWithExitCode(ctx, *p.exited)
+				s[0] = uint64(wasm.ErrInvalid)
+				return
+			}
 			if p.pending != nil && !f.exempt {
 				// The program went on after a failure it did not look
 				// at: it ends here, with the original message.
@@ -84,7 +100,10 @@ func init() {
 				s[0] = uint64(wasm.ErrInvalid)
 				return
 			}
+			p.mod, p.ctx = mod, ctx
+			p.hostDepth++
 			s[0] = uint64(p.guard(name, func() wasm.Status { return f.fn(p, mod.Memory(), s) }))
+			p.hostDepth--
 		}}
 	}
 	wasm.RegisterProgramFuncs(fns)
@@ -238,6 +257,15 @@ func (p *program) invoke(fn string, what string, f, this goja.Value, args []goja
 		}
 		return callable(this, args...)
 	})
+	var se *Error
+	if errors.As(err, &se) && se.Exit != nil {
+		// The API ended the run (SIGTERM's checkpoint exits with status 0
+		// after saving): the program ends there, with that status.
+		code := uint32(se.Exit.Code)
+		p.exited = &code
+		p.mod.CloseWithExitCode(p.ctx, code)
+		return nil, wasm.ErrCall
+	}
 	if err != nil {
 		return nil, p.fail(fn, wasm.ErrCall, fmt.Errorf("%s: %w", what, err))
 	}
@@ -262,17 +290,9 @@ func (p *program) call(mem api.Memory, s []uint64) wasm.Status {
 	if rest, ok := strings.CutPrefix(path, "new "); ok {
 		path, construct = rest, true
 	}
-	var this goja.Value = p.api
-	var v goja.Value = p.api
-	for _, name := range strings.Split(path, ".") {
-		obj, ok := v.(*goja.Object)
-		if name == "" || !ok {
-			return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%q is not a path of the API (require(\"zeroeng\")): %q names nothing", path, name))
-		}
-		this, v = obj, obj.Get(name)
-		if v == nil || goja.IsUndefined(v) {
-			return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%q is not in the API (require(\"zeroeng\"))%s", path, suggestKey(obj, name)))
-		}
+	this, v, err := p.resolve(path)
+	if err != nil {
+		return p.fail(fn, wasm.ErrInvalid, err)
 	}
 	if _, isFn := goja.AssertFunction(v); !isFn && !construct && len(args) == 0 {
 		// A value of the API (dist.rank, metrics.enabled): read.
@@ -283,6 +303,23 @@ func (p *program) call(mem api.Memory, s []uint64) wasm.Status {
 		return st
 	}
 	return p.result(fn, mem, res, u32(s[4]), u32(s[5]), u32(s[6]))
+}
+
+// resolve returns the API's value at a dotted path and the object it is
+// a property of.
+func (p *program) resolve(path string) (this, v goja.Value, err error) {
+	this, v = p.api, p.api
+	for _, name := range strings.Split(path, ".") {
+		obj, ok := v.(*goja.Object)
+		if name == "" || !ok {
+			return nil, nil, fmt.Errorf("%q is not a path of the API (require(\"zeroeng\")): %q names nothing", path, name)
+		}
+		this, v = obj, obj.Get(name)
+		if v == nil || goja.IsUndefined(v) {
+			return nil, nil, fmt.Errorf("%q is not in the API (require(\"zeroeng\"))%s", path, suggestKey(obj, name))
+		}
+	}
+	return this, v, nil
 }
 
 // suggestKey names the key of obj closest to name, if one is close.

@@ -188,6 +188,9 @@ func inspectProgram(name string, exports map[string]api.FunctionDefinition, impo
 	} else if len(d.ParamTypes())+len(d.ResultTypes()) != 0 {
 		problem("export _start has type %s, want () -> ()", formatSignature(d.ParamTypes(), d.ResultTypes()))
 	}
+	if d, ok := exports["zeroeng_callback"]; ok && !sig([]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, api.ValueTypeI32).matches(d) {
+		problem("export zeroeng_callback has type %s, want (i32, i32) -> i32 (the program's functions, ABI 1.1)", formatSignature(d.ParamTypes(), d.ResultTypes()))
+	}
 	if m, ok := memories["memory"]; ok {
 		in.Memory = fmt.Sprintf("memory: %d pages initially", m.Min())
 		if max, ok := m.Max(); ok {
@@ -249,16 +252,19 @@ func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
 	mod, err := p.rt.rt.InstantiateModule(ctx, p.cm, cfg)
 	if err != nil {
-		return p.exit(err)
+		return ExitStatus(err)
 	}
 	defer mod.Close(context.Background())
 	start := mod.ExportedFunction("_start")
 	_, err = start.Call(ctx)
-	return p.exit(err)
+	return ExitStatus(err)
 }
 
-// exit turns the end of a run into Run's result.
-func (p *Program) exit(err error) error {
+// ExitStatus turns the error of a call into a program (its _start, or a
+// function it exports that the host calls) into Run's result: nil for
+// its end or proc_exit(0), an *ExitError for another status, the trap or
+// the interruption otherwise.
+func ExitStatus(err error) error {
 	var ee *sys.ExitError
 	switch {
 	case err == nil:

@@ -57,3 +57,26 @@ func tensorInfo(h int32, out unsafe.Pointer) int32
 //
 //go:wasmexport zeroeng_program_abi_v1
 func abiMarker() {}
+
+// ABI 1.1: callbacks and handle-only calls.
+
+//go:wasmimport zeroeng function_new
+func functionNew(id int32, out unsafe.Pointer) int32
+
+//go:wasmimport zeroeng frame_args
+func frameArgs(frame int32, out unsafe.Pointer, capacity int32, lenOut unsafe.Pointer) int32
+
+//go:wasmimport zeroeng frame_return
+func frameReturn(frame int32, value unsafe.Pointer, valueLen int32) int32
+
+//go:wasmimport zeroeng error_set
+func errorSet(msg unsafe.Pointer, msgLen int32) int32
+
+//go:wasmimport zeroeng lookup
+func lookup(path unsafe.Pointer, pathLen int32, out unsafe.Pointer) int32
+
+//go:wasmimport zeroeng invoke
+func invoke(f int32, args unsafe.Pointer, n int32, out unsafe.Pointer) int32
+
+//go:wasmimport zeroeng invoke_method
+func invokeMethod(h int32, name unsafe.Pointer, nameLen int32, args unsafe.Pointer, n int32, out unsafe.Pointer) int32

@@ -1,0 +1,89 @@
+package script
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/hooks/wasm"
+	"github.com/zeroeng/zeroeng/internal/hookbuild"
+)
+
+// hookJS is the script twin of the callbacks program's "hook" mode.
+const hookJS = `const { tensor, nn, dist } = require("zeroeng");
+tensor.manualSeed(0);
+const l1 = nn.Linear(4, 8), l2 = nn.Linear(8, 1);
+const x = tensor.randn([3, 4]);
+const ddp = nn.parallel.DistributedDataParallel(nn.Sequential(l1, l2));
+let calls = 0;
+ddp.registerCommHook(null, (state, bucket) => { calls++; return dist.allReduce(bucket.buffer.div(dist.worldSize)); });
+ddp.forward(x.add(dist.rank)).sum().backward();
+const hex = Array.from(new Uint8Array(new Float32Array(l1.weight.grad.toArray().flat()).buffer)).map(v => v.toString(16).padStart(2, "0")).join("");
+console.log("grad " + hex + " calls " + calls);
+`
+
+// TestProgramFunctions: the program's own functions are values of the API
+// (ABI 1.1) wherever the API takes a function — nn.utils.checkpoint (the
+// same gradients as without, the function run again in backward), a
+// module's forward under checkpointWrapper, DDP's comm hook (the script
+// hook's gradients bit for bit on 2 ranks), nested — and their failures
+// are the calls' failures: an error the function returns, a host call in
+// it that failed, proc_exit inside it.
+func TestProgramFunctions(t *testing.T) {
+	skipShortPrograms(t)
+	prog := hookbuild.Program(t, "./internal/testprograms/callbacks")
+	for _, c := range []struct {
+		mode  string
+		ranks int
+		out   []string
+		err   string
+		exit  int
+	}{
+		{mode: "checkpoint", ranks: 1, out: []string{"same gradients: true calls: 3"}},
+		{mode: "forward", ranks: 1, out: []string{"calls: 2 parameters: 4"}},
+		{mode: "nested", ranks: 1, out: []string{"nested calls: 3"}},
+		{mode: "error", ranks: 1, out: []string{"error: ", "the program's function 0 failed: the block refuses", "then: <nil>"}},
+		{mode: "host-error", ranks: 1, out: []string{"error: ", "the program's function 0 failed: host call call failed (ERR_INVALID): \"tensor.nonesuch\" is not in the API"}},
+		{mode: "exit", ranks: 2, exit: 3},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			out, stderr, err := runProgram(t, context.Background(), prog, c.ranks, wasm.Config{}, c.mode)
+			if c.exit != 0 {
+				var se *Error
+				if !errors.As(err, &se) || se.Exit == nil || se.Exit.Code != c.exit || strings.Contains(out, "still running") {
+					t.Fatalf("error %v, output %q: want exit status %d, there", err, out, c.exit)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%v\n%s%s", err, out, stderr)
+			}
+			for _, want := range c.out {
+				if !strings.Contains(out, want) {
+					t.Fatalf("output %q, want %q", out, want)
+				}
+			}
+		})
+	}
+	t.Run("hook", func(t *testing.T) {
+		got, stderr, err := runProgram(t, context.Background(), prog, 2, wasm.Config{}, "hook")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		js := filepath.Join(t.TempDir(), "hook.js")
+		if err := os.WriteFile(js, []byte(hookJS), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := RunJob(context.Background(), js, JobOptions{Ranks: 2, Rank: Options{Stdout: &want, Stderr: &want, AutoRelease: true}}); err != nil {
+			t.Fatalf("the script: %v\n%s", err, want.String())
+		}
+		if g, w := sortedLines(got), sortedLines(want.String()); g != w || !strings.Contains(g, "calls 1") {
+			t.Fatalf("the program printed\n%s\nthe script\n%s", g, w)
+		}
+	})
+}
