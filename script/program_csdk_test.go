@@ -283,3 +283,148 @@ func TestCSDK(t *testing.T) {
 		t.Fatalf("a pending failure: error %v, output %q %q", err, out, stderr)
 	}
 }
+
+// cFunctionsProgram exercises the C SDK's 1.1 part: handle-only calls
+// (ze_op, ze_lookup, ze_invoke) and C functions as values of the API
+// (ze_function, ze_return), through nn.utils.checkpoint, nested, and
+// failing.
+const cFunctionsProgram = `#include <stdio.h>
+#include <string.h>
+
+#include "zeroeng.h"
+
+static ze_error err;
+static ze_handle lin;
+static int calls;
+
+#define CHECK(x)                                                                                                       \
+    do {                                                                                                               \
+        int st_ = (x);                                                                                                 \
+        if (st_ != ZE_OK) {                                                                                            \
+            printf("FAIL %s: %d %s\n", #x, st_, err.message);                                                          \
+            return 1;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+/* block(x) = relu(lin(x)), over handle-only calls. */
+static int block(void *data, ze_frame *frame, const ze_value *args, ze_error *e) {
+    (void)data;
+    ze_value x;
+    ze_handle h, r;
+    calls++;
+    if (ze_array_at(args, 0, &x) != ZE_OK || x.kind != ZE_HANDLE) {
+        snprintf(e->message, ZE_MESSAGE_MAX, "block: want a tensor");
+        return ZE_ERR_RESULT;
+    }
+    int st = ze_op(lin, "forward", &h, e, 1, (ze_arg[]){ZE_H(x.handle)});
+    if (st == ZE_OK)
+        st = ze_op(h, "relu", &r, e, 0, NULL);
+    if (st == ZE_OK)
+        st = ze_return(frame, e, "%h", r);
+    return st;
+}
+
+static ze_handle inner;
+
+static int outer(void *data, ze_frame *frame, const ze_value *args, ze_error *e) {
+    (void)data;
+    ze_value x;
+    ze_handle y;
+    ze_array_at(args, 0, &x);
+    int st = ze_call_h("nn.utils.checkpoint", &y, e, "[%h,%h]", inner, x.handle);
+    return st == ZE_OK ? ze_return(frame, e, "%h", y) : st;
+}
+
+static int refuses(void *data, ze_frame *frame, const ze_value *args, ze_error *e) {
+    (void)data, (void)frame, (void)args;
+    snprintf(e->message, ZE_MESSAGE_MAX, "the C block refuses");
+    return ZE_ERR_CALL;
+}
+
+static int grad_bytes(ze_handle p, unsigned char *out, size_t cap) {
+    size_t n;
+    ze_value gv;
+    CHECK(ze_get(p, "grad", &gv, &err));
+    CHECK(ze_tensor_data(gv.handle, out, cap, &n, &err));
+    return 0;
+}
+
+int main(void) {
+    ze_handle x, y, s, w, f, relu, r, pair;
+    unsigned char plain[128], ck[128];
+    CHECK(ze_call("tensor.manualSeed", NULL, &err, "[0]"));
+    CHECK(ze_call_h("nn.Linear", &lin, &err, "[4,4]"));
+    CHECK(ze_call_h("tensor.randn", &x, &err, "[[2,4]]"));
+    ze_value wv;
+    CHECK(ze_get(lin, "weight", &wv, &err));
+    w = wv.handle;
+
+    /* The same gradients through the C function, with and without checkpointing. */
+    CHECK(ze_function(block, NULL, &f, &err));
+    CHECK(ze_invoke(f, &y, &err, 1, (ze_arg[]){ZE_H(x)}));
+    CHECK(ze_op(y, "sum", &s, &err, 0, NULL));
+    CHECK(ze_op(s, "backward", NULL, &err, 0, NULL));
+    if (grad_bytes(w, plain, sizeof plain)) return 1;
+    CHECK(ze_method(lin, "zeroGrad", NULL, &err, NULL));
+    CHECK(ze_call_h("nn.utils.checkpoint", &y, &err, "[%h,%h]", f, x));
+    CHECK(ze_op(y, "sum", &s, &err, 0, NULL));
+    CHECK(ze_op(s, "backward", NULL, &err, 0, NULL));
+    if (grad_bytes(w, ck, sizeof ck)) return 1;
+    printf("same gradients %d calls %d\n", memcmp(plain, ck, 64) == 0, calls);
+
+    /* Nested: a function that checkpoints another. */
+    inner = f;
+    CHECK(ze_function(outer, NULL, &pair, &err));
+    CHECK(ze_call_h("nn.utils.checkpoint", &y, &err, "[%h,%h]", pair, x));
+    CHECK(ze_op(y, "sum", &s, &err, 0, NULL));
+    CHECK(ze_op(s, "backward", NULL, &err, 0, NULL));
+    printf("nested calls %d\n", calls);
+
+    /* lookup + invoke, numbers, undefined. */
+    CHECK(ze_lookup("nn.functional.relu", &relu, &err));
+    CHECK(ze_invoke(relu, &r, &err, 1, (ze_arg[]){ZE_H(x)}));
+    CHECK(ze_op(x, "mul", &r, &err, 1, (ze_arg[]){ZE_N(0.5)}));
+    double v;
+    CHECK(ze_op(r, "sum", &s, &err, 0, NULL));
+    CHECK(ze_item(s, &v, &err));
+    printf("op with a number ok\n");
+
+    /* Failures: a C function's, and a result that is data. */
+    ze_handle no;
+    CHECK(ze_function(refuses, NULL, &no, &err));
+    int st = ze_call_h("nn.utils.checkpoint", &y, &err, "[%h,%h]", no, x);
+    printf("refused st %d: %s\n", st, err.message);
+    st = ze_op(s, "item", &y, &err, 0, NULL);
+    printf("data st %d: %s\n", st, err.message);
+    st = ze_op(x, "add", &y, &err, 1, (ze_arg[]){{7, 0, 0}});
+    printf("bad tag st %d: %s\n", st, err.message);
+    printf("done\n");
+    return 0;
+}
+`
+
+// TestCSDKFunctions: the C SDK's handle-only calls and its functions as
+// values of the API — the same gradients through nn.utils.checkpoint as
+// without, the function run again in backward, nested, and a function's
+// failure with its own message.
+func TestCSDKFunctions(t *testing.T) {
+	skipShortPrograms(t)
+	prog := hookbuild.CProgram(t, cFunctionsProgram)
+	out, stderr, err := runProgram(t, context.Background(), prog, 1, wasm.Config{})
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, out, stderr)
+	}
+	for _, want := range []string{
+		"same gradients 1 calls 3\n",
+		"nested calls 6\n",
+		"op with a number ok\n",
+		"refused st 8: ", "the program's function 2 failed: the C block refuses\n",
+		"data st 1: ", "tensor.item returned data (-0.65", "call and call_method return data",
+		"bad tag st 1: ", "argument 0 has tag 7",
+		"done\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in the output:\n%s", want, out)
+		}
+	}
+}

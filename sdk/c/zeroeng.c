@@ -806,3 +806,112 @@ int ze_tensor_shape(ze_handle t, int32_t *dtype, int64_t shape[ZE_MAX_DIMS], int
         shape[i] = (int64_t)info[1 + i];
     return ZE_OK;
 }
+
+/* ---- Handle-only calls ------------------------------------------------------------------------ */
+
+static int handle_result(int32_t st, int32_t h, ze_handle *out, ze_error *err) {
+    if (out != NULL)
+        *out = st == ZE_OK ? h : 0;
+    return fail(st, err);
+}
+
+int ze_op(ze_handle h, const char *name, ze_handle *out, ze_error *err, size_t n, const ze_arg *args) {
+    int32_t r = 0;
+    return handle_result(zeroeng_invoke_method(h, name, cap32(strlen(name)), args, cap32(n), &r), r, out, err);
+}
+
+int ze_lookup(const char *path, ze_handle *out, ze_error *err) {
+    int32_t r = 0;
+    return handle_result(zeroeng_lookup(path, cap32(strlen(path)), &r), r, out, err);
+}
+
+int ze_invoke(ze_handle f, ze_handle *out, ze_error *err, size_t n, const ze_arg *args) {
+    int32_t r = 0;
+    return handle_result(zeroeng_invoke(f, args, cap32(n), &r), r, out, err);
+}
+
+/* ---- The program's functions ------------------------------------------------------------------- */
+
+typedef struct function {
+    ze_function_fn fn;
+    void *data;
+} function;
+
+static function *functions;
+static size_t nfunctions, capfunctions;
+
+struct ze_frame {
+    int32_t id;
+};
+
+int ze_function(ze_function_fn fn, void *data, ze_handle *out, ze_error *err) {
+    if (nfunctions == capfunctions) {
+        size_t c = capfunctions ? 2 * capfunctions : 16;
+        function *f = realloc(functions, c * sizeof *f);
+        if (f == NULL)
+            return sdk_fail(err, ZE_ERR_NOMEM, "ze_function: no memory left for %zu functions", c);
+        functions = f, capfunctions = c;
+    }
+    int32_t h = 0;
+    int st = fail(zeroeng_function_new((int32_t)nfunctions, &h), err);
+    if (st != ZE_OK)
+        return st;
+    functions[nfunctions++] = (function){fn, data};
+    *out = h;
+    return ZE_OK;
+}
+
+int ze_return(ze_frame *frame, ze_error *err, const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    int st = arguments("ze_return", f, ap, err);
+    va_end(ap);
+    if (st != ZE_OK)
+        return st;
+    return fail(zeroeng_frame_return(frame->id, args.p, cap32(args.len)), err);
+}
+
+/* set_error makes msg the running function's failure: status 1. */
+static int32_t set_error(const char *msg) {
+    zeroeng_error_set(msg, cap32(strlen(msg)));
+    return 1;
+}
+
+/* The export the host calls the program's functions through. The calls a function makes use
+ * buffers of their own: the outer call's result buffer is where the host writes that call's
+ * result when the function has returned, so it must stay where it is. */
+__attribute__((export_name("zeroeng_callback"))) int32_t zeroeng_callback(int32_t id, int32_t frame) {
+    if (id < 0 || (size_t)id >= nfunctions)
+        return set_error("the host called a function the program never made");
+    buf outer_result = result, outer_args = args;
+    char result1[1024], args1[512];
+    result = (buf){result1, 0, sizeof result1, 0, 0};
+    args = (buf){args1, 0, sizeof args1, 0, 0};
+    ze_error err;
+    ze_error *e = &err;
+    ze_value v;
+    uint32_t n = 0;
+    int st = zeroeng_frame_args(frame, result.p, cap32(result.cap - 1), &n);
+    /* The arguments stay in their own buffer while the function's calls use result. */
+    st = finish("the function's arguments", st, n, &v, e);
+    buf arg_text = result;
+    char result2[1024];
+    result = (buf){result2, 0, sizeof result2, 0, 0};
+    int32_t ret;
+    if (st != ZE_OK) {
+        ret = set_error(e->message);
+    } else {
+        ze_frame fr = {frame};
+        e->message[0] = 0;
+        st = functions[id].fn(functions[id].data, &fr, &v, e);
+        ret = st == ZE_OK ? 0 : set_error(e->message[0] ? e->message : ze_status_name(st));
+    }
+    if (arg_text.heap)
+        free(arg_text.p);
+    if (result.heap)
+        free(result.p);
+    if (args.heap)
+        free(args.p);
+    result = outer_result, args = outer_args;
+    return ret;
+}

@@ -1,6 +1,6 @@
 /*
  * zeroeng.h: the C SDK of zeroeng's WebAssembly training programs (docs/wasm-program-abi.md,
- * version 1). A program built with it is a WASI command that trains through the very API scripts
+ * version 1.1). A program built with it is a WASI command that trains through the very API scripts
  * reach with require("zeroeng"), by name, its arguments as JSON:
  *
  *     ze_error err;
@@ -77,6 +77,15 @@ int32_t zeroeng_tensor_from_bytes(int32_t dtype, const int64_t *shape, int32_t n
                                   int32_t *h_out);
 ZE_IMPORT_(tensor_data) int32_t zeroeng_tensor_data(int32_t h, void *buf, int32_t cap, uint32_t *len_out);
 ZE_IMPORT_(tensor_shape) int32_t zeroeng_tensor_shape(int32_t h, void *out);
+/* 1.1: the program's functions and handle-only calls. */
+ZE_IMPORT_(function_new) int32_t zeroeng_function_new(int32_t id, int32_t *h_out);
+ZE_IMPORT_(frame_args) int32_t zeroeng_frame_args(int32_t frame, char *out, int32_t cap, uint32_t *len_out);
+ZE_IMPORT_(frame_return) int32_t zeroeng_frame_return(int32_t frame, const char *value, int32_t value_len);
+ZE_IMPORT_(error_set) int32_t zeroeng_error_set(const char *msg, int32_t msg_len);
+ZE_IMPORT_(lookup) int32_t zeroeng_lookup(const char *path, int32_t path_len, int32_t *h_out);
+ZE_IMPORT_(invoke) int32_t zeroeng_invoke(int32_t f, const void *args, int32_t n, int32_t *out);
+ZE_IMPORT_(invoke_method)
+int32_t zeroeng_invoke_method(int32_t h, const char *name, int32_t name_len, const void *args, int32_t n, int32_t *out);
 
 /* ---- Statuses, dtypes, handles, errors ------------------------------------------------------ */
 
@@ -225,6 +234,50 @@ int ze_tensor_from_bytes(int32_t dtype, const int64_t *shape, int ndim, const vo
 int ze_tensor_data(ze_handle t, void *buf, size_t cap, size_t *len, ze_error *err);
 /* The tensor's dtype code and shape (shape holds ZE_MAX_DIMS). */
 int ze_tensor_shape(ze_handle t, int32_t *dtype, int64_t shape[ZE_MAX_DIMS], int *ndim, ze_error *err);
+
+/* ---- Handle-only calls (ABI 1.1) ----------------------------------------------------------------
+ * For a step's many small operations: arguments that are handles and numbers, a result that is a
+ * handle, no JSON on either side. ze_op(x, "add", &y, &err, 1, (ze_arg[]){ZE_H(w)}). */
+
+typedef struct ze_arg {
+    uint32_t tag;     /* 0 a handle, 1 a number, 2 undefined */
+    ze_handle handle; /* tag 0 */
+    double number;    /* tag 1 */
+} ze_arg;
+
+#define ZE_H(h) ((ze_arg){0, (h), 0})
+#define ZE_N(x) ((ze_arg){1, 0, (double)(x)})
+#define ZE_UNDEFINED ((ze_arg){2, 0, 0})
+#define ZE_MAX_ARGS 64
+
+/* Calls method name of handle h's value with the n arguments at args; *out gets the result's new
+ * handle, 0 for undefined or null (out may be NULL when there is none). A result that is data (a
+ * number, an array) is a failure: ze_method returns data. */
+int ze_op(ze_handle h, const char *name, ze_handle *out, ze_error *err, size_t n, const ze_arg *args);
+/* The API's value at a dotted path ("nn.functional.relu") as a handle, for ze_invoke. */
+int ze_lookup(const char *path, ze_handle *out, ze_error *err);
+/* Calls function handle f (from ze_lookup or ze_function) with the n arguments at args. */
+int ze_invoke(ze_handle f, ze_handle *out, ze_error *err, size_t n, const ze_arg *args);
+
+/* ---- The program's functions (ABI 1.1) ----------------------------------------------------------
+ * A C function as a value of the API, wherever it takes one: nn.utils.checkpoint(fn, x),
+ * zero.init(build), a comm hook, a module's forward set to it (ze_set(m, "forward", ..., "%h", f)).
+ * The host calls it back while the call that led to it runs. */
+
+typedef struct ze_frame ze_frame; /* a running call of a program's function */
+
+/* fn gets the data given to ze_function, the frame, and the call's arguments (parsed; their
+ * handles are the call's, forgotten when fn returns; args stays readable while fn runs). It
+ * returns 0, having set the function's result with ze_return (none: undefined), or a failure
+ * with *err filled: the function then throws err's message, which reaches whatever called it and
+ * the program's call that led there. */
+typedef int (*ze_function_fn)(void *data, ze_frame *frame, const ze_value *args, ze_error *err);
+
+/* Makes fn (with data) a function of the API: *out gets its handle ("function"). */
+int ze_function(ze_function_fn fn, void *data, ze_handle *out, ze_error *err);
+/* Sets the running call's result, JSON with the argument directives ("%h" a handle: it passes to
+ * the caller; the program does not release it). */
+int ze_return(ze_frame *frame, ze_error *err, const char *value, ...);
 
 /* ---- JSON text ---------------------------------------------------------------------------------- */
 

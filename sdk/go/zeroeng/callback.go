@@ -42,6 +42,11 @@ func callback(id, frame int32) (status int32) {
 			status = setError(fmt.Sprintf("panic: %v", v))
 		}
 	}()
+	// The outer call's result goes to buffer once this function has
+	// returned: the calls made in here use their own.
+	outer := buffer
+	buffer = make([]byte, 1024)
+	defer func() { buffer = outer }()
 	if id < 0 || int(id) >= len(funcs) {
 		return setError(fmt.Sprintf("zeroeng: the host called function %d, which the program never made", id))
 	}
