@@ -87,3 +87,53 @@ func TestProgramFunctions(t *testing.T) {
 		}
 	})
 }
+
+// TestProgramStopRequest: SIGTERM under a program as under a script — the
+// next checkpoint Manager save on every rank saves and the program ends
+// there with status 0 (the API exits: the program does not see a failure
+// and go on).
+func TestProgramStopRequest(t *testing.T) {
+	skipShortPrograms(t)
+	prog := hookbuild.ProgramSource(t, `package main
+
+import (
+	"fmt"
+	"os"
+
+	ze "github.com/zeroeng/zeroeng/sdk/go/zeroeng"
+)
+
+func main() {
+	lin := ze.Must(ze.O("nn.Linear", 2, 2))
+	opt := ze.Must(ze.O("optim.SGD", ze.Must(lin.Method("parameters")), map[string]any{"lr": 0.1}))
+	ck := ze.Must(ze.O("checkpoint.Manager", os.Args[1], map[string]any{"state": map[string]any{"model": lin, "optimizer": opt}}))
+	for step := 1; step <= 10; step++ {
+		fmt.Println("step", step)
+		if _, err := ck.Method("save", step); err != nil {
+			fmt.Println("save failed:", err)
+			os.Exit(1)
+		}
+	}
+	fmt.Println("all steps")
+}
+`)
+	stop := &StopRequest{}
+	stop.requested.Store(true) // as if SIGTERM arrived before step 1 ended
+	dir := t.TempDir()
+	path := filepath.Join(t.TempDir(), "prog.wasm")
+	if err := os.WriteFile(path, prog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := RunJob(context.Background(), path, JobOptions{Ranks: 2, Rank: Options{Stdout: &out, Stderr: &out, AutoRelease: true, Args: []string{dir}, Stop: stop}})
+	var se *Error
+	if !errors.As(err, &se) || se.Exit == nil || se.Exit.Code != 0 {
+		t.Fatalf("the job ended with %v, want exit status 0\n%s", err, out.String())
+	}
+	if s := out.String(); strings.Count(s, "] step 1\n") != 2 || strings.Contains(s, "step 2") || strings.Contains(s, "save failed") || strings.Contains(s, "all steps") {
+		t.Fatalf("output %q, want step 1 on both ranks and nothing after the save", s)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "step-00000001")); err != nil {
+		t.Fatalf("no checkpoint of step 1: %v", err)
+	}
+}
