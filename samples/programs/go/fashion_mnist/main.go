@@ -355,7 +355,13 @@ func train(opts *options) error {
 		if !opts.bf16 {
 			return x, nil
 		}
-		return h.t(x.M("bfloat16"))
+		return h.t(x.Op("bfloat16"))
+	}
+	// The step's calls take handles and numbers: they go without JSON
+	// (Op, Invoke), the fast path for calls made every step.
+	crossEntropy, err := ze.Lookup("nn.functional.crossEntropy")
+	if err != nil {
+		return err
 	}
 	var trainMs int64
 	var acc float64
@@ -382,14 +388,14 @@ func train(opts *options) error {
 			lo, hi := size*rank/world, size*(rank+1)/world
 			var h held
 			l, err := func() (float64, error) {
-				idx, err := h.t(perm.M("narrow", 0, i+lo, hi-lo))
+				idx, err := h.t(perm.Op("narrow", 0, i+lo, hi-lo))
 				if err != nil {
 					return 0, err
 				}
-				if _, err := opt.Method("zeroGrad"); err != nil {
+				if _, err := opt.Op("zeroGrad"); err != nil {
 					return 0, err
 				}
-				xb, err := h.t(xTrain.M("indexSelect", 0, idx))
+				xb, err := h.t(xTrain.Op("indexSelect", 0, idx))
 				if err != nil {
 					return 0, err
 				}
@@ -397,22 +403,22 @@ func train(opts *options) error {
 				if err != nil {
 					return 0, err
 				}
-				out, err := h.t(model.M("forward", in))
+				out, err := h.t(model.Op("forward", in))
 				if err != nil {
 					return 0, err
 				}
-				yb, err := h.t(yTrain.M("indexSelect", 0, idx))
+				yb, err := h.t(yTrain.Op("indexSelect", 0, idx))
 				if err != nil {
 					return 0, err
 				}
-				loss, err := h.t(ze.T("nn.functional.crossEntropy", out, yb))
+				loss, err := h.t(crossEntropy.Invoke(out, yb))
 				if err != nil {
 					return 0, err
 				}
-				if _, err := loss.Method("backward"); err != nil {
+				if _, err := loss.Op("backward"); err != nil {
 					return 0, err
 				}
-				if _, err := opt.Method("step"); err != nil {
+				if _, err := opt.Op("step"); err != nil {
 					return 0, err
 				}
 				return loss.Item()
