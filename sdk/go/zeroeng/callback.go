@@ -111,6 +111,9 @@ type argRecord struct {
 // Handle, numbers (NaN and infinities too: a record carries the float64
 // bit for bit), nil for undefined.
 func records(dst []argRecord, args []any) ([]argRecord, error) {
+	if len(args) > maxArgs {
+		return nil, fmt.Errorf("zeroeng: %d arguments, at most %d", len(args), maxArgs)
+	}
 	for i, a := range args {
 		var r argRecord
 		switch x := a.(type) {
@@ -145,31 +148,40 @@ func records(dst []argRecord, args []any) ([]argRecord, error) {
 // path for a step's many small operations (t.Op("add", u)). A method
 // that returns undefined gives the zero Tensor (ID 0).
 func (h Handle) Op(name string, args ...any) (Tensor, error) {
-	var store [8]argRecord
-	recs, err := records(store[:0], args)
+	recs, err := records(opArgs[:0], args)
 	if err != nil {
 		return Tensor{}, err
 	}
-	var out int32
 	// The name's bytes as they are: the host only reads them.
-	st := invokeMethod(h.ID, unsafe.Pointer(unsafe.StringData(name)), int32(len(name)), unsafe.Pointer(unsafe.SliceData(recs)), int32(len(recs)), unsafe.Pointer(&out))
+	st := invokeMethod(h.ID, unsafe.Pointer(unsafe.StringData(name)), int32(len(name)), unsafe.Pointer(unsafe.SliceData(recs)), int32(len(recs)), unsafe.Pointer(&opOut))
 	if err := fail(st); err != nil {
 		return Tensor{}, err
 	}
-	return Tensor{Handle{ID: out, Kind: "tensor"}}, nil
+	return Tensor{Handle{ID: opOut, Kind: "tensor"}}, nil
 }
+
+// opArgs and opOut are the handle-only calls' arguments and result, kept
+// out of the garbage collector's way (a step makes many such calls). A
+// function of the program called back inside a call may use them again:
+// the host has read the arguments before it calls anything, and writes
+// the result after.
+var (
+	opArgs [maxArgs]argRecord
+	opOut  int32
+)
+
+// maxArgs is the most arguments a handle-only call takes.
+const maxArgs = 64
 
 // Invoke calls the function handle (from Lookup or Func) with handles and
 // numbers, without JSON, and returns its tensor result.
 func (h Handle) Invoke(args ...any) (Tensor, error) {
-	var store [8]argRecord
-	recs, err := records(store[:0], args)
+	recs, err := records(opArgs[:0], args)
 	if err != nil {
 		return Tensor{}, err
 	}
-	var out int32
-	if err := fail(invoke(h.ID, unsafe.Pointer(unsafe.SliceData(recs)), int32(len(recs)), unsafe.Pointer(&out))); err != nil {
+	if err := fail(invoke(h.ID, unsafe.Pointer(unsafe.SliceData(recs)), int32(len(recs)), unsafe.Pointer(&opOut))); err != nil {
 		return Tensor{}, err
 	}
-	return Tensor{Handle{ID: out, Kind: "tensor"}}, nil
+	return Tensor{Handle{ID: opOut, Kind: "tensor"}}, nil
 }
