@@ -72,11 +72,10 @@ func callback(id, frame int32) (status int32) {
 	if res == nil {
 		return 0
 	}
-	b, err := encode([]any{res})
+	b, err := appendJSON(nil, res)
 	if err != nil {
 		return setError(err.Error())
 	}
-	b = b[1 : len(b)-1] // the value, not the one-element array
 	return frameReturn(frame, ptr(b), int32(len(b)))
 }
 

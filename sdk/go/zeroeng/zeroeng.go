@@ -16,10 +16,8 @@
 package zeroeng
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"unsafe"
 )
@@ -127,13 +125,23 @@ func encode(args []any) ([]byte, error) {
 	if len(args) == 0 {
 		return nil, nil
 	}
+	// One buffer for every call's arguments: the host reads them before
+	// it calls anything back.
+	b := append(argsBuf[:0], '[')
 	for i, a := range args {
-		if f, ok := a.(float64); ok && (math.IsNaN(f) || math.IsInf(f, 0)) {
-			args[i] = json.RawMessage(`{"$num":"` + strconv.FormatFloat(f, 'g', -1, 64) + `"}`)
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendJSON(b, a); err != nil {
+			return nil, err
 		}
 	}
-	return json.Marshal(args)
+	argsBuf = append(b, ']')
+	return argsBuf, nil
 }
+
+var argsBuf = make([]byte, 0, 1024)
 
 // Call calls the API function at path ("tensor.randn",
 // "nn.functional.crossEntropy"; "new data.TensorDataset" constructs) with
@@ -171,7 +179,7 @@ func (h Handle) Get(name string) (any, error) {
 
 // Set writes property name of the handle's value.
 func (h Handle) Set(name string, v any) error {
-	b, err := json.Marshal(v)
+	b, err := appendJSON(nil, v)
 	if err != nil {
 		return err
 	}
@@ -181,39 +189,7 @@ func (h Handle) Set(name string, v any) error {
 
 // decode turns a result's JSON into Go values: handles become Tensor and
 // Object, numbers float64.
-func decode(b []byte) (any, error) {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("zeroeng: the host's result %q: %w", b, err)
-	}
-	return handles(v), nil
-}
-
-func handles(v any) any {
-	switch x := v.(type) {
-	case []any:
-		for i := range x {
-			x[i] = handles(x[i])
-		}
-	case map[string]any:
-		if id, ok := x["$"].(float64); ok && len(x) == 2 {
-			kind, _ := x["type"].(string)
-			h := Handle{ID: int32(id), Kind: kind}
-			if kind == "tensor" {
-				return Tensor{h}
-			}
-			return Object{h}
-		}
-		if s, ok := x["$num"].(string); ok && len(x) == 1 {
-			f, _ := strconv.ParseFloat(s, 64)
-			return f
-		}
-		for k := range x {
-			x[k] = handles(x[k])
-		}
-	}
-	return v
-}
+func decode(b []byte) (any, error) { return parseJSON(b) }
 
 // T calls the API function at path and returns its tensor result.
 func T(path string, args ...any) (Tensor, error) {
