@@ -10,11 +10,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/hooks/wasm"
 )
 
@@ -79,9 +82,10 @@ type program struct {
 	hostDepth int
 	// frames are the running callbacks, innermost last; given collects
 	// the handles a frame gives out or takes back (program_callback.go).
-	frames []*programFrame
-	nframe uint32
-	given  *[]uint32
+	frames      []*programFrame
+	nframe      uint32
+	given       *[]uint32
+	callbackFns []api.Function // zeroeng_callback, one for each depth of nesting
 	// exited is the status the program ended with, by proc_exit in a
 	// callback or by an API function that exits (SIGTERM's checkpoint).
 	exited *uint32
@@ -101,7 +105,7 @@ type programHandle struct {
 // maxProgramHandles bounds the handles a program holds at once: a program
 // that never releases them fails with ERR_LIMIT rather than exhausting the
 // host's memory.
-const maxProgramHandles = 1 << 20
+var maxProgramHandles = 1 << 20 // a variable for the tests
 
 type programKey struct{}
 
@@ -154,6 +158,8 @@ func (r *Runtime) RunProgram(path string) (err error) {
 		return &Error{Message: "interrupted", Interrupted: true}
 	case errors.As(runErr, &exit):
 		return &Error{Message: fmt.Sprintf("%s exited with status %d", p.name, exit.Code), Exit: &ExitError{Code: int(exit.Code)}}
+	case runErr != nil && strings.Contains(runErr.Error(), "stack overflow"):
+		return &Error{Message: fmt.Sprintf("%s: %v: its calls nest deeper than its stack (a function that recurses without end?)", p.name, runErr)}
 	case runErr != nil:
 		return &Error{Message: fmt.Sprintf("%s: %v", p.name, runErr)}
 	case p.pending != nil:
@@ -175,11 +181,19 @@ func (r *Runtime) interruptProgram() {
 // fail records the failure of the host call fn, the program's to look at
 // (error_message) and clear, and returns its status.
 func (p *program) fail(fn string, st wasm.Status, err error) wasm.Status {
+	msg := err.Error()
 	var se *Error
-	if !errors.As(err, &se) {
-		se = &Error{Message: err.Error()}
+	if errors.As(err, &se) {
+		msg = se.Message // without a script position or stack: the program has none
 	}
-	p.pending = &Error{Message: fmt.Sprintf("%s: host call %s failed (%v): %s", p.name, fn, st, se.Message), Cause: err}
+	var oom *device.OutOfMemoryError
+	if st == wasm.ErrCall && errors.As(err, &oom) {
+		st = wasm.ErrNoMem
+	}
+	// The message is the program's to read as UTF-8, whatever bytes the
+	// program put in a name it gave.
+	msg = strings.ToValidUTF8(msg, string(utf8.RuneError))
+	p.pending = &Error{Message: fmt.Sprintf("%s: host call %s failed (%v): %s", p.name, fn, st, msg), Cause: err}
 	return st
 }
 
@@ -204,7 +218,31 @@ func (p *program) add(h *programHandle) (uint32, error) {
 	return p.next, nil
 }
 
-// handle returns handle id, of kind when kind is not "".
+// handleError is a handle the program does not hold, or whose tensor
+// went: ERR_HANDLE, wherever the handle was given (JSON included).
+type handleError struct{ error }
+
+func (e handleError) Unwrap() error { return e.error }
+
+// live returns handle id, of kind when kind is not "", whose tensor (if
+// it is one) is still there.
+func (p *program) live(id uint32, kind string) (*programHandle, error) {
+	h, err := p.handle(id, kind)
+	if err != nil {
+		return nil, handleError{err}
+	}
+	if h.j != nil && (h.j.released != "" || h.j.t.Released()) {
+		why := h.j.released
+		if why == "" {
+			why = "by the engine"
+		}
+		return nil, handleError{fmt.Errorf("handle %d's tensor was released %s", id, why)}
+	}
+	return h, nil
+}
+
+// handle returns handle id, of kind when kind is not "", its tensor gone
+// or not (release forgets either).
 func (p *program) handle(id uint32, kind string) (*programHandle, error) {
 	h, ok := p.handles[id]
 	switch {
@@ -474,18 +512,66 @@ func (d *jsonDecoder) value(depth int) (goja.Value, error) {
 		d.i += 4
 		return goja.Null(), nil
 	case c == '-' || c >= '0' && c <= '9':
-		j := d.i
-		for j < len(d.b) && strings.IndexByte("+-.eE0123456789", d.b[j]) >= 0 {
-			j++
+		j := jsonNumberEnd(d.b, d.i)
+		if j == d.i || j < len(d.b) && strings.IndexByte("+-.eE0123456789", d.b[j]) >= 0 {
+			// Not a number, or one followed by what only a number
+			// would have (1-2, 1.2.3): the whole of it is the bad
+			// number.
+			k := d.i + 1
+			for k < len(d.b) && strings.IndexByte("+-.eE0123456789", d.b[k]) >= 0 {
+				k++
+			}
+			return nil, d.errorf("bad number %q", d.b[d.i:k])
 		}
-		var x float64
-		if _, err := fmt.Sscan(string(d.b[d.i:j]), &x); err != nil {
-			return nil, d.errorf("bad number %q", d.b[d.i:j])
+		x, err := strconv.ParseFloat(string(d.b[d.i:j]), 64)
+		if err != nil {
+			// Beyond float64 (1e999): JavaScript would read Infinity,
+			// which the program did not write.
+			return nil, d.errorf("the number %.40q is beyond float64's range", d.b[d.i:j])
 		}
 		d.i = j
 		return vm.ToValue(x), nil
 	}
 	return nil, d.errorf("unexpected %q", d.b[d.i])
+}
+
+// jsonNumberEnd returns where the JSON number at b[i:] ends (i when there
+// is none): -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. What follows
+// is the caller's to refuse ([1-2] is a number and then "-2").
+func jsonNumberEnd(b []byte, i int) int {
+	start := i
+	digits := func() bool {
+		k := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i > k
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return start
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return start
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return start
+		}
+	}
+	return i
 }
 
 // object parses an object: a handle ({"$": h}), a special number
@@ -535,11 +621,19 @@ func (d *jsonDecoder) object(depth int) (goja.Value, error) {
 		d.i++
 	}
 	if len(keys) == 1 && keys[0] == "$" {
-		id := vals[0].ToFloat()
+		var id float64
+		switch x := vals[0].Export().(type) {
+		case int64:
+			id = float64(x)
+		case float64:
+			id = x
+		default:
+			return nil, d.errorf(`handle %q is not a handle number`, vals[0].String())
+		}
 		if id != math.Trunc(id) || id < 1 || id > math.MaxUint32 {
 			return nil, d.errorf("handle %v is not a handle number", vals[0])
 		}
-		h, err := d.p.handle(uint32(id), "")
+		h, err := d.p.live(uint32(id), "")
 		if err != nil {
 			return nil, err
 		}

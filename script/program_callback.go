@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dop251/goja"
 	"github.com/tetratelabs/wazero/api"
@@ -29,6 +30,9 @@ import (
 // callbackExport is the export every callback of a program calls.
 const callbackExport = "zeroeng_callback"
 
+// maxFrames bounds how deeply the program's functions nest.
+const maxFrames = 1000
+
 // maxInvokeArgs bounds the arguments of invoke and invoke_method.
 const maxInvokeArgs = 64
 
@@ -47,6 +51,9 @@ type programFrame struct {
 func (p *program) functionNew(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "function_new"
 	id := u32(s[0])
+	if st := p.writable(fn, mem, u32(s[1]), 4); st != wasm.OK {
+		return st
+	}
 	f := p.mod.ExportedFunction(callbackExport)
 	if f == nil {
 		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("the program exports no %s(id i32, frame i32) -> i32, which its functions call", callbackExport))
@@ -55,7 +62,7 @@ func (p *program) functionNew(mem api.Memory, s []uint64) wasm.Status {
 		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("the program's %s has the wrong type: want (i32, i32) -> i32", callbackExport))
 	}
 	v := p.r.vm.ToValue(func(call goja.FunctionCall) goja.Value {
-		return p.callback(id, f, call.Arguments)
+		return p.callback(id, call.Arguments)
 	})
 	h, err := p.add(&programHandle{kind: "function", v: v})
 	if err != nil {
@@ -67,13 +74,26 @@ func (p *program) functionNew(mem api.Memory, s []uint64) wasm.Status {
 // callback runs the program's callback id with args in a new frame and
 // returns what it returned; a failure throws, as a script function's
 // error does.
-func (p *program) callback(id uint32, f api.Function, args []goja.Value) goja.Value {
+func (p *program) callback(id uint32, args []goja.Value) goja.Value {
 	if p.hostDepth == 0 {
 		// Called from outside a host call of the program (another
 		// goroutine, or after it ended): the guest is not where it can
 		// take a call.
 		p.r.throwf("the program's function %d was called while the program was not calling the host", id)
 	}
+	if len(p.frames) >= maxFrames {
+		// Each level holds a host stack too: a function that calls
+		// itself without end would exhaust the process's, not the
+		// guest's.
+		p.r.throw(fmt.Errorf("the program's functions nest %d deep, the most they may: a function that calls itself without end?", maxFrames))
+	}
+	// A wazero function keeps its call's stack: a call nested in another
+	// of the same function needs a function of its own (one per depth,
+	// kept), or it would run on the outer call's stack and corrupt it.
+	for len(p.callbackFns) <= len(p.frames) {
+		p.callbackFns = append(p.callbackFns, p.mod.ExportedFunction(callbackExport))
+	}
+	f := p.callbackFns[len(p.frames)]
 	p.nframe++
 	fr := &programFrame{id: p.nframe, args: slices.Clone(args)}
 	p.frames = append(p.frames, fr)
@@ -142,6 +162,9 @@ func (p *program) frameArgs(mem api.Memory, s []uint64) wasm.Status {
 	if st != wasm.OK {
 		return st
 	}
+	if st := p.resultWritable(fn, mem, u32(s[1]), u32(s[2]), u32(s[3])); st != wasm.OK {
+		return st
+	}
 	p.given = &fr.given
 	defer func() { p.given = nil }()
 	return p.result(fn, mem, p.r.vm.NewArray(anySlice(fr.args)...), u32(s[1]), u32(s[2]), u32(s[3]))
@@ -171,7 +194,7 @@ func (p *program) frameReturn(mem api.Memory, s []uint64) wasm.Status {
 	v, err := p.fromJSON(b)
 	p.given = nil
 	if err != nil {
-		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("the value: %w", err))
+		return p.fail(fn, jsonStatus(err), fmt.Errorf("the value: %w", err))
 	}
 	fr.ret = v
 	return wasm.OK
@@ -185,7 +208,7 @@ func (p *program) errorSet(mem api.Memory, s []uint64) wasm.Status {
 	}
 	// An SDK passing on a host call's failure gives its message, which
 	// names the program already.
-	msg = strings.TrimPrefix(msg, p.name+": ")
+	msg = strings.ToValidUTF8(strings.TrimPrefix(msg, p.name+": "), string(utf8.RuneError))
 	if msg == "" {
 		msg = "(the program set an empty error message)"
 	}
@@ -198,6 +221,9 @@ func (p *program) lookup(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "lookup"
 	path, st := p.str(fn, mem, u32(s[0]), u32(s[1]))
 	if st != wasm.OK {
+		return st
+	}
+	if st := p.writable(fn, mem, u32(s[2]), 4); st != wasm.OK {
 		return st
 	}
 	this, v, err := p.resolve(path)
@@ -231,7 +257,7 @@ func (p *program) invokeArgs(fn string, mem api.Memory, ptr, n uint32) ([]goja.V
 		rec := b[16*i:]
 		switch tag := binary.LittleEndian.Uint32(rec); tag {
 		case 0:
-			h, err := p.handle(binary.LittleEndian.Uint32(rec[4:]), "")
+			h, err := p.live(binary.LittleEndian.Uint32(rec[4:]), "")
 			if err != nil {
 				return nil, p.fail(fn, wasm.ErrHandle, fmt.Errorf("argument %d: %w", i, err))
 			}
@@ -271,6 +297,9 @@ func (p *program) invokeFunc(mem api.Memory, s []uint64) wasm.Status {
 	if err != nil {
 		return p.fail(fn, wasm.ErrHandle, err)
 	}
+	if st := p.writable(fn, mem, u32(s[3]), 4); st != wasm.OK {
+		return st
+	}
 	args, st := p.invokeArgs(fn, mem, u32(s[1]), u32(s[2]))
 	if st != wasm.OK {
 		return st
@@ -292,6 +321,9 @@ func (p *program) invokeMethod(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "invoke_method"
 	h, name, st := p.member(fn, mem, s)
 	if st != wasm.OK {
+		return st
+	}
+	if st := p.writable(fn, mem, u32(s[5]), 4); st != wasm.OK {
 		return st
 	}
 	args, st := p.invokeArgs(fn, mem, u32(s[3]), u32(s[4]))

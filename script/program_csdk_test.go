@@ -267,7 +267,7 @@ func TestCSDK(t *testing.T) {
 		"release st 2: ", "handle 999999 is not one the program holds",
 		"bad directive st 101: tensor.zeros: the arguments' format \"[%q]\" has %q, not a directive of zeroeng.h\n",
 		"bad JSON st 1: ", "the arguments: JSON",
-		"after the scope: x st 8 (ERR_CALL), y sums to 8\n",
+		"after the scope: x st 2 (ERR_HANDLE), y sums to 8\n",
 		"grad was 1, now off, then on\n",
 		"requiresGrad true\n",
 		"release_all st 2 [0 0 0 0]: ", "handle 999998 is not one",

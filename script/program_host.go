@@ -77,36 +77,44 @@ func init() {
 	for name, f := range programFuncs {
 		name, f := name, f
 		fns[name] = wasm.HostFunc{Params: f.params, Results: types(i32), Fn: func(ctx context.Context, mod api.Module, s []uint64) {
-			p, _ := ctx.Value(programKey{}).(*program)
-			if p == nil {
-				// A program's function called outside a program (a hook
-				// importing it).
-				s[0] = uint64(wasm.ErrInvalid)
-				return
-			}
-			if p.exited != nil {
-				// The program exited inside a callback or through an API
-				// function that exits; a trusted program runs on to its
-				// next call.
-				mod.CloseWithExitCode(ctx, *p.exited)
-				s[0] = uint64(wasm.ErrInvalid)
-				return
-			}
-			if p.pending != nil && !f.exempt {
-				// The program went on after a failure it did not look
-				// at: it ends here, with the original message.
-				p.abort = p.pending
-				mod.CloseWithExitCode(ctx, 1)
-				s[0] = uint64(wasm.ErrInvalid)
-				return
-			}
-			p.mod, p.ctx = mod, ctx
-			p.hostDepth++
-			s[0] = uint64(p.guard(name, func() wasm.Status { return f.fn(p, mod.Memory(), s) }))
-			p.hostDepth--
+			s[0] = uint64(hostCall(ctx, mod, name, f.exempt, func(p *program) wasm.Status { return f.fn(p, mod.Memory(), s) }))
 		}}
 	}
 	wasm.RegisterProgramFuncs(fns)
+	wasm.OutsideHook = func(ctx context.Context, mod api.Module, name string) wasm.Status {
+		return hostCall(ctx, mod, name, false, func(p *program) wasm.Status {
+			return p.fail(name, wasm.ErrInvalid, fmt.Errorf("%s is a function of the comm-hook ABI (docs/wasm-hook-abi.md): it works only inside a hook, not in a program", name))
+		})
+	}
+}
+
+// hostCall runs host function name of the program calling it: not at all
+// when the program has ended or goes on after a failure it did not clear.
+func hostCall(ctx context.Context, mod api.Module, name string, exempt bool, fn func(p *program) wasm.Status) wasm.Status {
+	p, _ := ctx.Value(programKey{}).(*program)
+	if p == nil {
+		// A program's function called outside a program (a hook
+		// importing it).
+		return wasm.ErrInvalid
+	}
+	if p.exited != nil {
+		// The program exited inside a callback or through an API
+		// function that exits; a trusted program runs on to its next
+		// call.
+		mod.CloseWithExitCode(ctx, *p.exited)
+		return wasm.ErrInvalid
+	}
+	if p.pending != nil && !exempt {
+		// The program went on after a failure it did not look at: it
+		// ends here, with the original message.
+		p.abort = p.pending
+		mod.CloseWithExitCode(ctx, 1)
+		return wasm.ErrInvalid
+	}
+	p.mod, p.ctx = mod, ctx
+	p.hostDepth++
+	defer func() { p.hostDepth-- }()
+	return p.guard(name, func() wasm.Status { return fn(p) })
 }
 
 // guard runs a host function, turning a Go panic of the API (a bug, not
@@ -135,6 +143,26 @@ func (p *program) bytesAt(fn string, mem api.Memory, ptr, n uint32) ([]byte, was
 func (p *program) str(fn string, mem api.Memory, ptr, n uint32) (string, wasm.Status) {
 	b, st := p.bytesAt(fn, mem, ptr, n)
 	return string(b), st
+}
+
+// writable checks, before a call makes anything, that the n bytes at ptr
+// where its result goes are the program's: a result that could not be
+// written would leave what the call made (a tensor, its handle) held
+// with no one to release it.
+func (p *program) writable(fn string, mem api.Memory, ptr, n uint32) wasm.Status {
+	if _, ok := mem.Read(ptr, n); !ok {
+		return p.fail(fn, wasm.ErrBounds, fmt.Errorf("the result's %d bytes at %d are outside the program's %d bytes of memory", n, ptr, mem.Size()))
+	}
+	return wasm.OK
+}
+
+// resultWritable checks a JSON result's buffer (out, capacity) and the
+// place of its length (lenOut).
+func (p *program) resultWritable(fn string, mem api.Memory, out, capacity, lenOut uint32) wasm.Status {
+	if st := p.writable(fn, mem, out, capacity); st != wasm.OK {
+		return st
+	}
+	return p.writable(fn, mem, lenOut, 4)
 }
 
 // putU32 writes v at ptr.
@@ -226,7 +254,7 @@ func (p *program) args(fn string, mem api.Memory, ptr, n uint32) ([]goja.Value, 
 	}
 	v, err := p.fromJSON(b)
 	if err != nil {
-		return nil, p.fail(fn, wasm.ErrInvalid, fmt.Errorf("the arguments: %w", err))
+		return nil, p.fail(fn, jsonStatus(err), fmt.Errorf("the arguments: %w", err))
 	}
 	obj, ok := v.(*goja.Object)
 	if !ok || obj.ClassName() != "Array" {
@@ -238,6 +266,16 @@ func (p *program) args(fn string, mem api.Memory, ptr, n uint32) ([]goja.Value, 
 		vals[i] = obj.Get(fmt.Sprint(i))
 	}
 	return vals, wasm.OK
+}
+
+// jsonStatus is the status of JSON that did not decode: ERR_HANDLE for a
+// handle the program does not hold, ERR_INVALID otherwise.
+func jsonStatus(err error) wasm.Status {
+	var he handleError
+	if errors.As(err, &he) {
+		return wasm.ErrHandle
+	}
+	return wasm.ErrInvalid
 }
 
 // invoke calls f (with this, or as a constructor) and returns its value,
@@ -266,20 +304,27 @@ func (p *program) invoke(fn string, what string, f, this goja.Value, args []goja
 		p.mod.CloseWithExitCode(p.ctx, code)
 		return nil, wasm.ErrCall
 	}
+	if errors.As(err, &se) && !strings.Contains(se.Message, what) {
+		// The message names the call (most of the API's do already).
+		err = &Error{Message: what + ": " + se.Message, Cause: se.Cause}
+	}
 	if err != nil {
-		return nil, p.fail(fn, wasm.ErrCall, fmt.Errorf("%s: %w", what, err))
+		return nil, p.fail(fn, wasm.ErrCall, err)
 	}
 	return v, wasm.OK
 }
 
 // call calls the API function at a dotted path of require("zeroeng")
-// ("nn.functional.crossEntropy"; "new data.TensorDataset" constructs); a
+// ("nn.functional.crossEntropy"; "new nn.Linear" constructs); a
 // path to a value that is not a function, with no arguments, reads it
 // (dist.rank).
 func (p *program) call(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "call"
 	path, st := p.str(fn, mem, u32(s[0]), u32(s[1]))
 	if st != wasm.OK {
+		return st
+	}
+	if st := p.resultWritable(fn, mem, u32(s[4]), u32(s[5]), u32(s[6])); st != wasm.OK {
 		return st
 	}
 	args, st := p.args(fn, mem, u32(s[2]), u32(s[3]))
@@ -314,6 +359,9 @@ func (p *program) resolve(path string) (this, v goja.Value, err error) {
 		if name == "" || !ok {
 			return nil, nil, fmt.Errorf("%q is not a path of the API (require(\"zeroeng\")): %q names nothing", path, name)
 		}
+		if reservedName(name) {
+			return nil, nil, fmt.Errorf("%q is not in the API (require(\"zeroeng\")): %q is not a member a program may reach", path, name)
+		}
 		this, v = obj, obj.Get(name)
 		if v == nil || goja.IsUndefined(v) {
 			return nil, nil, fmt.Errorf("%q is not in the API (require(\"zeroeng\"))%s", path, suggestKey(obj, name))
@@ -333,12 +381,26 @@ func suggestKey(obj *goja.Object, name string) string {
 // member returns the handle of s[0] and the name at s[1], s[2]: what
 // call_method, get and set act on.
 func (p *program) member(fn string, mem api.Memory, s []uint64) (*programHandle, string, wasm.Status) {
-	h, err := p.handle(u32(s[0]), "")
+	h, err := p.live(u32(s[0]), "")
 	if err != nil {
 		return nil, "", p.fail(fn, wasm.ErrHandle, err)
 	}
 	name, st := p.str(fn, mem, u32(s[1]), u32(s[2]))
+	if st == wasm.OK && reservedName(name) {
+		return nil, "", p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%q is not a member a program may reach", name))
+	}
 	return h, name, st
+}
+
+// reservedName reports whether name reaches JavaScript's machinery rather
+// than the API: a program that walks to constructor.constructor would
+// hold JavaScript's Function, and run any script it likes.
+func reservedName(name string) bool {
+	switch name {
+	case "constructor", "__proto__", "prototype", "caller", "callee", "arguments":
+		return true
+	}
+	return strings.HasPrefix(name, "__")
 }
 
 // callMethod calls method name of handle h's value.
@@ -346,6 +408,9 @@ func (p *program) callMethod(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "call_method"
 	h, name, st := p.member(fn, mem, s)
 	if st != wasm.OK {
+		return st
+	}
+	if st := p.resultWritable(fn, mem, u32(s[5]), u32(s[6]), u32(s[7])); st != wasm.OK {
 		return st
 	}
 	args, st := p.args(fn, mem, u32(s[3]), u32(s[4]))
@@ -371,9 +436,12 @@ func (p *program) get(mem api.Memory, s []uint64) wasm.Status {
 	if st != wasm.OK {
 		return st
 	}
+	if st := p.resultWritable(fn, mem, u32(s[3]), u32(s[4]), u32(s[5])); st != wasm.OK {
+		return st
+	}
 	var v goja.Value
-	if _, err := p.r.run(func() (goja.Value, error) { v = h.v.ToObject(p.r.vm).Get(name); return nil, nil }); err != nil {
-		return p.fail(fn, wasm.ErrCall, fmt.Errorf("%s.%s: %w", h.kind, name, err))
+	if exc := p.r.vm.Try(func() { v = h.v.ToObject(p.r.vm).Get(name) }); exc != nil {
+		return p.fail(fn, wasm.ErrCall, fmt.Errorf("%s.%s: %w", h.kind, name, p.r.scriptError(exc)))
 	}
 	return p.result(fn, mem, v, u32(s[3]), u32(s[4]), u32(s[5]))
 }
@@ -391,7 +459,7 @@ func (p *program) set(mem api.Memory, s []uint64) wasm.Status {
 	}
 	v, err := p.fromJSON(b)
 	if err != nil {
-		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("the value: %w", err))
+		return p.fail(fn, jsonStatus(err), fmt.Errorf("the value: %w", err))
 	}
 	if _, err := p.r.run(func() (goja.Value, error) { return nil, h.v.ToObject(p.r.vm).Set(name, v) }); err != nil {
 		return p.fail(fn, wasm.ErrCall, fmt.Errorf("%s.%s = ...: %w", h.kind, name, err))
@@ -440,7 +508,7 @@ func (p *program) scopeClose(mem api.Memory, s []uint64) wasm.Status {
 	if l := p.r.life.scopes; len(l) == 0 || l[len(l)-1] != list {
 		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("scope %d is not the innermost open scope: close the scopes in the reverse order of their opening", id))
 	}
-	if n > maxProgramHandles {
+	if int(n) > maxProgramHandles {
 		return p.fail(fn, wasm.ErrSize, fmt.Errorf("%d handles to keep", n))
 	}
 	ids, st := p.bytesAt(fn, mem, keep, 4*n)
@@ -449,7 +517,7 @@ func (p *program) scopeClose(mem api.Memory, s []uint64) wasm.Status {
 	}
 	var kept []*jsTensor
 	for i := range n {
-		h, err := p.handle(binary.LittleEndian.Uint32(ids[4*i:]), "tensor")
+		h, err := p.live(binary.LittleEndian.Uint32(ids[4*i:]), "tensor")
 		if err != nil {
 			return p.fail(fn, wasm.ErrHandle, fmt.Errorf("kept handle %d: %w", i, err))
 		}
@@ -488,6 +556,9 @@ func (p *program) tensorFromBytes(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "tensor_from_bytes"
 	dt, st := p.dtypeArg(fn, u32(s[0]))
 	if st != wasm.OK {
+		return st
+	}
+	if st := p.writable(fn, mem, u32(s[5]), 4); st != wasm.OK {
 		return st
 	}
 	ndim := u32(s[2])
@@ -537,12 +608,9 @@ func (p *program) tensorFromBytes(mem api.Memory, s []uint64) wasm.Status {
 
 // tensorArg returns handle v's tensor, alive.
 func (p *program) tensorArg(fn string, v uint64) (*jsTensor, wasm.Status) {
-	h, err := p.handle(u32(v), "tensor")
+	h, err := p.live(u32(v), "tensor")
 	if err != nil {
 		return nil, p.fail(fn, wasm.ErrHandle, err)
-	}
-	if h.j.released != "" || h.j.t.Released() {
-		return nil, p.fail(fn, wasm.ErrHandle, fmt.Errorf("handle %d's tensor was released %s", u32(v), h.j.released))
 	}
 	return h.j, wasm.OK
 }

@@ -69,6 +69,9 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 			h, _ := ctx.Value(hookKey{}).(*Hook)
 			if h == nil {
 				stack[0] = uint64(ErrInvalid)
+				if OutsideHook != nil {
+					stack[0] = uint64(OutsideHook(ctx, mod, name))
+				}
 				return
 			}
 			stack[0] = uint64(f.fn(h, mod.Memory(), stack))

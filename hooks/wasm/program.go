@@ -66,6 +66,12 @@ func RegisterProgramFuncs(fns map[string]HostFunc) {
 	}
 }
 
+// OutsideHook is what a function of the hook ABI does when it is called
+// outside a hook — by a training program, which may import it (the
+// scripting layer sets it, with RegisterProgramFuncs): the program's
+// failure, naming the function. Unset, the function returns ERR_INVALID.
+var OutsideHook func(ctx context.Context, mod api.Module, name string) Status
+
 // programHostFuncs returns the registered functions, closing the
 // registration.
 func programHostFuncs() map[string]HostFunc {
@@ -117,7 +123,7 @@ func CompileProgram(name string, wasm []byte, cfg Config) (*Program, error) {
 	if err := looksLikeWasm(wasm); err != nil {
 		return nil, fmt.Errorf("wasm program %s: %w", name, err)
 	}
-	s, cm, err := compileFor(cfg, wasm)
+	s, cm, err := compileFor(cfg, wasm, true)
 	if err != nil {
 		return nil, fmt.Errorf("wasm program %s: %w", name, err)
 	}

@@ -172,7 +172,7 @@ int ze_array_handles(const ze_value *array, ze_handle *out, size_t max, size_t *
  * out with no one to release it: pass a ze_value to calls that return a tensor or an object. */
 
 /* Calls the API function at a dotted path of require("zeroeng") ("nn.functional.crossEntropy";
- * "new data.TensorDataset" constructs); a path to a value that is not a function, with no
+ * "new nn.Linear" constructs); a path to a value that is not a function, with no
  * arguments, reads it ("dist.worldSize", "metrics.enabled"). */
 int ze_call(const char *path, ze_value *result, ze_error *err, const char *args, ...);
 /* Calls method name of handle h's value ("forward", "backward", "step"). */

@@ -144,7 +144,7 @@ func encode(args []any) ([]byte, error) {
 var argsBuf = make([]byte, 0, 1024)
 
 // Call calls the API function at path ("tensor.randn",
-// "nn.functional.crossEntropy"; "new data.TensorDataset" constructs) with
+// "nn.functional.crossEntropy"; "new nn.Linear" constructs) with
 // args and returns its result.
 func Call(path string, args ...any) (any, error) {
 	a, err := encode(args)
