@@ -147,7 +147,7 @@ func (r *Runtime) RunProgram(path string) (err error) {
 	defer stdout.flush()
 	defer stderr.flush()
 	args := append([]string{filepath.Base(path)}, r.opts.Args...)
-	runErr := prog.Run(ctx, args, stdout, stderr)
+	runErr := prog.Run(ctx, args, stdout, stderr, r.opts.ProgramDirs...)
 	var exit *wasm.ExitError
 	switch {
 	case p.exited != nil:

@@ -79,6 +79,9 @@ type Options struct {
 	// (RunProgram): its memory (--wasm-memory-mb), and whether it is
 	// compiled without the loop checks (--wasm-trusted).
 	Program wasm.Config
+	// ProgramDirs are the host directories a program sees (--dir); it
+	// has no other files.
+	ProgramDirs []wasm.Dir
 }
 
 // Runtime is one rank's JavaScript runtime.

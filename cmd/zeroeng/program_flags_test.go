@@ -104,3 +104,67 @@ func TestProgramFlags(t *testing.T) {
 		t.Errorf("--max-memory: status %d\nstdout:\n%s\nstderr:\n%s", big.code, big.stdout, big.stderr)
 	}
 }
+
+// TestProgramDirs: a program has no files but the directories --dir
+// gives it: read-only by default, writable with :rw; a bad --dir, or one
+// given to a script, is a usage error.
+func TestProgramDirs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Go program for wasip1: make test-all")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "prog.wasm"), hookbuild.ProgramSource(t, `package main
+
+import (
+	"fmt"
+	"os"
+
+	_ "github.com/zeroeng/zeroeng/sdk/go/zeroeng"
+)
+
+func main() {
+	b, err := os.ReadFile("/data/in.txt")
+	fmt.Printf("read %q %v\n", b, err != nil)
+	err = os.WriteFile("/data/out.txt", []byte("written"), 0o644)
+	fmt.Printf("write failed %v\n", err != nil)
+}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(data, "in.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		flags []string
+		out   string
+		wrote bool
+	}{
+		{nil, `read "" true` + "\nwrite failed true\n", false},
+		{[]string{"--dir", "data:/data"}, `read "hello" false` + "\nwrite failed true\n", false},
+		{[]string{"--dir", "data:/data:rw"}, `read "hello" false` + "\nwrite failed false\n", true},
+	} {
+		os.Remove(filepath.Join(data, "out.txt"))
+		r := zeroeng(t, dir, nil, append(append([]string{"run", "--quiet"}, c.flags...), "prog.wasm")...)
+		_, err := os.Stat(filepath.Join(data, "out.txt"))
+		if r.code != 0 || r.stdout != c.out || (err == nil) != c.wrote {
+			t.Errorf("%v: status %d, output %q (want %q), wrote %v\n%s", c.flags, r.code, r.stdout, c.out, err == nil, r.stderr)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "s.js"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ args, want string }{
+		{"--dir nonesuch prog.wasm", "is not a directory"},
+		{"--dir data:relative prog.wasm", "must be absolute"},
+		{"--dir data:/a:/b prog.wasm", "want HOST, HOST:GUEST"},
+		{"--dir data s.js", "--dir is for WebAssembly training programs"},
+	} {
+		if r := zeroeng(t, dir, nil, append([]string{"run"}, strings.Fields(c.args)...)...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("run %s: status %d, want 2 and %q in\n%s", c.args, r.code, c.want, r.stderr)
+		}
+	}
+}

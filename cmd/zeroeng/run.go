@@ -68,6 +68,7 @@ command line wins over the variable:
                                                      hands its buckets to the built-in all-reduce
    ZEROENG_WASM_MEMORY_MB=1024 --wasm-memory-mb 1024 memory limit of a WebAssembly training program (default 512)
    ZEROENG_WASM_TRUSTED=1      --wasm-trusted        compile a training program without the loop checks
+                               --dir data:/data:ro   a directory a training program may read (:rw: and write)
 
 Examples:
 
@@ -127,6 +128,7 @@ func runCommand() *cli.Command {
 			&cli.BoolFlag{Name: "hook-trusted", Usage: "compile Wasm hooks without the check in every loop that lets them be interrupted: faster loops, but a hook that never returns stalls the whole process, signals included (for hooks you wrote)", EnvVars: []string{"ZEROENG_HOOK_TRUSTED"}},
 			&cli.StringFlag{Name: "hook-on-error", Value: "abort", Usage: "when a Wasm hook fails: abort the run, or fallback to the built-in all-reduce for the rest of it", EnvVars: []string{"ZEROENG_HOOK_ON_ERROR"}},
 			&cli.IntFlag{Name: "wasm-memory-mb", Value: wasm.DefaultMemoryLimitMB, Usage: "memory limit of a WebAssembly training program in MiB (its linear memory; tensors live on the rank's device)", EnvVars: []string{"ZEROENG_WASM_MEMORY_MB"}},
+			&cli.StringSliceFlag{Name: "dir", Usage: "a directory a WebAssembly training program may read, as HOST, HOST:GUEST, with :rw to let it write (repeatable; a program has no other files)"},
 			&cli.BoolFlag{Name: "wasm-trusted", Usage: "compile a WebAssembly training program without the check in every loop that lets it be interrupted: faster loops, but a program that never returns stalls the whole process, signals included (for programs you wrote)", EnvVars: []string{"ZEROENG_WASM_TRUSTED"}},
 		},
 		Action: runAction,
@@ -150,6 +152,7 @@ type runConfig struct {
 
 	rdzvTimeout time.Duration // how long a job of several processes waits for its ranks
 	program     wasm.Config   // a WebAssembly program's limits
+	programDirs []wasm.Dir    // the directories it sees (--dir)
 }
 
 // newDevice opens GPU rank for rank under --device cuda; nil means the CPU.
@@ -264,6 +267,13 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		return cfg, usagef("run", "run: --hook-timeout must not be negative, got %v", cfg.hooks.Limits.Timeout)
 	}
 	cfg.program = wasm.Config{MemoryLimitMB: c.Int("wasm-memory-mb"), Trusted: c.Bool("wasm-trusted")}
+	for _, s := range c.StringSlice("dir") {
+		d, err := wasm.ParseDir(s)
+		if err != nil {
+			return cfg, usagef("run", "run: %v", err)
+		}
+		cfg.programDirs = append(cfg.programDirs, d)
+	}
 	if m := cfg.program.MemoryLimitMB; m < 1 || m > 4096 {
 		return cfg, usagef("run", "run: --wasm-memory-mb must be between 1 and 4096, got %d", m)
 	}
@@ -292,6 +302,9 @@ func parseRun(c *cli.Context) (runConfig, error) {
 		return cfg, usagef("run", "run: cannot open script: %v", err)
 	} else if st.IsDir() {
 		return cfg, usagef("run", "run: %s is a directory, not a script", cfg.script)
+	}
+	if len(cfg.programDirs) > 0 && !script.IsProgram(cfg.script) {
+		return cfg, usagef("run", "run: --dir is for WebAssembly training programs; a script reads files through the API (io, data)")
 	}
 	return cfg, nil
 }
@@ -377,6 +390,7 @@ func runAction(c *cli.Context) error {
 			Quiet:       cfg.quiet,
 			Hooks:       cfg.hooks,
 			Program:     cfg.program,
+			ProgramDirs: cfg.programDirs,
 			Stop:        stop,
 			Trace:       rec,
 		},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -237,6 +238,51 @@ func inspectProgram(name string, exports map[string]api.FunctionDefinition, impo
 	return in
 }
 
+// Dir is a host directory a program sees through WASI (zeroeng run
+// --dir): at Guest, read-only unless Writable. A program has no other
+// files.
+type Dir struct {
+	Host, Guest string
+	Writable    bool
+}
+
+// ParseDir reads --dir's value: HOST (seen at the same path), HOST:GUEST,
+// and either with :ro (the default) or :rw. HOST must be a directory.
+func ParseDir(s string) (Dir, error) {
+	parts := strings.Split(s, ":")
+	var d Dir
+	if n := len(parts); n > 1 && (parts[n-1] == "rw" || parts[n-1] == "ro") {
+		d.Writable = parts[n-1] == "rw"
+		parts = parts[:n-1]
+	}
+	switch len(parts) {
+	case 1:
+		d.Host, d.Guest = parts[0], parts[0]
+	case 2:
+		d.Host, d.Guest = parts[0], parts[1]
+	default:
+		return Dir{}, fmt.Errorf("--dir %q: want HOST, HOST:GUEST, with :ro or :rw", s)
+	}
+	if d.Host == "" || d.Guest == "" {
+		return Dir{}, fmt.Errorf("--dir %q: an empty path", s)
+	}
+	abs, err := filepath.Abs(d.Host)
+	if err != nil {
+		return Dir{}, fmt.Errorf("--dir %q: %w", s, err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return Dir{}, fmt.Errorf("--dir %q: %s is not a directory", s, abs)
+	}
+	if d.Guest == d.Host {
+		d.Guest = abs
+	}
+	if !strings.HasPrefix(d.Guest, "/") {
+		return Dir{}, fmt.Errorf("--dir %q: the program's path %q must be absolute", s, d.Guest)
+	}
+	d.Host = abs
+	return d, nil
+}
+
 // ExitError is a program's end by proc_exit with a status other than 0.
 type ExitError struct{ Code uint32 }
 
@@ -249,13 +295,24 @@ func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code
 // returns nil when _start returns or the program exits with status 0, an
 // *ExitError for another status, and otherwise the trap, which names the
 // function that failed (from the name section).
-func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writer, dirs ...Dir) error {
 	// The clocks and the random source are the host's (wazero's defaults
 	// are fakes, deterministic for tests): a program times its epochs,
 	// and its own random numbers are not the engine's seeded ones.
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
 		WithArgs(args...).WithStdout(stdout).WithStderr(stderr).
 		WithSysWalltime().WithSysNanotime().WithSysNanosleep().WithRandSource(rand.Reader)
+	if len(dirs) > 0 {
+		fs := wazero.NewFSConfig()
+		for _, d := range dirs {
+			if d.Writable {
+				fs = fs.WithDirMount(d.Host, d.Guest)
+			} else {
+				fs = fs.WithReadOnlyDirMount(d.Host, d.Guest)
+			}
+		}
+		cfg = cfg.WithFSConfig(fs)
+	}
 	mod, err := p.rt.rt.InstantiateModule(ctx, p.cm, cfg)
 	if err != nil {
 		return ExitStatus(err)
