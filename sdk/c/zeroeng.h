@@ -86,6 +86,7 @@ ZE_IMPORT_(lookup) int32_t zeroeng_lookup(const char *path, int32_t path_len, in
 ZE_IMPORT_(invoke) int32_t zeroeng_invoke(int32_t f, const void *args, int32_t n, int32_t *out);
 ZE_IMPORT_(invoke_method)
 int32_t zeroeng_invoke_method(int32_t h, const char *name, int32_t name_len, const void *args, int32_t n, int32_t *out);
+ZE_IMPORT_(forget) int32_t zeroeng_forget(int32_t h);
 
 /* ---- Statuses, dtypes, handles, errors ------------------------------------------------------ */
 
@@ -209,6 +210,10 @@ int ze_result_read(char *buf, size_t cap, ze_error *err);
 /* Gives handle h back: a tensor the program made goes back to the memory pool (as t.release()
  * does); a parameter, a gradient or another value is only forgotten. */
 int ze_release(ze_handle h, ze_error *err);
+/* Gives handle h back and leaves its tensor to the scripts' lifetime rules (its scope, its
+ * generation, autograd), as a script's variable going out of scope: for a tensor the API may hold
+ * too (a module's buffer, the receiver an in-place method returns), which ze_release would free. */
+int ze_forget(ze_handle h, ze_error *err);
 /* Releases the n handles at hs that are not 0, and sets them to 0; the first failure is the
  * status (the others are still released). */
 int ze_release_all(ze_handle *hs, size_t n, ze_error *err);

@@ -80,3 +80,6 @@ func invoke(f int32, args unsafe.Pointer, n int32, out unsafe.Pointer) int32
 
 //go:wasmimport zeroeng invoke_method
 func invokeMethod(h int32, name unsafe.Pointer, nameLen int32, args unsafe.Pointer, n int32, out unsafe.Pointer) int32
+
+//go:wasmimport zeroeng forget
+func forget(h int32) int32

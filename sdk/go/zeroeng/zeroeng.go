@@ -97,6 +97,13 @@ func (h Handle) MarshalJSON() ([]byte, error) {
 // pool; a parameter, a gradient or another value is only forgotten.
 func (h Handle) Release() error { return fail(release(h.ID)) }
 
+// Forget gives the handle back and leaves its tensor to the scripts'
+// lifetime rules (its scope, its generation, autograd), as a script's
+// variable going out of scope: for a tensor the API may hold too (a
+// module's buffer, the receiver an in-place method returns), which
+// Release would free under it.
+func (h Handle) Forget() error { return fail(forget(h.ID)) }
+
 // buffer is the scratch the results come into.
 var buffer = make([]byte, 4096)
 
