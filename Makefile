@@ -75,17 +75,27 @@ hooks:
 
 # The sample training programs (docs/wasm-program-abi.md, samples/programs/README.md) into
 # samples/programs/build/: samples/fashion_mnist.js in C over the C SDK (sdk/c; clang and wasm-ld
-# with WASI's libc: Debian packages clang, lld, wasi-libc and libclang-rt-dev-wasm32) and in Go
-# over the Go SDK (sdk/go; its own module, samples/programs/go, built offline).
+# with WASI's libc: Debian packages clang, lld, wasi-libc and libclang-rt-dev-wasm32), in Go
+# over the Go SDK (sdk/go; its own module, samples/programs/go, built offline) and in Rust over
+# the Rust SDK (sdk/rust, no crates: Debian packages rustc and libstd-rust-dev-wasm32), and
+# samples/gpt.js in Rust. RUSTC is Debian's rustc, whose sysroot has the wasm32 standard library
+# (a rustup rustc earlier in PATH may not); its target is wasm32-wasi, or wasm32-wasip1 where
+# that is the one installed (rustc 1.78 on).
 PROGRAMS_OUT := samples/programs/build
 WASI_SYSROOT ?= /usr
 PROGRAM_CFLAGS := --target=wasm32-wasi --sysroot=$(WASI_SYSROOT) -O2 -Wall -Wextra -I sdk/c
+RUSTC ?= /usr/bin/rustc
+RUST_TARGET ?= $(if $(wildcard $(shell $(RUSTC) --print sysroot)/lib/rustlib/wasm32-wasip1/lib),wasm32-wasip1,wasm32-wasi)
+RUSTFLAGS_WASM := --edition 2021 --target $(RUST_TARGET) -O -C strip=debuginfo
 
 programs:
 	mkdir -p $(PROGRAMS_OUT)
 	$(CLANG) $(PROGRAM_CFLAGS) -o $(PROGRAMS_OUT)/fashion_mnist_c.wasm samples/programs/c/fashion_mnist.c sdk/c/zeroeng.c
 	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) build -o ../build/fashion_mnist_go.wasm ./fashion_mnist
+	$(RUSTC) $(RUSTFLAGS_WASM) --crate-type rlib --crate-name zeroeng -o $(PROGRAMS_OUT)/libzeroeng.rlib sdk/rust/src/lib.rs
+	$(RUSTC) $(RUSTFLAGS_WASM) --extern zeroeng=$(PROGRAMS_OUT)/libzeroeng.rlib -o $(PROGRAMS_OUT)/fashion_mnist_rust.wasm samples/programs/rust/fashion_mnist.rs
+	$(RUSTC) $(RUSTFLAGS_WASM) --extern zeroeng=$(PROGRAMS_OUT)/libzeroeng.rlib -o $(PROGRAMS_OUT)/gpt_rust.wasm samples/programs/rust/gpt.rs
 
 # GPU validation kit: static binaries and test binaries that a GPU machine runs without Go (gzipped),
 # the script that runs them (tools/gpucheck/run.sh), the PyTorch side of the GPU benchmarks, this

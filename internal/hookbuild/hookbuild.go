@@ -1,15 +1,18 @@
 // Package hookbuild builds WebAssembly guests for tests: comm hooks (docs/wasm-hook-abi.md)
 // — the samples of samples/hooks, WAT text, and single-file Go guests that use the samples'
 // SDK (samples/hooks/go/hookabi) — and training programs (docs/wasm-program-abi.md) in Go
-// over the Go SDK (sdk/go) and in C over the C SDK (sdk/c), with the samples of
-// samples/programs.
+// over the Go SDK (sdk/go), in C over the C SDK (sdk/c) and in Rust over the Rust SDK
+// (sdk/rust), with the samples of samples/programs.
 //
 // Each module is built once per process, the first time a test asks for it, and every
 // caller gets its own copy of the bytes. Go guests are built with the go command the tests
 // run with, offline (GOPROXY=off, GOWORK=off, GOTOOLCHAIN=local); WAT needs wat2wasm (Debian
-// package wabt) and C needs clang and wasm-ld (Debian packages clang and lld; C programs
-// also wasi-libc and libclang-rt-dev-wasm32): without them the test is skipped, saying
-// which is missing.
+// package wabt), C needs clang and wasm-ld (Debian packages clang and lld; C programs also
+// wasi-libc and libclang-rt-dev-wasm32) and Rust needs rustc with the wasm32-wasi standard
+// library (Debian packages rustc and libstd-rust-dev-wasm32; ZEROENG_RUSTC names the rustc,
+// default /usr/bin/rustc). Without them the test is skipped, saying which is missing; a
+// training program's build fails instead under ZEROENG_REQUIRE_PROGRAMS=1 (internal/testreq),
+// as CI, which installs them, sets it.
 package hookbuild
 
 import (
@@ -28,6 +31,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/zeroeng/zeroeng/internal/testreq"
 )
 
 const (
@@ -152,14 +157,18 @@ func ProgramSource(tb testing.TB, src string) []byte {
 }
 
 // ProgramSamples lists the sample training programs SampleProgram builds:
-// samples/programs/c/fashion_mnist.c and samples/programs/go/fashion_mnist.
-func ProgramSamples() []string { return []string{"fashion_mnist_c", "fashion_mnist_go"} }
+// samples/programs/c/fashion_mnist.c, samples/programs/go/fashion_mnist and
+// samples/programs/rust/fashion_mnist.rs (samples/fashion_mnist.js's twins, "fashion_mnist_"
+// and the language), then samples/programs/rust/gpt.rs (samples/gpt.js's).
+func ProgramSamples() []string {
+	return []string{"fashion_mnist_c", "fashion_mnist_go", "fashion_mnist_rust", "gpt_rust"}
+}
 
 // SampleProgram returns the wasm bytes of the sample training program name (one of
 // ProgramSamples), building it on first use.
 func SampleProgram(tb testing.TB, name string) []byte {
 	tb.Helper()
-	return cached(tb, "program-sample:"+name, func() ([]byte, string, error) {
+	return cachedProgram(tb, "program-sample:"+name, func() ([]byte, string, error) {
 		root, err := repoRoot()
 		if err != nil {
 			return nil, "", err
@@ -170,6 +179,10 @@ func SampleProgram(tb testing.TB, name string) []byte {
 			return cProgramBuild(root, filepath.Join(programs, "c", "fashion_mnist.c"))
 		case "fashion_mnist_go":
 			return goBuild(filepath.Join(programs, "go"), "./fashion_mnist", "-mod=mod", false)
+		case "fashion_mnist_rust":
+			return rustProgramBuild(root, filepath.Join(programs, "rust", "fashion_mnist.rs"))
+		case "gpt_rust":
+			return rustProgramBuild(root, filepath.Join(programs, "rust", "gpt.rs"))
 		}
 		return nil, "", fmt.Errorf("hookbuild: no sample program %q (the samples are %s)", name, strings.Join(ProgramSamples(), ", "))
 	})
@@ -180,7 +193,7 @@ func SampleProgram(tb testing.TB, name string) []byte {
 // export) and WASI's libc.
 func CProgram(tb testing.TB, src string) []byte {
 	tb.Helper()
-	return cached(tb, "program-c:"+hash(src), func() ([]byte, string, error) {
+	return cachedProgram(tb, "program-c:"+hash(src), func() ([]byte, string, error) {
 		root, err := repoRoot()
 		if err != nil {
 			return nil, "", err
@@ -240,6 +253,113 @@ func cProgramBuild(root, src string) ([]byte, string, error) {
 	return run(exec.Command(clang, args...), wasm)
 }
 
+// RustProgram builds a Rust training program from the source of its one file, a binary
+// crate that uses the Rust SDK as the crate zeroeng (sdk/rust, which brings the ABI marker
+// export and the callback export), for wasm32-wasi.
+func RustProgram(tb testing.TB, src string) []byte {
+	tb.Helper()
+	return cachedProgram(tb, "program-rust:"+hash(src), func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		dir, err := os.MkdirTemp("", "hookbuild-program-rust-")
+		if err != nil {
+			return nil, "", err
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "program.rs")
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			return nil, "", err
+		}
+		return rustProgramBuild(root, path)
+	})
+}
+
+// Rustc returns the rustc that builds Rust programs ($ZEROENG_RUSTC, default
+// /usr/bin/rustc: Debian's, whose sysroot has the wasm32-wasi standard library that a
+// rustup toolchain earlier in PATH may lack) and the WebAssembly target its standard
+// library is for (wasm32-wasip1 where installed, as rustc 1.78 on names it and 1.84 on
+// only so, else wasm32-wasi); skip says why they cannot build one.
+func Rustc() (rustc, target, skip string) {
+	rustc = os.Getenv("ZEROENG_RUSTC")
+	if rustc == "" {
+		rustc = "/usr/bin/rustc"
+	}
+	if _, err := exec.LookPath(rustc); err != nil {
+		return "", "", fmt.Sprintf("no rustc at %s (Debian package rustc; ZEROENG_RUSTC names another)", rustc)
+	}
+	out, err := exec.Command(rustc, "--print", "sysroot").Output()
+	if err != nil {
+		return "", "", fmt.Sprintf("%s --print sysroot: %v", rustc, err)
+	}
+	sysroot := strings.TrimSpace(string(out))
+	for _, t := range []string{"wasm32-wasip1", "wasm32-wasi"} {
+		if libs, _ := filepath.Glob(filepath.Join(sysroot, "lib", "rustlib", t, "lib", "libstd-*.rlib")); len(libs) > 0 {
+			return rustc, t, ""
+		}
+	}
+	return "", "", fmt.Sprintf("%s has no standard library for wasm32-wasi in %s (Debian package libstd-rust-dev-wasm32)", rustc, sysroot)
+}
+
+// The Rust SDK, built once per process as an rlib, kept as bytes (each program's build
+// writes it into its own temporary directory).
+var (
+	rustSDKOnce sync.Once
+	rustSDK     struct {
+		rlib                []byte
+		rustc, target, skip string
+		err                 error
+	}
+)
+
+// rustFlags are rustc's flags for the SDK and the programs: optimized, the functions'
+// names kept for traps' stack traces, no DWARF.
+func rustFlags(target string) []string {
+	return []string{"--edition", "2021", "--target", target, "-O", "-C", "strip=debuginfo"}
+}
+
+func rustSDKBuild(root string) ([]byte, string, string, string, error) {
+	rustSDKOnce.Do(func() {
+		sdk := &rustSDK
+		if sdk.rustc, sdk.target, sdk.skip = Rustc(); sdk.skip != "" {
+			return
+		}
+		out, err := os.MkdirTemp("", "hookbuild-rust-sdk-")
+		if err != nil {
+			sdk.err = err
+			return
+		}
+		defer os.RemoveAll(out)
+		rlib := filepath.Join(out, "libzeroeng.rlib")
+		args := append(rustFlags(sdk.target), "--crate-type", "rlib", "--crate-name", "zeroeng", "-o", rlib,
+			filepath.Join(root, "sdk", "rust", "src", "lib.rs"))
+		sdk.rlib, _, sdk.err = run(exec.Command(sdk.rustc, args...), rlib)
+	})
+	return rustSDK.rlib, rustSDK.rustc, rustSDK.target, rustSDK.skip, rustSDK.err
+}
+
+// rustProgramBuild compiles a Rust training program with the Rust SDK for WebAssembly with
+// WASI. A missing rustc or wasm32 standard library skips, naming the Debian package.
+func rustProgramBuild(root, src string) ([]byte, string, error) {
+	rlib, rustc, target, skip, err := rustSDKBuild(root)
+	if skip != "" || err != nil {
+		return nil, skip, err
+	}
+	out, err := os.MkdirTemp("", "hookbuild-out-")
+	if err != nil {
+		return nil, "", err
+	}
+	defer os.RemoveAll(out)
+	lib := filepath.Join(out, "libzeroeng.rlib")
+	if err := os.WriteFile(lib, rlib, 0o644); err != nil {
+		return nil, "", err
+	}
+	wasm := filepath.Join(out, "program.wasm")
+	args := append(rustFlags(target), "--extern", "zeroeng="+lib, "-o", wasm, src)
+	return run(exec.Command(rustc, args...), wasm)
+}
+
 // build is the outcome of one build, shared by every caller.
 type build struct {
 	once sync.Once
@@ -257,6 +377,18 @@ var (
 // skip or failure.
 func cached(tb testing.TB, key string, f func() (wasm []byte, skip string, err error)) []byte {
 	tb.Helper()
+	return cachedNeed(tb, "", key, f)
+}
+
+// cachedProgram is cached for a training program: a missing toolchain fails the test
+// under ZEROENG_REQUIRE_PROGRAMS=1.
+func cachedProgram(tb testing.TB, key string, f func() (wasm []byte, skip string, err error)) []byte {
+	tb.Helper()
+	return cachedNeed(tb, testreq.Programs, key, f)
+}
+
+func cachedNeed(tb testing.TB, need testreq.Need, key string, f func() (wasm []byte, skip string, err error)) []byte {
+	tb.Helper()
 	mu.Lock()
 	b := builds[key]
 	if b == nil {
@@ -266,6 +398,9 @@ func cached(tb testing.TB, key string, f func() (wasm []byte, skip string, err e
 	mu.Unlock()
 	b.once.Do(func() { b.wasm, b.skip, b.err = f() })
 	if b.skip != "" {
+		if need != "" {
+			testreq.Skip(tb, need, "%s", b.skip)
+		}
 		tb.Skip(b.skip)
 	}
 	if b.err != nil {

@@ -4,7 +4,8 @@
 // ZEROENG_REQUIRE_GPU=1, so that a test that would skip (no driver found,
 // no NCCL) fails instead and a summary can never count a skip as a pass;
 // CI sets ZEROENG_REQUIRE_NVRTC=1, since it installs NVRTC for the tests
-// that compile the kernels.
+// that compile the kernels, and ZEROENG_REQUIRE_PROGRAMS=1, since it
+// installs the C and Rust toolchains of the training programs.
 package testreq
 
 import (
@@ -24,6 +25,10 @@ const (
 	// NVRTC is NVIDIA's runtime compiler, which compiles the kernels
 	// without a GPU. A run that requires the GPU requires it too.
 	NVRTC Need = "ZEROENG_REQUIRE_NVRTC"
+	// Programs is what builds the sample training programs and those of the tests
+	// (internal/hookbuild): clang for wasm32-wasi with WASI's libc and compiler-rt, and
+	// rustc with the wasm32-wasi standard library.
+	Programs Need = "ZEROENG_REQUIRE_PROGRAMS"
 )
 
 // Required reports whether this run must have need.
