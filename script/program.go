@@ -642,6 +642,16 @@ func (d *jsonDecoder) object(depth int) (goja.Value, error) {
 		}
 		return h.v, nil
 	}
+	if len(keys) == 1 && keys[0] == "$f64" {
+		// A number as its IEEE 754 bits: for a program whose language
+		// prints floating point slowly (WASI's C library: software long
+		// double) or not exactly.
+		bits, err := strconv.ParseUint(vals[0].String(), 16, 64)
+		if err != nil || len(vals[0].String()) != 16 {
+			return nil, d.errorf(`{"$f64": %q}: want the number's 64 bits as 16 hexadecimal digits`, vals[0].String())
+		}
+		return vm.ToValue(math.Float64frombits(bits)), nil
+	}
 	if len(keys) == 1 && keys[0] == "$num" {
 		switch vals[0].String() {
 		case "NaN":

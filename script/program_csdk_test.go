@@ -390,6 +390,20 @@ int main(void) {
     CHECK(ze_item(s, &v, &err));
     printf("op with a number ok\n");
 
+    /* %g in a call travels as the number's bits: 0.1 and 1e-300 arrive exactly; ze_item reads
+     * the element's bytes. */
+    ze_handle c;
+    double back;
+    CHECK(ze_call_h("tensor.full", &c, &err, "[[1],%g,{\"dtype\":\"float64\"}]", 0.1));
+    CHECK(ze_item(c, &back, &err));
+    printf("0.1 back %d\n", back == 0.1);
+    CHECK(ze_call_h("tensor.full", &c, &err, "[[1],%g,{\"dtype\":\"float64\"}]", -1e-300));
+    CHECK(ze_item(c, &back, &err));
+    printf("-1e-300 back %d\n", back == -1e-300);
+    char j[64];
+    ze_jsonf(j, sizeof j, "[%g]", 0.1);
+    printf("jsonf %s\n", j);
+
     /* keep() returns its receiver: forgetting that handle leaves the tensor to x. */
     ze_handle k;
     CHECK(ze_op(x, "keep", &k, &err, 0, NULL));
@@ -429,6 +443,7 @@ func TestCSDKFunctions(t *testing.T) {
 		"nested calls 6\n",
 		"op with a number ok\n",
 		"forget leaves the tensor\n", "forget twice st 2\n",
+		"0.1 back 1\n", "-1e-300 back 1\n", "jsonf [0.1]\n",
 		"refused st 8: ", "the program's function 2 failed: the C block refuses\n",
 		"data st 1: ", "tensor.item returned data (", "call and call_method return data",
 		"bad tag st 1: ", "argument 0 has tag 7",

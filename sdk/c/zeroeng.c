@@ -248,10 +248,27 @@ static int put_number(buf *b, double x) {
     return puts_(b, s);
 }
 
+/* put_number_bits writes x for the host: an integer as its digits, any other number as its bits
+ * ({"$f64":"3fb999999999999a"}). WASI's libc prints a double through software long double, some
+ * 70 µs for the shortest form that reads back (ze_number_string); the bits cost nothing and
+ * read back exactly. */
+static int put_number_bits(buf *b, double x) {
+    char s[48];
+    if (x == x && x >= -9007199254740992.0 && x <= 9007199254740992.0 && x == (double)(long long)x &&
+        !(x == 0 && signbit(x))) {
+        snprintf(s, sizeof s, "%lld", (long long)x);
+    } else {
+        uint64_t bits;
+        memcpy(&bits, &x, sizeof bits);
+        snprintf(s, sizeof s, "{\"$f64\":\"%016llx\"}", (unsigned long long)bits);
+    }
+    return puts_(b, s);
+}
+
 /* format writes the directives of zeroeng.h. It returns 0, -1 when b cannot hold the text (a
  * caller's buffer, or the program's memory exhausted), or -2 for a directive it does not know,
- * *bad pointing at it. */
-static int format(buf *b, const char *f, va_list ap, const char **bad) {
+ * *bad pointing at it. With bits, %g writes a number for the host (put_number_bits). */
+static int format(buf *b, const char *f, va_list ap, const char **bad, int bits) {
     char s[48];
     while (*f) {
         const char *pct = strchr(f, '%');
@@ -278,7 +295,8 @@ static int format(buf *b, const char *f, va_list ap, const char **bad) {
             r = puts_(b, s);
             f += 2;
         } else if (*f == 'g') {
-            r = put_number(b, va_arg(ap, double));
+            double x = va_arg(ap, double);
+            r = bits ? put_number_bits(b, x) : put_number(b, x);
             f += 1;
         } else if (*f == 'b') {
             r = puts_(b, va_arg(ap, int) ? "true" : "false");
@@ -317,7 +335,7 @@ int ze_vjsonf(char *out, size_t cap, const char *f, va_list ap) {
     buf b = {out, 0, cap, 1, 0};
     out[0] = 0;
     const char *bad;
-    if (format(&b, f, ap, &bad) != 0 || b.len > (size_t)INT32_MAX)
+    if (format(&b, f, ap, &bad, 0) != 0 || b.len > (size_t)INT32_MAX)
         return -1;
     return (int)b.len;
 }
@@ -337,7 +355,7 @@ static int arguments(const char *what, const char *f, va_list ap, ze_error *err)
     if (f == NULL)
         return ZE_OK;
     const char *bad = NULL;
-    switch (format(&args, f, ap, &bad)) {
+    switch (format(&args, f, ap, &bad, 1)) {
     case -1:
         return sdk_fail(err, ZE_ERR_NOMEM, "%s: no memory left for the arguments' %zu bytes of JSON", what, args.len);
     case -2:
@@ -699,7 +717,33 @@ int ze_method_num(ze_handle h, const char *name, double *out, ze_error *err, con
     return st;
 }
 
-int ze_item(ze_handle t, double *out, ze_error *err) { return ze_method_num(t, "item", out, err, NULL); }
+/* ze_item reads the one element's bytes rather than item()'s JSON: WASI's libc parses a
+ * double's text through software long double, which costs more than the two calls. */
+int ze_item(ze_handle t, double *out, ze_error *err) {
+    int32_t dtype;
+    int64_t shape[ZE_MAX_DIMS];
+    int ndim;
+    int st = ze_tensor_shape(t, &dtype, shape, &ndim, err);
+    if (st != ZE_OK)
+        return st;
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        numel *= shape[i];
+    if (numel != 1 || (dtype != ZE_FLOAT32 && dtype != ZE_FLOAT64))
+        return ze_method_num(t, "item", out, err, NULL); /* the API's own error, or another dtype */
+    unsigned char b[8];
+    size_t n;
+    if ((st = ze_tensor_data(t, b, sizeof b, &n, err)) != ZE_OK)
+        return st;
+    if (dtype == ZE_FLOAT32) {
+        float f;
+        memcpy(&f, b, sizeof f);
+        *out = f;
+    } else {
+        memcpy(out, b, sizeof *out);
+    }
+    return ZE_OK;
+}
 
 /* into finishes a call whose result went to the caller's buffer. */
 static int into(int32_t st, uint32_t n, char *out, size_t cap, size_t *len, ze_error *err) {

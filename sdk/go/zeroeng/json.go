@@ -61,6 +61,27 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 		return appendSlice(b, x)
 	case []string:
 		return appendSlice(b, x)
+	case Fields:
+		if len(x)%2 != 0 {
+			return nil, fmt.Errorf("zeroeng: Fields has %d entries, not key-value pairs", len(x))
+		}
+		b = append(b, '{')
+		for i := 0; i < len(x); i += 2 {
+			k, ok := x[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("zeroeng: Fields' key %d is a %T, not a string", i/2, x[i])
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			var err error
+			if b, err = appendJSON(b, x[i+1]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
 	case map[string]any:
 		keys := make([]string, 0, len(x))
 		for k := range x {
@@ -89,6 +110,13 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 	}
 	return append(b, j...), nil
 }
+
+// Fields is an object's members, key and value in turn, in the order
+// given (metrics.log's columns, progress.bar's fields):
+// ze.Fields{"step", 3, "loss", l}. It is written without reflection; a
+// struct with json tags says the same through encoding/json, at tens of
+// microseconds a call in WebAssembly.
+type Fields []any
 
 func appendSlice[T any](b []byte, xs []T) ([]byte, error) {
 	if xs == nil {

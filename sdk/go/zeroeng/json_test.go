@@ -43,6 +43,7 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 		{math.Inf(-1), `{"$num":"-Infinity"}`},
 		{[]any{Tensor{Handle{ID: 7}}, Object{Handle{ID: 9}}, Handle{ID: 3}}, `[{"$":7},{"$":9},{"$":3}]`},
 		{[]Tensor{{Handle{ID: 1}}}, `[{"$":1}]`},
+		{Fields{"step", 3, "loss", 0.25, "z", Fields{}}, `{"step":3,"loss":0.25,"z":{}}`},
 	} {
 		if got, _ := appendJSON(nil, c.v); string(got) != c.want {
 			t.Errorf("%#v: %s, want %s", c.v, got, c.want)

@@ -429,18 +429,11 @@ func train(opts *options) error {
 			sum += l
 			step++
 			if metrics {
-				if _, err := ze.Call("metrics.log", struct {
-					Step  int `json:"step"`
-					Epoch int `json:"epoch"`
-					Loss  any `json:"loss"`
-				}{step, epoch, number(l)}); err != nil {
+				if _, err := ze.Call("metrics.log", ze.Fields{"step", step, "epoch", epoch, "loss", l}); err != nil {
 					return err
 				}
 			}
-			if _, err := bar.Method("update", s, struct {
-				Loss    any `json:"loss"`
-				Samples int `json:"samples"`
-			}{number(l), min(i+batch, n)}); err != nil {
+			if _, err := bar.Method("update", s, ze.Fields{"loss", l, "samples", min(i+batch, n)}); err != nil {
 				return err
 			}
 			if err := h.release(); err != nil {
