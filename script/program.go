@@ -58,7 +58,7 @@ type program struct {
 	// from the API's objects (isPlain, appendJSON).
 	objectProto, functionProto *goja.Object
 
-	handles map[uint32]*programHandle
+	handles map[uint32]programHandle
 	next    uint32
 	scopes  map[uint32]*tensorList
 	nscope  uint32
@@ -86,6 +86,8 @@ type program struct {
 	nframe      uint32
 	given       *[]uint32
 	callbackFns []api.Function // zeroeng_callback, one for each depth of nesting
+	argBufs     [][]goja.Value // invoke's arguments, one for each depth of host calls
+	names       map[string]string
 	// exited is the status the program ended with, by proc_exit in a
 	// callback or by an API function that exits (SIGTERM's checkpoint).
 	exited *uint32
@@ -120,7 +122,7 @@ func (r *Runtime) RunProgram(path string) (err error) {
 	if err != nil {
 		return &Error{Message: err.Error()}
 	}
-	p := &program{r: r, prog: prog, name: prog.Name(), handles: map[uint32]*programHandle{}, scopes: map[uint32]*tensorList{},
+	p := &program{r: r, prog: prog, name: prog.Name(), handles: map[uint32]programHandle{}, scopes: map[uint32]*tensorList{}, names: map[string]string{},
 		objectProto:   r.vm.Get("Object").ToObject(r.vm).Get("prototype").ToObject(r.vm),
 		functionProto: r.vm.Get("Function").ToObject(r.vm).Get("prototype").ToObject(r.vm)}
 	if _, err := r.run(func() (goja.Value, error) {
@@ -198,7 +200,7 @@ func (p *program) fail(fn string, st wasm.Status, err error) wasm.Status {
 }
 
 // add gives v a handle.
-func (p *program) add(h *programHandle) (uint32, error) {
+func (p *program) add(h programHandle) (uint32, error) {
 	if len(p.handles) >= maxProgramHandles {
 		return 0, fmt.Errorf("the program holds %d handles, the most it may: release the ones it no longer needs", maxProgramHandles)
 	}
@@ -226,30 +228,30 @@ func (e handleError) Unwrap() error { return e.error }
 
 // live returns handle id, of kind when kind is not "", whose tensor (if
 // it is one) is still there.
-func (p *program) live(id uint32, kind string) (*programHandle, error) {
+func (p *program) live(id uint32, kind string) (programHandle, error) {
 	h, err := p.handle(id, kind)
 	if err != nil {
-		return nil, handleError{err}
+		return programHandle{}, handleError{err}
 	}
 	if h.j != nil && (h.j.released != "" || h.j.t.Released()) {
 		why := h.j.released
 		if why == "" {
 			why = "by the engine"
 		}
-		return nil, handleError{fmt.Errorf("handle %d's tensor was released %s", id, why)}
+		return programHandle{}, handleError{fmt.Errorf("handle %d's tensor was released %s", id, why)}
 	}
 	return h, nil
 }
 
 // handle returns handle id, of kind when kind is not "", its tensor gone
 // or not (release forgets either).
-func (p *program) handle(id uint32, kind string) (*programHandle, error) {
+func (p *program) handle(id uint32, kind string) (programHandle, error) {
 	h, ok := p.handles[id]
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("handle %d is not one the program holds (never given, or released)", id)
+		return programHandle{}, fmt.Errorf("handle %d is not one the program holds (never given, or released)", id)
 	case kind != "" && h.kind != kind:
-		return nil, fmt.Errorf("handle %d is a %s, not a %s", id, h.kind, kind)
+		return programHandle{}, fmt.Errorf("handle %d is a %s, not a %s", id, h.kind, kind)
 	}
 	return h, nil
 }
@@ -327,7 +329,7 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 		}
 		return appendJSONString(b, v.String()), nil
 	}
-	if h := p.valueHandle(v); h != nil {
+	if h, ok := p.valueHandle(v); ok {
 		return p.appendHandle(b, h)
 	}
 	switch {
@@ -365,24 +367,27 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 // valueHandle returns the handle v needs, or nil when v is data (a
 // primitive, an array, a plain object): a tensor, a function, any other
 // object (a module, an optimizer).
-func (p *program) valueHandle(v goja.Value) *programHandle {
+func (p *program) valueHandle(v goja.Value) (programHandle, bool) {
 	obj, ok := v.(*goja.Object)
 	if !ok || obj.ClassName() == "Array" {
-		return nil
+		return programHandle{}, false
 	}
-	// (Export is cheap for a tensor, its own Go value; a plain object,
-	// which it would copy, is rarer than a tensor here.)
+	// Most results are the tensor the call just made; Export (which
+	// allocates, and copies a plain object) finds the others.
+	if j := p.r.lastWrapped; j != nil && j.obj == obj {
+		return programHandle{kind: "tensor", v: v, j: j}, true
+	}
 	if j, ok := obj.Export().(*jsTensor); ok {
-		return &programHandle{kind: "tensor", v: v, j: j}
+		return programHandle{kind: "tensor", v: v, j: j}, true
 	}
 	if _, isFn := goja.AssertFunction(v); isFn && obj.Prototype() == p.functionProto {
 		// A function; a module is callable too, but an object of a class.
-		return &programHandle{kind: "function", v: v}
+		return programHandle{kind: "function", v: v}, true
 	}
 	if p.isPlain(obj) {
-		return nil
+		return programHandle{}, false
 	}
-	return &programHandle{kind: "object", v: v}
+	return programHandle{kind: "object", v: v}, true
 }
 
 // isPlain reports whether obj is plain data: an object whose prototype is
@@ -401,7 +406,7 @@ func (p *program) isPlain(obj *goja.Object) bool {
 	return true
 }
 
-func (p *program) appendHandle(b []byte, h *programHandle) ([]byte, error) {
+func (p *program) appendHandle(b []byte, h programHandle) ([]byte, error) {
 	id, err := p.add(h)
 	if err != nil {
 		return nil, err

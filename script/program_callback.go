@@ -64,7 +64,7 @@ func (p *program) functionNew(mem api.Memory, s []uint64) wasm.Status {
 	v := p.r.vm.ToValue(func(call goja.FunctionCall) goja.Value {
 		return p.callback(id, call.Arguments)
 	})
-	h, err := p.add(&programHandle{kind: "function", v: v})
+	h, err := p.add(programHandle{kind: "function", v: v})
 	if err != nil {
 		return p.fail(fn, wasm.ErrLimit, err)
 	}
@@ -230,8 +230,8 @@ func (p *program) lookup(mem api.Memory, s []uint64) wasm.Status {
 	if err != nil {
 		return p.fail(fn, wasm.ErrInvalid, err)
 	}
-	h := p.valueHandle(v)
-	if h == nil {
+	h, ok := p.valueHandle(v)
+	if !ok {
 		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%q is data (%s), not a function or an object: call reads it", path, describe(v)))
 	}
 	h.this = this
@@ -252,7 +252,14 @@ func (p *program) invokeArgs(fn string, mem api.Memory, ptr, n uint32) ([]goja.V
 	if st != wasm.OK {
 		return nil, st
 	}
-	args := make([]goja.Value, n)
+	// One buffer per depth of host calls (a callback's calls nest inside
+	// this one's): the API clones what it keeps, as it does for goja's
+	// own argument stack.
+	for len(p.argBufs) < p.hostDepth {
+		p.argBufs = append(p.argBufs, make([]goja.Value, 0, 8))
+	}
+	args := append(p.argBufs[p.hostDepth-1][:0], make([]goja.Value, n)...)
+	p.argBufs[p.hostDepth-1] = args
 	for i := range args {
 		rec := b[16*i:]
 		switch tag := binary.LittleEndian.Uint32(rec); tag {
@@ -279,8 +286,8 @@ func (p *program) resultHandle(fn, what string, mem api.Memory, v goja.Value, ou
 	if v == nil || goja.IsUndefined(v) || goja.IsNull(v) {
 		return p.putU32(fn, mem, out, 0)
 	}
-	h := p.valueHandle(v)
-	if h == nil {
+	h, ok := p.valueHandle(v)
+	if !ok {
 		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%s returned data (%s), which a handle does not stand for: call and call_method return data as JSON", what, describe(v)))
 	}
 	id, err := p.add(h)

@@ -78,20 +78,22 @@ func init() {
 	for name, f := range programFuncs {
 		name, f := name, f
 		fns[name] = wasm.HostFunc{Params: f.params, Results: types(i32), Fn: func(ctx context.Context, mod api.Module, s []uint64) {
-			s[0] = uint64(hostCall(ctx, mod, name, f.exempt, func(p *program) wasm.Status { return f.fn(p, mod.Memory(), s) }))
+			s[0] = uint64(hostCall(ctx, mod, name, f.exempt, f.fn, s))
 		}}
 	}
 	wasm.RegisterProgramFuncs(fns)
 	wasm.OutsideHook = func(ctx context.Context, mod api.Module, name string) wasm.Status {
-		return hostCall(ctx, mod, name, false, func(p *program) wasm.Status {
+		return hostCall(ctx, mod, name, false, func(p *program, _ api.Memory, _ []uint64) wasm.Status {
 			return p.fail(name, wasm.ErrInvalid, fmt.Errorf("%s is a function of the comm-hook ABI (docs/wasm-hook-abi.md): it works only inside a hook, not in a program", name))
-		})
+		}, nil)
 	}
 }
 
-// hostCall runs host function name of the program calling it: not at all
-// when the program has ended or goes on after a failure it did not clear.
-func hostCall(ctx context.Context, mod api.Module, name string, exempt bool, fn func(p *program) wasm.Status) wasm.Status {
+// hostCall runs host function name of the program calling it, fn with
+// the call's stack s: not at all when the program has ended or goes on
+// after a failure it did not clear. (No closure per call: a step makes
+// many calls, and each allocation is the collector's work.)
+func hostCall(ctx context.Context, mod api.Module, name string, exempt bool, fn func(p *program, mem api.Memory, s []uint64) wasm.Status, s []uint64) (st wasm.Status) {
 	p, _ := ctx.Value(programKey{}).(*program)
 	if p == nil {
 		// A program's function called outside a program (a hook
@@ -114,19 +116,15 @@ func hostCall(ctx context.Context, mod api.Module, name string, exempt bool, fn 
 	}
 	p.mod, p.ctx = mod, ctx
 	p.hostDepth++
-	defer func() { p.hostDepth-- }()
-	return p.guard(name, func() wasm.Status { return fn(p) })
-}
-
-// guard runs a host function, turning a Go panic of the API (a bug, not
-// the program's) into the call's failure rather than the process's.
-func (p *program) guard(name string, fn func() wasm.Status) (st wasm.Status) {
 	defer func() {
+		p.hostDepth--
+		// A Go panic of the API (a bug, not the program's) is the call's
+		// failure rather than the process's.
 		if v := recover(); v != nil {
 			st = p.fail(name, wasm.ErrInvalid, fmt.Errorf("internal error: %v", v))
 		}
 	}()
-	return fn()
+	return fn(p, mod.Memory(), s)
 }
 
 func u32(v uint64) uint32 { return uint32(v) }
@@ -143,7 +141,20 @@ func (p *program) bytesAt(fn string, mem api.Memory, ptr, n uint32) ([]byte, was
 // str returns the string of n bytes at ptr.
 func (p *program) str(fn string, mem api.Memory, ptr, n uint32) (string, wasm.Status) {
 	b, st := p.bytesAt(fn, mem, ptr, n)
-	return string(b), st
+	if st != wasm.OK || len(b) > 64 {
+		return string(b), st
+	}
+	// The names a step calls again and again ("add", "forward") are
+	// interned: no string made per call. (A map index by string(b) does
+	// not allocate.)
+	if s, ok := p.names[string(b)]; ok {
+		return s, st
+	}
+	s := string(b)
+	if len(p.names) < 4096 {
+		p.names[s] = s
+	}
+	return s, st
 }
 
 // writable checks, before a call makes anything, that the n bytes at ptr
@@ -381,14 +392,14 @@ func suggestKey(obj *goja.Object, name string) string {
 
 // member returns the handle of s[0] and the name at s[1], s[2]: what
 // call_method, get and set act on.
-func (p *program) member(fn string, mem api.Memory, s []uint64) (*programHandle, string, wasm.Status) {
+func (p *program) member(fn string, mem api.Memory, s []uint64) (programHandle, string, wasm.Status) {
 	h, err := p.live(u32(s[0]), "")
 	if err != nil {
-		return nil, "", p.fail(fn, wasm.ErrHandle, err)
+		return programHandle{}, "", p.fail(fn, wasm.ErrHandle, err)
 	}
 	name, st := p.str(fn, mem, u32(s[1]), u32(s[2]))
 	if st == wasm.OK && reservedName(name) {
-		return nil, "", p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%q is not a member a program may reach", name))
+		return programHandle{}, "", p.fail(fn, wasm.ErrInvalid, fmt.Errorf("%q is not a member a program may reach", name))
 	}
 	return h, name, st
 }
@@ -613,7 +624,7 @@ func (p *program) tensorFromBytes(mem api.Memory, s []uint64) wasm.Status {
 	j := &jsTensor{r: p.r, t: t.Persist()}
 	j.obj = p.r.vm.NewDynamicObject(j)
 	p.r.life.track(j)
-	id, err := p.add(&programHandle{kind: "tensor", v: j.obj, j: j})
+	id, err := p.add(programHandle{kind: "tensor", v: j.obj, j: j})
 	if err != nil {
 		j.releaseWith("")
 		return p.fail(fn, wasm.ErrLimit, err)

@@ -122,6 +122,10 @@ type Runtime struct {
 	lastRequire string
 
 	interrupted atomic.Bool
+	// lastWrapped is the tensor wrap made last: a training program's call
+	// whose result is it finds it without goja's Export, which allocates
+	// (program.go's valueHandle).
+	lastWrapped *jsTensor
 	// progCancel stops the rank's training program (program.go).
 	progMu     sync.Mutex
 	progCancel func()

@@ -37,6 +37,7 @@ func (r *Runtime) wrap(t *tensor.Tensor) goja.Value {
 	j := &jsTensor{r: r, t: t.Persist()}
 	j.obj = r.vm.NewDynamicObject(j)
 	r.life.track(j)
+	r.lastWrapped = j
 	return j.obj
 }
 

@@ -124,7 +124,7 @@ func CompileProgram(name string, wasm []byte, cfg Config) (*Program, error) {
 	if err := looksLikeWasm(wasm); err != nil {
 		return nil, fmt.Errorf("wasm program %s: %w", name, err)
 	}
-	s, cm, err := compileFor(cfg, wasm, true)
+	s, cm, err := compileFor(cfg, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("wasm program %s: %w", name, err)
 	}

@@ -66,12 +66,6 @@ type runtimeKey struct {
 	memoryPages uint32
 	unchecked   bool // Config.Trusted
 	uncached    bool // Check's: nothing it compiles is kept
-	// growing: a program's memory starts at its initial size and grows
-	// (a hook's is reserved at its limit when it starts: the host keeps
-	// views of it across calls, which a move would invalidate, and a
-	// hook's limit is small); a program's limit (512 MiB by default),
-	// reserved and zeroed by every rank at its start, cost 70 ms a rank.
-	growing bool
 }
 
 type sharedRuntime struct {
@@ -157,7 +151,12 @@ func runtimeFor(key runtimeKey) (*sharedRuntime, error) {
 	ctx := context.Background()
 	cfg := wazero.NewRuntimeConfig().
 		WithMemoryLimitPages(key.memoryPages).
-		WithMemoryCapacityFromMax(!key.growing).
+		// The memory is reserved at its limit (pages the guest never
+		// touches cost nothing): it never moves, which the host's views
+		// of it across calls need, and host calls stay cheaper than with
+		// a memory that grows (measured: 2.4-2.9 against 3.0-3.7 µs a
+		// small op from a C program).
+		WithMemoryCapacityFromMax(true).
 		WithCloseOnContextDone(!key.unchecked)
 	if !key.uncached {
 		cfg = cfg.WithCompilationCache(compilationCache())
@@ -209,7 +208,7 @@ func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s, cm, err := compileFor(cfg, wasm, false)
+	s, cm, err := compileFor(cfg, wasm)
 	if err != nil {
 		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
 	}
@@ -222,8 +221,8 @@ func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
 
 // compileFor compiles wasm on the shared runtime for cfg's (valid)
 // limits.
-func compileFor(cfg Config, wasm []byte, program bool) (*sharedRuntime, wazero.CompiledModule, error) {
-	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, unchecked: cfg.Trusted, growing: program}
+func compileFor(cfg Config, wasm []byte) (*sharedRuntime, wazero.CompiledModule, error) {
+	key := runtimeKey{memoryPages: uint32(cfg.memoryLimitMB()) * 16, unchecked: cfg.Trusted}
 	s, err := runtimeFor(key)
 	if err != nil {
 		return nil, nil, err
