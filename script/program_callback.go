@@ -337,15 +337,9 @@ func (p *program) invokeMethod(mem api.Memory, s []uint64) wasm.Status {
 	if st != wasm.OK {
 		return st
 	}
-	obj := h.v.ToObject(p.r.vm)
-	m := obj.Get(name)
-	if m == nil || goja.IsUndefined(m) {
-		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("a %s has no method %s", h.kind, name))
-	}
-	what := h.kind + "." + name
-	res, st := p.invoke(fn, what, m, obj, args, false)
+	res, st := p.invokeMember(fn, h, name, args)
 	if st != wasm.OK {
 		return st
 	}
-	return p.resultHandle(fn, what, mem, res, u32(s[5]))
+	return p.resultHandle(fn, h.kind+"."+name, mem, res, u32(s[5]))
 }

@@ -415,6 +415,16 @@ func reservedName(name string) bool {
 	return strings.HasPrefix(name, "__")
 }
 
+// invokeMember calls method name of h's value with args.
+func (p *program) invokeMember(fn string, h programHandle, name string, args []goja.Value) (goja.Value, wasm.Status) {
+	obj := h.v.ToObject(p.r.vm)
+	m := obj.Get(name)
+	if m == nil || goja.IsUndefined(m) {
+		return nil, p.fail(fn, wasm.ErrInvalid, fmt.Errorf("a %s has no method %s", h.kind, name))
+	}
+	return p.invoke(fn, h.kind+"."+name, m, obj, args, false)
+}
+
 // callMethod calls method name of handle h's value.
 func (p *program) callMethod(mem api.Memory, s []uint64) wasm.Status {
 	const fn = "call_method"
@@ -429,12 +439,7 @@ func (p *program) callMethod(mem api.Memory, s []uint64) wasm.Status {
 	if st != wasm.OK {
 		return st
 	}
-	obj := h.v.ToObject(p.r.vm)
-	m := obj.Get(name)
-	if m == nil || goja.IsUndefined(m) {
-		return p.fail(fn, wasm.ErrInvalid, fmt.Errorf("a %s has no method %s", h.kind, name))
-	}
-	res, st := p.invoke(fn, h.kind+"."+name, m, obj, args, false)
+	res, st := p.invokeMember(fn, h, name, args)
 	if st != wasm.OK {
 		return st
 	}
