@@ -29,18 +29,36 @@ runs() { # name command... : one run, its number on stdout
 calls() {
   clang --target=wasm32-wasi --sysroot=/usr -O2 -D_POSIX_C_SOURCE=199309L -o "$OUT/calls_c.wasm" bench/programs/calls.c
   (cd sdk/go && GOOS=wasip1 GOARCH=wasm $GO build -o "$OUT/calls_go.wasm" ./internal/testprograms/calls)
-  for _ in $(seq "$ROUNDS"); do
+  for r in $(seq "$ROUNDS"); do
+    if [ $((r % 2)) -eq 0 ]; then # the script first every other round
+      runs js sh -c "$ZE run --quiet bench/programs/calls.js -- $N | sed -n 's/.*: \([0-9.]*\) us each/\1/p'"
+    fi
     for mode in op json; do
       runs "c-$mode" sh -c "$ZE run --quiet $OUT/calls_c.wasm -- $N $mode | sed -n 's/.*: \([0-9.]*\) us each/\1/p'"
       runs "go-$mode" sh -c "$ZE run --quiet $OUT/calls_go.wasm -- $N $mode | sed -n 's/.*: \([0-9.]*\) us each/\1/p'"
     done
-    runs js sh -c "$ZE run --quiet bench/programs/calls.js -- $N | sed -n 's/.*: \([0-9.]*\) us each/\1/p'"
+    if [ $((r % 2)) -eq 1 ]; then
+      runs js sh -c "$ZE run --quiet bench/programs/calls.js -- $N | sed -n 's/.*: \([0-9.]*\) us each/\1/p'"
+    fi
+  done
+}
+
+# rotated prints its arguments starting at the (r mod n)-th: each round starts with another side, so
+# that none is always the first (or last) of its round.
+rotated() {
+  local r=$1
+  shift
+  local n=$#
+  local i
+  for i in $(seq 0 $((n - 1))); do
+    local k=$(((r + i) % n + 1))
+    echo "${!k}"
   done
 }
 
 fmnist() {
-  for _ in $(seq "$ROUNDS"); do
-    for p in samples/fashion_mnist.js samples/programs/build/fashion_mnist_c.wasm samples/programs/build/fashion_mnist_go.wasm samples/programs/build/fashion_mnist_rust.wasm; do
+  for r in $(seq "$ROUNDS"); do
+    for p in $(rotated "$r" samples/fashion_mnist.js samples/programs/build/fashion_mnist_c.wasm samples/programs/build/fashion_mnist_go.wasm samples/programs/build/fashion_mnist_rust.wasm); do
       [ -f "$p" ] || continue
       runs "$(basename "$p")" sh -c "$ZE run --quiet $p -- --epochs 1 | sed -n 's/.*\"train_s\":\([0-9.]*\).*/\1/p'"
     done
@@ -48,8 +66,8 @@ fmnist() {
 }
 
 gpt() {
-  for _ in $(seq "$ROUNDS"); do
-    for p in samples/gpt.js samples/programs/build/gpt_rust.wasm; do
+  for r in $(seq "$ROUNDS"); do
+    for p in $(rotated "$r" samples/gpt.js samples/programs/build/gpt_rust.wasm); do
       [ -f "$p" ] || continue
       runs "$(basename "$p")" sh -c "$ZE run --quiet $p -- --config bench --bench --steps ${STEPS:-13} | sed -n 's/.*\"step_ms_median\":\([0-9.]*\).*/\1/p' | tail -n 1"
     done
