@@ -278,7 +278,11 @@ typedef struct ze_frame ze_frame; /* a running call of a program's function */
  * the program's call that led there. */
 typedef int (*ze_function_fn)(void *data, ze_frame *frame, const ze_value *args, ze_error *err);
 
-/* Makes fn (with data) a function of the API: *out gets its handle ("function"). */
+/* Makes fn (with data) a function of the API: *out gets its handle ("function").
+ * Caveat of WASI commands: wasm-ld wraps every export of a command but _start (zeroeng_callback
+ * included) with the program's constructors and destructors, so WASI's libc flushes stdio and
+ * runs the atexit handlers after each call of a function; a program that makes functions must not
+ * rely on atexit. */
 int ze_function(ze_function_fn fn, void *data, ze_handle *out, ze_error *err);
 /* Sets the running call's result, JSON with the argument directives ("%h" a handle: it passes to
  * the caller; the program does not release it). */
