@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -166,5 +167,33 @@ func main() {
 		if r := zeroeng(t, dir, nil, append([]string{"run"}, strings.Fields(c.args)...)...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("run %s: status %d, want 2 and %q in\n%s", c.args, r.code, c.want, r.stderr)
 		}
+	}
+}
+
+// TestProgramUnderMPI: a program is a rank of a job of processes as a
+// script is, collectives included: under mpirun, and under zeroeng
+// launch (which starts mpirun on the CPU).
+func TestProgramUnderMPI(t *testing.T) {
+	needMPI(t)
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog.wasm")
+	if err := os.WriteFile(prog, hookbuild.ProgramSource(t, flagsProgram), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		cmd  []string
+	}{
+		{"mpirun", append(append([]string{"mpirun"}, mpirunArgs(2)...), "run", "--quiet", prog, "--", "comm")},
+		{"launch", []string{binary, "launch", "--nproc-per-node", "2", "--quiet", prog, "--", "comm"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(c.cmd[0], c.cmd[1:]...)
+			cmd.Dir, cmd.Env = dir, cleanEnv()
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.Count(string(out), "of 2 draw") != 2 || strings.Count(string(out), "sum 4 args [comm]") != 2 {
+				t.Fatalf("%v\n%s", err, out)
+			}
+		})
 	}
 }
