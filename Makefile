@@ -90,7 +90,7 @@ RUSTFLAGS_WASM := --edition 2021 --target $(RUST_TARGET) -O -C strip=debuginfo
 
 programs:
 	mkdir -p $(PROGRAMS_OUT)
-	$(CLANG) $(PROGRAM_CFLAGS) -o $(PROGRAMS_OUT)/fashion_mnist_c.wasm samples/programs/c/fashion_mnist.c sdk/c/zeroeng.c
+	$(CLANG) $(PROGRAM_CFLAGS) -mexec-model=reactor -o $(PROGRAMS_OUT)/fashion_mnist_c.wasm samples/programs/c/fashion_mnist.c sdk/c/zeroeng.c sdk/c/zeroeng_reactor.c
 	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	cd samples/programs/go && GOWORK=off GOFLAGS=-mod=mod GOOS=wasip1 GOARCH=wasm $(GO) build -o ../build/fashion_mnist_go.wasm ./fashion_mnist
 	$(RUSTC) $(RUSTFLAGS_WASM) --crate-type rlib --crate-name zeroeng -o $(PROGRAMS_OUT)/libzeroeng.rlib sdk/rust/src/lib.rs

@@ -289,6 +289,7 @@ func TestCSDK(t *testing.T) {
 // (ze_function, ze_return), through nn.utils.checkpoint, nested, and
 // failing.
 const cFunctionsProgram = `#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "zeroeng.h"
@@ -349,7 +350,10 @@ static int grad_bytes(ze_handle p, unsigned char *out, size_t cap) {
     return 0;
 }
 
+static void bye(void) { printf("atexit ran\n"); }
+
 int main(void) {
+    atexit(bye); /* once, at the end: a reactor's exports are not wrapped with destructors */
     ze_handle x, y, s, w, f, relu, r, pair;
     int st0;
     unsigned char plain[128], ck[128];
@@ -447,10 +451,13 @@ func TestCSDKFunctions(t *testing.T) {
 		"refused st 8: ", "the program's function 2 failed: the C block refuses\n",
 		"data st 1: ", "tensor.item returned data (", "call and call_method return data",
 		"bad tag st 1: ", "argument 0 has tag 7",
-		"done\n",
+		"done\natexit ran\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in the output:\n%s", want, out)
 		}
+	}
+	if n := strings.Count(out, "atexit ran"); n != 1 {
+		t.Errorf("the atexit handler ran %d times:\n%s", n, out)
 	}
 }

@@ -195,6 +195,9 @@ func inspectProgram(name string, exports map[string]api.FunctionDefinition, impo
 	} else if len(d.ParamTypes())+len(d.ResultTypes()) != 0 {
 		problem("export _start has type %s, want () -> ()", formatSignature(d.ParamTypes(), d.ResultTypes()))
 	}
+	if d, ok := exports["_initialize"]; ok && len(d.ParamTypes())+len(d.ResultTypes()) != 0 {
+		problem("export _initialize has type %s, want () -> () (a WASI reactor's initialisation, called before _start)", formatSignature(d.ParamTypes(), d.ResultTypes()))
+	}
 	if d, ok := exports["zeroeng_callback"]; ok && !sig([]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, api.ValueTypeI32).matches(d) {
 		problem("export zeroeng_callback has type %s, want (i32, i32) -> i32 (the program's functions, ABI 1.1)", formatSignature(d.ParamTypes(), d.ResultTypes()))
 	}
@@ -318,6 +321,14 @@ func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 		return ExitStatus(err)
 	}
 	defer mod.Close(context.Background())
+	// A WASI reactor (a C program built with -mexec-model=reactor, whose
+	// exports wasm-ld does not wrap with its constructors and
+	// destructors) is initialised once, first.
+	if init := mod.ExportedFunction("_initialize"); init != nil {
+		if _, err := init.Call(ctx); err != nil {
+			return ExitStatus(err)
+		}
+	}
 	start := mod.ExportedFunction("_start")
 	_, err = start.Call(ctx)
 	return ExitStatus(err)

@@ -211,7 +211,7 @@ func CProgram(tb testing.TB, src string) []byte {
 	})
 }
 
-// cProgramBuild compiles a C training program with the C SDK as a WASI command, warnings
+// cProgramBuild compiles a C training program with the C SDK as a WASI reactor, warnings
 // being errors: clang for wasm32-wasi with the sysroot $WASI_SYSROOT (default /usr, where
 // Debian's wasi-libc puts its headers and libraries under wasm32-wasi/) and compiler-rt's
 // wasm32 builtins. A missing tool or library skips, naming the Debian package.
@@ -249,7 +249,10 @@ func cProgramBuild(root, src string) ([]byte, string, error) {
 	defer os.RemoveAll(out)
 	wasm := filepath.Join(out, "program.wasm")
 	sdk := filepath.Join(root, "sdk", "c")
-	args := append(flags, "-O2", "-Wall", "-Wextra", "-Werror", "-I", sdk, "-o", wasm, src, filepath.Join(sdk, "zeroeng.c"))
+	// As sdk/c recommends: a reactor, whose exports (the program's
+	// functions) wasm-ld does not wrap with constructors and destructors.
+	args := append(flags, "-mexec-model=reactor", "-O2", "-Wall", "-Wextra", "-Werror", "-I", sdk, "-o", wasm, src,
+		filepath.Join(sdk, "zeroeng.c"), filepath.Join(sdk, "zeroeng_reactor.c"))
 	return run(exec.Command(clang, args...), wasm)
 }
 

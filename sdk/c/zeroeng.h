@@ -15,13 +15,16 @@
  * libclang-rt-dev-wasm32, whose compiler-rt builtins printf's floating point needs; with
  * another WASI sysroot, such as wasi-sdk's, point --sysroot at it):
  *
- *     clang --target=wasm32-wasi --sysroot=/usr -O2 -Wall -Wextra -I sdk/c \
- *         -o prog.wasm prog.c sdk/c/zeroeng.c
+ *     clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -Wall -Wextra -I sdk/c \
+ *         -o prog.wasm prog.c sdk/c/zeroeng.c sdk/c/zeroeng_reactor.c
  *     zeroeng check prog.wasm
  *     zeroeng run prog.wasm -- --its-arguments
  *
- * zeroeng.c brings the ABI's marker export (zeroeng_program_abi_v1); wasm-ld exports the memory
- * and crt1's _start calls main with the program's arguments. Standard output and error are the
+ * zeroeng.c brings the ABI's marker export (zeroeng_program_abi_v1); wasm-ld exports the memory;
+ * the program is a WASI reactor, whose _initialize the host calls first, and zeroeng_reactor.c's
+ * _start calls main with the program's arguments. (A WASI command, without -mexec-model=reactor
+ * and zeroeng_reactor.c, works too, but wasm-ld wraps its exports with the constructors and
+ * destructors: see ze_function.) Standard output and error are the
  * rank's; a program has no files and no environment (the host reads the data: io.loadIdx).
  *
  * Conventions. Every function returns a status: 0 (ZE_OK), or one of the ABI's statuses below,
@@ -279,10 +282,9 @@ typedef struct ze_frame ze_frame; /* a running call of a program's function */
 typedef int (*ze_function_fn)(void *data, ze_frame *frame, const ze_value *args, ze_error *err);
 
 /* Makes fn (with data) a function of the API: *out gets its handle ("function").
- * Caveat of WASI commands: wasm-ld wraps every export of a command but _start (zeroeng_callback
- * included) with the program's constructors and destructors, so WASI's libc flushes stdio and
- * runs the atexit handlers after each call of a function; a program that makes functions must not
- * rely on atexit. */
+ * Build the program as a reactor (above): in a WASI command wasm-ld wraps every export but
+ * _start (zeroeng_callback included) with the program's constructors and destructors, so that
+ * WASI's libc would flush stdio and run the atexit handlers after each call of a function. */
 int ze_function(ze_function_fn fn, void *data, ze_handle *out, ze_error *err);
 /* Sets the running call's result, JSON with the argument directives ("%h" a handle: it passes to
  * the caller; the program does not release it). */
