@@ -1447,11 +1447,28 @@
   // parametersAsBucketView, overlapWithDDP, stage}) and the overlap hooks,
   // which wrap any comm hook: model.registerCommHook(null,
   // zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, zopt)).
-  const zeroHook = (name, interleaved) => function (hook, model, zopt, options = {}) {
+  const hookWithZeroSchedule = (name, hook, model, zopt, schedule, options = {}) => {
     if (!(model instanceof DistributedDataParallel)) throw new TypeError(`zero.${name}: the second argument must be the DistributedDataParallel model`);
     if (typeof hook !== 'function') throw new TypeError(`zero.${name}: the first argument must be a comm hook (for example dist.commHooks.allreduceHook)`);
-    return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, interleaved });
+    if (!schedule || !schedule.__zeroSchedule) throw new TypeError(`zero.${name}: the schedule must be made by zero.schedule({...}) or be one of zero.schedules`);
+    return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, schedule });
   };
+  // zero.schedule({ name, bucketReady(ctx, i), backwardEnd(ctx) }): a ZeRO
+  // step schedule (zero.hookWithZeroSchedule). ctx has numBuckets, rank,
+  // worldSize, bucket(i) ({ numel, names }) and stepAndBroadcast(i); the
+  // buckets a schedule leaves are stepped, in order, at the end of backward.
+  const schedule = spec => {
+    const { name = 'schedule', bucketReady, backwardEnd } = options('zero.schedule', spec, 'name', 'bucketReady', 'backwardEnd');
+    for (const [k, f] of [['bucketReady', bucketReady], ['backwardEnd', backwardEnd]]) {
+      if (f !== undefined && typeof f !== 'function') throw new TypeError(`zero.schedule: ${k} must be a function, got ${typeof f}`);
+    }
+    return Object.freeze({ __zeroSchedule: true, name: String(name), bucketReady, backwardEnd });
+  };
+  const schedules = Object.freeze({
+    afterBackward: Object.freeze({ __zeroSchedule: 'afterBackward', name: 'afterBackward' }),
+    interleaved: Object.freeze({ __zeroSchedule: 'interleaved', name: 'interleaved' }),
+  });
+  const zeroHook = (name, sched) => (hook, model, zopt, options) => hookWithZeroSchedule(name, hook, model, zopt, sched, options);
   // zero.fullyShard(module, { reshardAfterForward = true }) marks module as
   // a ZeRO stage-3 unit (FSDP2's fully_shard): call it on each block, then
   // on the model, whose unit takes the parameters no block has (give the
@@ -1487,8 +1504,11 @@
       if (options && typeof options.optimizer === 'function') return new ShardedOptimizer(Array.from(params), options);
       return native.zero.ZeroRedundancyOptimizer(Array.from(params), options);
     },
-    hookWithZeroStep: zeroHook('hookWithZeroStep', false),
-    hookWithZeroStepInterleaved: zeroHook('hookWithZeroStepInterleaved', true),
+    hookWithZeroStep: zeroHook('hookWithZeroStep', schedules.afterBackward),
+    hookWithZeroStepInterleaved: zeroHook('hookWithZeroStepInterleaved', schedules.interleaved),
+    hookWithZeroSchedule: (hook, model, zopt, sched, options) => hookWithZeroSchedule('hookWithZeroSchedule', hook, model, zopt, sched, options),
+    schedule,
+    schedules,
   });
 
   const optim = {

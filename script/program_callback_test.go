@@ -26,6 +26,24 @@ const hex = Array.from(new Uint8Array(new Float32Array(l1.weight.grad.toArray().
 console.log("grad " + hex + " calls " + calls);
 `
 
+// scheduleJS is the script twin of the callbacks program's "schedule"
+// mode, with the built-in interleaved schedule.
+const scheduleJS = `const { tensor, nn, dist, zero } = require("zeroeng");
+tensor.manualSeed(0);
+const l1 = nn.Linear(4, 8), l2 = nn.Linear(8, 1);
+const x = tensor.randn([3, 4]);
+const ddp = nn.parallel.DistributedDataParallel(nn.Sequential(l1, l2), { bucketCapMB: 0.0001, firstBucketCapMB: 0.00005 });
+const zopt = zero.ZeroRedundancyOptimizer(ddp.parameters(), { optimizer: "adamw", lr: 0.01, overlapWithDDP: true, logMemory: false });
+ddp.registerCommHook(null, zero.hookWithZeroStepInterleaved(dist.commHooks.allreduceHook, ddp, zopt));
+for (let s = 0; s < 3; s++) {
+  zopt.zeroGrad();
+  ddp.forward(x.add(dist.rank)).sum().backward();
+  zopt.step();
+}
+const hex = t => Array.from(new Uint8Array(new Float32Array(t.toArray().flat()).buffer)).map(v => v.toString(16).padStart(2, "0")).join("");
+console.log("weights " + hex(l1.weight) + hex(l2.weight) + " scheduled true");
+`
+
 // TestProgramFunctions: the program's own functions are values of the API
 // (ABI 1.1) wherever the API takes a function — nn.utils.checkpoint (the
 // same gradients as without, the function run again in backward), a
@@ -69,6 +87,25 @@ func TestProgramFunctions(t *testing.T) {
 			}
 		})
 	}
+	t.Run("schedule", func(t *testing.T) {
+		// A ZeRO step schedule written in the program (zero.schedule with
+		// its functions) trains bit for bit as the built-in it copies.
+		got, stderr, err := runProgram(t, context.Background(), prog, 2, wasm.Config{}, "schedule")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stderr)
+		}
+		js := filepath.Join(t.TempDir(), "schedule.js")
+		if err := os.WriteFile(js, []byte(scheduleJS), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := RunJob(context.Background(), js, JobOptions{Ranks: 2, Rank: Options{Stdout: &want, Stderr: &want, AutoRelease: true}}); err != nil {
+			t.Fatalf("the script: %v\n%s", err, want.String())
+		}
+		if g, w := sortedLines(got), sortedLines(want.String()); g != w || !strings.Contains(g, "scheduled true") {
+			t.Fatalf("the program printed\n%s\nthe script\n%s", g, w)
+		}
+	})
 	t.Run("hook", func(t *testing.T) {
 		got, stderr, err := runProgram(t, context.Background(), prog, 2, wasm.Config{}, "hook")
 		if err != nil {

@@ -379,15 +379,73 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 		r.checkKeys(fn, oo, "shardBuckets")
 		opts.ShardBuckets = optBool(oo, "shardBuckets", false)
 	}
-	wrap := zero.HookWithZeroStep
-	if o.Get("interleaved").ToBoolean() {
-		wrap = zero.HookWithZeroStepInterleaved
-	}
-	h, err := wrap(inner, d, z, opts)
+	h, err := zero.HookWithZeroSchedule(inner, d, z, r.zeroSchedule(o.Get("schedule").ToObject(r.vm)), opts)
 	if err != nil {
 		r.throw(err)
 	}
 	return h
+}
+
+// zeroSchedule is the Go schedule of a zero.schedule object: a built-in
+// (zero.schedules), or the script's functions, called with a context
+// whose stepAndBroadcast is the engine's.
+func (r *Runtime) zeroSchedule(o *goja.Object) zero.Schedule {
+	switch o.Get("__zeroSchedule").String() {
+	case "afterBackward":
+		return zero.AfterBackward
+	case "interleaved":
+		return zero.Interleaved
+	}
+	name := o.Get("name").String()
+	call := func(fnName string, c *zero.ScheduleContext, args ...goja.Value) error {
+		f, ok := goja.AssertFunction(o.Get(fnName))
+		if !ok {
+			return nil
+		}
+		_, err := f(goja.Undefined(), append([]goja.Value{r.scheduleContext(c)}, args...)...)
+		if err != nil {
+			// The script's error as text (its place in the script first):
+			// an *Error in the chain would stand for the whole, and the
+			// schedule, event and bucket the engine puts around it would
+			// be lost.
+			var se *Error
+			if errors.As(r.scriptError(err), &se) && se.Position != "" {
+				return fmt.Errorf("%s: %s", se.Position, se.Message)
+			}
+			return errors.New(r.scriptError(err).Error())
+		}
+		return nil
+	}
+	return zero.ScheduleFuncs{Name: name,
+		OnBucketReady: func(c *zero.ScheduleContext, i int) error { return call("bucketReady", c, r.vm.ToValue(i)) },
+		OnBackwardEnd: func(c *zero.ScheduleContext) error { return call("backwardEnd", c) },
+	}
+}
+
+// scheduleContext is a schedule's ctx for the script.
+func (r *Runtime) scheduleContext(c *zero.ScheduleContext) *goja.Object {
+	ctx := r.vm.NewObject()
+	must(ctx.Set("numBuckets", c.NumBuckets()))
+	must(ctx.Set("rank", c.Rank()))
+	must(ctx.Set("worldSize", c.WorldSize()))
+	r.fn(ctx, "stepAndBroadcast", func(call goja.FunctionCall) goja.Value {
+		i := r.intValue("ctx.stepAndBroadcast", "bucket", call.Argument(0))
+		if err := c.StepAndBroadcast(i); err != nil {
+			r.throw(err)
+		}
+		return goja.Undefined()
+	})
+	r.fn(ctx, "bucket", func(call goja.FunctionCall) goja.Value {
+		b, err := c.Bucket(r.intValue("ctx.bucket", "bucket", call.Argument(0)))
+		if err != nil {
+			r.throw(err)
+		}
+		info := r.vm.NewObject()
+		must(info.Set("numel", b.Buffer.Numel()))
+		must(info.Set("names", r.vm.ToValue(b.Names)))
+		return info
+	})
+	return ctx
 }
 
 // zeroOptimizerOf finds the Go optimizer of a ZeroRedundancyOptimizer

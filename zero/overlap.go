@@ -29,12 +29,12 @@ type OverlapOptions struct {
 // iteration, handles any number of parameter groups, and runs the step on
 // the rank's own goroutine, so that it works on every backend.
 type overlap struct {
-	z           *Optimizer
-	d           *ddp.DDP
-	inner       ddp.CommHook
-	interleaved bool
-	buckets     []*ddp.Bucket
-	trace       func(event string, bucket int, start, end time.Time)
+	z       *Optimizer
+	d       *ddp.DDP
+	inner   ddp.CommHook
+	sched   Schedule
+	buckets []*ddp.Bucket
+	trace   func(event string, bucket int, start, end time.Time)
 
 	// One backward pass.
 	waits []func() (*tensor.Tensor, error)
@@ -52,7 +52,7 @@ type overlap struct {
 // OverlapWithDDP over d's parameters. Suits slow networks: the step runs
 // once, after all reductions were launched.
 func HookWithZeroStep(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapOptions) (ddp.CommHook, error) {
-	return newOverlap(hook, d, z, opts, false)
+	return HookWithZeroSchedule(hook, d, z, AfterBackward, opts)
 }
 
 // HookWithZeroStepInterleaved is schedule B (PyTorch's
@@ -67,10 +67,15 @@ func HookWithZeroStep(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapO
 // keeps the collectives in the same order on every rank (the in-process
 // and MPI backends need that; NCCL is forgiving, Gloo hangs: pytorch#62300).
 func HookWithZeroStepInterleaved(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapOptions) (ddp.CommHook, error) {
-	return newOverlap(hook, d, z, opts, true)
+	return HookWithZeroSchedule(hook, d, z, Interleaved, opts)
 }
 
-func newOverlap(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapOptions, interleaved bool) (ddp.CommHook, error) {
+// HookWithZeroSchedule is the overlap hook with the step schedule s: the
+// two above are it with AfterBackward and Interleaved.
+func HookWithZeroSchedule(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, s Schedule, opts OverlapOptions) (ddp.CommHook, error) {
+	if s == nil {
+		return nil, fmt.Errorf("zero: no schedule")
+	}
 	if !z.opts.OverlapWithDDP {
 		return nil, fmt.Errorf("zero: the overlap hooks need a ZeroRedundancyOptimizer made with overlapWithDDP: true")
 	}
@@ -101,7 +106,7 @@ func newOverlap(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, opts OverlapOptions
 	buckets = d.Buckets()
 	z.assignBuckets(buckets, opts.ShardBuckets)
 	n := len(buckets)
-	ov := &overlap{z: z, d: d, inner: hook, interleaved: interleaved, buckets: buckets, trace: opts.Trace,
+	ov := &overlap{z: z, d: d, inner: hook, sched: s, buckets: buckets, trace: opts.Trace,
 		waits: make([]func() (*tensor.Tensor, error), n), outs: make([]*tensor.Tensor, n),
 		done: make([]bool, n), sent: make([][]*dist.Work, n), errs: make([]error, n)}
 	z.ov = ov
@@ -146,15 +151,16 @@ func (ov *overlap) hook(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 		}
 	}
 	ov.waits[i] = ov.inner(b)
-	switch {
-	case ov.interleaved:
-		if i > 0 {
-			ov.process(i - 1)
+	c := &ScheduleContext{ov: ov}
+	if err := ov.sched.BucketReady(c, i); err != nil {
+		ov.fail(i, fmt.Errorf("zero: schedule %v, bucketReady(%d), rank %d: %w", ov.sched, i, ov.z.pg.Rank(), err))
+	}
+	if b.IsLast {
+		if err := ov.sched.BackwardEnd(c); err != nil {
+			ov.fail(i, fmt.Errorf("zero: schedule %v, backwardEnd, rank %d: %w", ov.sched, ov.z.pg.Rank(), err))
 		}
-		if b.IsLast {
-			ov.process(i)
-		}
-	case b.IsLast:
+		// What the schedule left is stepped now, in order, so that
+		// every bucket is stepped once in every iteration.
 		for k := range ov.buckets {
 			ov.process(k)
 		}
@@ -165,6 +171,15 @@ func (ov *overlap) hook(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 			ov.errs[i] = err
 		}
 		return ov.outs[i], ov.errs[i]
+	}
+}
+
+// fail records a schedule's error as bucket k's (the first one stays):
+// DDP's Finalize, which step() and the next use of the gradients wait
+// for, returns it. There is no fallback: updates cannot be undone.
+func (ov *overlap) fail(k int, err error) {
+	if ov.errs[k] == nil {
+		ov.errs[k] = err
 	}
 }
 

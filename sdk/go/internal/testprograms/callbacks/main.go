@@ -96,6 +96,41 @@ func run(mode string) error {
 		y := ze.Must(ddp.M("forward", xr))
 		ze.Must(ze.Must(y.Op("sum")).Method("backward"))
 		fmt.Println("grad", ze.Must(gradHex(ze.Object{Handle: w1.(ze.Tensor).Handle})), "calls", calls)
+	case "schedule":
+		// A ZeRO step schedule written in the program: schedule B
+		// (interleaved), its steps inside DDP's backward.
+		ddp := ze.Must(ze.O("nn.parallel.DistributedDataParallel", ze.Must(ze.O("nn.Sequential", l1, l2)),
+			map[string]any{"bucketCapMB": 0.0001, "firstBucketCapMB": 0.00005}))
+		zopt := ze.Must(ze.O("zero.ZeroRedundancyOptimizer", ze.Must(ddp.Method("parameters")),
+			ze.Fields{"optimizer", "adamw", "lr", 0.01, "overlapWithDDP", true, "logMemory", false}))
+		ready := ze.Must(ze.Func(func(args []any) (any, error) {
+			calls++
+			if i := args[1].(float64); i > 0 {
+				return args[0].(ze.Object).Method("stepAndBroadcast", i-1)
+			}
+			return nil, nil
+		}))
+		end := ze.Must(ze.Func(func(args []any) (any, error) {
+			ctx := args[0].(ze.Object)
+			n, err := ctx.Get("numBuckets")
+			if err != nil {
+				return nil, err
+			}
+			return ctx.Method("stepAndBroadcast", n.(float64)-1)
+		}))
+		sched := ze.Must(ze.O("zero.schedule", ze.Fields{"name", "go interleaved", "bucketReady", ready, "backwardEnd", end}))
+		allreduce := ze.Must(ze.Must(ze.O("dist.commHooks")).Get("allreduceHook"))
+		ze.Must(ddp.Method("registerCommHook", nil, ze.Must(ze.O("zero.hookWithZeroSchedule", allreduce, ddp, zopt, sched))))
+		rank := ze.Must(ze.Call("dist.rank")).(float64)
+		for range 3 {
+			ze.Must(zopt.Method("zeroGrad"))
+			y := ze.Must(ddp.M("forward", ze.Must(x.Op("add", rank))))
+			ze.Must(ze.Must(y.Op("sum")).Method("backward"))
+			ze.Must(zopt.Method("step"))
+		}
+		w1 := ze.Must(ze.Must(l1.Get("weight")).(ze.Tensor).Bytes())
+		w2 := ze.Must(ze.Must(l2.Get("weight")).(ze.Tensor).Bytes())
+		fmt.Println("weights", hex.EncodeToString(w1)+hex.EncodeToString(w2), "scheduled", calls > 0)
 	case "error":
 		f := ze.Must(ze.Func(func([]any) (any, error) { return nil, errors.New("the block refuses") }))
 		_, err := ze.Call("nn.utils.checkpoint", f, x)

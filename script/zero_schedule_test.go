@@ -1,0 +1,91 @@
+package script
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/dist"
+)
+
+// TestZeroScheduleFromJS: ZeRO step schedules written in JavaScript
+// (zero.schedule, zero.hookWithZeroSchedule): one that does what the
+// built-in interleaved schedule does trains bit for bit as it; one that
+// does nothing leaves every bucket to the end of backward, bit for bit the
+// after-backward schedule; another order (the buckets stepped last first)
+// trains as one rank on the whole batch; and a schedule's mistakes are
+// errors naming the schedule, the event and the bucket.
+func TestZeroScheduleFromJS(t *testing.T) {
+	ddpWrap := "model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: 0.0002, firstBucketCapMB: 0.0001 })"
+	zopt := `opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", lr: 0.01, logMemory: false, overlapWithDDP: true })`
+	run := func(t *testing.T, n int, setup string) ([]string, error) {
+		t.Helper()
+		src := strings.NewReplacer("WRAP", ddpWrap, "OPT", zopt, "SETUP", setup, "CHECK", "", "STEP", plainStep).Replace(zeroScript)
+		return runJob(t, n, src, dist.Options{})
+	}
+	plain := strings.NewReplacer("WRAP", "model = net", "OPT", `opt = optim.AdamW(net.parameters(), { lr: 0.01 })`, "SETUP", "", "CHECK", "", "STEP", plainStep).Replace(zeroScript)
+	one, err := runJob(t, 1, plain, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := func(s string) string {
+		return "model.registerCommHook(null, zero.hookWithZeroSchedule(dist.commHooks.allreduceHook, model, opt, " + s + "));"
+	}
+	for _, n := range []int{2, 4} {
+		for _, c := range []struct{ name, builtin, mine string }{
+			{"interleaved", "model.registerCommHook(null, zero.hookWithZeroStepInterleaved(dist.commHooks.allreduceHook, model, opt));",
+				hook(`zero.schedule({ name: "mine", bucketReady(ctx, i) { if (i > 0) ctx.stepAndBroadcast(i - 1); }, backwardEnd(ctx) { ctx.stepAndBroadcast(ctx.numBuckets - 1); } })`)},
+			{"nothing is after backward", "model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));",
+				hook(`zero.schedule({})`)},
+			{"the built-ins by name", "model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));",
+				hook(`zero.schedules.afterBackward`)},
+		} {
+			t.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(t *testing.T) {
+				want, err := run(t, n, c.builtin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := run(t, n, c.mine)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Fatalf("the schedule's parameters\n%s\nthe built-in's\n%s", got, want)
+				}
+			})
+		}
+		t.Run(fmt.Sprintf("last first/n=%d", n), func(t *testing.T) {
+			got, err := run(t, n, hook(`zero.schedule({ name: "last first", backwardEnd(ctx) {
+  if (ctx.worldSize !== dist.worldSize || ctx.bucket(0).names.length === 0) throw new Error("ctx");
+  for (let i = ctx.numBuckets - 1; i >= 0; i--) ctx.stepAndBroadcast(i);
+} })`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rank, line := range got {
+				if err := closeJSON(strings.TrimPrefix(line, fmt.Sprintf("[%d] ", rank)), one[0]); err != nil {
+					t.Errorf("rank %d: %v", rank, err)
+				}
+			}
+		})
+	}
+	for _, c := range []struct{ schedule, want string }{
+		{`zero.schedule({ name: "boom", bucketReady(ctx, i) { throw new Error("no step today"); } })`, "schedule boom, bucketReady(0), rank "},
+		{`zero.schedule({ name: "twice", backwardEnd(ctx) { ctx.stepAndBroadcast(0); ctx.stepAndBroadcast(0); } })`, "bucket 0 was stepped already in this iteration"},
+		{`zero.schedule({ name: "early", bucketReady(ctx, i) { if (i === 0) ctx.stepAndBroadcast(1); } })`, "bucket 1 is not ready yet"},
+		{`zero.schedule({ name: "far", backwardEnd(ctx) { ctx.stepAndBroadcast(99); } })`, "bucket 99: there are"},
+		{`zero.schedule({ bucketReady: 3 })`, "zero.schedule: bucketReady must be a function"},
+		{`zero.schedule({ bucketReddy() {} })`, "bucketReddy"},
+		{`{ bucketReady() {} }`, "the schedule must be made by zero.schedule"},
+	} {
+		t.Run(c.want, func(t *testing.T) {
+			_, err := run(t, 2, hook(c.schedule))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one with %q", err, c.want)
+			}
+			if testing.Verbose() {
+				t.Log(err)
+			}
+		})
+	}
+}
