@@ -87,42 +87,31 @@ func TestProgramFunctions(t *testing.T) {
 			}
 		})
 	}
-	t.Run("schedule", func(t *testing.T) {
+	for _, c := range []struct{ mode, js, must string }{
 		// A ZeRO step schedule written in the program (zero.schedule with
 		// its functions) trains bit for bit as the built-in it copies.
-		got, stderr, err := runProgram(t, context.Background(), prog, 2, wasm.Config{}, "schedule")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
-		}
-		js := filepath.Join(t.TempDir(), "schedule.js")
-		if err := os.WriteFile(js, []byte(scheduleJS), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var want bytes.Buffer
-		if err := RunJob(context.Background(), js, JobOptions{Ranks: 2, Rank: Options{Stdout: &want, Stderr: &want, AutoRelease: true}}); err != nil {
-			t.Fatalf("the script: %v\n%s", err, want.String())
-		}
-		if g, w := sortedLines(got), sortedLines(want.String()); g != w || !strings.Contains(g, "scheduled true") {
-			t.Fatalf("the program printed\n%s\nthe script\n%s", g, w)
-		}
-	})
-	t.Run("hook", func(t *testing.T) {
-		got, stderr, err := runProgram(t, context.Background(), prog, 2, wasm.Config{}, "hook")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, stderr)
-		}
-		js := filepath.Join(t.TempDir(), "hook.js")
-		if err := os.WriteFile(js, []byte(hookJS), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var want bytes.Buffer
-		if err := RunJob(context.Background(), js, JobOptions{Ranks: 2, Rank: Options{Stdout: &want, Stderr: &want, AutoRelease: true}}); err != nil {
-			t.Fatalf("the script: %v\n%s", err, want.String())
-		}
-		if g, w := sortedLines(got), sortedLines(want.String()); g != w || !strings.Contains(g, "calls 1") {
-			t.Fatalf("the program printed\n%s\nthe script\n%s", g, w)
-		}
-	})
+		{"schedule", scheduleJS, "scheduled true"},
+		// DDP's comm hook written in the program.
+		{"hook", hookJS, "calls 1"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			got, stderr, err := runProgram(t, context.Background(), prog, 2, wasm.Config{}, c.mode)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr)
+			}
+			js := filepath.Join(t.TempDir(), c.mode+".js")
+			if err := os.WriteFile(js, []byte(c.js), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var want bytes.Buffer
+			if err := RunJob(context.Background(), js, JobOptions{Ranks: 2, Rank: Options{Stdout: &want, AutoRelease: true}}); err != nil {
+				t.Fatalf("the script: %v\n%s", err, want.String())
+			}
+			if g, w := sortedLines(got), sortedLines(want.String()); g != w || !strings.Contains(g, c.must) {
+				t.Fatalf("the program printed\n%s\nthe script\n%s", g, w)
+			}
+		})
+	}
 }
 
 // TestProgramStopRequest: SIGTERM under a program as under a script — the
