@@ -1453,16 +1453,17 @@
     if (!schedule || !schedule.__zeroSchedule) throw new TypeError(`zero.${name}: the schedule must be made by zero.schedule({...}) or be one of zero.schedules`);
     return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, schedule });
   };
-  // zero.schedule({ name, bucketReady(ctx, i), backwardEnd(ctx) }): a ZeRO
-  // step schedule (zero.hookWithZeroSchedule). ctx has numBuckets, rank,
-  // worldSize, bucket(i) ({ numel, names }) and stepAndBroadcast(i); the
+  // zero.schedule({ name, iterationBegin(ctx), bucketReady(ctx, i),
+  // backwardEnd(ctx) }): a ZeRO step schedule (zero.hookWithZeroSchedule).
+  // ctx has numBuckets, rank, worldSize, iteration, bucket(i) ({ numel,
+  // names }) and stepAndBroadcast(i); the
   // buckets a schedule leaves are stepped, in order, at the end of backward.
   const schedule = spec => {
-    const { name = 'schedule', bucketReady, backwardEnd } = options('zero.schedule', spec, 'name', 'bucketReady', 'backwardEnd');
-    for (const [k, f] of [['bucketReady', bucketReady], ['backwardEnd', backwardEnd]]) {
+    const { name = 'schedule', iterationBegin, bucketReady, backwardEnd } = options('zero.schedule', spec, 'name', 'iterationBegin', 'bucketReady', 'backwardEnd');
+    for (const [k, f] of [['iterationBegin', iterationBegin], ['bucketReady', bucketReady], ['backwardEnd', backwardEnd]]) {
       if (f !== undefined && typeof f !== 'function') throw new TypeError(`zero.schedule: ${k} must be a function, got ${typeof f}`);
     }
-    return Object.freeze({ __zeroSchedule: true, name: String(name), bucketReady, backwardEnd });
+    return Object.freeze({ __zeroSchedule: true, name: String(name), iterationBegin, bucketReady, backwardEnd });
   };
   const schedules = Object.freeze({
     afterBackward: Object.freeze({ __zeroSchedule: 'afterBackward', name: 'afterBackward' }),

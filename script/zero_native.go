@@ -417,8 +417,9 @@ func (r *Runtime) zeroSchedule(o *goja.Object) zero.Schedule {
 		return nil
 	}
 	return zero.ScheduleFuncs{Name: name,
-		OnBucketReady: func(c *zero.ScheduleContext, i int) error { return call("bucketReady", c, r.vm.ToValue(i)) },
-		OnBackwardEnd: func(c *zero.ScheduleContext) error { return call("backwardEnd", c) },
+		OnIterationBegin: func(c *zero.ScheduleContext) error { return call("iterationBegin", c) },
+		OnBucketReady:    func(c *zero.ScheduleContext, i int) error { return call("bucketReady", c, r.vm.ToValue(i)) },
+		OnBackwardEnd:    func(c *zero.ScheduleContext) error { return call("backwardEnd", c) },
 	}
 }
 
@@ -428,6 +429,7 @@ func (r *Runtime) scheduleContext(c *zero.ScheduleContext) *goja.Object {
 	must(ctx.Set("numBuckets", c.NumBuckets()))
 	must(ctx.Set("rank", c.Rank()))
 	must(ctx.Set("worldSize", c.WorldSize()))
+	must(ctx.Set("iteration", c.Iteration()))
 	r.fn(ctx, "stepAndBroadcast", func(call goja.FunctionCall) goja.Value {
 		i := r.intValue("ctx.stepAndBroadcast", "bucket", call.Argument(0))
 		if err := c.StepAndBroadcast(i); err != nil {

@@ -55,10 +55,13 @@ func TestZeroScheduleFromJS(t *testing.T) {
 			})
 		}
 		t.Run(fmt.Sprintf("last first/n=%d", n), func(t *testing.T) {
-			got, err := run(t, n, hook(`zero.schedule({ name: "last first", backwardEnd(ctx) {
-  if (ctx.worldSize !== dist.worldSize || ctx.bucket(0).names.length === 0) throw new Error("ctx");
-  for (let i = ctx.numBuckets - 1; i >= 0; i--) ctx.stepAndBroadcast(i);
-} })`))
+			got, err := run(t, n, hook(`zero.schedule({ name: "last first",
+  iterationBegin(ctx) { this.began = (this.began || 0) + 1; if (ctx.iteration !== this.began) throw new Error("iteration " + ctx.iteration); this.ready = 0; },
+  bucketReady(ctx, i) { if (i !== this.ready++) throw new Error("bucket " + i + " before " + (this.ready - 1)); },
+  backwardEnd(ctx) {
+    if (ctx.worldSize !== dist.worldSize || ctx.bucket(0).names.length === 0 || this.ready !== ctx.numBuckets) throw new Error("ctx");
+    for (let i = ctx.numBuckets - 1; i >= 0; i--) ctx.stepAndBroadcast(i);
+  } })`))
 			if err != nil {
 				t.Fatal(err)
 			}

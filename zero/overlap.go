@@ -29,12 +29,13 @@ type OverlapOptions struct {
 // iteration, handles any number of parameter groups, and runs the step on
 // the rank's own goroutine, so that it works on every backend.
 type overlap struct {
-	z       *Optimizer
-	d       *ddp.DDP
-	inner   ddp.CommHook
-	sched   Schedule
-	buckets []*ddp.Bucket
-	trace   func(event string, bucket int, start, end time.Time)
+	z         *Optimizer
+	d         *ddp.DDP
+	inner     ddp.CommHook
+	sched     Schedule
+	iteration int // backward passes so far (ScheduleContext.Iteration)
+	buckets   []*ddp.Bucket
+	trace     func(event string, bucket int, start, end time.Time)
 
 	// One backward pass.
 	waits []func() (*tensor.Tensor, error)
@@ -152,6 +153,12 @@ func (ov *overlap) hook(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 	}
 	ov.waits[i] = ov.inner(b)
 	c := &ScheduleContext{ov: ov}
+	if i == 0 {
+		ov.iteration++
+		if err := ov.sched.IterationBegin(c); err != nil {
+			ov.fail(i, fmt.Errorf("zero: schedule %v, iterationBegin, rank %d: %w", ov.sched, ov.z.pg.Rank(), err))
+		}
+	}
 	if err := ov.sched.BucketReady(c, i); err != nil {
 		ov.fail(i, fmt.Errorf("zero: schedule %v, bucketReady(%d), rank %d: %w", ov.sched, i, ov.z.pg.Rank(), err))
 	}

@@ -15,6 +15,9 @@ import (
 // Every rank must run the same schedule (its collectives, the broadcasts,
 // go in the order of its steps).
 type Schedule interface {
+	// IterationBegin: the iteration's first bucket is ready (before its
+	// BucketReady).
+	IterationBegin(c *ScheduleContext) error
 	// BucketReady: bucket i's gradients are ready and were handed to the
 	// comm hook (in DDP's order, while backward goes on).
 	BucketReady(c *ScheduleContext, i int) error
@@ -24,9 +27,17 @@ type Schedule interface {
 
 // ScheduleFuncs makes a Schedule of functions; a nil one does nothing.
 type ScheduleFuncs struct {
-	Name          string // in errors
-	OnBucketReady func(c *ScheduleContext, i int) error
-	OnBackwardEnd func(c *ScheduleContext) error
+	Name             string // in errors
+	OnIterationBegin func(c *ScheduleContext) error
+	OnBucketReady    func(c *ScheduleContext, i int) error
+	OnBackwardEnd    func(c *ScheduleContext) error
+}
+
+func (s ScheduleFuncs) IterationBegin(c *ScheduleContext) error {
+	if s.OnIterationBegin == nil {
+		return nil
+	}
+	return s.OnIterationBegin(c)
 }
 
 func (s ScheduleFuncs) BucketReady(c *ScheduleContext, i int) error {
@@ -79,6 +90,9 @@ type ScheduleContext struct{ ov *overlap }
 
 // NumBuckets is the number of DDP's buckets.
 func (c *ScheduleContext) NumBuckets() int { return len(c.ov.buckets) }
+
+// Iteration counts the backward passes the schedule has run in, from 1.
+func (c *ScheduleContext) Iteration() int { return c.ov.iteration }
 
 // Rank and WorldSize are the process group's.
 func (c *ScheduleContext) Rank() int      { return c.ov.z.pg.Rank() }
