@@ -649,8 +649,7 @@ func (d *jsonDecoder) object(depth int) (goja.Value, error) {
 	}
 	if len(keys) == 1 && keys[0] == "$f64" {
 		// A number as its IEEE 754 bits: for a program whose language
-		// prints floating point slowly (WASI's C library: software long
-		// double) or not exactly.
+		// cannot write the shortest digits that read back cheaply (C).
 		bits, err := strconv.ParseUint(vals[0].String(), 16, 64)
 		if err != nil || len(vals[0].String()) != 16 {
 			return nil, d.errorf(`{"$f64": %q}: want the number's 64 bits as 16 hexadecimal digits`, vals[0].String())

@@ -16,10 +16,8 @@
 package zeroeng
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"unsafe"
 )
@@ -239,27 +237,8 @@ func (h Handle) M(name string, args ...any) (Tensor, error) {
 	return t, nil
 }
 
-// Item is the value of a one-element tensor (t.item()). A float32 or
-// float64 element is read as its bytes: two calls without JSON, which a
-// step's loss needs every step.
+// Item is the value of a one-element tensor (t.item()).
 func (t Tensor) Item() (float64, error) {
-	var info [2 + 2*16]uint32
-	if st := tensorInfo(t.ID, unsafe.Pointer(&info[0])); st == 0 && info[1] <= 16 {
-		numel := uint64(1)
-		for i := range int(info[1]) {
-			numel *= uint64(info[2+2*i]) | uint64(info[3+2*i])<<32
-		}
-		var b [8]byte
-		var n uint32
-		if numel == 1 && (info[0] == uint32(Float32) || info[0] == uint32(Float64)) && tensorRead(t.ID, unsafe.Pointer(&b[0]), 8, unsafe.Pointer(&n)) == 0 {
-			if n == 4 {
-				return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[:]))), nil
-			}
-			return math.Float64frombits(binary.LittleEndian.Uint64(b[:])), nil
-		}
-	} else if st != 0 {
-		errorClear() // item() below fails with the API's own message
-	}
 	v, err := t.Method("item")
 	if err != nil {
 		return 0, err
