@@ -254,6 +254,9 @@ func (s *gradScaler) unscale(fn string, opt scriptOptimizer) {
 	case st.stepped:
 		r.throwf("%s: unscale_() is being called after step()", fn)
 	}
+	if z, ok := opt.(*zero.Optimizer); ok {
+		r.refuseSteppedInBackward(fn, "a GradScaler checks the whole gradient for inf and NaN before the step (and unscales it)", z.Params())
+	}
 	inv := float64(float32(1 / float64(s.scale)))
 	if z, ok := shardedGrads(opt); ok {
 		// ZeRO stages 2 and 3: the gradients are the optimizer's slices;

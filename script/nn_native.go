@@ -215,6 +215,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	r.fn(native, "clipGradNorm", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.utils.clipGradNorm_"
 		params := r.tensorList(fn, call.Argument(0))
+		r.refuseSteppedInBackward(fn, "clipping needs the norm of the whole gradient before the step", params)
 		maxNorm := r.numberValue(fn, "maxNorm", call.Argument(1))
 		total, err := optim.ClipGradNorm(params, maxNorm, r.normTypeArg(fn, call.Argument(2)))
 		if err != nil {

@@ -1454,16 +1454,21 @@
     return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, schedule });
   };
   // zero.schedule({ name, iterationBegin(ctx), bucketReady(ctx, i),
-  // backwardEnd(ctx) }): a ZeRO step schedule (zero.hookWithZeroSchedule).
-  // ctx has numBuckets, rank, worldSize, iteration, bucket(i) ({ numel,
-  // names }) and stepAndBroadcast(i); the
-  // buckets a schedule leaves are stepped, in order, at the end of backward.
+  // bucketReduced(ctx, i), backwardEnd(ctx) }): a ZeRO step schedule
+  // (zero.hookWithZeroSchedule; docs/api.md "Step schedules"). ctx has
+  // numBuckets, rank, worldSize, iteration, bucket(i) ({ numel, names,
+  // owners }), reduced(i) and the actions wait(i), step(i), broadcast(i),
+  // stepAndBroadcast(i); what a schedule leaves is done, in bucket order,
+  // at the end of backward (an error with { strict: true }).
+  const scheduleEvents = ['iterationBegin', 'bucketReady', 'bucketReduced', 'backwardEnd'];
   const schedule = spec => {
-    const { name = 'schedule', iterationBegin, bucketReady, backwardEnd } = options('zero.schedule', spec, 'name', 'iterationBegin', 'bucketReady', 'backwardEnd');
-    for (const [k, f] of [['iterationBegin', iterationBegin], ['bucketReady', bucketReady], ['backwardEnd', backwardEnd]]) {
-      if (f !== undefined && typeof f !== 'function') throw new TypeError(`zero.schedule: ${k} must be a function, got ${typeof f}`);
+    const o = options('zero.schedule', spec, 'name', ...scheduleEvents);
+    for (const k of scheduleEvents) {
+      if (o[k] !== undefined && typeof o[k] !== 'function') throw new TypeError(`zero.schedule: ${k} must be a function, got ${typeof o[k]}`);
     }
-    return Object.freeze({ __zeroSchedule: true, name: String(name), iterationBegin, bucketReady, backwardEnd });
+    const out = { __zeroSchedule: true, name: String(o.name === undefined ? 'schedule' : o.name) };
+    for (const k of scheduleEvents) out[k] = o[k];
+    return Object.freeze(out);
   };
   const schedules = Object.freeze({
     afterBackward: Object.freeze({ __zeroSchedule: 'afterBackward', name: 'afterBackward' }),

@@ -142,6 +142,10 @@ type Runtime struct {
 	// closers end what the script made that outlives a call (Wasm hook
 	// instances), when the runtime closes.
 	closers []func()
+	// steppedInBackward are the ZeRO optimizers whose step runs inside
+	// backward (an overlap hook): what needs the whole gradient before a
+	// step refuses their parameters (refuseSteppedInBackward).
+	steppedInBackward []*zero.Optimizer
 }
 
 // New makes a runtime with the host API installed.

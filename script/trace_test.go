@@ -120,6 +120,12 @@ model.registerCommHook(null, zero.hookWithZeroStepInterleaved(dist.commHooks.all
 				t.Errorf("rank %d: fewer than 3 %q intervals on lane %s", rank, name, lane)
 			}
 		}
+		// The schedule's events, and its actions inside them.
+		for _, name := range []string{"iterationBegin", "bucketReady(1)", "wait(0)", "step(0)", "broadcast(0)", "bucketReduced(0)", "backwardEnd"} {
+			if len(f.Intervals(rank, "schedule", name)) != 3 {
+				t.Errorf("rank %d: %d %q intervals on the schedule lane, want 3", rank, len(f.Intervals(rank, "schedule", name)), name)
+			}
+		}
 		for _, b := range f.Intervals(rank, "comm", "broadcast") {
 			if b.Args["bytes"] == nil || b.Args["bytes"].(float64) <= 0 {
 				t.Errorf("rank %d: broadcast without bytes: %+v", rank, b)

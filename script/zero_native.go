@@ -376,13 +376,15 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 	inner := r.commHook(pg, d, state, o.Get("inner"))
 	var opts zero.OverlapOptions
 	if oo, ok := o.Get("options").(*goja.Object); ok {
-		r.checkKeys(fn, oo, "shardBuckets")
+		r.checkKeys(fn, oo, "shardBuckets", "strict")
 		opts.ShardBuckets = optBool(oo, "shardBuckets", false)
+		opts.Strict = optBool(oo, "strict", false)
 	}
 	h, err := zero.HookWithZeroSchedule(inner, d, z, r.zeroSchedule(o.Get("schedule").ToObject(r.vm)), opts)
 	if err != nil {
 		r.throw(err)
 	}
+	r.steppedInBackward = append(r.steppedInBackward, z)
 	return h
 }
 
@@ -397,12 +399,17 @@ func (r *Runtime) zeroSchedule(o *goja.Object) zero.Schedule {
 		return zero.Interleaved
 	}
 	name := o.Get("name").String()
+	var ctx *goja.Object // made at the first event, for every one after
 	call := func(fnName string, c *zero.ScheduleContext, args ...goja.Value) error {
 		f, ok := goja.AssertFunction(o.Get(fnName))
 		if !ok {
 			return nil
 		}
-		_, err := f(goja.Undefined(), append([]goja.Value{r.scheduleContext(c)}, args...)...)
+		if ctx == nil {
+			ctx = r.scheduleContext(c)
+		}
+		must(ctx.Set("iteration", c.Iteration()))
+		_, err := f(goja.Undefined(), append([]goja.Value{ctx}, args...)...)
 		if err != nil {
 			// The script's error as text (its place in the script first):
 			// an *Error in the chain would stand for the whole, and the
@@ -419,32 +426,47 @@ func (r *Runtime) zeroSchedule(o *goja.Object) zero.Schedule {
 	return zero.ScheduleFuncs{Name: name,
 		OnIterationBegin: func(c *zero.ScheduleContext) error { return call("iterationBegin", c) },
 		OnBucketReady:    func(c *zero.ScheduleContext, i int) error { return call("bucketReady", c, r.vm.ToValue(i)) },
+		OnBucketReduced:  func(c *zero.ScheduleContext, i int) error { return call("bucketReduced", c, r.vm.ToValue(i)) },
 		OnBackwardEnd:    func(c *zero.ScheduleContext) error { return call("backwardEnd", c) },
 	}
 }
 
-// scheduleContext is a schedule's ctx for the script.
+// scheduleContext is a schedule's ctx for the script: the queries and the
+// actions of zero.ScheduleContext (a context stands for its hook's whole
+// life; iteration is updated before every event).
 func (r *Runtime) scheduleContext(c *zero.ScheduleContext) *goja.Object {
 	ctx := r.vm.NewObject()
 	must(ctx.Set("numBuckets", c.NumBuckets()))
 	must(ctx.Set("rank", c.Rank()))
 	must(ctx.Set("worldSize", c.WorldSize()))
-	must(ctx.Set("iteration", c.Iteration()))
-	r.fn(ctx, "stepAndBroadcast", func(call goja.FunctionCall) goja.Value {
-		i := r.intValue("ctx.stepAndBroadcast", "bucket", call.Argument(0))
-		if err := c.StepAndBroadcast(i); err != nil {
-			r.throw(err)
-		}
-		return goja.Undefined()
+	action := func(name string, act func(int) error) {
+		fn := "ctx." + name
+		r.fn(ctx, name, func(call goja.FunctionCall) goja.Value {
+			if err := act(r.intValue(fn, "bucket", call.Argument(0))); err != nil {
+				r.throwf("%s: %v", fn, err)
+			}
+			return goja.Undefined()
+		})
+	}
+	action("wait", c.Wait)
+	action("step", c.Step)
+	action("broadcast", c.Broadcast)
+	action("allGather", c.AllGather)
+	action("stepAndBroadcast", c.StepAndBroadcast)
+	r.fn(ctx, "reduced", func(call goja.FunctionCall) goja.Value {
+		return r.vm.ToValue(c.Reduced(r.intValue("ctx.reduced", "bucket", call.Argument(0))))
 	})
 	r.fn(ctx, "bucket", func(call goja.FunctionCall) goja.Value {
-		b, err := c.Bucket(r.intValue("ctx.bucket", "bucket", call.Argument(0)))
+		i := r.intValue("ctx.bucket", "bucket", call.Argument(0))
+		b, err := c.Bucket(i)
 		if err != nil {
-			r.throw(err)
+			r.throwf("ctx.bucket: %v", err)
 		}
+		owners, _ := c.Owners(i)
 		info := r.vm.NewObject()
 		must(info.Set("numel", b.Buffer.Numel()))
 		must(info.Set("names", r.vm.ToValue(b.Names)))
+		must(info.Set("owners", r.vm.ToValue(owners)))
 		return info
 	})
 	return ctx
@@ -463,4 +485,19 @@ func (r *Runtime) zeroOptimizerOf(v goja.Value) (*zero.Optimizer, bool) {
 	}
 	z, ok := h.opt.(*zero.Optimizer)
 	return z, ok
+}
+
+// refuseSteppedInBackward throws when one of params is stepped inside
+// backward by a ZeRO overlap hook: what fn does needs the whole gradient
+// before the step (what it computes after backward would come too late,
+// the parameters being updated already).
+func (r *Runtime) refuseSteppedInBackward(fn, what string, params []*tensor.Tensor) {
+	for _, z := range r.steppedInBackward {
+		sched, _ := z.StepsInBackward()
+		for _, p := range params {
+			if z.Has(p) {
+				r.throwf("%s: %s, but this model's ZeroRedundancyOptimizer steps inside backward (overlapWithDDP, schedule %v): its parameters are updated before backward returns. Use it without the overlap hook", fn, what, sched)
+			}
+		}
+	}
 }

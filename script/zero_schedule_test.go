@@ -39,6 +39,10 @@ func TestZeroScheduleFromJS(t *testing.T) {
 				hook(`zero.schedule({})`)},
 			{"the built-ins by name", "model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));",
 				hook(`zero.schedules.afterBackward`)},
+			{"interleaved by wait and bucketReduced", "model.registerCommHook(null, zero.hookWithZeroStepInterleaved(dist.commHooks.allreduceHook, model, opt));",
+				hook(`zero.schedule({ name: "by events", bucketReady(ctx, i) { if (i > 0) ctx.wait(i - 1); }, bucketReduced(ctx, i) { if (!ctx.reduced(i)) throw new Error("not reduced"); ctx.step(i); ctx.broadcast(i); } })`)},
+			{"steps as reduced, sends left to the end", "model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));",
+				hook(`zero.schedule({ name: "sends later", bucketReduced(ctx, i) { ctx.step(i); } })`)},
 		} {
 			t.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(t *testing.T) {
 				want, err := run(t, n, c.builtin)
@@ -74,6 +78,15 @@ func TestZeroScheduleFromJS(t *testing.T) {
 	}
 	for _, c := range []struct{ schedule, want string }{
 		{`zero.schedule({ name: "boom", bucketReady(ctx, i) { throw new Error("no step today"); } })`, "schedule boom, bucketReady(0), rank "},
+		{`zero.schedule({ name: "boom", bucketReduced(ctx, i) { if (i === 1) throw new Error("no step today"); } })`, "schedule boom, bucketReduced(1), rank "},
+		{`zero.schedule({ name: "unsent", backwardEnd(ctx) { ctx.broadcast(0); } })`, "ctx.broadcast: bucket 0 is broadcast before its step"},
+		{`zero.schedule({ name: "sent twice", bucketReduced(ctx, i) { ctx.stepAndBroadcast(i); if (i === 0) ctx.broadcast(0); } })`, "bucket 0 was broadcast already"},
+		{`zero.schedule({ name: "gather", bucketReduced(ctx, i) { ctx.step(i); ctx.allGather(i); } })`, "under stage 1 each parameter is broadcast from its owner"},
+		{`zero.schedule({ name: "wait early", iterationBegin(ctx) { ctx.wait(1); } })`, "schedule wait early, iterationBegin, rank"},
+		{`zero.schedule({ name: "lazy" }), { strict: true }`, "schedule lazy (strict), rank"},
+		{`zero.schedule({ name: "by rank", backwardEnd(ctx) { for (let k = 0; k < ctx.numBuckets; k++) ctx.stepAndBroadcast(ctx.rank === 0 ? k : ctx.numBuckets - 1 - k); } })`,
+			"broadcast the buckets in the order ["},
+		{`zero.schedule({}), { strikt: true }`, "strikt"},
 		{`zero.schedule({ name: "twice", backwardEnd(ctx) { ctx.stepAndBroadcast(0); ctx.stepAndBroadcast(0); } })`, "bucket 0 was stepped already in this iteration"},
 		{`zero.schedule({ name: "early", bucketReady(ctx, i) { if (i === 0) ctx.stepAndBroadcast(1); } })`, "bucket 1 is not ready yet"},
 		{`zero.schedule({ name: "far", backwardEnd(ctx) { ctx.stepAndBroadcast(99); } })`, "bucket 99: there are"},
@@ -90,5 +103,34 @@ func TestZeroScheduleFromJS(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// TestSteppedInBackwardRefusals: what needs the whole gradient before the
+// step is refused when a ZeRO overlap hook steps inside backward, whatever
+// the schedule: the parameters are updated before backward returns.
+func TestSteppedInBackwardRefusals(t *testing.T) {
+	hook := `model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));
+const amp = require("zeroeng").amp, scaler = amp.GradScaler({ initScale: 1024 });`
+	for _, c := range []struct{ step, want string }{
+		{`opt.zeroGrad();
+  nn.functional.crossEntropy(model.forward(x), y).backward();
+  nn.utils.clipGradNorm_(model.parameters(), 1.0);
+  opt.step();`, "nn.utils.clipGradNorm_: clipping needs the norm of the whole gradient before the step, but this model's ZeroRedundancyOptimizer steps inside backward (overlapWithDDP, schedule afterBackward)"},
+		{`opt.zeroGrad();
+  scaler.scale(nn.functional.crossEntropy(model.forward(x), y)).backward();
+  scaler.step(opt);
+  scaler.update();`, "GradScaler.step: a GradScaler checks the whole gradient for inf and NaN before the step"},
+		{`opt.zeroGrad();
+  nn.functional.crossEntropy(model.forward(x), y).backward();
+  opt.clipGradNorm_(1.0);`, "clipGradNorm with overlapWithDDP"},
+	} {
+		src := strings.NewReplacer("WRAP", "model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: 0.0002, firstBucketCapMB: 0.0001 })",
+			"OPT", `opt = zero.ZeroRedundancyOptimizer(net.parameters(), { optimizer: "adamw", lr: 0.01, logMemory: false, overlapWithDDP: true })`,
+			"SETUP", hook, "CHECK", "", "STEP", c.step).Replace(zeroScript)
+		_, err := runJob(t, 2, src, dist.Options{})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want one with %q", err, c.want)
+		}
 	}
 }

@@ -16,6 +16,10 @@ type OverlapOptions struct {
 	// that every rank updates about total/N elements; without it bucket i
 	// belongs wholly to rank i mod N (PyTorch's shard_buckets).
 	ShardBuckets bool
+	// Strict makes it an error for a schedule to leave a bucket unstepped
+	// or unsent when backward ends (the engine still does it, so that the
+	// ranks stay in step, and fails the iteration naming the buckets).
+	Strict bool
 	// Trace, when set, is told of every bucket's "update" (this rank's
 	// optimizer step on it) and "broadcast" (from launch until its last
 	// broadcast completed; called on the communication goroutine), for
@@ -33,16 +37,27 @@ type overlap struct {
 	d         *ddp.DDP
 	inner     ddp.CommHook
 	sched     Schedule
+	strict    bool
 	iteration int // backward passes so far (ScheduleContext.Iteration)
 	buckets   []*ddp.Bucket
 	trace     func(event string, bucket int, start, end time.Time)
 
 	// One backward pass.
-	waits []func() (*tensor.Tensor, error)
-	outs  []*tensor.Tensor
-	done  []bool
-	sent  [][]*dist.Work // the broadcasts of each bucket's updated parameters
-	errs  []error
+	waits    []func() (*tensor.Tensor, error)
+	ready    []bool // its BucketReady came
+	reduced  []bool // its reduction was waited for
+	stepped  []bool
+	sentDone []bool // its broadcasts were issued
+	outs     []*tensor.Tensor
+	sent     [][]*dist.Work // the broadcasts of each bucket's updated parameters
+	errs     []error
+	// toTell are the buckets waited for whose BucketReduced has not come
+	// yet; sends is the order of the buckets' broadcasts (collectives),
+	// compared across ranks at the end of the iteration (orderCheck).
+	toTell     []int
+	sends      []int64
+	orderCheck *orderCheck
+	orderErr   error
 }
 
 // HookWithZeroStep is schedule A (PyTorch's hook_with_zero_step): every
@@ -107,9 +122,13 @@ func HookWithZeroSchedule(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, s Schedul
 	buckets = d.Buckets()
 	z.assignBuckets(buckets, opts.ShardBuckets)
 	n := len(buckets)
-	ov := &overlap{z: z, d: d, inner: hook, sched: s, buckets: buckets, trace: opts.Trace,
-		waits: make([]func() (*tensor.Tensor, error), n), outs: make([]*tensor.Tensor, n),
-		done: make([]bool, n), sent: make([][]*dist.Work, n), errs: make([]error, n)}
+	ov := &overlap{z: z, d: d, inner: hook, sched: s, strict: opts.Strict, buckets: buckets, trace: opts.Trace,
+		waits: make([]func() (*tensor.Tensor, error), n), ready: make([]bool, n), reduced: make([]bool, n),
+		stepped: make([]bool, n), sentDone: make([]bool, n), outs: make([]*tensor.Tensor, n),
+		sent: make([][]*dist.Work, n), errs: make([]error, n)}
+	if _, ok := s.(builtin); !ok && z.pg.Size() > 1 {
+		ov.orderCheck = &orderCheck{}
+	}
 	z.ov = ov
 	return ov.hook, nil
 }
@@ -144,40 +163,140 @@ func (z *Optimizer) assignBuckets(buckets []*ddp.Bucket, shard bool) {
 func (ov *overlap) hook(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 	i := b.Index
 	if i == 0 {
-		clear(ov.done)
-		clear(ov.outs)
-		clear(ov.errs)
-		for k := range ov.sent {
-			ov.sent[k] = nil
-		}
+		ov.reset()
+		ov.iteration++
 	}
 	ov.waits[i] = ov.inner(b)
-	c := &ScheduleContext{ov: ov}
+	ov.ready[i] = true
 	if i == 0 {
-		ov.iteration++
-		if err := ov.sched.IterationBegin(c); err != nil {
-			ov.fail(i, fmt.Errorf("zero: schedule %v, iterationBegin, rank %d: %w", ov.sched, ov.z.pg.Rank(), err))
-		}
+		ov.event("iterationBegin", -1, ov.sched.IterationBegin)
 	}
-	if err := ov.sched.BucketReady(c, i); err != nil {
-		ov.fail(i, fmt.Errorf("zero: schedule %v, bucketReady(%d), rank %d: %w", ov.sched, i, ov.z.pg.Rank(), err))
-	}
+	ov.event("bucketReady", i, func(c *ScheduleContext) error { return ov.sched.BucketReady(c, i) })
 	if b.IsLast {
-		if err := ov.sched.BackwardEnd(c); err != nil {
-			ov.fail(i, fmt.Errorf("zero: schedule %v, backwardEnd, rank %d: %w", ov.sched, ov.z.pg.Rank(), err))
-		}
-		// What the schedule left is stepped now, in order, so that
-		// every bucket is stepped once in every iteration.
-		for k := range ov.buckets {
-			ov.process(k)
-		}
+		ov.event("backwardEnd", -1, ov.sched.BackwardEnd)
+		ov.endIteration()
 	}
 	return func() (*tensor.Tensor, error) {
-		ov.process(i)
+		// Every bucket was stepped and sent by the last bucket's hook
+		// (unless DDP never called it); this waits for the sends.
+		if !ov.stepped[i] {
+			ov.step(i)
+		}
+		if !ov.sentDone[i] {
+			ov.broadcast(i)
+		}
 		if err := waitAll(ov.sent[i], fmt.Sprintf("broadcasting the parameters of bucket %d", i)); err != nil && ov.errs[i] == nil {
 			ov.errs[i] = err
 		}
+		// The order check's error comes first: when the ranks' orders
+		// differ, a broadcast's mismatch is its consequence.
+		if ov.orderCheck != nil && ov.orderCheck.work != nil {
+			ov.orderErr = ov.orderCheck.finish(ov)
+		}
+		if ov.orderErr != nil {
+			return nil, ov.orderErr
+		}
 		return ov.outs[i], ov.errs[i]
+	}
+}
+
+// reset starts an iteration.
+func (ov *overlap) reset() {
+	for _, s := range [][]bool{ov.ready, ov.reduced, ov.stepped, ov.sentDone} {
+		clear(s)
+	}
+	clear(ov.outs)
+	clear(ov.errs)
+	clear(ov.waits)
+	for k := range ov.sent {
+		ov.sent[k] = nil
+	}
+	ov.toTell, ov.sends, ov.orderErr = ov.toTell[:0], ov.sends[:0], nil
+}
+
+// event calls one of the schedule's handlers (bucket -1: an event of the
+// iteration), then tells it of the buckets whose reductions were waited
+// for meanwhile, in that order. A handler's error fails the bucket it
+// was about (the last bucket for the iteration's events), naming the
+// schedule, the event, the bucket and the rank.
+func (ov *overlap) event(name string, bucket int, handler func(*ScheduleContext) error) {
+	c := &ScheduleContext{ov: ov}
+	ov.call(name, bucket, func() error { return handler(c) })
+	ov.tell(c)
+}
+
+// tell delivers BucketReduced for the buckets waited for, in that order
+// (including those the handlers it calls wait for).
+func (ov *overlap) tell(c *ScheduleContext) {
+	for len(ov.toTell) > 0 {
+		k := ov.toTell[0]
+		ov.toTell = ov.toTell[1:]
+		ov.call("bucketReduced", k, func() error { return ov.sched.BucketReduced(c, k) })
+	}
+}
+
+func (ov *overlap) call(name string, bucket int, fn func() error) {
+	start := time.Now()
+	err := fn()
+	label := name
+	if bucket >= 0 {
+		label = fmt.Sprintf("%s(%d)", name, bucket)
+	}
+	ov.traceSpan(label, bucket, start)
+	if err == nil {
+		return
+	}
+	k := bucket
+	if k < 0 {
+		k = len(ov.buckets) - 1
+	}
+	ov.fail(k, fmt.Errorf("zero: schedule %v, %s, rank %d, iteration %d: %w", ov.sched, label, ov.z.pg.Rank(), ov.iteration, err))
+}
+
+// traceSpan records a schedule event or action on the rank's schedule lane.
+func (ov *overlap) traceSpan(name string, bucket int, start time.Time) {
+	tr, rank := ov.z.rt.Trace()
+	if tr == nil {
+		return
+	}
+	e := trace.Event{Rank: rank, Lane: trace.Schedule, Name: name, Start: start, End: time.Now()}
+	if bucket >= 0 {
+		e.Args[0] = trace.Arg{Key: "bucket", Val: int64(bucket)}
+	}
+	tr.Add(e)
+}
+
+// endIteration follows BackwardEnd: the reductions nobody waited for are
+// waited for in bucket order, each told to the schedule as it completes;
+// then what the schedule left is done, in bucket order (an error under
+// Strict, once done, so that every rank's collectives still match), and
+// the order check is launched.
+func (ov *overlap) endIteration() {
+	c := &ScheduleContext{ov: ov}
+	for k := range ov.buckets {
+		if !ov.reduced[k] {
+			ov.reduce(k)
+			ov.tell(c)
+		}
+	}
+	var left []int
+	for k := range ov.buckets {
+		if !ov.stepped[k] || !ov.sentDone[k] {
+			left = append(left, k)
+		}
+		if !ov.stepped[k] {
+			ov.step(k)
+		}
+		if !ov.sentDone[k] {
+			ov.broadcast(k)
+		}
+	}
+	if ov.strict && len(left) > 0 {
+		ov.fail(left[0], fmt.Errorf("zero: schedule %v (strict), rank %d, iteration %d: bucket(s) %v were not stepped and broadcast by the end of backward",
+			ov.sched, ov.z.pg.Rank(), ov.iteration, left))
+	}
+	if ov.orderCheck != nil {
+		ov.orderCheck.start(ov)
 	}
 }
 
@@ -190,35 +309,48 @@ func (ov *overlap) fail(k int, err error) {
 	}
 }
 
-// process waits for bucket k's reduction, updates this rank's parameters
-// in it and broadcasts each of its parameters from its owner.
-func (ov *overlap) process(k int) {
-	if ov.done[k] {
+// reduce waits for bucket k's reduction and keeps its result; the
+// schedule is told after the event in progress.
+func (ov *overlap) reduce(k int) {
+	if ov.reduced[k] {
 		return
 	}
-	ov.done[k] = true
-	z := ov.z
+	ov.reduced[k] = true
+	start := time.Now()
 	out, err := ov.waits[k]()
 	ov.waits[k] = nil
+	ov.traceSpan(fmt.Sprintf("wait(%d)", k), k, start)
+	ov.toTell = append(ov.toTell, k)
 	if err == nil {
 		err = out.Err()
 	}
+	if err == nil && out.Numel() != ov.buckets[k].Buffer.Numel() {
+		err = fmt.Errorf("zero: the comm hook returned %d elements for bucket %d of %d", out.Numel(), k, ov.buckets[k].Buffer.Numel())
+	}
 	if err != nil {
-		ov.errs[k] = err
+		ov.fail(k, err)
 		return
 	}
 	ov.outs[k] = out
-	b := ov.buckets[k]
-	if out.Numel() != b.Buffer.Numel() {
-		ov.errs[k] = fmt.Errorf("zero: the comm hook returned %d elements for bucket %d of %d", out.Numel(), k, b.Buffer.Numel())
+}
+
+// step waits for bucket k's reduction and updates this rank's parameters
+// in it.
+func (ov *overlap) step(k int) {
+	ov.stepped[k] = true
+	ov.reduce(k)
+	if ov.errs[k] != nil {
 		return
 	}
+	z := ov.z
+	out, b := ov.outs[k], ov.buckets[k]
 	me := z.pg.Rank()
 	sc := z.rt.OpenScope()
 	defer sc.Close()
 	start := time.Now()
 	grads := map[*tensor.Tensor]*tensor.Tensor{}
 	byGroup := make([][]*tensor.Tensor, len(z.Groups))
+	var err error
 	z.rt.NoGrad(func() {
 		flat := out.View(out.Numel())
 		for pos, p := range b.Params {
@@ -235,23 +367,35 @@ func (ov *overlap) process(k int) {
 			}
 		}
 	})
+	end := time.Now()
 	if err != nil {
-		ov.errs[k] = err
-		return
+		ov.fail(k, err)
 	}
-	sending := time.Now()
 	if ov.trace != nil {
-		ov.trace("update", k, start, sending)
+		ov.trace("update", k, start, end)
 	}
 	if tr, rank := z.rt.Trace(); tr != nil {
-		// The broadcasts that follow appear on the comm lane, one per
-		// parameter, as the communication queue runs them.
-		tr.Add(trace.Event{Rank: rank, Lane: trace.Optimizer, Name: "zero update", Start: start, End: sending,
+		tr.Add(trace.Event{Rank: rank, Lane: trace.Optimizer, Name: "zero update", Start: start, End: end,
+			Args: [2]trace.Arg{{Key: "bucket", Val: int64(k)}}})
+		tr.Add(trace.Event{Rank: rank, Lane: trace.Schedule, Name: fmt.Sprintf("step(%d)", k), Start: start, End: end,
 			Args: [2]trace.Arg{{Key: "bucket", Val: int64(k)}}})
 	}
+}
+
+// broadcast sends each of bucket k's parameters from its owner (even
+// after a failed step: the other ranks wait for these collectives).
+func (ov *overlap) broadcast(k int) {
+	ov.sentDone[k] = true
+	ov.sends = append(ov.sends, int64(k))
+	z := ov.z
+	b := ov.buckets[k]
+	sending := time.Now()
+	// The broadcasts appear on the comm lane, one per parameter, as the
+	// communication queue runs them.
 	for _, p := range b.Params {
 		ov.sent[k] = append(ov.sent[k], z.pg.Broadcast(p, z.owner[p]))
 	}
+	ov.traceSpan(fmt.Sprintf("broadcast(%d)", k), k, sending)
 	if ov.trace != nil && len(ov.sent[k]) > 0 {
 		last := ov.sent[k][len(ov.sent[k])-1]
 		ov.sent[k][len(ov.sent[k])-1] = last.Then(func(err error) error {
@@ -273,6 +417,72 @@ func (ov *overlap) process(k int) {
 			return nil
 		})
 	}
+}
+
+// orderCheck compares the order of every rank's broadcasts in one
+// iteration: a schedule whose order depends on the rank would otherwise
+// pair one rank's broadcast of a bucket with another's of a different
+// bucket, which moves the wrong bytes when their sizes and roots agree.
+// One all-gather of the order per iteration, overlapped with the
+// broadcasts it follows (user schedules only: the built-ins agree by
+// construction).
+type orderCheck struct {
+	mine, all *tensor.Tensor
+	work      *dist.Work
+}
+
+func (oc *orderCheck) start(ov *overlap) {
+	rt := ov.z.rt
+	oc.mine = rt.FromInt64s(ov.sends).Persist()
+	oc.all = rt.Empty(tensor.Int64, len(ov.sends)*ov.z.pg.Size()).Persist()
+	oc.work = ov.z.pg.AllGather(oc.all, oc.mine)
+}
+
+// finish waits for the all-gather and names the first action where two
+// ranks differ.
+func (oc *orderCheck) finish(ov *overlap) error {
+	if oc.work == nil {
+		return nil
+	}
+	defer func() {
+		oc.mine.Release()
+		oc.all.Release()
+		oc.work, oc.mine, oc.all = nil, nil, nil
+	}()
+	if err := oc.work.Wait(); err != nil {
+		// A broadcast that did not match (different sizes or roots)
+		// fails the queue, this all-gather included: this rank's order
+		// is what can be said.
+		return fmt.Errorf("zero: schedule %v, iteration %d: a collective failed after rank %d broadcast the buckets in the order %v "+
+			"(when the ranks' orders differ, their broadcasts do not match: a schedule's choices must not depend on the rank): %w",
+			ov.sched, ov.iteration, ov.z.pg.Rank(), ov.sends, err)
+	}
+	all, err := oc.all.Int64s()
+	if err != nil {
+		return err
+	}
+	if a, r, ok := firstDifference(all, len(ov.sends)); ok {
+		return fmt.Errorf("zero: schedule %v, iteration %d: the ranks broadcast the buckets in different orders: "+
+			"broadcast #%d was bucket %d on rank 0 but bucket %d on rank %d (every rank must issue the same collectives in the same order; "+
+			"a schedule's choices must not depend on the rank)", ov.sched, ov.iteration, a+1, all[a], all[r*len(ov.sends)+a], r)
+	}
+	return nil
+}
+
+// firstDifference finds, in every rank's n actions one after another,
+// the first action a where a rank r differs from rank 0.
+func firstDifference(all []int64, n int) (a, r int, ok bool) {
+	if n == 0 {
+		return 0, 0, false
+	}
+	for a := range n {
+		for r := 1; r < len(all)/n; r++ {
+			if all[r*n+a] != all[a] {
+				return a, r, true
+			}
+		}
+	}
+	return 0, 0, false
 }
 
 // finish is Step under overlap: DDP's Finalize waits for every bucket's

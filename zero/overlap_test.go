@@ -191,3 +191,23 @@ func TestJoinUnevenInputs(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstDifference(t *testing.T) {
+	for _, c := range []struct {
+		all    []int64
+		n      int
+		a, r   int
+		differ bool
+	}{
+		{nil, 0, 0, 0, false},
+		{[]int64{0, 1, 2, 0, 1, 2}, 3, 0, 0, false},
+		{[]int64{0, 1, 2, 0, 2, 1}, 3, 1, 1, true},
+		{[]int64{0, 1, 0, 1, 1, 0}, 2, 0, 2, true},
+		{[]int64{0, 1, 0, 1, 0, 1, 0, 2}, 2, 1, 3, true},
+	} {
+		a, r, ok := firstDifference(c.all, c.n)
+		if ok != c.differ || a != c.a || r != c.r {
+			t.Errorf("firstDifference(%v, %d) = %d, %d, %v, want %d, %d, %v", c.all, c.n, a, r, ok, c.a, c.r, c.differ)
+		}
+	}
+}

@@ -49,11 +49,14 @@ const (
 	// from the moment its parameters are gathered, so that the all-gathers
 	// prefetched on the comm lane show against the units computing.
 	Units
+	// Schedule holds a ZeRO step schedule's events (each handler's call)
+	// and, inside them, its actions (wait, step, broadcast of a bucket).
+	Schedule
 	// Subgroup collectives go to CommLane(group), after the named lanes.
 	firstSubgroup
 )
 
-var laneNames = [...]string{Compute: "compute", Hook: "hook", Optimizer: "optimizer", Comm: "comm", P2P: "p2p", User: "user", Units: "zero units"}
+var laneNames = [...]string{Compute: "compute", Hook: "hook", Optimizer: "optimizer", Comm: "comm", P2P: "p2p", User: "user", Units: "zero units", Schedule: "schedule"}
 
 // CommLane is the lane of the communication queue of process group id (0
 // is the group of all ranks; subgroups have queues of their own).
