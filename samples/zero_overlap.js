@@ -1,7 +1,9 @@
-// DDP + ZeRO + overlap: the optimizer step runs inside backward, sharded over the ranks.
+// DDP + ZeRO + overlap: the optimizer step runs inside backward, sharded over the ranks, on a
+// step schedule of your choice — the built-ins or one written here.
 //
 //   zeroeng run --nproc 4 samples/zero_overlap.js
 //   zeroeng run --nproc 4 --net 10Gbit,20us samples/zero_overlap.js -- --schedule A
+//   zeroeng run --nproc 4 --net 1Gbit,20us samples/zero_overlap.js -- --schedule lag-2
 //   zeroeng run --nproc 4 samples/zero_overlap.js -- --schedule none --steps 50
 //
 // Each rank holds a replica of an MLP wrapped in DistributedDataParallel. ZeroRedundancyOptimizer
@@ -9,16 +11,18 @@
 // spread so that every rank updates about as many elements). The overlap hook wraps DDP's
 // all-reduce hook: as buckets of gradients are reduced during backward, each rank updates its
 // parameters in them and broadcasts them to the others, so that by the end of backward the step is
-// done. --schedule B (the default) interleaves bucket by bucket; A steps once after the last
-// bucket; none reduces during backward and steps afterwards (the plain DDP + ZeRO loop).
+// done. When each bucket is stepped is the schedule's choice: --schedule B (the default,
+// zero.schedules.interleaved) steps bucket i once bucket i+1 is ready; A (afterBackward) steps
+// them all once the last bucket is handed over; lag-K is a schedule written below in a few lines
+// (B is lag-1); none reduces during backward and steps afterwards (the plain DDP + ZeRO loop).
 //
 // The run checks itself: every rank must end with the same parameters, and the loss must fall.
 // With --net (an emulated link) the communication takes real time and the schedules differ in
 // step time; the last line is the result as JSON.
 const { tensor, nn, dist, zero, progress, metrics } = require("zeroeng");
 
-const usage = "usage: zeroeng run --nproc N samples/zero_overlap.js [-- --schedule A|B|none] [--steps N]";
-const opts = { schedule: "B", steps: 30 };
+const usage = "usage: zeroeng run --nproc N samples/zero_overlap.js [-- --schedule A|B|lag-K|none] [--steps N] [--buckets-mb MB]";
+const opts = { schedule: "B", steps: 30, bucketsMB: 1 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const [name, inline] = argv[i].split(/=(.*)/s);
@@ -26,28 +30,44 @@ for (let i = 0; i < argv.length; i++) {
   switch (name) {
     case "--schedule": opts.schedule = value(); break;
     case "--steps": opts.steps = Number(value()); break;
+    case "--buckets-mb": opts.bucketsMB = Number(value()); break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: console.error(`zero_overlap.js: unknown argument ${argv[i]}\n${usage}`); process.exit(2);
   }
 }
-if (!["A", "B", "none"].includes(opts.schedule) || !(Number.isInteger(opts.steps) && opts.steps > 0)) {
-  console.error(`zero_overlap.js: --schedule takes A, B or none and --steps a positive integer\n${usage}`);
+const lagK = /^lag-([1-9][0-9]*)$/.exec(opts.schedule);
+if (!(["A", "B", "none"].includes(opts.schedule) || lagK) || !(Number.isInteger(opts.steps) && opts.steps > 0) || !(opts.bucketsMB > 0)) {
+  console.error(`zero_overlap.js: --schedule takes A, B, lag-K (K ≥ 1) or none, --steps a positive integer, --buckets-mb a positive size\n${usage}`);
   process.exit(2);
 }
+
+// lag-K: a step schedule of our own. Bucket i is stepped and its parameters broadcast when bucket
+// i+K is ready, so that K reductions stay in flight while backward goes on; the last K buckets
+// follow once backward has handed over the last one. The engine keeps it honest: a step waits for
+// its bucket's reduction, and with strict: true a bucket left unstepped would be an error.
+const lag = k => zero.schedule({
+  name: `lag-${k}`,
+  bucketReady(ctx, i) {
+    if (i >= k) ctx.stepAndBroadcast(i - k);
+  },
+  backwardEnd(ctx) {
+    for (let i = Math.max(0, ctx.numBuckets - k); i < ctx.numBuckets; i++) ctx.stepAndBroadcast(i);
+  },
+});
 
 const rank = dist.rank, world = dist.worldSize, batch = 64;
 // Every rank builds the same model (DDP would broadcast rank 0's anyway) and draws its own data.
 tensor.manualSeed(0);
 const net = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 256));
 // Small buckets so that this model spans several and the schedules have something to interleave.
-const model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: 1, firstBucketCapMB: 0.5 });
+const model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: opts.bucketsMB, firstBucketCapMB: opts.bucketsMB / 2 });
 const overlap = opts.schedule !== "none";
 const opt = zero.ZeroRedundancyOptimizer(model.parameters(), {
   optimizer: "adamw", lr: 1e-3, weightDecay: 0.01, overlapWithDDP: overlap,
 });
 if (overlap) {
-  const wrap = opts.schedule === "A" ? zero.hookWithZeroStep : zero.hookWithZeroStepInterleaved;
-  model.registerCommHook(null, wrap(dist.commHooks.allreduceHook, model, opt, { shardBuckets: true }));
+  const schedule = lagK ? lag(Number(lagK[1])) : opts.schedule === "A" ? zero.schedules.afterBackward : zero.schedules.interleaved;
+  model.registerCommHook(null, zero.hookWithZeroSchedule(dist.commHooks.allreduceHook, model, opt, schedule, { shardBuckets: true, strict: true }));
 }
 
 // A hidden linear map to learn; each rank sees its own batches of it.

@@ -734,7 +734,7 @@ func TestFashionMNISTMissingData(t *testing.T) {
 // schedule: it checks itself (ranks in sync, loss falling) and exits 1
 // otherwise.
 func TestZeroOverlapSample(t *testing.T) {
-	for _, sched := range []string{"A", "B", "none"} {
+	for _, sched := range []string{"A", "B", "lag-2", "none"} {
 		r := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "4", "samples/zero_overlap.js", "--", "--schedule", sched, "--steps", "6")
 		if r.code != 0 {
 			t.Fatalf("--schedule %s: status %d\n%s\n%s", sched, r.code, r.stdout, r.stderr)
@@ -745,9 +745,9 @@ func TestZeroOverlapSample(t *testing.T) {
 			}
 		}
 	}
-	r := zeroeng(t, "../..", nil, "run", "samples/zero_overlap.js", "--", "--schedule", "C")
-	if r.code != 2 || !strings.Contains(r.stderr, "--schedule takes A, B or none") {
-		t.Errorf("--schedule C: status %d, stderr %q", r.code, r.stderr)
+	r := zeroeng(t, "../..", nil, "run", "samples/zero_overlap.js", "--", "--schedule", "lag-0")
+	if r.code != 2 || !strings.Contains(r.stderr, "--schedule takes A, B, lag-K (K ≥ 1) or none") {
+		t.Errorf("--schedule lag-0: status %d, stderr %q", r.code, r.stderr)
 	}
 }
 
