@@ -399,16 +399,27 @@ func (r *Runtime) zeroSchedule(o *goja.Object) zero.Schedule {
 		return zero.Interleaved
 	}
 	name := o.Get("name").String()
+	// The object is frozen: its handlers are looked up once.
+	handlers := map[string]goja.Callable{}
+	for _, ev := range []string{"iterationBegin", "bucketReady", "bucketReduced", "backwardEnd"} {
+		if f, ok := goja.AssertFunction(o.Get(ev)); ok {
+			handlers[ev] = f
+		}
+	}
 	var ctx *goja.Object // made at the first event, for every one after
+	iteration := 0
 	call := func(fnName string, c *zero.ScheduleContext, args ...goja.Value) error {
-		f, ok := goja.AssertFunction(o.Get(fnName))
-		if !ok {
+		f := handlers[fnName]
+		if f == nil {
 			return nil
 		}
 		if ctx == nil {
 			ctx = r.scheduleContext(c)
 		}
-		must(ctx.Set("iteration", c.Iteration()))
+		if it := c.Iteration(); it != iteration {
+			iteration = it
+			must(ctx.Set("iteration", it))
+		}
 		_, err := f(goja.Undefined(), append([]goja.Value{ctx}, args...)...)
 		if err != nil {
 			// The script's error as text (its place in the script first):
