@@ -2,7 +2,7 @@
 GO ?= go
 export CGO_ENABLED ?= 0
 
-.PHONY: build run test test-all bench fuzz vet fmt hooks programs gpu-check
+.PHONY: build run test test-all bench fuzz vet fmt hooks schedules programs gpu-check
 
 build:
 	$(GO) build -o bin/zeroeng ./cmd/zeroeng
@@ -72,6 +72,14 @@ hooks:
 	done
 	$(WAT2WASM) samples/hooks/wat/allreduce.wat -o $(HOOKS_OUT)/allreduce_wat.wasm
 	$(CLANG) --target=wasm32 -nostdlib -O2 -Wall -Wextra -Wl,--no-entry -o $(HOOKS_OUT)/codec_c.wasm samples/hooks/c/codec.c
+
+# The sample ZeRO step schedules (docs/wasm-schedule-abi.md, samples/schedules/README.md) into
+# samples/schedules/build/: C without libc (clang and wasm-ld, Debian packages clang and lld).
+SCHEDULES_OUT := samples/schedules/build
+
+schedules:
+	mkdir -p $(SCHEDULES_OUT)
+	$(CLANG) --target=wasm32 -nostdlib -O2 -Wall -Wextra -Wl,--no-entry -o $(SCHEDULES_OUT)/lag_k.wasm samples/schedules/lag_k.c
 
 # The sample training programs (docs/wasm-program-abi.md, samples/programs/README.md) into
 # samples/programs/build/: samples/fashion_mnist.js in C over the C SDK (sdk/c; clang and wasm-ld

@@ -1038,11 +1038,19 @@
   // { config: { ratio: 0.01 }, onError: 'fallback' })). Options:
   // memoryLimitMB, timeoutMs, trusted (no loop checks), onError ('abort' or 'fallback') and config
   // (a string, or a value handed to the module as JSON).
+  // hooks.wasmSchedule(path, options) is a ZeRO step schedule in
+  // WebAssembly (docs/wasm-schedule-abi.md) for zero.hookWithZeroSchedule,
+  // with the same options but onError: a schedule has no fallback.
   const hooks = Object.freeze({
     wasm(path, options = {}) {
       if (typeof path !== 'string') throw new TypeError(`hooks.wasm(path, options): path must be the .wasm file's path, got ${typeof path}`);
       if (options === null || typeof options !== 'object') throw new TypeError('hooks.wasm(path, options): options must be an object');
       return builtinHook('wasm', { path, options });
+    },
+    wasmSchedule(path, options = {}) {
+      if (typeof path !== 'string') throw new TypeError(`hooks.wasmSchedule(path, options): path must be the .wasm file's path, got ${typeof path}`);
+      if (options === null || typeof options !== 'object') throw new TypeError('hooks.wasmSchedule(path, options): options must be an object');
+      return Object.freeze({ __zeroSchedule: 'wasm', name: path, path, options });
     },
   });
 
@@ -1450,7 +1458,9 @@
   const hookWithZeroSchedule = (name, hook, model, zopt, schedule, options = {}) => {
     if (!(model instanceof DistributedDataParallel)) throw new TypeError(`zero.${name}: the second argument must be the DistributedDataParallel model`);
     if (typeof hook !== 'function') throw new TypeError(`zero.${name}: the first argument must be a comm hook (for example dist.commHooks.allreduceHook)`);
-    if (!schedule || !schedule.__zeroSchedule) throw new TypeError(`zero.${name}: the schedule must be made by zero.schedule({...}) or be one of zero.schedules`);
+    // No schedule: the one of zeroeng run --zero-schedule (an error without it).
+    if (schedule === undefined || schedule === null) schedule = { __zeroSchedule: 'commandLine', name: 'commandLine' };
+    if (!schedule.__zeroSchedule) throw new TypeError(`zero.${name}: the schedule must be made by zero.schedule({...}) or be one of zero.schedules`);
     return builtinHook('zeroStep', { inner: hook, reducer: model._reducer, zopt, options, schedule });
   };
   // zero.schedule({ name, iterationBegin(ctx), bucketReady(ctx, i),
@@ -1473,6 +1483,9 @@
   const schedules = Object.freeze({
     afterBackward: Object.freeze({ __zeroSchedule: 'afterBackward', name: 'afterBackward' }),
     interleaved: Object.freeze({ __zeroSchedule: 'interleaved', name: 'interleaved' }),
+    // asReduced steps and sends each bucket as soon as its reduction was
+    // waited for (under stage 2, while backward goes on).
+    asReduced: Object.freeze({ __zeroSchedule: 'asReduced', name: 'asReduced' }),
   });
   const zeroHook = (name, sched) => (hook, model, zopt, options) => hookWithZeroSchedule(name, hook, model, zopt, sched, options);
   // zero.fullyShard(module, { reshardAfterForward = true }) marks module as

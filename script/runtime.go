@@ -98,10 +98,12 @@ type Runtime struct {
 	// Node); modules and optimizers use it for PyTorch's forms.
 	inspectSym *goja.Symbol
 
-	// wasmHooks are the rank's Wasm hook instances, which RunJob watches
-	// from another goroutine (hooks_native.go).
-	hooksMu   sync.Mutex
-	wasmHooks []*wasm.Hook
+	// wasmHooks and wasmSchedules are the rank's Wasm hook and schedule
+	// instances, which RunJob interrupts from another goroutine when a
+	// rank fails (hooks_native.go).
+	hooksMu       sync.Mutex
+	wasmHooks     []*wasm.Hook
+	wasmSchedules []*wasm.Schedule
 
 	ddps []*ddp.DDP // the models the script wrapped, finished at its end
 

@@ -17,7 +17,7 @@ import (
 
 // zeroOptionKeys are ZeroRedundancyOptimizer's own options; every other
 // key is a hyper-parameter of the wrapped optimizer.
-var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory", "limitAllGathers", "offload"}
+var zeroOptionKeys = []string{"optimizer", "partition", "parametersAsBucketView", "overlapWithDDP", "stage", "bucketCapMB", "processGroup", "logMemory", "limitAllGathers", "offload", "schedule", "strictSchedule"}
 
 // nativeZero adds native.zero.ZeroRedundancyOptimizer(params, options),
 // under zero.ZeroRedundancyOptimizer in prelude.js. The optimizer object
@@ -84,6 +84,16 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 			OverlapWithDDP:         optBool(ops, "overlapWithDDP", false),
 			LimitAllGathers:        r.optInt(fn, ops, "limitAllGathers", 0),
 		}
+		if v := optValue(ops, "schedule"); v != nil {
+			// Stage 2's step schedule (zero.schedule or zero.schedules);
+			// zero.New refuses it under the other stages.
+			obj, ok := v.(*goja.Object)
+			if !ok || obj.Get("__zeroSchedule") == nil || !obj.Get("__zeroSchedule").ToBoolean() {
+				r.throwf("%s: schedule must be made by zero.schedule({...}) or be one of zero.schedules, got %s", fn, describe(v))
+			}
+			opts.Schedule = r.zeroSchedule(r.processGroupOption(fn, ops), obj)
+		}
+		opts.StrictSchedule = optBool(ops, "strictSchedule", false)
 		switch off := optString(ops, "offload", "none"); off {
 		case "none":
 		case "cpu":
@@ -102,6 +112,10 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 		z := r.newZero(fn, pg, kind, defaults, opts, call.Argument(0))
 		if opts.Stage == 3 {
 			r.stage3 = z
+		}
+		if opts.Schedule != nil {
+			// Its steps run inside backward (refuseSteppedInBackward).
+			r.steppedInBackward = append(r.steppedInBackward, z)
 		}
 		return r.zeroObject(z, pg, optBool(ops, "logMemory", true))
 	})
@@ -380,7 +394,7 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 		opts.ShardBuckets = optBool(oo, "shardBuckets", false)
 		opts.Strict = optBool(oo, "strict", false)
 	}
-	h, err := zero.HookWithZeroSchedule(inner, d, z, r.zeroSchedule(o.Get("schedule").ToObject(r.vm)), opts)
+	h, err := zero.HookWithZeroSchedule(inner, d, z, r.zeroSchedule(pg, o.Get("schedule").ToObject(r.vm)), opts)
 	if err != nil {
 		r.throw(err)
 	}
@@ -391,12 +405,18 @@ func (r *Runtime) zeroStepHook(pg dist.ProcessGroup, d *ddp.DDP, state goja.Valu
 // zeroSchedule is the Go schedule of a zero.schedule object: a built-in
 // (zero.schedules), or the script's functions, called with a context
 // whose stepAndBroadcast is the engine's.
-func (r *Runtime) zeroSchedule(o *goja.Object) zero.Schedule {
+func (r *Runtime) zeroSchedule(pg dist.ProcessGroup, o *goja.Object) zero.Schedule {
 	switch o.Get("__zeroSchedule").String() {
 	case "afterBackward":
 		return zero.AfterBackward
 	case "interleaved":
 		return zero.Interleaved
+	case "asReduced":
+		return zero.AsReduced
+	case "wasm":
+		return r.wasmSchedule(pg, o)
+	case "commandLine":
+		return r.commandLineSchedule(pg)
 	}
 	name := o.Get("name").String()
 	// The object is frozen: its handlers are looked up once.
@@ -473,11 +493,17 @@ func (r *Runtime) scheduleContext(c *zero.ScheduleContext) *goja.Object {
 		if err != nil {
 			r.throwf("ctx.bucket: %v", err)
 		}
-		owners, _ := c.Owners(i)
 		info := r.vm.NewObject()
-		must(info.Set("numel", b.Buffer.Numel()))
+		must(info.Set("numel", b.Numel))
 		must(info.Set("names", r.vm.ToValue(b.Names)))
-		must(info.Set("owners", r.vm.ToValue(owners)))
+		must(info.Set("offsets", r.vm.ToValue(b.Offsets)))
+		must(info.Set("owners", r.vm.ToValue(b.Owners)))
+		// Stage 2: this rank's slice of the bucket, [start, end).
+		slice := goja.Null()
+		if b.SliceEnd > b.SliceStart {
+			slice = r.vm.ToValue(map[string]any{"start": b.SliceStart, "end": b.SliceEnd})
+		}
+		must(info.Set("slice", slice))
 		return info
 	})
 	return ctx
@@ -505,9 +531,13 @@ func (r *Runtime) zeroOptimizerOf(v goja.Value) (*zero.Optimizer, bool) {
 func (r *Runtime) refuseSteppedInBackward(fn, what string, params []*tensor.Tensor) {
 	for _, z := range r.steppedInBackward {
 		sched, _ := z.StepsInBackward()
+		how, instead := "overlapWithDDP", "the overlap hook"
+		if z.Options().Stage == 2 {
+			how, instead = "stage 2", "the schedule option"
+		}
 		for _, p := range params {
 			if z.Has(p) {
-				r.throwf("%s: %s, but this model's ZeroRedundancyOptimizer steps inside backward (overlapWithDDP, schedule %v): its parameters are updated before backward returns. Use it without the overlap hook", fn, what, sched)
+				r.throwf("%s: %s, but this model's ZeroRedundancyOptimizer steps inside backward (%s, schedule %v): its parameters are updated before backward returns. Use it without %s", fn, what, how, sched, instead)
 			}
 		}
 	}

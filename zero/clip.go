@@ -17,10 +17,14 @@ import (
 // averaged gradients: the backward pass's reduce-scatters are finished,
 // each rank's sum of squares is all-reduced, and every rank scales its
 // slices by the same coefficient. It returns the total norm before
-// clipping. Stage 2 supports the 2-norm only.
+// clipping. Stage 2 supports the 2-norm only; with a Schedule it is an
+// error (the parameters are updated before backward returns).
 func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 	if z.opts.OverlapWithDDP {
 		return 0, fmt.Errorf("zero: clipGradNorm with overlapWithDDP: the step runs during backward, before the gradients' norm is known")
+	}
+	if err := z.refuseSchedule("clipGradNorm", "clipping needs the norm of the whole gradient before the step"); err != nil {
+		return 0, err
 	}
 	if z.opts.Stage < 2 || z.flat == nil {
 		return optim.ClipGradNorm(z.Params(), maxNorm, normType)

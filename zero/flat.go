@@ -30,6 +30,9 @@ type flatLayout struct {
 	clipped bool // ClipGradNorm ran this step
 	next    int  // the next bucket to launch
 	err     error
+	// sched runs Options.Schedule: it steps and all-gathers the buckets
+	// during backward, told of their launches (schedule.go).
+	sched *flatSchedule
 
 	// Stage 3 (stage3.go): the units and which one each parameter is in;
 	// the order of their forwards, recorded in the first step (ordered
@@ -48,6 +51,7 @@ type flatLayout struct {
 }
 
 type flatBucket struct {
+	index   int // in flatLayout.buckets
 	params  []*tensor.Tensor
 	offsets []int // of each parameter in the bucket, in elements
 	numel   int   // padded to a multiple of the world size
@@ -140,7 +144,7 @@ func (f *flatLayout) addGroup(gi int) error {
 func (f *flatLayout) newBucket(params []*tensor.Tensor, gi int, u *Unit) (*flatBucket, error) {
 	z := f.z
 	n := z.pg.Size()
-	b := &flatBucket{params: params, unit: u}
+	b := &flatBucket{index: len(f.buckets), params: params, unit: u}
 	total := 0
 	for _, p := range params {
 		b.offsets = append(b.offsets, total)
@@ -257,20 +261,24 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 // flight hold full gradients (under stage 3, a unit or two at a time).
 func (f *flatLayout) releaseScattered() {
 	for _, b := range f.buckets {
-		if b.scatter == nil || !b.scatter.IsCompleted() {
-			continue
+		if b.scatter != nil && b.scatter.IsCompleted() {
+			f.retire(b)
 		}
-		if err := b.scatter.Wait(); err != nil && f.err == nil {
-			f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
-		}
-		b.scatter = nil
-		b.grads.Release()
-		b.grads = nil
-		if f.z.opts.Offload != nil && f.err == nil {
-			// The slice is final: it goes down to the host while
-			// backward goes on (offload.go).
-			f.err = f.sendDown(b)
-		}
+	}
+}
+
+// retire waits for bucket b's reduce-scatter (a failure fails the pass)
+// and gives back its full gradients; under offload the slice, final now,
+// goes down to the host while backward goes on (offload.go).
+func (f *flatLayout) retire(b *flatBucket) {
+	if err := b.scatter.Wait(); err != nil && f.err == nil {
+		f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
+	}
+	b.scatter = nil
+	b.grads.Release()
+	b.grads = nil
+	if f.z.opts.Offload != nil && f.err == nil {
+		f.err = f.sendDown(b)
 	}
 }
 
@@ -345,6 +353,10 @@ func (f *flatLayout) stage(b *flatBucket, i int, g *tensor.Tensor) error {
 // rank issues the same collectives in the same order. The gradients are
 // divided by the world size first, as DDP's all-reduce hook does.
 //
+// With a schedule (stage 2), its IterationBegin comes before bucket 0 is
+// launched, BucketReady(i) after bucket i is, and BackwardEnd and the end
+// of the iteration after the last one (flatSchedule).
+//
 // Under stage 3 a bucket is a unit's, and backward finishes the units in
 // the reverse of their forward order, which construction does not know:
 // each full bucket is launched as soon as it is full, in bucket order
@@ -359,6 +371,9 @@ func (f *flatLayout) launchReady() {
 			}
 			continue
 		}
+		if f.sched != nil && i == 0 {
+			f.sched.begin()
+		}
 		if err := b.grads.MulScalarInPlace(1 / float64(z.pg.Size())); err != nil {
 			f.err = err
 			return
@@ -367,7 +382,13 @@ func (f *flatLayout) launchReady() {
 		b.launched = true
 		f.next = max(f.next, i+1)
 		f.inflight = append(f.inflight, b)
+		if f.sched != nil {
+			f.sched.launched(i)
+		}
 		f.bound()
+		if f.sched != nil && i == len(f.buckets)-1 {
+			f.sched.end()
+		}
 	}
 }
 
@@ -378,16 +399,24 @@ func (f *flatLayout) launchReady() {
 const maxScattering = 2
 
 // bound waits for the oldest reduce-scatters while more than maxScattering
-// are in flight.
+// are in flight. A schedule is told of each (BucketReduced) right after,
+// unless it waited for it already: the bound, not a reduce-scatter seen
+// completed, decides, so that the events come at the same point on every
+// rank.
 func (f *flatLayout) bound() {
 	for len(f.inflight) > maxScattering {
 		b := f.inflight[0]
 		f.inflight = f.inflight[1:]
-		if b.scatter != nil {
+		if f.sched != nil {
+			f.sched.wait(b.index)
+		} else if b.scatter != nil {
 			_ = b.scatter.Wait() // releaseScattered reports its error
 		}
 	}
 	f.releaseScattered()
+	if f.sched != nil {
+		f.sched.tell()
+	}
 }
 
 // SetRequireSync turns stage 2's gradient reduction off (gradients
@@ -409,6 +438,9 @@ func (z *Optimizer) Close() {
 			r()
 		}
 		f.removes = nil
+		if f.sched != nil {
+			_ = f.sched.finish() // the all-gathers write the parameters
+		}
 		for _, b := range f.buckets {
 			if b.scatter != nil {
 				_ = b.scatter.Wait()
@@ -435,6 +467,9 @@ func (z *Optimizer) Close() {
 // second copy of the model, only one bucket's.
 func (f *flatLayout) step() (err error) {
 	z := f.z
+	if f.sched != nil && f.sched.inEvent > 0 {
+		return fmt.Errorf("zero: step() inside an event of schedule %v: a schedule steps through its context (step(i), allGather(i)), and step() comes after backward", f.sched.sched)
+	}
 	if err := f.settle(); err != nil {
 		return err
 	}
@@ -445,8 +480,16 @@ func (f *flatLayout) step() (err error) {
 		if f.reduced {
 			f.reduced = false
 		} else if err := f.finishPass(); err != nil {
+			if f.sched != nil {
+				_ = f.sched.finish() // its all-gathers are waited for all the same
+			}
 			return err
 		}
+	}
+	if f.sched != nil {
+		// The schedule stepped and all-gathered every bucket when the
+		// last one was launched (in backward, or in finishPass above).
+		return f.sched.finish()
 	}
 	if z.opts.Stage == 3 && z.opts.Offload != nil {
 		return f.startHostStep()
@@ -494,6 +537,23 @@ type gathering struct {
 	work    *dist.Work
 	scratch *tensor.Tensor
 	in      *tensor.Tensor // this rank's slice of scratch
+
+	// wait's: finish ran (or runs), and its error.
+	done bool
+	err  error
+}
+
+// wait finishes the gathering once, with gradients off (it writes the
+// parameters), and returns finish's error every time. Under a schedule
+// both the parameters' next use (their in-flight mark) and Step call it;
+// a call during finish's own writes to the parameters, which wait for
+// their marks, returns at once.
+func (g *gathering) wait(rt *tensor.Runtime) error {
+	if !g.done {
+		g.done = true
+		rt.NoGrad(func() { g.err = g.finish() })
+	}
+	return g.err
 }
 
 // finish waits for the all-gather, copies the parameters out of the

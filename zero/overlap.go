@@ -2,6 +2,7 @@ package zero
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/zeroeng/zeroeng/engine/ddp"
@@ -126,7 +127,7 @@ func HookWithZeroSchedule(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, s Schedul
 		waits: make([]func() (*tensor.Tensor, error), n), ready: make([]bool, n), reduced: make([]bool, n),
 		stepped: make([]bool, n), sentDone: make([]bool, n), outs: make([]*tensor.Tensor, n),
 		sent: make([][]*dist.Work, n), errs: make([]error, n)}
-	if _, ok := s.(builtin); !ok && z.pg.Size() > 1 {
+	if _, ok := s.(*builtin); !ok && z.pg.Size() > 1 {
 		ov.orderCheck = &orderCheck{}
 	}
 	z.ov = ov
@@ -191,7 +192,7 @@ func (ov *overlap) hook(b *ddp.Bucket) func() (*tensor.Tensor, error) {
 		// The order check's error comes first: when the ranks' orders
 		// differ, a broadcast's mismatch is its consequence.
 		if ov.orderCheck != nil && ov.orderCheck.work != nil {
-			ov.orderErr = ov.orderCheck.finish(ov)
+			ov.orderErr = ov.orderCheck.finish(ov.z, ov.sched, ov.iteration, ov.sends, broadcasts)
 		}
 		if ov.orderErr != nil {
 			return nil, ov.orderErr
@@ -220,7 +221,7 @@ func (ov *overlap) reset() {
 // was about (the last bucket for the iteration's events), naming the
 // schedule, the event, the bucket and the rank.
 func (ov *overlap) event(name string, bucket int, handler func(*ScheduleContext) error) {
-	c := &ScheduleContext{ov: ov}
+	c := &ScheduleContext{s: ov}
 	ov.call(name, bucket, func() error { return handler(c) })
 	ov.tell(c)
 }
@@ -255,7 +256,13 @@ func (ov *overlap) call(name string, bucket int, fn func() error) {
 
 // traceSpan records a schedule event or action on the rank's schedule lane.
 func (ov *overlap) traceSpan(name string, bucket int, start time.Time) {
-	tr, rank := ov.z.rt.Trace()
+	ov.z.traceSchedule(name, bucket, start)
+}
+
+// traceSchedule records a schedule event or action, from start until now,
+// on the rank's schedule lane (bucket -1: an event of the iteration).
+func (z *Optimizer) traceSchedule(name string, bucket int, start time.Time) {
+	tr, rank := z.rt.Trace()
 	if tr == nil {
 		return
 	}
@@ -272,7 +279,7 @@ func (ov *overlap) traceSpan(name string, bucket int, start time.Time) {
 // Strict, once done, so that every rank's collectives still match), and
 // the order check is launched.
 func (ov *overlap) endIteration() {
-	c := &ScheduleContext{ov: ov}
+	c := &ScheduleContext{s: ov}
 	for k := range ov.buckets {
 		if !ov.reduced[k] {
 			ov.reduce(k)
@@ -296,7 +303,7 @@ func (ov *overlap) endIteration() {
 			ov.sched, ov.z.pg.Rank(), ov.iteration, left))
 	}
 	if ov.orderCheck != nil {
-		ov.orderCheck.start(ov)
+		ov.orderCheck.start(ov.z, ov.sends)
 	}
 }
 
@@ -419,28 +426,109 @@ func (ov *overlap) broadcast(k int) {
 	}
 }
 
-// orderCheck compares the order of every rank's broadcasts in one
-// iteration: a schedule whose order depends on the rank would otherwise
-// pair one rank's broadcast of a bucket with another's of a different
-// bucket, which moves the wrong bytes when their sizes and roots agree.
-// One all-gather of the order per iteration, overlapped with the
-// broadcasts it follows (user schedules only: the built-ins agree by
-// construction).
+// The schedule's context under stage 1 (ScheduleContext).
+
+func (ov *overlap) schedNumBuckets() int          { return len(ov.buckets) }
+func (ov *overlap) schedIteration() int           { return ov.iteration }
+func (ov *overlap) schedGroup() dist.ProcessGroup { return ov.z.pg }
+
+func (ov *overlap) schedBucket(i int) (BucketInfo, error) {
+	if err := checkBucket(i, len(ov.buckets)); err != nil {
+		return BucketInfo{}, err
+	}
+	b := ov.buckets[i]
+	info := BucketInfo{Numel: b.Buffer.Numel(), Params: slices.Clone(b.Params), Names: slices.Clone(b.Names),
+		Offsets: slices.Clone(b.Offsets), Owners: make([]int, len(b.Params))}
+	for k, p := range b.Params {
+		info.Owners[k] = ov.z.owner[p]
+	}
+	return info, nil
+}
+
+func (ov *overlap) schedReduced(i int) bool {
+	return i >= 0 && i < len(ov.buckets) && ov.reduced[i]
+}
+
+// actionable checks that bucket i exists and its BucketReady came.
+func (ov *overlap) actionable(i int) error {
+	if err := checkBucket(i, len(ov.buckets)); err != nil {
+		return err
+	}
+	if !ov.ready[i] {
+		return fmt.Errorf("bucket %d is not ready yet: its gradients come later in backward (act on a bucket after its bucketReady)", i)
+	}
+	return nil
+}
+
+func (ov *overlap) schedWait(i int) error {
+	if err := ov.actionable(i); err != nil {
+		return err
+	}
+	ov.reduce(i)
+	return ov.errs[i]
+}
+
+func (ov *overlap) schedStep(i int) error {
+	if err := ov.actionable(i); err != nil {
+		return err
+	}
+	if ov.stepped[i] {
+		return fmt.Errorf("bucket %d was stepped already in this iteration (each bucket is stepped once)", i)
+	}
+	ov.step(i)
+	return ov.errs[i]
+}
+
+func (ov *overlap) schedBroadcast(i int) error {
+	if err := checkBucket(i, len(ov.buckets)); err != nil {
+		return err
+	}
+	switch {
+	case ov.sentDone[i]:
+		return fmt.Errorf("bucket %d was broadcast already in this iteration (each bucket is sent once)", i)
+	case !ov.stepped[i]:
+		return fmt.Errorf("bucket %d is broadcast before its step: step(%d) first, or stepAndBroadcast(%d)", i, i, i)
+	}
+	ov.broadcast(i)
+	return ov.errs[i]
+}
+
+func (ov *overlap) schedAllGather(i int) error {
+	return fmt.Errorf("allGather(%d): under stage 1 each parameter is broadcast from its owner: use broadcast(%d)", i, i)
+}
+
+func (ov *overlap) schedSend(i int) error { return ov.schedBroadcast(i) }
+
+// orderCheck compares the order of every rank's sends in one iteration
+// (stage 1's broadcasts, stage 2's all-gathers): a schedule whose order
+// depends on the rank would otherwise pair one rank's send of a bucket
+// with another's of a different bucket, which moves the wrong bytes when
+// their sizes (and roots) agree. One all-gather of the order per
+// iteration, overlapped with the sends it follows (user schedules only:
+// the built-ins agree by construction).
 type orderCheck struct {
 	mine, all *tensor.Tensor
 	work      *dist.Work
 }
 
-func (oc *orderCheck) start(ov *overlap) {
-	rt := ov.z.rt
-	oc.mine = rt.FromInt64s(ov.sends).Persist()
-	oc.all = rt.Empty(tensor.Int64, len(ov.sends)*ov.z.pg.Size()).Persist()
-	oc.work = ov.z.pg.AllGather(oc.all, oc.mine)
+// sendKind names a stage's sends in the order check's errors.
+type sendKind struct{ verb, noun string } // "broadcast the buckets", "broadcast #2"
+
+var (
+	broadcasts = sendKind{"broadcast", "broadcast"}
+	allGathers = sendKind{"all-gathered", "all-gather"}
+)
+
+// start launches the all-gather of this rank's order of sends.
+func (oc *orderCheck) start(z *Optimizer, sends []int64) {
+	oc.mine = z.rt.FromInt64s(sends).Persist()
+	oc.all = z.rt.Empty(tensor.Int64, len(sends)*z.pg.Size()).Persist()
+	oc.work = z.pg.AllGather(oc.all, oc.mine)
 }
 
-// finish waits for the all-gather and names the first action where two
+// finish waits for the all-gather and names the first send where two
 // ranks differ.
-func (oc *orderCheck) finish(ov *overlap) error {
+func (oc *orderCheck) finish(z *Optimizer, sched Schedule, iteration int, sends []int64, kind sendKind) error {
 	if oc.work == nil {
 		return nil
 	}
@@ -450,21 +538,21 @@ func (oc *orderCheck) finish(ov *overlap) error {
 		oc.work, oc.mine, oc.all = nil, nil, nil
 	}()
 	if err := oc.work.Wait(); err != nil {
-		// A broadcast that did not match (different sizes or roots)
-		// fails the queue, this all-gather included: this rank's order
-		// is what can be said.
-		return fmt.Errorf("zero: schedule %v, iteration %d: a collective failed after rank %d broadcast the buckets in the order %v "+
-			"(when the ranks' orders differ, their broadcasts do not match: a schedule's choices must not depend on the rank): %w",
-			ov.sched, ov.iteration, ov.z.pg.Rank(), ov.sends, err)
+		// A send that did not match (different sizes or roots) fails the
+		// queue, this all-gather included: this rank's order is what can
+		// be said.
+		return fmt.Errorf("zero: schedule %v, iteration %d: a collective failed after rank %d %s the buckets in the order %v "+
+			"(when the ranks' orders differ, their %ss do not match: a schedule's choices must not depend on the rank): %w",
+			sched, iteration, z.pg.Rank(), kind.verb, sends, kind.noun, err)
 	}
 	all, err := oc.all.Int64s()
 	if err != nil {
 		return err
 	}
-	if a, r, ok := firstDifference(all, len(ov.sends)); ok {
-		return fmt.Errorf("zero: schedule %v, iteration %d: the ranks broadcast the buckets in different orders: "+
-			"broadcast #%d was bucket %d on rank 0 but bucket %d on rank %d (every rank must issue the same collectives in the same order; "+
-			"a schedule's choices must not depend on the rank)", ov.sched, ov.iteration, a+1, all[a], all[r*len(ov.sends)+a], r)
+	if a, r, ok := firstDifference(all, len(sends)); ok {
+		return fmt.Errorf("zero: schedule %v, iteration %d: the ranks %s the buckets in different orders: "+
+			"%s #%d was bucket %d on rank 0 but bucket %d on rank %d (every rank must issue the same collectives in the same order; "+
+			"a schedule's choices must not depend on the rank)", sched, iteration, kind.verb, kind.noun, a+1, all[a], all[r*len(sends)+a], r)
 	}
 	return nil
 }

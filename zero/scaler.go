@@ -20,11 +20,15 @@ import (
 // or NaN value (an all-reduce: every rank must call it). It finishes the
 // backward pass's reduce-scatters first, as clipping does, and may come
 // before or after clipping. Outside stages 2 and 3 it is an error: the
-// caller unscales the parameters' gradients.
+// caller unscales the parameters' gradients. With a stage-2 Schedule it is
+// an error too: the step runs during backward, before anyone unscales.
 func (z *Optimizer) UnscaleGrads(inv float64) (foundInf bool, err error) {
 	f := z.flat
 	if z.opts.Stage < 2 || f == nil {
 		return false, fmt.Errorf("zero: unscaleGrads: stage %d keeps whole gradients on the parameters; unscale those", z.opts.Stage)
+	}
+	if err := z.refuseSchedule("unscaleGrads", "a GradScaler checks the whole gradient for inf and NaN before the step (and unscales it)"); err != nil {
+		return false, err
 	}
 	if err := f.finishReduce(); err != nil {
 		return false, err
@@ -58,11 +62,15 @@ func (z *Optimizer) UnscaleGrads(inv float64) (foundInf bool, err error) {
 
 // SkipStep ends a step without updating anything (a scaler found an
 // overflow): the pass's gradient slices are dropped, as a step would
-// consume them.
+// consume them. With a stage-2 Schedule it is an error: the step ran
+// during backward.
 func (z *Optimizer) SkipStep() error {
 	f := z.flat
 	if z.opts.Stage < 2 || f == nil {
 		return nil // nothing is pending: the gradients are the parameters'
+	}
+	if err := z.refuseSchedule("skipStep", "a step cannot be skipped"); err != nil {
+		return err
 	}
 	if err := f.finishReduce(); err != nil {
 		return err
@@ -100,4 +108,15 @@ func (b *flatBucket) hostGrad() *tensor.Tensor {
 		return nil
 	}
 	return b.host.grad
+}
+
+// refuseSchedule is what fn (clipping, unscaling) answers under a stage-2
+// Schedule: the parameters are updated while backward runs, before
+// anything could see the whole gradient.
+func (z *Optimizer) refuseSchedule(fn, why string) error {
+	if z.flat == nil || z.flat.sched == nil {
+		return nil
+	}
+	return fmt.Errorf("zero: %s: %s, but this ZeroRedundancyOptimizer steps inside backward (stage 2, schedule %v): its parameters are updated before backward returns. Use it without the schedule option",
+		fn, why, z.flat.sched.sched)
 }

@@ -68,6 +68,21 @@ type Options struct {
 	// master copy of this rank's slices and the optimizer state, and runs
 	// the step (stages 2 and 3; offload.go).
 	Offload *tensor.Runtime
+	// Schedule (stage 2 only) steps this rank's slice of each bucket and
+	// all-gathers the slices during backward, as the schedule decides,
+	// told of each bucket's reduce-scatter (flatSchedule in schedule.go):
+	// AfterBackward, Interleaved, AsReduced or the caller's own. Step then
+	// only waits for the all-gathers. The parameters are updated before
+	// backward returns, so what needs the whole gradient before the step
+	// (ClipGradNorm, UnscaleGrads) is refused. Stage 1 runs a schedule
+	// in the DDP comm hook instead (HookWithZeroSchedule); stage 3 keeps
+	// its own order.
+	Schedule Schedule
+	// StrictSchedule makes it an error for Schedule to leave a bucket
+	// unstepped or not all-gathered when its last bucket was launched (the
+	// engine still does it, so that the ranks stay in step, and Step
+	// fails naming the buckets).
+	StrictSchedule bool
 }
 
 // ErrNoOverlapHook is Step's error under OverlapWithDDP before an overlap
@@ -124,6 +139,18 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	if opts.Offload != nil && opts.Stage < 2 {
 		return nil, fmt.Errorf("zero: offload needs stage 2 or 3 (the host steps this rank's slices of the flat partition)")
 	}
+	switch {
+	case opts.Schedule == nil:
+		if opts.StrictSchedule {
+			return nil, fmt.Errorf("zero: strictSchedule without a schedule")
+		}
+	case opts.Stage == 1:
+		return nil, fmt.Errorf("zero: a schedule under stage 1 runs in the DDP comm hook: make the optimizer with overlapWithDDP and pass the schedule to hookWithZeroSchedule (HookWithZeroSchedule); the schedule option is stage 2's")
+	case opts.Stage == 3:
+		return nil, fmt.Errorf("zero: stage 3 keeps its built-in order (each unit is gathered, reduce-scattered and stepped around its own forward and backward): the schedule option is stage 2's")
+	case opts.Offload != nil:
+		return nil, fmt.Errorf("zero: a schedule with offload: the host steps the slices after backward, in its own order; use stage 2 on the device for a schedule, or offload without one")
+	}
 	if opts.LimitAllGathers == 0 {
 		opts.LimitAllGathers = 2
 	}
@@ -167,6 +194,9 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 		groupOf: map[*tensor.Tensor]int{}, index: map[*tensor.Tensor]int{}}
 	if opts.Partition == "flat" {
 		z.flat = &flatLayout{z: z, sync: true}
+		if opts.Schedule != nil {
+			z.flat.sched = newFlatSchedule(z.flat, opts.Schedule, opts.StrictSchedule)
+		}
 		if opts.Stage == 3 {
 			if err := z.flat.assignUnits(opts.Units, params); err != nil {
 				return nil, err
@@ -219,6 +249,9 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 	}
 	if err := z.settle(); err != nil {
 		return err
+	}
+	if f := z.flat; f != nil && f.sched != nil && f.active {
+		return fmt.Errorf("zero: addParamGroup between a backward pass and its step, with a schedule: add the group after step()")
 	}
 	// The plain optimizer checks the group (non-empty, floating-point
 	// leaves, no parameter twice); ZeRO keeps the same rules.
@@ -437,7 +470,9 @@ func (z *Optimizer) ShardSizes() []int {
 // updated and every parameter broadcast from its owner; with the flat one
 // see flatLayout.step. With OverlapWithDDP the step already ran in the
 // DDP hook during backward: Step waits until it and its broadcasts are
-// done (and is also what the next forward needs).
+// done (and is also what the next forward needs). With a stage-2
+// Schedule likewise: Step waits for the all-gathers the schedule
+// launched and returns the iteration's first error.
 func (z *Optimizer) Step() error {
 	switch {
 	case z.opts.OverlapWithDDP:

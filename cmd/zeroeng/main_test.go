@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -731,10 +732,15 @@ func TestFashionMNISTMissingData(t *testing.T) {
 }
 
 // TestZeroOverlapSample runs samples/zero_overlap.js on 4 ranks with each
-// schedule: it checks itself (ranks in sync, loss falling) and exits 1
-// otherwise.
+// schedule (the built-ins, the sample's own lag-K, the C sample lag_k.wasm,
+// none, stage 2 with and without asReduced): it checks itself (ranks in
+// sync, loss falling) and exits 1 otherwise.
 func TestZeroOverlapSample(t *testing.T) {
-	for _, sched := range []string{"A", "B", "lag-2", "none"} {
+	lagK := filepath.Join(t.TempDir(), "lag_k.wasm")
+	if err := os.WriteFile(lagK, hookbuild.ScheduleSample(t, "lag_k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sched := range []string{"A", "B", "lag-2", lagK, "none", "stage2", "stage2-asReduced"} {
 		r := zeroeng(t, "../..", nil, "run", "--quiet", "--nproc", "4", "samples/zero_overlap.js", "--", "--schedule", sched, "--steps", "6")
 		if r.code != 0 {
 			t.Fatalf("--schedule %s: status %d\n%s\n%s", sched, r.code, r.stdout, r.stderr)
@@ -746,8 +752,55 @@ func TestZeroOverlapSample(t *testing.T) {
 		}
 	}
 	r := zeroeng(t, "../..", nil, "run", "samples/zero_overlap.js", "--", "--schedule", "lag-0")
-	if r.code != 2 || !strings.Contains(r.stderr, "--schedule takes A, B, lag-K (K ≥ 1) or none") {
+	if r.code != 2 || !strings.Contains(r.stderr, "--schedule takes A, B, lag-K (K ≥ 1), FILE.wasm, none, stage2 or stage2-asReduced") {
 		t.Errorf("--schedule lag-0: status %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestZeroScheduleFlag: zeroeng run --zero-schedule gives its Wasm module
+// to every zero.hookWithZeroSchedule that names no schedule, with
+// --zero-schedule-config for its configure export: lag_k with k 1 is the
+// interleaved schedule, bit for bit; without the flag such a call is an
+// error that says what to give.
+func TestZeroScheduleFlag(t *testing.T) {
+	dir := scriptDir(t, map[string]string{"train.js": `const { tensor, nn, dist, zero } = require("zeroeng");
+tensor.manualSeed(0);
+const net = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3));
+const model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: 0.0002, firstBucketCapMB: 0.0001 });
+const opt = zero.ZeroRedundancyOptimizer(model.parameters(), { optimizer: "adamw", lr: 0.01, logMemory: false, overlapWithDDP: true });
+const schedule = process.argv[2] === "interleaved" ? zero.schedules.interleaved : undefined;
+model.registerCommHook(null, zero.hookWithZeroSchedule(dist.commHooks.allreduceHook, model, opt, schedule, { strict: true }));
+tensor.manualSeed(1 + dist.rank);
+for (let step = 0; step < 3; step++) {
+  opt.zeroGrad();
+  model.forward(tensor.randn([4, 6])).pow(2).mean().backward();
+  opt.step();
+}
+console.log(JSON.stringify(net.parameters().map(p => p.toArray())));
+`})
+	lagK := filepath.Join(dir, "lag_k.wasm")
+	if err := os.WriteFile(lagK, hookbuild.ScheduleSample(t, "lag_k"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := zeroeng(t, dir, nil, "run", "--quiet", "--nproc", "2", "train.js", "--", "interleaved")
+	got := zeroeng(t, dir, nil, "run", "--quiet", "--nproc", "2", "--zero-schedule", lagK, "--zero-schedule-config", `{"k": 1}`, "train.js")
+	// The ranks' lines in any order, less the module's own.
+	lines := func(out string) string {
+		var keep []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if !strings.Contains(l, "lag_k.wasm: ") {
+				keep = append(keep, l)
+			}
+		}
+		slices.Sort(keep)
+		return strings.Join(keep, "\n")
+	}
+	if want.code != 0 || got.code != 0 || lines(want.stdout) != lines(got.stdout) {
+		t.Fatalf("built-in interleaved: status %d\n%s%s\n--zero-schedule lag_k.wasm (k 1): status %d\n%s%s", want.code, want.stdout, want.stderr, got.code, got.stdout, got.stderr)
+	}
+	none := zeroeng(t, dir, nil, "run", "--quiet", "train.js")
+	if none.code == 0 || !strings.Contains(none.stderr, "zero.hookWithZeroSchedule: no schedule given and no --zero-schedule on the command line") {
+		t.Errorf("no schedule: status %d, stderr %q", none.code, none.stderr)
 	}
 }
 
@@ -877,8 +930,9 @@ func TestRunHelpListsModules(t *testing.T) {
 	}
 }
 
-// TestUsageHints: a misspelled flag names the flag meant, and --hook on a
-// script that builds no DistributedDataParallel warns that it did nothing.
+// TestUsageHints: a misspelled flag names the flag meant, --hook on a
+// script that builds no DistributedDataParallel warns that it did nothing,
+// and --zero-schedule's mistakes are usage errors.
 func TestUsageHints(t *testing.T) {
 	dir := scriptDir(t, map[string]string{"plain.js": `console.log("ok");`})
 	if r := zeroeng(t, dir, nil, "run", "--nprc", "2", "plain.js"); r.code != 2 || !strings.Contains(r.stderr, "(did you mean --nproc?)") {
@@ -888,6 +942,18 @@ func TestUsageHints(t *testing.T) {
 	os.WriteFile(hook, hookbuild.Sample(t, "allreduce_wat"), 0o644)
 	if r := zeroeng(t, dir, nil, "run", "--hook", hook, "plain.js"); r.code != 0 || !strings.Contains(r.stderr, "--hook "+hook+": the script made no DistributedDataParallel") {
 		t.Errorf("--hook without DDP: status %d, no warning\n%s", r.code, r.stderr)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--zero-schedule-config", `{"k":2}`}, "run: --zero-schedule-config needs --zero-schedule"},
+		{[]string{"--zero-schedule", "none.wasm"}, "run: --zero-schedule: stat none.wasm: no such file"},
+		{[]string{"--zero-shedule", "lag_k.wasm"}, "(did you mean --zero-schedule?)"},
+	} {
+		if r := zeroeng(t, dir, nil, append(append([]string{"run"}, c.args...), "plain.js")...); r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("run %s: status %d, want 2 and %q\n%s", strings.Join(c.args, " "), r.code, c.want, r.stderr)
+		}
 	}
 }
 

@@ -66,6 +66,10 @@ command line wins over the variable:
                                                      but a hook that never returns stalls the process (Ctrl-C too)
    ZEROENG_HOOK_ON_ERROR=fallback  --hook-on-error fallback  a failed Wasm hook ends the run (abort) or
                                                      hands its buckets to the built-in all-reduce
+   ZEROENG_ZERO_SCHEDULE=lag_k.wasm  --zero-schedule lag_k.wasm  the Wasm ZeRO step schedule of a
+                                                     zero.hookWithZeroSchedule given none (the --hook-memory-mb,
+                                                     --hook-timeout and --hook-trusted limits apply to it)
+   ZEROENG_ZERO_SCHEDULE_CONFIG=...  --zero-schedule-config '{"k":2}'  handed to that schedule's configure export
    ZEROENG_WASM_MEMORY_MB=1024 --wasm-memory-mb 1024 memory limit of a WebAssembly training program (default 512)
    ZEROENG_WASM_TRUSTED=1      --wasm-trusted        compile a training program without the loop checks
                                --dir data:/data:ro   a directory a training program may read (:rw: and write)
@@ -127,6 +131,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "hook-timeout", Usage: "time limit of every call into a Wasm hook (0: none)", EnvVars: []string{"ZEROENG_HOOK_TIMEOUT"}},
 			&cli.BoolFlag{Name: "hook-trusted", Usage: "compile Wasm hooks without the check in every loop that lets them be interrupted: faster loops, but a hook that never returns stalls the whole process, signals included (for hooks you wrote)", EnvVars: []string{"ZEROENG_HOOK_TRUSTED"}},
 			&cli.StringFlag{Name: "hook-on-error", Value: "abort", Usage: "when a Wasm hook fails: abort the run, or fallback to the built-in all-reduce for the rest of it", EnvVars: []string{"ZEROENG_HOOK_ON_ERROR"}},
+			&cli.StringFlag{Name: "zero-schedule", Usage: "step ZeRO's overlap hooks with the Wasm schedule `FILE.wasm` (docs/wasm-schedule-abi.md) where a script's zero.hookWithZeroSchedule passes none", EnvVars: []string{"ZEROENG_ZERO_SCHEDULE"}},
+			&cli.StringFlag{Name: "zero-schedule-config", Usage: "configuration handed to the --zero-schedule module's configure export (JSON for the samples)", EnvVars: []string{"ZEROENG_ZERO_SCHEDULE_CONFIG"}},
 			&cli.IntFlag{Name: "wasm-memory-mb", Value: wasm.DefaultMemoryLimitMB, Usage: "memory limit of a WebAssembly training program in MiB (its linear memory; tensors live on the rank's device)", EnvVars: []string{"ZEROENG_WASM_MEMORY_MB"}},
 			&cli.StringSliceFlag{Name: "dir", Usage: "a directory a WebAssembly training program may read, as HOST, HOST:GUEST, with :rw to let it write (repeatable; a program has no other files)"},
 			&cli.BoolFlag{Name: "wasm-trusted", Usage: "compile a WebAssembly training program without the check in every loop that lets it be interrupted: faster loops, but a program that never returns stalls the whole process, signals included (for programs you wrote)", EnvVars: []string{"ZEROENG_WASM_TRUSTED"}},
@@ -253,9 +259,11 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	}
 	cfg.dist = dist.Options{Net: net, Timeout: c.Duration("dist-timeout"), Debug: c.Bool("dist-debug")}
 	cfg.hooks = script.WasmHookOptions{
-		Path:   c.String("hook"),
-		Config: c.String("hook-config"),
-		Limits: wasm.Config{MemoryLimitMB: c.Int("hook-memory-mb"), Timeout: c.Duration("hook-timeout"), Trusted: c.Bool("hook-trusted")},
+		Path:           c.String("hook"),
+		Config:         c.String("hook-config"),
+		Limits:         wasm.Config{MemoryLimitMB: c.Int("hook-memory-mb"), Timeout: c.Duration("hook-timeout"), Trusted: c.Bool("hook-trusted")},
+		Schedule:       c.String("zero-schedule"),
+		ScheduleConfig: c.String("zero-schedule-config"),
 	}
 	if cfg.hooks.Limits.Trusted && cfg.hooks.Limits.Timeout > 0 {
 		return cfg, usagef("run", "run: --hook-timeout needs the loop checks that --hook-trusted leaves out: choose one")
@@ -286,6 +294,14 @@ func parseRun(c *cli.Context) (runConfig, error) {
 	if p := cfg.hooks.Path; p != "" {
 		if _, err := os.Stat(p); err != nil {
 			return cfg, usagef("run", "run: --hook: %v", err)
+		}
+	}
+	if cfg.hooks.ScheduleConfig != "" && cfg.hooks.Schedule == "" {
+		return cfg, usagef("run", "run: --zero-schedule-config needs --zero-schedule")
+	}
+	if p := cfg.hooks.Schedule; p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return cfg, usagef("run", "run: --zero-schedule: %v", err)
 		}
 	}
 	if cfg.trace != "" {

@@ -2,7 +2,6 @@ package wasm
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,9 +34,13 @@ const (
 	ErrCall
 	// ErrLimit (programs): the program holds as many handles as it may.
 	ErrLimit
+	// ErrOrder (schedules): an action out of its order in the iteration
+	// (a bucket acted on before its bucketReady, stepped or sent twice,
+	// sent before its step), or a query outside an event.
+	ErrOrder
 )
 
-var statusNames = [...]string{"OK", "ERR_INVALID", "ERR_HANDLE", "ERR_BOUNDS", "ERR_DTYPE", "ERR_SIZE", "ERR_COMM", "ERR_NOMEM", "ERR_CALL", "ERR_LIMIT"}
+var statusNames = [...]string{"OK", "ERR_INVALID", "ERR_HANDLE", "ERR_BOUNDS", "ERR_DTYPE", "ERR_SIZE", "ERR_COMM", "ERR_NOMEM", "ERR_CALL", "ERR_LIMIT", "ERR_ORDER"}
 
 func (s Status) String() string {
 	if int(s) < len(statusNames) {
@@ -87,6 +90,10 @@ func (s signature) matches(d api.FunctionDefinition) bool {
 	return slices.Equal(s.params, d.ParamTypes()) && slices.Equal(s.results, d.ResultTypes())
 }
 
+func (s signature) equal(o signature) bool {
+	return slices.Equal(s.params, o.params) && slices.Equal(s.results, o.results)
+}
+
 func (s signature) String() string { return formatSignature(s.params, s.results) }
 
 func formatSignature(params, results []api.ValueType) string {
@@ -129,7 +136,45 @@ const hostModule = "zeroeng"
 // run sandboxed: see runtime.go).
 const wasiModule = "wasi_snapshot_preview1"
 
-var markerPattern = regexp.MustCompile(`^zeroeng_hook_abi_v([0-9]+)$`)
+// kind is one of the module ABIs a Module follows: comm hooks
+// (docs/wasm-hook-abi.md) and ZeRO step schedules
+// (docs/wasm-schedule-abi.md). Both run in the same sandbox; they differ
+// in their marker, their exports and the host functions they may import,
+// which work only in an instance of their kind.
+type kind struct {
+	name    string // "hook", "schedule": in messages
+	doc     string
+	marker  string // the marker export's name, less its version
+	version int    // the major version this host implements
+	exports []exportSpec
+	// events are the exports a module must have one of at least (none:
+	// no such rule).
+	events []string
+	// host are the host functions a module may import, with their types.
+	host map[string]signature
+}
+
+// markerName is the marker export of the version this host implements.
+func (k *kind) markerName() string { return k.marker + strconv.Itoa(k.version) }
+
+// markerVersion reads the version of export name if it is the kind's
+// marker.
+func (k *kind) markerVersion(name string) (int, bool) {
+	digits, ok := strings.CutPrefix(name, k.marker)
+	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
+	}
+	v, err := strconv.Atoi(digits)
+	return v, err == nil
+}
+
+var (
+	hookKind = &kind{name: "hook", doc: "docs/wasm-hook-abi.md", marker: "zeroeng_hook_abi_v", version: ABIVersion,
+		exports: exportSpecs, host: hostSignatures}
+	scheduleKind = &kind{name: "schedule", doc: "docs/wasm-schedule-abi.md", marker: "zeroeng_sched_abi_v", version: ScheduleABIVersion,
+		exports: scheduleExportSpecs, events: scheduleEvents, host: scheduleSignatures}
+	kinds = []*kind{hookKind, scheduleKind}
+)
 
 // Info describes a module as the ABI sees it: what `zeroeng hook check`
 // prints.
@@ -144,48 +189,59 @@ type Info struct {
 	Exports, Imports []string
 	// Memory describes the exported memory ("" when there is none).
 	Memory string
-	// Problems are the ways it breaks the ABI; a valid hook has none.
+	// Problems are the ways it breaks the ABI; a valid module has none.
 	Problems []string
+
+	kind *kind // the ABI it was checked against (nil: the hook ABI)
 }
 
-// Err is nil for a valid hook, or an error listing the problems.
+// Err is nil for a valid module, or an error listing the problems.
 func (in *Info) Err() error {
 	if len(in.Problems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("wasm hook %s does not follow the zeroeng hook ABI v%d:\n  %s", in.Name, ABIVersion, strings.Join(in.Problems, "\n  "))
+	k := in.kind
+	if k == nil {
+		k = hookKind
+	}
+	return fmt.Errorf("wasm %s %s does not follow the zeroeng %s ABI v%d:\n  %s", k.name, in.Name, k.name, k.version, strings.Join(in.Problems, "\n  "))
 }
 
-// inspect checks a compiled module's exports and imports against the ABI.
-func inspect(name string, exports map[string]api.FunctionDefinition, imports []api.FunctionDefinition, memories map[string]api.MemoryDefinition, importedMemories []api.MemoryDefinition) *Info {
-	in := &Info{Name: name}
+// inspect checks a compiled module's exports and imports against the ABI
+// of kind k.
+func inspect(k *kind, name string, exports map[string]api.FunctionDefinition, imports []api.FunctionDefinition, memories map[string]api.MemoryDefinition, importedMemories []api.MemoryDefinition) *Info {
+	in := &Info{Name: name, kind: k}
 	problem := func(format string, args ...any) { in.Problems = append(in.Problems, fmt.Sprintf(format, args...)) }
 
-	var markers []string
+	var markers, foreign []string
 	for n, d := range exports {
 		in.Exports = append(in.Exports, n+" "+formatSignature(d.ParamTypes(), d.ResultTypes()))
-		if m := markerPattern.FindStringSubmatch(n); m != nil {
+		if v, ok := k.markerVersion(n); ok {
 			markers = append(markers, n)
-			v, _ := strconv.Atoi(m[1])
 			in.ABIVersion = v
+		} else if o := markedKind(n); o != "" {
+			foreign = append(foreign, fmt.Sprintf("%s, the marker of a zeroeng %s", n, o))
 		}
 	}
 	slices.Sort(in.Exports)
+	slices.Sort(foreign)
 	switch {
+	case len(markers) == 0 && len(foreign) > 0:
+		problem("no %s ABI marker: it exports %s, where a zeroeng %s exports %s", k.name, strings.Join(foreign, " and "), k.name, k.markerName())
 	case len(markers) == 0:
-		problem("no ABI marker: a zeroeng hook exports a function named zeroeng_hook_abi_v%d", ABIVersion)
+		problem("no ABI marker: a zeroeng %s exports a function named %s", k.name, k.markerName())
 	case len(markers) > 1:
 		slices.Sort(markers)
 		problem("several ABI markers (%s): a module declares one version", strings.Join(markers, ", "))
 		in.ABIVersion = 0
-	case in.ABIVersion != ABIVersion:
-		problem("built for the hook ABI v%d; this zeroeng implements v%d", in.ABIVersion, ABIVersion)
+	case in.ABIVersion != k.version:
+		problem("built for the %s ABI v%d; this zeroeng implements v%d", k.name, in.ABIVersion, k.version)
 	default:
 		if d := exports[markers[0]]; len(d.ParamTypes())+len(d.ResultTypes()) != 0 {
 			problem("export %s has type %s, want () -> ()", markers[0], formatSignature(d.ParamTypes(), d.ResultTypes()))
 		}
 	}
-	for _, e := range exportSpecs {
+	for _, e := range k.exports {
 		d, ok := exports[e.name]
 		switch {
 		case !ok && e.required:
@@ -194,13 +250,16 @@ func inspect(name string, exports map[string]api.FunctionDefinition, imports []a
 			problem("export %s has type %s, want %s", e.name, formatSignature(d.ParamTypes(), d.ResultTypes()), e.sig)
 		}
 	}
+	if len(k.events) > 0 && !slices.ContainsFunc(k.events, func(e string) bool { _, ok := exports[e]; return ok }) {
+		problem("exports none of the events %s: a %s acts in them", strings.Join(k.events, ", "), k.name)
+	}
 	if _, ok := exports["configure"]; ok {
 		if _, ok := exports["alloc"]; !ok {
 			problem("exports configure but not alloc, which the host needs to pass the configuration")
 		}
 	}
 	if _, ok := exports["_start"]; ok {
-		problem("exports _start: a hook is a reactor (built with -buildmode=c-shared, or with --no-entry), not a command")
+		problem("exports _start: a %s is a reactor (built with -buildmode=c-shared, or with --no-entry), not a command", k.name)
 	}
 
 	if m, ok := memories["memory"]; ok {
@@ -214,7 +273,7 @@ func inspect(name string, exports map[string]api.FunctionDefinition, imports []a
 	}
 	for _, m := range importedMemories {
 		mod, n, _ := m.Import()
-		problem("imports memory %s.%s: a hook defines its own memory", mod, n)
+		problem("imports memory %s.%s: a %s defines its own memory", mod, n, k.name)
 	}
 
 	for _, d := range imports {
@@ -222,10 +281,13 @@ func inspect(name string, exports map[string]api.FunctionDefinition, imports []a
 		in.Imports = append(in.Imports, mod+"."+n+" "+formatSignature(d.ParamTypes(), d.ResultTypes()))
 		switch mod {
 		case hostModule:
-			want, ok := hostSignatures[n]
+			want, ok := k.host[n]
 			switch {
+			case !ok && hostKindOf(n) != nil:
+				o := hostKindOf(n)
+				problem("imports %s.%s, a function of the %s ABI (%s), which works only in a %s, not in a %s", mod, n, o.name, o.doc, o.name, k.name)
 			case !ok:
-				problem("imports %s.%s, which this host does not provide (ABI v%d)", mod, n, ABIVersion)
+				problem("imports %s.%s, which this host does not provide (%s ABI v%d)", mod, n, k.name, k.version)
 			case !want.matches(d):
 				problem("imports %s.%s with type %s, want %s", mod, n, formatSignature(d.ParamTypes(), d.ResultTypes()), want)
 			}
@@ -234,7 +296,7 @@ func inspect(name string, exports map[string]api.FunctionDefinition, imports []a
 			// instantiated; the sandbox gives WASI no files, network
 			// or environment.
 		default:
-			problem("imports %s.%s: a hook may import only from %q and %q", mod, n, hostModule, wasiModule)
+			problem("imports %s.%s: a %s may import only from %q and %q", mod, n, k.name, hostModule, wasiModule)
 		}
 	}
 	// A module may import one function under two names in its own
@@ -242,4 +304,33 @@ func inspect(name string, exports map[string]api.FunctionDefinition, imports []a
 	slices.Sort(in.Imports)
 	in.Imports = slices.Compact(in.Imports)
 	return in
+}
+
+// markedKind names the kind of module whose ABI marker name is ("" for
+// none), so that a module of one kind given as another is told what it is.
+func markedKind(name string) string {
+	for _, k := range kinds {
+		if _, ok := k.markerVersion(name); ok {
+			return k.name
+		}
+	}
+	if programMarker.MatchString(name) {
+		return "training program"
+	}
+	return ""
+}
+
+// hostKindOf is the kind whose instances alone may call host function
+// name (nil for a function every kind has, or none has).
+func hostKindOf(name string) *kind {
+	var of *kind
+	for _, k := range kinds {
+		if _, ok := k.host[name]; ok {
+			if of != nil {
+				return nil
+			}
+			of = k
+		}
+	}
+	return of
 }

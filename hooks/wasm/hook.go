@@ -5,7 +5,9 @@
 // drives collectives and engine primitives on opaque tensor handles, and
 // turns a trap, an ABI violation, the memory limit or the time limit into
 // an error naming the module, the export, the rank and the step, or, by
-// policy, into a fallback to the built-in all-reduce.
+// policy, into a fallback to the built-in all-reduce. ZeRO step schedules
+// (docs/wasm-schedule-abi.md, schedule.go) and training programs
+// (program.go) run in the same sandbox.
 //
 // A Hook is used by one rank's goroutine only, as DDP calls its hooks.
 package wasm
@@ -102,38 +104,159 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Hook is one rank's instance of a module: its CommHook goes to
-// ddp.RegisterCommHook.
-type Hook struct {
-	m    *Module
-	pg   dist.ProcessGroup
-	rt   *tensor.Runtime
-	opts Options
-
+// instance is what a Hook and a Schedule share: one rank's sandboxed
+// instance of a module, the exports it has, its log, and the calls into
+// it under the module's limits.
+type instance struct {
+	m   *Module
 	mod api.Module
-	// ctx carries the Hook to the host functions. It has no Done
-	// channel: wazero would watch one with a goroutine per call
+	// ctx carries the Hook or the Schedule to the host functions. It has
+	// no Done channel: wazero would watch one with a goroutine per call
 	// (Interrupt closes the module instead).
 	ctx context.Context
 	fns map[string]api.Function
 
 	stack [8]uint64
 
+	// callErr is the first host-call failure of the export call in
+	// progress.
+	callErr error
+
+	stdout, stderr *lineWriter
+}
+
+// instantiate makes the instance of m whose host functions find their
+// caller in ctx, its output going to the writers after prefix and the
+// module's name. It fails with the reason alone.
+func (in *instance) instantiate(ctx context.Context, m *Module, prefix string, stdout, stderr io.Writer) error {
+	in.m, in.ctx = m, ctx
+	in.stdout = &lineWriter{w: stdout, prefix: prefix + m.name + ": "}
+	in.stderr = &lineWriter{w: stderr, prefix: prefix + m.name + ": "}
+	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
+		WithStdout(in.stdout).WithStderr(in.stderr)
+	// Instantiation runs the module's start function, if it has one:
+	// under the time limit too, and watched like any call.
+	ictx := ctx
+	if t := m.cfg.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ictx, t)
+		defer cancel()
+	}
+	mod, err := m.rt.rt.InstantiateModule(ictx, m.cm, cfg)
+	if err != nil {
+		if errors.Is(ictx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("its start function ran past the time limit of %v", m.cfg.Timeout)
+		}
+		return fmt.Errorf("%v", err)
+	}
+	in.mod = mod
+	in.fns = map[string]api.Function{}
+	for _, e := range m.kind.exports {
+		if f := mod.ExportedFunction(e.name); f != nil {
+			in.fns[e.name] = f
+		}
+	}
+	return nil
+}
+
+// setup runs what comes before the first event: _initialize, the
+// configuration (alloc, then configure) and init(rank, world). call calls
+// an export and returns its failure wrapped, wrap wraps the others.
+func (in *instance) setup(config []byte, rank, world int, call func(export string, args ...uint64) error, wrap func(export string, err error) error) error {
+	if _, ok := in.fns["_initialize"]; ok {
+		if err := call("_initialize"); err != nil {
+			return err
+		}
+	}
+	if config != nil {
+		if _, ok := in.fns["configure"]; !ok {
+			return wrap("configure", fmt.Errorf("the %s was given a configuration, but the module exports no configure", in.m.kind.name))
+		}
+		if err := call("alloc", uint64(len(config))); err != nil {
+			return err
+		}
+		ptr := uint32(in.stack[0])
+		if !in.mod.Memory().Write(ptr, config) {
+			return wrap("alloc", fmt.Errorf("alloc(%d) returned %d, outside the %d bytes of memory", len(config), ptr, in.mod.Memory().Size()))
+		}
+		if err := call("configure", uint64(ptr), uint64(len(config))); err != nil {
+			return err
+		}
+	}
+	if _, ok := in.fns["init"]; ok {
+		return call("init", uint64(rank), uint64(world))
+	}
+	return nil
+}
+
+// invoke calls an export with args under the time limit and turns every
+// way it can fail into the reason (the caller says where); the results
+// are left in in.stack.
+func (in *instance) invoke(export string, args ...uint64) error {
+	fn := in.fns[export]
+	in.callErr = nil
+	copy(in.stack[:], args)
+	ctx := in.ctx
+	if t := in.m.cfg.Timeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	err := fn.CallWithStack(ctx, in.stack[:])
+	switch {
+	case in.callErr != nil && err != nil:
+		return fmt.Errorf("%w (the module then stopped: %v)", in.callErr, in.trap(err))
+	case in.callErr != nil:
+		return in.callErr
+	case err != nil:
+		return in.trap(err)
+	case export != "alloc" && len(fn.Definition().ResultTypes()) == 1 && uint32(in.stack[0]) != 0:
+		return fmt.Errorf("returned status %d", int32(in.stack[0]))
+	}
+	return nil
+}
+
+// close flushes the instance's log and closes the module.
+func (in *instance) close() error {
+	if in.stdout != nil {
+		in.stdout.flush()
+		in.stderr.flush()
+	}
+	if in.mod != nil {
+		return in.mod.Close(context.Background())
+	}
+	return nil
+}
+
+// interrupt stops the call into the guest in progress, and every later
+// one (see Hook.Interrupt).
+func (in *instance) interrupt() {
+	if in.mod != nil {
+		// Safe while the guest runs: its loop checks see the module
+		// closed and exit with this code.
+		in.mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
+	}
+}
+
+// Hook is one rank's instance of a module: its CommHook goes to
+// ddp.RegisterCommHook.
+type Hook struct {
+	instance
+	pg   dist.ProcessGroup
+	rt   *tensor.Runtime
+	opts Options
+
 	handles    map[uint32]*handle
 	nextHandle uint32
 	ownedBytes int
 	step       int64
 
-	// The export call in progress: the first host-call failure and the
-	// collectives it issued.
-	callErr error
-	works   []issued
+	// The collectives the export call in progress issued.
+	works []issued
 
 	dead    error        // the failure that ended the instance
 	fallen  bool         // every bucket goes to the built-in all-reduce
 	builtin ddp.CommHook // the built-in hook the fallback uses
-
-	stdout, stderr *lineWriter
 }
 
 // handle is a tensor the guest names by number: a bucket in flight or a
@@ -176,42 +299,25 @@ type bucketCall struct {
 // NewHook instantiates the module for one rank of pg, whose tensors live
 // on rt: it runs _initialize, configure and init.
 func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*Hook, error) {
+	if m.kind != hookKind {
+		return nil, fmt.Errorf("wasm hook %s: the module was compiled as a %s, not a hook", m.name, m.kind.name)
+	}
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
 	}
-	h := &Hook{m: m, pg: pg, rt: rt, opts: o, handles: map[uint32]*handle{}, step: -1, builtin: ddp.AllReduceHook(pg)}
-	prefix := o.Prefix + m.name + ": "
-	h.stdout = &lineWriter{w: o.Stdout, prefix: prefix}
-	h.stderr = &lineWriter{w: o.Stderr, prefix: prefix}
-	h.ctx = context.WithValue(context.Background(), hookKey{}, h)
-	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
-		WithStdout(h.stdout).WithStderr(h.stderr)
-	// Instantiation runs the module's start function, if it has one:
-	// under the time limit too, and watched like any call.
-	ictx := h.ctx
-	if t := m.cfg.Timeout; t > 0 {
-		var cancel context.CancelFunc
-		ictx, cancel = context.WithTimeout(ictx, t)
-		defer cancel()
+	h := &Hook{pg: pg, rt: rt, opts: o, handles: map[uint32]*handle{}, step: -1, builtin: ddp.AllReduceHook(pg)}
+	if err := h.instantiate(context.WithValue(context.Background(), hookKey{}, h), m, o.Prefix, o.Stdout, o.Stderr); err != nil {
+		return nil, h.wrap("instantiate", -1, err)
 	}
-	mod, err := m.rt.rt.InstantiateModule(ictx, m.cm, cfg)
-	if err != nil {
-		if errors.Is(ictx.Err(), context.DeadlineExceeded) {
-			err = fmt.Errorf("its start function ran past the time limit of %v", m.cfg.Timeout)
-		}
-		return nil, h.wrap("instantiate", -1, fmt.Errorf("%v", err))
+	call := func(export string, args ...uint64) error {
+		_, err := h.run(export, -1, args...)
+		return err
 	}
-	h.mod = mod
-	h.fns = map[string]api.Function{}
-	for _, e := range exportSpecs {
-		if f := mod.ExportedFunction(e.name); f != nil {
-			h.fns[e.name] = f
-		}
-	}
-	if err := h.setup(o.Configuration); err != nil {
+	wrap := func(export string, err error) error { return h.wrap(export, -1, err) }
+	if err := h.setup(o.Configuration, pg.Rank(), pg.Size(), call, wrap); err != nil {
 		h.Close()
 		return nil, err
 	}
@@ -219,60 +325,21 @@ func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*
 	return h, nil
 }
 
-func (h *Hook) setup(config []byte) error {
-	if _, ok := h.fns["_initialize"]; ok {
-		if err := h.call("_initialize", -1); err != nil {
-			return err
-		}
-	}
-	if config != nil {
-		if _, ok := h.fns["configure"]; !ok {
-			return h.wrap("configure", -1, errors.New("the hook was given a configuration, but the module exports no configure"))
-		}
-		if err := h.call("alloc", -1, uint64(len(config))); err != nil {
-			return err
-		}
-		ptr := uint32(h.stack[0])
-		if !h.mod.Memory().Write(ptr, config) {
-			return h.wrap("alloc", -1, fmt.Errorf("alloc(%d) returned %d, outside the %d bytes of memory", len(config), ptr, h.mod.Memory().Size()))
-		}
-		if _, err := h.run("configure", -1, uint64(ptr), uint64(len(config))); err != nil {
-			return err
-		}
-	}
-	if _, ok := h.fns["init"]; ok {
-		_, err := h.run("init", -1, uint64(h.pg.Rank()), uint64(h.pg.Size()))
-		return err
-	}
-	return nil
-}
-
 // Close ends the instance and frees the tensors the guest made.
 func (h *Hook) Close() error {
-	h.stdout.flush()
-	h.stderr.flush()
 	for id, hd := range h.handles {
 		if hd.bucket == nil {
 			h.free(id, hd)
 		}
 	}
-	if h.mod != nil {
-		return h.mod.Close(context.Background())
-	}
-	return nil
+	return h.close()
 }
 
 // Interrupt stops the call into the guest in progress, and every later
 // one, with an error: at the guest's next loop iteration or call, unless
 // the module is trusted (Config.Trusted), whose call runs on until it
 // returns by itself.
-func (h *Hook) Interrupt() {
-	if h.mod != nil {
-		// Safe while the guest runs: its loop checks see the module
-		// closed and exit with this code.
-		h.mod.CloseWithExitCode(context.Background(), sys.ExitCodeContextCanceled)
-	}
-}
+func (h *Hook) Interrupt() { h.interrupt() }
 
 // Err is the failure that ended the instance, if any.
 func (h *Hook) Err() error { return h.dead }
@@ -431,11 +498,7 @@ func (h *Hook) agree(bc *bucketCall, err error) (*tensor.Tensor, error) {
 // kill ends the instance after a failure: it is never called again.
 func (h *Hook) kill(err error) {
 	h.dead = err
-	h.stdout.flush()
-	h.stderr.flush()
-	if h.mod != nil {
-		h.mod.Close(context.Background())
-	}
+	h.close()
 }
 
 // run calls an export and waits for the collectives it issued, even when
@@ -466,25 +529,8 @@ func (h *Hook) waitIssued(export string, bucket int, works []issued) error {
 // call calls an export with args and turns every way it can fail into an
 // *Error; the results are left in h.stack.
 func (h *Hook) call(export string, bucket int, args ...uint64) error {
-	fn := h.fns[export]
-	h.callErr = nil
-	copy(h.stack[:], args)
-	ctx := h.ctx
-	if t := h.m.cfg.Timeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	err := fn.CallWithStack(ctx, h.stack[:])
-	switch {
-	case h.callErr != nil && err != nil:
-		return h.wrap(export, bucket, fmt.Errorf("%w (the module then stopped: %v)", h.callErr, h.trap(err)))
-	case h.callErr != nil:
-		return h.wrap(export, bucket, h.callErr)
-	case err != nil:
-		return h.wrap(export, bucket, h.trap(err))
-	case export != "alloc" && len(fn.Definition().ResultTypes()) == 1 && uint32(h.stack[0]) != 0:
-		return h.wrap(export, bucket, fmt.Errorf("returned status %d", int32(h.stack[0])))
+	if err := h.invoke(export, args...); err != nil {
+		return h.wrap(export, bucket, err)
 	}
 	return nil
 }
@@ -495,16 +541,16 @@ func (h *Hook) wrap(export string, bucket int, err error) error {
 
 // trap describes why a guest call stopped: a trap, WASI proc_exit or the
 // time limit, and whether the memory limit was the likely cause.
-func (h *Hook) trap(err error) error {
+func (in *instance) trap(err error) error {
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
 		case sys.ExitCodeDeadlineExceeded:
-			return fmt.Errorf("ran past its time limit of %v", h.m.cfg.Timeout)
+			return fmt.Errorf("ran past its time limit of %v", in.m.cfg.Timeout)
 		case sys.ExitCodeContextCanceled:
 			return errors.New("cancelled")
 		}
-		return fmt.Errorf("the module exited with status %d%s", exit.ExitCode(), h.memoryNote())
+		return fmt.Errorf("the module exited with status %d%s", exit.ExitCode(), in.memoryNote())
 	}
 	msg := err.Error()
 	// wazero appends the guest's stack; keep its first frames.
@@ -512,15 +558,15 @@ func (h *Hook) trap(err error) error {
 	if len(lines) > 8 {
 		lines = append(lines[:8], "\t...")
 	}
-	return fmt.Errorf("trap: %s%s", strings.Join(lines, "\n"), h.memoryNote())
+	return fmt.Errorf("trap: %s%s", strings.Join(lines, "\n"), in.memoryNote())
 }
 
-func (h *Hook) memoryNote() string {
-	if h.mod == nil || h.mod.Memory() == nil {
+func (in *instance) memoryNote() string {
+	if in.mod == nil || in.mod.Memory() == nil {
 		return ""
 	}
-	size := uint64(h.mod.Memory().Size())
-	limit := uint64(h.m.cfg.memoryLimitMB()) << 20
+	size := uint64(in.mod.Memory().Size())
+	limit := uint64(in.m.cfg.memoryLimitMB()) << 20
 	// A failed memory.grow leaves the memory below the limit by less
 	// than the request; Go's runtime asks for 4 MiB arenas at a time.
 	if size+max(limit/16, 8<<20) >= limit {

@@ -59,28 +59,60 @@ func init() {
 type hookKey struct{}
 
 // instantiateHost makes the "zeroeng" module on rt. Its hook functions
-// find the calling rank's Hook in the context of the call, the program
-// functions (registered by the scripting layer) their instance.
+// find the calling rank's Hook in the context of the call, its schedule
+// functions the calling Schedule, the program functions (registered by
+// the scripting layer) their instance. A function of one kind called by
+// an instance of the other (which the load-time checks refuse) fails
+// with ERR_INVALID.
 func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 	b := rt.NewHostModuleBuilder(hostModule)
+	names := map[string]signature{}
 	for name, f := range hostFuncs {
-		name, f := name, f
+		names[name] = f.sig
+	}
+	for name, f := range scheduleFuncs {
+		if s, ok := names[name]; ok && !s.equal(f.sig) {
+			return fmt.Errorf("host function %s has the type %s for hooks but %s for schedules", name, s, f.sig)
+		}
+		names[name] = f.sig
+	}
+	for name, sig := range names {
+		hf, forHooks := hostFuncs[name]
+		sf, forSchedules := scheduleFuncs[name]
 		b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
-			h, _ := ctx.Value(hookKey{}).(*Hook)
-			if h == nil {
+			var in *instance
+			var st Status
+			if h, ok := ctx.Value(hookKey{}).(*Hook); ok {
+				in = &h.instance
+				if forHooks {
+					st = hf.fn(h, mod.Memory(), stack)
+				} else {
+					st = in.fail(name, ErrInvalid, "a function of the schedule ABI, which a hook cannot call")
+				}
+			} else if s, ok := ctx.Value(scheduleKey{}).(*Schedule); ok {
+				in = &s.instance
+				if forSchedules {
+					st = sf.fn(s, mod.Memory(), stack)
+				} else {
+					st = in.fail(name, ErrInvalid, "a function of the hook ABI, which a schedule cannot call")
+				}
+			} else {
 				stack[0] = uint64(ErrInvalid)
-				if OutsideHook != nil {
+				if forHooks && OutsideHook != nil {
 					stack[0] = uint64(OutsideHook(ctx, mod, name))
 				}
 				return
 			}
-			stack[0] = uint64(f.fn(h, mod.Memory(), stack))
-			if stack[0] != uint64(OK) && h.callErr == nil {
-				h.callErr = fmt.Errorf("host call %s: %v", name, Status(stack[0]))
+			if st != OK && in.callErr == nil {
+				in.callErr = fmt.Errorf("host call %s: %v", name, st)
 			}
-		}), f.sig.params, f.sig.results).Export(name)
+			stack[0] = uint64(st)
+		}), sig.params, sig.results).Export(name)
 	}
 	for name, f := range programHostFuncs() {
+		if _, ok := scheduleFuncs[name]; ok {
+			return fmt.Errorf("program host function %s is a schedule host function", name)
+		}
 		b.NewFunctionBuilder().WithGoModuleFunction(f.Fn, f.Params, f.Results).Export(name)
 	}
 	_, err := b.Instantiate(ctx)
@@ -89,9 +121,9 @@ func instantiateHost(ctx context.Context, rt wazero.Runtime) error {
 
 // fail records why a host call failed (the first failure of an export
 // call is the one reported) and returns its status.
-func (h *Hook) fail(fn string, st Status, format string, args ...any) Status {
-	if h.callErr == nil {
-		h.callErr = fmt.Errorf("host call %s: %v: %s", fn, st, fmt.Sprintf(format, args...))
+func (in *instance) fail(fn string, st Status, format string, args ...any) Status {
+	if in.callErr == nil {
+		in.callErr = fmt.Errorf("host call %s: %v: %s", fn, st, fmt.Sprintf(format, args...))
 	}
 	return st
 }
@@ -99,10 +131,10 @@ func (h *Hook) fail(fn string, st Status, format string, args ...any) Status {
 func u32(v uint64) uint32 { return uint32(v) }
 
 // guest returns the guest bytes [ptr, ptr+n), shared with its memory.
-func (h *Hook) guest(fn string, mem api.Memory, ptr, n uint32) ([]byte, Status) {
+func (in *instance) guest(fn string, mem api.Memory, ptr, n uint32) ([]byte, Status) {
 	b, ok := mem.Read(ptr, n)
 	if !ok {
-		return nil, h.fail(fn, ErrBounds, "guest range [%d, %d) is outside the %d bytes of memory", ptr, uint64(ptr)+uint64(n), mem.Size())
+		return nil, in.fail(fn, ErrBounds, "guest range [%d, %d) is outside the %d bytes of memory", ptr, uint64(ptr)+uint64(n), mem.Size())
 	}
 	return b, OK
 }
@@ -565,12 +597,13 @@ func (h *Hook) scatterAdd(_ api.Memory, s []uint64) Status {
 	return OK
 }
 
-func (h *Hook) log(mem api.Memory, s []uint64) Status {
+// log is a function of both ABIs.
+func (in *instance) log(mem api.Memory, s []uint64) Status {
 	const fn = "log"
-	b, st := h.guest(fn, mem, u32(s[0]), u32(s[1]))
+	b, st := in.guest(fn, mem, u32(s[0]), u32(s[1]))
 	if st != OK {
 		return st
 	}
-	h.stdout.line(b)
+	in.stdout.line(b)
 	return OK
 }

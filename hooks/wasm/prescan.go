@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// MaxModuleBytes bounds the size of a hook module (the Go samples are 2
+// MaxModuleBytes bounds the size of a module (the Go hook samples are 2
 // to 4 MB).
 const MaxModuleBytes = 128 << 20
 
@@ -21,7 +21,7 @@ const maxLocals = 1 << 16
 // wazero's own validation.
 func prescan(b []byte) error {
 	if len(b) > MaxModuleBytes {
-		return fmt.Errorf("the module is %d bytes, more than the %d MiB a hook may have", len(b), MaxModuleBytes>>20)
+		return fmt.Errorf("the module is %d bytes, more than the %d MiB a module may have", len(b), MaxModuleBytes>>20)
 	}
 	if err := looksLikeWasm(b); err != nil {
 		return err

@@ -47,15 +47,18 @@ func (c Config) memoryLimitMB() int {
 	return c.MemoryLimitMB
 }
 
-func (c Config) validate() error {
+func (c Config) validate() error { return c.validateFor(hookKind) }
+
+// validateFor checks the limits of a module of kind k.
+func (c Config) validateFor(k *kind) error {
 	if c.MemoryLimitMB < 0 || c.MemoryLimitMB > 4096 {
-		return fmt.Errorf("wasm hook: memory limit %d MiB is outside 1..4096 (WebAssembly's 32-bit memory)", c.MemoryLimitMB)
+		return fmt.Errorf("wasm %s: memory limit %d MiB is outside 1..4096 (WebAssembly's 32-bit memory)", k.name, c.MemoryLimitMB)
 	}
 	if c.Timeout < 0 {
-		return fmt.Errorf("wasm hook: negative time limit %v", c.Timeout)
+		return fmt.Errorf("wasm %s: negative time limit %v", k.name, c.Timeout)
 	}
 	if c.Timeout > 0 && c.Trusted {
-		return fmt.Errorf("wasm hook: a time limit needs the loop checks that a trusted module is compiled without")
+		return fmt.Errorf("wasm %s: a time limit needs the loop checks that a trusted module is compiled without", k.name)
 	}
 	return nil
 }
@@ -175,11 +178,13 @@ func runtimeFor(key runtimeKey) (*sharedRuntime, error) {
 	return s, nil
 }
 
-// Module is a compiled hook module, valid against the ABI. One Module
-// serves every rank of the process: each makes its own instance with
-// NewHook.
+// Module is a compiled module, valid against its ABI: a comm hook
+// (Load, Compile) or a ZeRO step schedule (LoadSchedule,
+// CompileSchedule). One Module serves every rank of the process: each
+// makes its own instance with NewHook or NewSchedule.
 type Module struct {
 	name string
+	kind *kind
 	cfg  Config
 	rt   *sharedRuntime
 	cm   wazero.CompiledModule
@@ -193,30 +198,47 @@ func (m *Module) Name() string { return m.name }
 func (m *Module) Info() *Info { return m.info }
 
 // Load reads and compiles the hook module at path (see Compile).
-func Load(path string, cfg Config) (*Module, error) {
+func Load(path string, cfg Config) (*Module, error) { return load(hookKind, path, cfg) }
+
+// LoadSchedule reads and compiles the step schedule module at path (see
+// CompileSchedule).
+func LoadSchedule(path string, cfg Config) (*Module, error) { return load(scheduleKind, path, cfg) }
+
+func load(k *kind, path string, cfg Config) (*Module, error) {
 	b, err := safefile.ReadFile(path, MaxModuleBytes)
 	if err != nil {
-		return nil, fmt.Errorf("wasm hook: %w", err)
+		return nil, fmt.Errorf("wasm %s: %w", k.name, err)
 	}
-	return Compile(filepath.Base(path), b, cfg)
+	return compileKind(k, filepath.Base(path), b, cfg)
 }
 
 // Compile compiles a hook module for the limits of cfg and checks it
 // against the ABI. The compiled code is shared by every caller in the
 // process that passes the same bytes and limits, and cached on disk.
 func Compile(name string, wasm []byte, cfg Config) (*Module, error) {
-	if err := cfg.validate(); err != nil {
+	return compileKind(hookKind, name, wasm, cfg)
+}
+
+// CompileSchedule is Compile for a ZeRO step schedule
+// (docs/wasm-schedule-abi.md): a module with the schedule ABI's marker,
+// exports and imports; a hook is refused, saying so.
+func CompileSchedule(name string, wasm []byte, cfg Config) (*Module, error) {
+	return compileKind(scheduleKind, name, wasm, cfg)
+}
+
+func compileKind(k *kind, name string, wasm []byte, cfg Config) (*Module, error) {
+	if err := cfg.validateFor(k); err != nil {
 		return nil, err
 	}
 	s, cm, err := compileFor(cfg, wasm)
 	if err != nil {
-		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
+		return nil, fmt.Errorf("wasm %s %s: %w", k.name, name, err)
 	}
-	info := inspectCompiled(name, cm, s, hasStartSection(wasm))
+	info := inspectCompiled(k, name, cm, s, hasStartSection(wasm))
 	if err := info.Err(); err != nil {
 		return nil, err
 	}
-	return &Module{name: name, cfg: cfg, rt: s, cm: cm, info: info}, nil
+	return &Module{name: name, kind: k, cfg: cfg, rt: s, cm: cm, info: info}, nil
 }
 
 // compileFor compiles wasm on the shared runtime for cfg's (valid)
@@ -259,10 +281,10 @@ func compile(s *sharedRuntime, key runtimeKey, wasm []byte) (wazero.CompiledModu
 	return e.cm, e.err
 }
 
-func inspectCompiled(name string, cm wazero.CompiledModule, s *sharedRuntime, start bool) *Info {
-	info := inspect(name, cm.ExportedFunctions(), cm.ImportedFunctions(), cm.ExportedMemories(), cm.ImportedMemories())
+func inspectCompiled(k *kind, name string, cm wazero.CompiledModule, s *sharedRuntime, start bool) *Info {
+	info := inspect(k, name, cm.ExportedFunctions(), cm.ImportedFunctions(), cm.ExportedMemories(), cm.ImportedMemories())
 	if start {
-		info.Problems = append(info.Problems, "has a start function (a WebAssembly start section), which would run as each rank instantiates the module, outside the hook's calls: a hook initializes in _initialize or its init export")
+		info.Problems = append(info.Problems, fmt.Sprintf("has a start function (a WebAssembly start section), which would run as each rank instantiates the module, outside the %s's calls: a %s initializes in _initialize or its init export", k.name, k.name))
 	}
 	for _, d := range cm.ImportedFunctions() {
 		mod, n, _ := d.Import()
@@ -280,10 +302,15 @@ func inspectCompiled(name string, cm wazero.CompiledModule, s *sharedRuntime, st
 	return info
 }
 
-// Check compiles wasm and describes it against the ABI without running
-// anything: `zeroeng hook check`. The error is for bytes that are not a
-// WebAssembly module at all; ABI problems are in Info.Problems.
-func Check(name string, wasm []byte) (*Info, error) {
+// Check compiles wasm and describes it against the hook ABI without
+// running anything: `zeroeng hook check`. The error is for bytes that are
+// not a WebAssembly module at all; ABI problems are in Info.Problems.
+func Check(name string, wasm []byte) (*Info, error) { return check(hookKind, name, wasm) }
+
+// CheckSchedule is Check against the step schedule ABI.
+func CheckSchedule(name string, wasm []byte) (*Info, error) { return check(scheduleKind, name, wasm) }
+
+func check(k *kind, name string, wasm []byte) (*Info, error) {
 	s, err := runtimeFor(runtimeKey{memoryPages: DefaultMemoryLimitMB * 16, uncached: true})
 	if err != nil {
 		return nil, err
@@ -291,14 +318,14 @@ func Check(name string, wasm []byte) (*Info, error) {
 	// Checked modules are not kept: a check is a one-off (and the
 	// fuzzer checks millions).
 	if err := prescan(wasm); err != nil {
-		return nil, fmt.Errorf("wasm hook %s: %w", name, err)
+		return nil, fmt.Errorf("wasm %s %s: %w", k.name, name, err)
 	}
 	cm, err := s.rt.CompileModule(context.Background(), wasm)
 	if err != nil {
-		return nil, fmt.Errorf("wasm hook %s: invalid WebAssembly: %w", name, err)
+		return nil, fmt.Errorf("wasm %s %s: invalid WebAssembly: %w", k.name, name, err)
 	}
 	defer cm.Close(context.Background())
-	return inspectCompiled(name, cm, s, hasStartSection(wasm)), nil
+	return inspectCompiled(k, name, cm, s, hasStartSection(wasm)), nil
 }
 
 func looksLikeWasm(b []byte) error {

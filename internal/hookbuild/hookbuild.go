@@ -70,6 +70,21 @@ func Sample(tb testing.TB, name string) []byte {
 	})
 }
 
+// ScheduleSample returns the wasm bytes of the sample step schedule
+// samples/schedules/NAME.c, built as `make schedules` builds it (warnings
+// are errors) on first use; a missing clang or wasm-ld skips, or fails
+// under ZEROENG_REQUIRE_PROGRAMS=1, as CI, which installs them, sets it.
+func ScheduleSample(tb testing.TB, name string) []byte {
+	tb.Helper()
+	return cachedProgram(tb, "schedule:"+name, func() ([]byte, string, error) {
+		root, err := repoRoot()
+		if err != nil {
+			return nil, "", err
+		}
+		return clangBuild(filepath.Join(root, "samples", "schedules", name+".c"), "-Wall", "-Wextra", "-Werror")
+	})
+}
+
 // WAT compiles WebAssembly text with wat2wasm (its default features).
 func WAT(tb testing.TB, src string) []byte {
 	tb.Helper()
@@ -459,7 +474,7 @@ func watBuild(src string) ([]byte, string, error) {
 	return run(exec.Command(tool, "--debug-names", src, "-o", wasm), wasm)
 }
 
-func clangBuild(src string) ([]byte, string, error) {
+func clangBuild(src string, flags ...string) ([]byte, string, error) {
 	tool, err := exec.LookPath("clang")
 	if err != nil {
 		return nil, "clang not found (Debian packages clang and lld)", nil
@@ -470,7 +485,8 @@ func clangBuild(src string) ([]byte, string, error) {
 	}
 	defer os.RemoveAll(out)
 	wasm := filepath.Join(out, "hook.wasm")
-	b, skip, err := run(exec.Command(tool, "--target=wasm32", "-nostdlib", "-O2", "-Wl,--no-entry", "-o", wasm, src), wasm)
+	args := append([]string{"--target=wasm32", "-nostdlib", "-O2", "-Wl,--no-entry"}, flags...)
+	b, skip, err := run(exec.Command(tool, append(args, "-o", wasm, src)...), wasm)
 	if err != nil {
 		if _, lerr := exec.LookPath("wasm-ld"); lerr != nil {
 			return nil, "clang cannot link wasm: wasm-ld not found (Debian package lld)", nil
