@@ -14,14 +14,18 @@
 // done. When each bucket is stepped is the schedule's choice: --schedule B (the default,
 // zero.schedules.interleaved) steps bucket i once bucket i+1 is ready; A (afterBackward) steps
 // them all once the last bucket is handed over; lag-K is a schedule written below in a few lines
-// (B is lag-1); none reduces during backward and steps afterwards (the plain DDP + ZeRO loop).
+// (B is lag-1); FILE.wasm is a schedule compiled to WebAssembly (samples/schedules: `make schedules`
+// builds lag_k.wasm); none reduces during backward and steps afterwards (the plain DDP + ZeRO loop).
+// Without DDP, ZeRO stage 2 reduce-scatters the gradients during backward itself: stage2 steps
+// after backward (as DeepSpeed), stage2-asReduced steps and all-gathers each bucket's slice as soon
+// as its reduce-scatter is retired, while backward goes on.
 //
 // The run checks itself: every rank must end with the same parameters, and the loss must fall.
 // With --net (an emulated link) the communication takes real time and the schedules differ in
 // step time; the last line is the result as JSON.
-const { tensor, nn, dist, zero, progress, metrics } = require("zeroeng");
+const { tensor, nn, dist, zero, hooks, progress, metrics } = require("zeroeng");
 
-const usage = "usage: zeroeng run --nproc N samples/zero_overlap.js [-- --schedule A|B|lag-K|none] [--steps N] [--buckets-mb MB]";
+const usage = "usage: zeroeng run --nproc N samples/zero_overlap.js [-- --schedule A|B|lag-K|FILE.wasm|none|stage2|stage2-asReduced] [--steps N] [--buckets-mb MB]";
 const opts = { schedule: "B", steps: 30, bucketsMB: 1 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -36,8 +40,10 @@ for (let i = 0; i < argv.length; i++) {
   }
 }
 const lagK = /^lag-([1-9][0-9]*)$/.exec(opts.schedule);
-if (!(["A", "B", "none"].includes(opts.schedule) || lagK) || !(Number.isInteger(opts.steps) && opts.steps > 0) || !(opts.bucketsMB > 0)) {
-  console.error(`zero_overlap.js: --schedule takes A, B, lag-K (K ≥ 1) or none, --steps a positive integer, --buckets-mb a positive size\n${usage}`);
+const wasm = opts.schedule.endsWith(".wasm");
+const stage2 = opts.schedule.startsWith("stage2");
+if (!(["A", "B", "none", "stage2", "stage2-asReduced"].includes(opts.schedule) || lagK || wasm) || !(Number.isInteger(opts.steps) && opts.steps > 0) || !(opts.bucketsMB > 0)) {
+  console.error(`zero_overlap.js: --schedule takes A, B, lag-K (K ≥ 1), FILE.wasm, none, stage2 or stage2-asReduced, --steps a positive integer, --buckets-mb a positive size\n${usage}`);
   process.exit(2);
 }
 
@@ -60,13 +66,16 @@ const rank = dist.rank, world = dist.worldSize, batch = 64;
 tensor.manualSeed(0);
 const net = nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, 256));
 // Small buckets so that this model spans several and the schedules have something to interleave.
-const model = nn.parallel.DistributedDataParallel(net, { bucketCapMB: opts.bucketsMB, firstBucketCapMB: opts.bucketsMB / 2 });
-const overlap = opts.schedule !== "none";
+const model = stage2 ? net : nn.parallel.DistributedDataParallel(net, { bucketCapMB: opts.bucketsMB, firstBucketCapMB: opts.bucketsMB / 2 });
+const overlap = opts.schedule !== "none" && !stage2;
 const opt = zero.ZeroRedundancyOptimizer(model.parameters(), {
   optimizer: "adamw", lr: 1e-3, weightDecay: 0.01, overlapWithDDP: overlap,
+  ...(stage2 ? { stage: 2, bucketCapMB: opts.bucketsMB } : {}),
+  ...(opts.schedule === "stage2-asReduced" ? { schedule: zero.schedules.asReduced } : {}),
 });
 if (overlap) {
-  const schedule = lagK ? lag(Number(lagK[1])) : opts.schedule === "A" ? zero.schedules.afterBackward : zero.schedules.interleaved;
+  const schedule = lagK ? lag(Number(lagK[1])) : wasm ? hooks.wasmSchedule(opts.schedule)
+    : opts.schedule === "A" ? zero.schedules.afterBackward : zero.schedules.interleaved;
   model.registerCommHook(null, zero.hookWithZeroSchedule(dist.commHooks.allreduceHook, model, opt, schedule, { shardBuckets: true, strict: true }));
 }
 
@@ -84,7 +93,7 @@ for (let step = 1; step <= opts.steps; step++) {
   const loss = nn.functional.mseLoss(model.forward(x), x.matmul(target));
   opt.zeroGrad();
   loss.backward();
-  // Under overlap the update already ran in backward; step() waits for its broadcasts.
+  // Under a schedule the update already ran in backward; step() waits for its broadcasts or all-gathers.
   opt.step();
   times.push(Date.now() - t0);
   const l = loss.item();
