@@ -1469,15 +1469,16 @@
   // numBuckets, rank, worldSize, iteration, bucket(i) ({ numel, names,
   // owners }), reduced(i) and the actions wait(i), step(i), broadcast(i),
   // stepAndBroadcast(i); what a schedule leaves is done, in bucket order,
-  // at the end of backward (an error with { strict: true }).
+  // at the end of backward (an error with { strict: true }). Under stage 1,
+  // assign(buckets, worldSize) may return each bucket's owner ranks.
   const scheduleEvents = ['iterationBegin', 'bucketReady', 'bucketReduced', 'backwardEnd'];
   const schedule = spec => {
-    const o = options('zero.schedule', spec, 'name', ...scheduleEvents);
-    for (const k of scheduleEvents) {
+    const o = options('zero.schedule', spec, 'name', 'assign', ...scheduleEvents);
+    for (const k of ['assign', ...scheduleEvents]) {
       if (o[k] !== undefined && typeof o[k] !== 'function') throw new TypeError(`zero.schedule: ${k} must be a function, got ${typeof o[k]}`);
     }
     const out = { __zeroSchedule: true, name: String(o.name === undefined ? 'schedule' : o.name) };
-    for (const k of scheduleEvents) out[k] = o[k];
+    for (const k of ['assign', ...scheduleEvents]) out[k] = o[k];
     return Object.freeze(out);
   };
   const schedules = Object.freeze({

@@ -441,25 +441,74 @@ func (r *Runtime) zeroSchedule(pg dist.ProcessGroup, o *goja.Object) zero.Schedu
 			must(ctx.Set("iteration", it))
 		}
 		_, err := f(goja.Undefined(), append([]goja.Value{ctx}, args...)...)
-		if err != nil {
-			// The script's error as text (its place in the script first):
-			// an *Error in the chain would stand for the whole, and the
-			// schedule, event and bucket the engine puts around it would
-			// be lost.
-			var se *Error
-			if errors.As(r.scriptError(err), &se) && se.Position != "" {
-				return fmt.Errorf("%s: %s", se.Position, se.Message)
-			}
-			return errors.New(r.scriptError(err).Error())
-		}
-		return nil
+		return r.scheduleError(err)
 	}
-	return zero.ScheduleFuncs{Name: name,
+	sf := zero.ScheduleFuncs{Name: name,
 		OnIterationBegin: func(c *zero.ScheduleContext) error { return call("iterationBegin", c) },
 		OnBucketReady:    func(c *zero.ScheduleContext, i int) error { return call("bucketReady", c, r.vm.ToValue(i)) },
 		OnBucketReduced:  func(c *zero.ScheduleContext, i int) error { return call("bucketReduced", c, r.vm.ToValue(i)) },
 		OnBackwardEnd:    func(c *zero.ScheduleContext) error { return call("backwardEnd", c) },
 	}
+	if f, ok := goja.AssertFunction(o.Get("assign")); ok {
+		sf.OnAssign = func(buckets []zero.BucketInfo, world int) ([][]int, error) {
+			list := make([]any, len(buckets))
+			for i, b := range buckets {
+				list[i] = map[string]any{"numel": b.Numel, "names": b.Names, "offsets": b.Offsets, "owners": b.Owners}
+			}
+			v, err := f(goja.Undefined(), r.vm.ToValue(list), r.vm.ToValue(world))
+			if err != nil {
+				return nil, r.scheduleError(err)
+			}
+			return r.assignment(v)
+		}
+	}
+	return sf
+}
+
+// scheduleError is a script exception in a schedule's function as text,
+// its place in the script first: an *Error in the chain would stand for
+// the whole, and the schedule, event and bucket the engine puts around it
+// would be lost.
+func (r *Runtime) scheduleError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *Error
+	if errors.As(r.scriptError(err), &se) && se.Position != "" {
+		return fmt.Errorf("%s: %s", se.Position, se.Message)
+	}
+	return errors.New(r.scriptError(err).Error())
+}
+
+// assignment reads what a schedule's assign returned: an array with, for
+// each bucket, an array of owner ranks, one per parameter (the engine
+// checks the sizes and ranks); undefined or null keeps the engine's.
+func (r *Runtime) assignment(v goja.Value) ([][]int, error) {
+	if isMissing(v) {
+		return nil, nil
+	}
+	o, ok := v.(*goja.Object)
+	if !ok || o.ClassName() != "Array" {
+		return nil, fmt.Errorf("assign must return an array (one array of owner ranks per bucket), got %s", describe(v))
+	}
+	out := make([][]int, o.Get("length").ToInteger())
+	for i := range out {
+		b, ok := o.Get(fmt.Sprint(i)).(*goja.Object)
+		if !ok || b.ClassName() != "Array" {
+			return nil, fmt.Errorf("assign: bucket %d's owners must be an array of ranks, got %s", i, describe(o.Get(fmt.Sprint(i))))
+		}
+		out[i] = make([]int, b.Get("length").ToInteger())
+		for k := range out[i] {
+			e := b.Get(fmt.Sprint(k))
+			switch n := e.Export().(type) {
+			case int64:
+				out[i][k] = int(max(min(n, 1<<31), -1)) // the engine names a rank out of range
+			default:
+				return nil, fmt.Errorf("assign: bucket %d's owner %d must be a rank (an integer), got %s", i, k, describe(e))
+			}
+		}
+	}
+	return out, nil
 }
 
 // scheduleContext is a schedule's ctx for the script: the queries and the

@@ -43,6 +43,15 @@ func TestZeroScheduleFromJS(t *testing.T) {
 				hook(`zero.schedule({ name: "by events", bucketReady(ctx, i) { if (i > 0) ctx.wait(i - 1); }, bucketReduced(ctx, i) { if (!ctx.reduced(i)) throw new Error("not reduced"); ctx.step(i); ctx.broadcast(i); } })`)},
 			{"steps as reduced, sends left to the end", "model.registerCommHook(null, zero.hookWithZeroStep(dist.commHooks.allreduceHook, model, opt));",
 				hook(`zero.schedule({ name: "sends later", bucketReduced(ctx, i) { ctx.step(i); } })`)},
+			{"owners assigned by the schedule", "model.registerCommHook(null, zero.hookWithZeroStepInterleaved(dist.commHooks.allreduceHook, model, opt));",
+				hook(`zero.schedule({ name: "assigned",
+  assign(buckets, world) { return buckets.map((b, i) => b.names.map((_, k) => (i + k + 1) % world)); },
+  bucketReady(ctx, i) {
+    const owners = ctx.bucket(i).owners;
+    owners.forEach((r, k) => { if (r !== (i + k + 1) % ctx.worldSize) throw new Error("bucket " + i + " owners " + owners); });
+    if (i > 0) ctx.stepAndBroadcast(i - 1);
+  },
+  backwardEnd(ctx) { ctx.stepAndBroadcast(ctx.numBuckets - 1); } })`)},
 		} {
 			t.Run(fmt.Sprintf("%s/n=%d", c.name, n), func(t *testing.T) {
 				want, err := run(t, n, c.builtin)
@@ -87,6 +96,14 @@ func TestZeroScheduleFromJS(t *testing.T) {
 		{`zero.schedule({ name: "by rank", backwardEnd(ctx) { for (let k = 0; k < ctx.numBuckets; k++) ctx.stepAndBroadcast(ctx.rank === 0 ? k : ctx.numBuckets - 1 - k); } })`,
 			"broadcast the buckets in the order ["},
 		{`zero.schedule({}), { strikt: true }`, "strikt"},
+		{`zero.schedule({ name: "few", assign(buckets) { return [[0]]; } })`, "zero: schedule few, assign, rank "},
+		{`zero.schedule({ name: "short", assign(buckets) { return buckets.map(b => [0]); } })`, "bucket 0 has 2 parameters, got 1 owners"},
+		{`zero.schedule({ name: "far", assign(buckets, world) { return buckets.map(b => b.names.map(() => world)); } })`, "owner 2 is not a rank (0 to 1)"},
+		{`zero.schedule({ name: "half", assign(buckets) { return buckets.map(b => b.names.map(() => 0.5)); } })`, "assign: bucket 0's owner 0 must be a rank (an integer), got"},
+		{`zero.schedule({ name: "text", assign() { return "all mine"; } })`, "assign must return an array"},
+		{`zero.schedule({ name: "selfish", assign(buckets) { return buckets.map(b => b.names.map(() => dist.rank)); } })`, "is owned by rank 0 on rank 0 but by rank 1 on rank 1 (every rank must return the same assignment)"},
+		{`zero.schedule({ name: "moody", assign(buckets) { return dist.rank === 0 ? buckets.map(b => b.names.map(() => 0)) : undefined; } })`, "disagree on whether to assign"},
+		{`zero.schedule({ name: "throws", assign() { throw new Error("no owners today"); } })`, "no owners today"},
 		{`zero.schedule({ name: "twice", backwardEnd(ctx) { ctx.stepAndBroadcast(0); ctx.stepAndBroadcast(0); } })`, "bucket 0 was stepped already in this iteration"},
 		{`zero.schedule({ name: "early", bucketReady(ctx, i) { if (i === 0) ctx.stepAndBroadcast(1); } })`, "bucket 1 is not ready yet"},
 		{`zero.schedule({ name: "far", backwardEnd(ctx) { ctx.stepAndBroadcast(99); } })`, "bucket 99: there are"},

@@ -73,6 +73,8 @@ func TestZeroStage2ScheduleErrorsFromJS(t *testing.T) {
 		{", schedule: zero.schedules.asReduced, stage: 3", "", plainStep, "stage 3 keeps its built-in order"},
 		{", schedule: zero.schedules.asReduced, offload: \"cpu\"", "", plainStep, "a schedule with offload"},
 		{", strictSchedule: true", "", plainStep, "strictSchedule without a schedule"},
+		{", schedule: zero.schedule({ name: \"owners\", assign(buckets) { return null; } })", "", plainStep,
+			"zero: schedule owners assigns owners, but under stage 2 every rank steps its slice of every bucket: assign is stage 1's"},
 		{", schedule: zero.schedule({ name: \"lazy\" }), strictSchedule: true", "", plainStep,
 			"schedule lazy (strict), rank * iteration 1: bucket(s) [0 1 2] were not stepped and all-gathered by the end of backward"},
 		{`, schedule: zero.schedule({ name: "sender", bucketReduced(ctx, i) { ctx.step(i); ctx.broadcast(i); } })`, "", plainStep,

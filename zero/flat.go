@@ -267,14 +267,17 @@ func (f *flatLayout) releaseScattered() {
 	}
 }
 
-// retire waits for bucket b's reduce-scatter (a failure fails the pass)
-// and gives back its full gradients; under offload the slice, final now,
-// goes down to the host while backward goes on (offload.go).
+// retire waits for bucket b's reduce-scatter, if one is in flight (a
+// failure fails the pass), and gives back its full gradients; under
+// offload the slice, final now, goes down to the host while backward goes
+// on (offload.go). Retiring a bucket twice does nothing more.
 func (f *flatLayout) retire(b *flatBucket) {
-	if err := b.scatter.Wait(); err != nil && f.err == nil {
-		f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
+	if b.scatter != nil {
+		if err := b.scatter.Wait(); err != nil && f.err == nil {
+			f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
+		}
+		b.scatter = nil
 	}
-	b.scatter = nil
 	b.grads.Release()
 	b.grads = nil
 	if f.z.opts.Offload != nil && f.err == nil {
@@ -688,17 +691,7 @@ func (f *flatLayout) finishPass() error {
 		f.launchReady()
 	}
 	for _, b := range f.buckets {
-		if b.scatter != nil {
-			if err := b.scatter.Wait(); err != nil && f.err == nil {
-				f.err = fmt.Errorf("zero: reduce-scattering gradients: %w", err)
-			}
-			b.scatter = nil
-		}
-		b.grads.Release()
-		b.grads = nil
-		if f.z.opts.Offload != nil && f.err == nil {
-			f.err = f.sendDown(b)
-		}
+		f.retire(b)
 	}
 	for _, u := range f.units {
 		if err := u.reshard(); err != nil && f.err == nil {

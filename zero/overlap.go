@@ -130,8 +130,120 @@ func HookWithZeroSchedule(hook ddp.CommHook, d *ddp.DDP, z *Optimizer, s Schedul
 	if _, ok := s.(*builtin); !ok && z.pg.Size() > 1 {
 		ov.orderCheck = &orderCheck{}
 	}
+	if a := assigns(s); a != nil {
+		if err := ov.assign(a); err != nil {
+			z.assignBuckets(buckets, opts.ShardBuckets) // back to the engine's
+			return nil, fmt.Errorf("zero: schedule %v, assign, rank %d: %w", s, z.pg.Rank(), err)
+		}
+	}
 	z.ov = ov
 	return ov.hook, nil
+}
+
+// assign lets the schedule decide the owners (Assigner): its assignment
+// is checked, compared across the ranks (every rank makes the hook at the
+// same point of its script, so the all-gather is matched) and applied.
+func (ov *overlap) assign(a Assigner) error {
+	z := ov.z
+	infos := make([]BucketInfo, len(ov.buckets))
+	for i := range ov.buckets {
+		infos[i], _ = ov.schedBucket(i)
+	}
+	owners, err := a.Assign(infos, z.pg.Size())
+	var flat []int64
+	if err == nil && owners != nil {
+		flat, err = checkAssignment(owners, infos, z.pg.Size())
+	}
+	// Every rank takes part in the comparison, whatever its own outcome,
+	// so that a rank that failed does not leave the others waiting: the
+	// first value says whether the rank has an assignment (1), failed (-1)
+	// or keeps the engine's (0).
+	status := int64(0)
+	switch {
+	case err != nil:
+		status = -1
+	case owners != nil:
+		status = 1
+	}
+	n := 1
+	for _, b := range infos {
+		n += len(b.Params)
+	}
+	mine := make([]int64, n)
+	mine[0] = status
+	copy(mine[1:], flat)
+	if z.pg.Size() > 1 {
+		t := z.rt.FromInt64s(mine).Persist()
+		all := z.rt.Empty(tensor.Int64, n*z.pg.Size()).Persist()
+		defer t.Release()
+		defer all.Release()
+		if werr := z.pg.AllGather(all, t).Wait(); werr != nil {
+			return fmt.Errorf("comparing the ranks' assignments: %w", werr)
+		}
+		got, rerr := all.Int64s()
+		if rerr != nil {
+			return rerr
+		}
+		if err != nil {
+			return err
+		}
+		for r := range z.pg.Size() {
+			if got[r*n] < 0 {
+				return fmt.Errorf("rank %d's assignment failed", r)
+			}
+		}
+		if k, r, ok := firstDifference(got, n); ok {
+			if k == 0 {
+				return fmt.Errorf("rank 0 and rank %d disagree on whether to assign the parameters (every rank must return the same assignment)", r)
+			}
+			b, p := paramAt(infos, k-1)
+			return fmt.Errorf("bucket %d's parameter %s is owned by rank %d on rank 0 but by rank %d on rank %d (every rank must return the same assignment)",
+				b, infos[b].Names[p], got[k], got[r*n+k], r)
+		}
+	}
+	if err != nil || owners == nil {
+		return err
+	}
+	for i, b := range ov.buckets {
+		for k, p := range b.Params {
+			z.owner[p] = owners[i][k]
+		}
+	}
+	z.dropForeignState()
+	return nil
+}
+
+// checkAssignment checks an Assigner's result against the buckets and
+// flattens it.
+func checkAssignment(owners [][]int, infos []BucketInfo, world int) ([]int64, error) {
+	if len(owners) != len(infos) {
+		return nil, fmt.Errorf("%d owner lists for %d buckets (one list per bucket)", len(owners), len(infos))
+	}
+	var flat []int64
+	for i, b := range infos {
+		if len(owners[i]) != len(b.Params) {
+			return nil, fmt.Errorf("bucket %d has %d parameters, got %d owners", i, len(b.Params), len(owners[i]))
+		}
+		for k, r := range owners[i] {
+			if r < 0 || r >= world {
+				return nil, fmt.Errorf("bucket %d's parameter %s: owner %d is not a rank (0 to %d)", i, b.Names[k], r, world-1)
+			}
+			flat = append(flat, int64(r))
+		}
+	}
+	return flat, nil
+}
+
+// paramAt finds the bucket and position of the k-th parameter in bucket
+// order.
+func paramAt(infos []BucketInfo, k int) (bucket, pos int) {
+	for i, b := range infos {
+		if k < len(b.Params) {
+			return i, k
+		}
+		k -= len(b.Params)
+	}
+	return len(infos) - 1, 0
 }
 
 // assignBuckets makes the owners follow DDP's buckets.

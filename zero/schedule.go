@@ -50,13 +50,48 @@ type Schedule interface {
 	BackwardEnd(c *ScheduleContext) error
 }
 
+// Assigner is a Schedule that decides which rank steps and broadcasts
+// each parameter under stage 1 (HookWithZeroSchedule calls it once, after
+// the engine's own assignment, which it gets in BucketInfo.Owners): the
+// result holds, for every bucket, one owner rank per parameter, in the
+// bucket's order; nil keeps the engine's. Every rank must return the same
+// assignment (checked: one all-gather when the hook is made). Under stage
+// 2 every rank steps a slice of every bucket, and an assignment is an
+// error.
+type Assigner interface {
+	Assign(buckets []BucketInfo, worldSize int) ([][]int, error)
+}
+
+// assigns tells whether s decides the owners (an Assigner that is not a
+// ScheduleFuncs without OnAssign).
+func assigns(s Schedule) Assigner {
+	switch s := s.(type) {
+	case ScheduleFuncs:
+		if s.OnAssign == nil {
+			return nil
+		}
+	case *builtin:
+		return nil
+	}
+	a, _ := s.(Assigner)
+	return a
+}
+
 // ScheduleFuncs makes a Schedule of functions; a nil one does nothing.
 type ScheduleFuncs struct {
 	Name             string // in errors and traces
+	OnAssign         func(buckets []BucketInfo, worldSize int) ([][]int, error)
 	OnIterationBegin func(c *ScheduleContext) error
 	OnBucketReady    func(c *ScheduleContext, i int) error
 	OnBucketReduced  func(c *ScheduleContext, i int) error
 	OnBackwardEnd    func(c *ScheduleContext) error
+}
+
+func (s ScheduleFuncs) Assign(buckets []BucketInfo, worldSize int) ([][]int, error) {
+	if s.OnAssign == nil {
+		return nil, nil
+	}
+	return s.OnAssign(buckets, worldSize)
 }
 
 func (s ScheduleFuncs) IterationBegin(c *ScheduleContext) error {
@@ -469,9 +504,7 @@ func (s *flatSchedule) wait(k int) {
 	}
 	s.reduced[k] = true
 	start := time.Now()
-	if b := s.f.buckets[k]; b.scatter != nil {
-		s.f.retire(b)
-	}
+	s.f.retire(s.f.buckets[k])
 	s.f.z.traceSchedule(fmt.Sprintf("wait(%d)", k), k, start)
 	s.toTell = append(s.toTell, k)
 }

@@ -150,6 +150,8 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 		return nil, fmt.Errorf("zero: stage 3 keeps its built-in order (each unit is gathered, reduce-scattered and stepped around its own forward and backward): the schedule option is stage 2's")
 	case opts.Offload != nil:
 		return nil, fmt.Errorf("zero: a schedule with offload: the host steps the slices after backward, in its own order; use stage 2 on the device for a schedule, or offload without one")
+	case assigns(opts.Schedule) != nil:
+		return nil, fmt.Errorf("zero: schedule %v assigns owners, but under stage 2 every rank steps its slice of every bucket: assign is stage 1's (hookWithZeroSchedule)", opts.Schedule)
 	}
 	if opts.LimitAllGathers == 0 {
 		opts.LimitAllGathers = 2
