@@ -47,10 +47,14 @@ func runGPT(t *testing.T, ranks int, args ...string) []gptResult {
 
 // TestGPTSampleLearns: the tiny GPT on this repository's Markdown, byte by
 // byte, gets well below the uniform loss ln 256 = 5.55 in a few seconds.
+// The validation loss, over several held-out batches, is the measure; the
+// training loss is one batch's, which moves with the batch the 100th step
+// happens to draw from the Markdown (that text changes with every edit of
+// docs/), so it gets a looser bound.
 func TestGPTSampleLearns(t *testing.T) {
 	res := runGPT(t, 1, "--steps", "100", "--eval-every", "100")[0]
-	if res.ValLoss == 0 || res.ValLoss > 3.6 || res.Loss > 3.6 {
-		t.Errorf("after 100 steps: loss %v, validation loss %v; want both below 3.6", res.Loss, res.ValLoss)
+	if res.ValLoss == 0 || res.ValLoss > 3.6 || res.Loss > 4.2 {
+		t.Errorf("after 100 steps: loss %v, validation loss %v; want the validation loss below 3.6 and the last batch's below 4.2", res.Loss, res.ValLoss)
 	}
 }
 
