@@ -8,6 +8,7 @@
 //   zeroeng run --nproc 4 samples/fashion_mnist.js -- --zero 2   # ZeRO: 1, 2 or overlap (see below)
 //   zeroeng run samples/fashion_mnist.js -- --bf16               # bfloat16 model, float32 master weights
 //   zeroeng run samples/fashion_mnist.js -- --steps 20           # a quick look: at most 20 steps an epoch
+//   zeroeng run samples/fashion_mnist.js -- --workers 2          # batches from a DataLoader, 2 workers (see below)
 //
 // Every epoch prints the test accuracy; the last line is the result as JSON. With --metrics FILE,
 // every step's loss and every epoch's accuracy go to FILE as JSON lines too.
@@ -15,9 +16,9 @@
 // The random generator starts from --seed (default 0), as torch.manual_seed(0) does in the PyTorch
 // script, and nothing draws from it before the model is built: the initial weights and the batch
 // order of each epoch (one randperm per epoch) are PyTorch's, so the run follows PyTorch's.
-const { tensor, nn, optim, io, dist, zero, progress, metrics } = require("zeroeng");
+const { tensor, nn, optim, io, data, dist, zero, progress, metrics } = require("zeroeng");
 
-const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--steps N] [--zero 1|2|overlap] [--bf16]";
+const usage = "usage: zeroeng run samples/fashion_mnist.js [-- --data DIR] [--epochs N] [--steps N] [--zero 1|2|overlap] [--bf16] [--workers N]";
 const opts = { data: process.env.ZEROENG_FMNIST_DIR || "/usr/share/datasets/fashion-mnist", epochs: 5 };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
@@ -29,12 +30,14 @@ for (let i = 0; i < argv.length; i++) {
     case "--steps": opts.steps = Number(value()); break;
     case "--zero": opts.zero = value(); break;
     case "--bf16": opts.bf16 = true; break;
+    case "--workers": opts.workers = Number(value()); break;
     case "-h": case "--help": console.log(usage); process.exit(0);
     default: console.error(`fashion_mnist.js: unknown argument ${argv[i]}\n${usage}`); process.exit(2);
   }
 }
-if (!opts.data || !(Number.isInteger(opts.epochs) && opts.epochs > 0) || !(opts.steps === undefined || (Number.isInteger(opts.steps) && opts.steps > 0))) {
-  console.error(`fashion_mnist.js: --data needs a directory, --epochs and --steps a positive integer\n${usage}`);
+if (!opts.data || !(Number.isInteger(opts.epochs) && opts.epochs > 0) || !(opts.steps === undefined || (Number.isInteger(opts.steps) && opts.steps > 0)) ||
+  !(opts.workers === undefined || (Number.isInteger(opts.workers) && opts.workers >= 0))) {
+  console.error(`fashion_mnist.js: --data needs a directory, --epochs and --steps a positive integer, --workers a non-negative one\n${usage}`);
   process.exit(2);
 }
 if (opts.zero !== undefined && !["1", "2", "overlap"].includes(opts.zero)) {
@@ -92,6 +95,12 @@ if (opts.zero === undefined) {
 console.log(`fashion-mnist: ${n} training and ${xTest.shape[0]} test images (${opts.data}), ` +
   `MLP 784-256-128-10${opts.bf16 ? " in bfloat16" : ""}, Adam lr 1e-3${opts.zero ? ` (ZeRO ${opts.zero})` : ""}, batch ${batch}${world > 1 ? ` over ${world} ranks` : ""}, ${opts.epochs} epoch${opts.epochs === 1 ? "" : "s"}`);
 
+// --workers N takes the batches from a data.DataLoader (PyTorch's DataLoader order rather than the
+// PyTorch script's randperm) whose N workers gather them ahead of the step; --workers 0 gathers each
+// in the step, to compare.
+const loader = opts.workers === undefined ? null : data.DataLoader(data.TensorDataset(xTrain, yTrain),
+  { batchSize: batch, shuffle: true, ...(opts.workers > 0 ? { numWorkers: opts.workers, persistentWorkers: true } : {}) });
+
 const accuracy = () =>
   tensor.noGrad(() => tensor.scope(() => model.forward(input(xTest)).argmax(1).eq(yTest).float().mean().item()));
 
@@ -100,14 +109,22 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
   const bar = progress.bar({ total: steps, label: `epoch ${epoch}/${opts.epochs}` });
   const start = Date.now();
   // The permutation outlives the automatic release of each step's tensors: keep it for the epoch.
-  const perm = tensor.randperm(n).keep();
+  const perm = loader ? null : tensor.randperm(n).keep();
+  const batches = loader && loader[Symbol.iterator]();
   let sum = 0;
   for (let i = 0, s = 1; i < n && s <= steps; i += batch, s++) {
     const size = Math.min(batch, n - i);
     const lo = Math.floor(size * rank / world), hi = Math.floor(size * (rank + 1) / world);
-    const idx = perm.narrow(0, i + lo, hi - lo);
+    let x, y;
+    if (batches) {
+      [x, y] = batches.next().value;
+      [x, y] = [x.narrow(0, lo, hi - lo), y.narrow(0, lo, hi - lo)];
+    } else {
+      const idx = perm.narrow(0, i + lo, hi - lo);
+      [x, y] = [xTrain.indexSelect(0, idx), yTrain.indexSelect(0, idx)];
+    }
     opt.zeroGrad();
-    const loss = nn.functional.crossEntropy(model.forward(input(xTrain.indexSelect(0, idx))), yTrain.indexSelect(0, idx));
+    const loss = nn.functional.crossEntropy(model.forward(input(x)), y);
     loss.backward();
     opt.step();
     const l = loss.item();
@@ -116,7 +133,8 @@ for (let epoch = 1; epoch <= opts.epochs; epoch++) {
     if (metrics.enabled) metrics.log({ step, epoch, loss: l });
     bar.update(s, { loss: l, samples: Math.min(i + batch, n) });
   }
-  perm.release();
+  if (perm) perm.release();
+  if (batches) batches.return(); // --steps may leave the epoch early: its workers stop
   trainMs += Date.now() - start;
   bar.done();
   acc = accuracy();

@@ -18,7 +18,8 @@ import (
 // Map-style datasets and their loader, as torch.utils.data in PyTorch 1.13:
 //
 //	data.TensorDataset(...tensors)                 → length, tensors, get(i)
-//	data.DataLoader(dataset, { batchSize, shuffle, dropLast, sampler, seed, collateFn })
+//	data.DataLoader(dataset, { batchSize, shuffle, dropLast, sampler, seed, collateFn,
+//	                           numWorkers, prefetchFactor, persistentWorkers })
 //	data.DistributedSampler(dataset, { numReplicas, rank, shuffle, seed, dropLast })
 //
 // A loader is iterable (for (const [x, y] of loader)), each iteration an
@@ -35,6 +36,10 @@ import (
 // loader given that state continues with the very next batch. The default
 // generator is not theirs to save: checkpoint.Manager restores it, so that
 // the epochs after a resume draw what they would have drawn.
+//
+// With numWorkers > 0 the batches of a TensorDataset are gathered by
+// background goroutines ahead of the step (dataloader_workers.go); what
+// the loader draws, and when, is the same as without them.
 
 // mapDataset is what a loader or a sampler indexes: a TensorDataset, a
 // script array, or a script object with length and get(i).
@@ -176,6 +181,7 @@ type dataLoader struct {
 	sampler   *distSampler    // a DistributedSampler given as sampler
 	custom    *goja.Object    // any other sampler: an iterable of indices
 	collate   goja.Callable   // collateFn; nil: PyTorch's default_collate
+	workers   *loaderWorkers  // numWorkers > 0; nil: next() makes its batch itself
 
 	epochs  int          // iterations that began an epoch
 	current *loaderEpoch // the newest iteration: what stateDict saves
@@ -186,23 +192,33 @@ type dataLoader struct {
 // indices one at a time, as PyTorch's generators are, so that what the
 // samplers draw is drawn at the moments PyTorch draws it.
 type loaderEpoch struct {
-	l       *dataLoader
-	started bool          // the sampler was asked for its first index
-	ended   bool          // ... and for one past its last
-	order   []int64       // a built-in sampler's indices
-	pos     int           // indices taken from order
-	js      *goja.Object  // a custom sampler's iterator
-	batches int           // batches yielded
-	done    bool          // the iteration has reported its end
-	seed    *uint64       // shuffled with the default generator: the permutation's seed, once drawn
-	gen     []byte        // the seed option's generator just after this epoch's base seed
-	dist    *samplerState // the DistributedSampler's seed and epoch when it gave its indices
+	l         *dataLoader
+	started   bool          // the sampler was asked for its first index
+	ended     bool          // ... and for one past its last
+	order     []int64       // a built-in sampler's indices
+	pos       int           // indices taken from order
+	js        *goja.Object  // a custom sampler's iterator
+	exhausted bool          // the sampler has no batch left
+	batches   int           // batches yielded to the script
+	done      bool          // the iteration has reported its end to the script
+	seed      *uint64       // shuffled with the default generator: the permutation's seed, once drawn
+	gen       []byte        // the seed option's generator just after this epoch's base seed
+	dist      *samplerState // the DistributedSampler's seed and epoch when it gave its indices
+
+	// With workers (dataloader_workers.go): the batch next() is handing
+	// over, the batches after it whose indices are known, and how far into
+	// order a built-in sampler's batches are known.
+	head  *batchSlot
+	ahead []*batchSlot
+	peek  int
+	busy  bool // next() is running (a custom sampler may call back into it)
 }
 
 func (r *Runtime) newDataLoader(call goja.FunctionCall) goja.Value {
 	const fn = "data.DataLoader"
 	l := &dataLoader{r: r, ds: r.mapDatasetArg(fn, call.Argument(0))}
-	o := r.optionsOf(fn, call, 1, "batchSize", "shuffle", "dropLast", "sampler", "seed", "collateFn")
+	o := r.optionsOf(fn, call, 1, "batchSize", "shuffle", "dropLast", "sampler", "seed", "collateFn",
+		"numWorkers", "prefetchFactor", "persistentWorkers")
 	l.batchSize = r.optInt(fn, o, "batchSize", 1)
 	if l.batchSize <= 0 {
 		r.throwRangef("%s: batchSize should be a positive integer value, but got batchSize=%d", fn, l.batchSize)
@@ -238,11 +254,21 @@ func (r *Runtime) newDataLoader(call goja.FunctionCall) goja.Value {
 	if l.shuffle && r.datasetLength(fn, l.ds) == 0 {
 		r.throwRangef("%s: shuffle needs samples: num_samples should be a positive integer value, but got num_samples=0", fn)
 	}
+	l.workers = r.loaderWorkersOption(fn, l, o)
 
 	obj := r.vm.NewObject()
 	must(obj.Set("dataset", call.Argument(0)))
 	must(obj.Set("batchSize", l.batchSize))
 	must(obj.Set("dropLast", l.dropLast))
+	if w := l.workers; w != nil {
+		must(obj.Set("numWorkers", w.n))
+		must(obj.Set("prefetchFactor", w.prefetch))
+		must(obj.Set("persistentWorkers", w.persistent))
+	} else {
+		must(obj.Set("numWorkers", 0))
+		must(obj.Set("prefetchFactor", goja.Null())) // PyTorch's None: no workers to prefetch
+		must(obj.Set("persistentWorkers", false))
+	}
 	if samplerValue != nil {
 		must(obj.Set("sampler", samplerValue))
 	}
@@ -316,29 +342,65 @@ func (l *dataLoader) iterate() *loaderEpoch {
 
 // loaderIterator is the script's iterator over e: next() → { value, done },
 // and itself iterable, as the iterators of JavaScript's built-ins are.
+// Its return(), which for ... of calls when the loop is left early
+// (break, an exception), stops the workers fetching for the iteration, if
+// the loader has workers. It does not end the iteration, whose position
+// stateDict saves as before, and a later next() goes on (fetching again).
 func (r *Runtime) loaderIterator(l *dataLoader, e *loaderEpoch) goja.Value {
+	const fn = "DataLoader"
 	it := r.vm.NewObject()
 	r.fn(it, "next", func(goja.FunctionCall) goja.Value {
 		res := r.vm.NewObject()
-		idx, ok := e.nextBatch("DataLoader")
-		if ok {
-			must(res.Set("value", l.batch(idx)))
+		var v goja.Value
+		ok := false
+		if l.workers != nil {
+			v, ok = l.workers.next(fn, e)
 		} else {
-			must(res.Set("value", goja.Undefined()))
+			var idx []int64
+			if idx, ok = e.nextBatch(fn); ok {
+				v = l.batch(idx)
+			}
 		}
+		if !ok {
+			v = goja.Undefined()
+		}
+		must(res.Set("value", v))
 		must(res.Set("done", !ok))
+		return res
+	})
+	r.fn(it, "return", func(call goja.FunctionCall) goja.Value {
+		if l.workers != nil {
+			l.workers.release(e)
+		}
+		res := r.vm.NewObject()
+		must(res.Set("value", call.Argument(0)))
+		must(res.Set("done", true))
 		return res
 	})
 	must(it.SetSymbol(goja.SymIterator, r.native("[Symbol.iterator]", func(goja.FunctionCall) goja.Value { return it })))
 	return it
 }
 
-// nextBatch takes the next batch's indices as PyTorch's BatchSampler
-// does: up to batchSize of them, a shorter last batch kept unless
-// dropLast. A full batch is yielded without asking the sampler for more;
-// the sampler's end is found asking for the index after its last.
+// nextBatch takes the next batch to yield: its indices, drawn now.
 func (e *loaderEpoch) nextBatch(fn string) ([]int64, bool) {
 	if e.done {
+		return nil, false
+	}
+	idx, ok := e.draw(fn)
+	if !ok {
+		e.done = true
+		return nil, false
+	}
+	e.batches++
+	return idx, true
+}
+
+// draw takes the next batch's indices from the sampler as PyTorch's
+// BatchSampler does: up to batchSize of them, a shorter last batch kept
+// unless dropLast. A full batch is taken without asking the sampler for
+// more; the sampler's end is found asking for the index after its last.
+func (e *loaderEpoch) draw(fn string) ([]int64, bool) {
+	if e.exhausted {
 		return nil, false
 	}
 	l := e.l
@@ -351,10 +413,9 @@ func (e *loaderEpoch) nextBatch(fn string) ([]int64, bool) {
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 || len(idx) < l.batchSize && l.dropLast {
-		e.done = true
+		e.exhausted = true
 		return nil, false
 	}
-	e.batches++
 	return idx, true
 }
 
@@ -642,6 +703,11 @@ func (l *dataLoader) state() loaderState {
 // or begins the epoch after it.
 func (l *dataLoader) load(fn string, st loaderState) {
 	r := l.r
+	if l.workers != nil {
+		// The iterations fetched for are replaced; one the script goes on
+		// with fetches again.
+		l.workers.stopRun()
+	}
 	if st.Epoch == nil || st.BatchSize == nil || *st.Epoch < 0 {
 		r.throwf("%s: expects the object stateDict() returns ({ epoch, batchSize, ... })", fn)
 	}

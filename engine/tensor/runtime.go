@@ -443,6 +443,25 @@ func Retain(t *Tensor) (release func()) {
 	return func() { once.Do(st.release) }
 }
 
+// FromBuffer makes a tensor that owns buf, a buffer of rt's device (made
+// by its Alloc, which devices make safe to call from any goroutine): the
+// tensor frees it when released. It lets another goroutine fill device
+// memory that the rank's goroutine then adopts, counted against the
+// device's memory and its limit from the start (DataLoader workers).
+func (rt *Runtime) FromBuffer(buf device.Buffer, dt DType, shape ...int) *Tensor {
+	n, err := checkedNumel(shape, dt)
+	if err == nil && n*dt.Size() > buf.Bytes() {
+		err = fmt.Errorf("a buffer of %d bytes for %d elements of %v", buf.Bytes(), n, dt)
+	}
+	if err != nil {
+		rt.dev.Free(buf)
+		return rt.failErr("from_buffer", err)
+	}
+	st := &storage{rt: rt, buf: buf}
+	st.refs.Store(1)
+	return rt.wrap(st, dt, 0, slices.Clone(shape), device.ContiguousStrides(shape))
+}
+
 // FromHostMemory makes a tensor over data (little-endian elements of dt)
 // without copying when the device can adopt host memory (the CPU can): the
 // tensor and whoever else holds data share it, as torch.from_numpy. On other
