@@ -295,15 +295,13 @@ if (opts.bench) {
     train = train.slice(0, cut);
   }
 }
-for (const d of [train, val]) {
-  if (d && d.vocabSize > cfg.vocab) {
-    console.error(`llama.js: ${d.source} has token ids up to ${d.vocabSize - 1}, beyond the ${opts.config} model's vocabulary of ${cfg.vocab}`);
-    process.exit(1);
-  }
-}
-const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seqLen, seed: opts.seed, shuffle: opts.shuffle });
+// The loaders serve ids below the model's vocabulary (vocabSize): a dataset's vocabSize is its format's
+// (llm.c's GPT-2 shards: 50257, text: 256) or one more than an array's largest id, so data whose ids fit a
+// smaller model trains it, and an id beyond the model's stops the run where it is read, naming the file,
+// the byte offset and the step.
+const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seqLen, seed: opts.seed, shuffle: opts.shuffle, vocabSize: cfg.vocab });
 // Validation covers a step's global batch per evaluation batch, the same windows every time.
-const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.accum, seqLen: opts.seqLen, shuffle: false });
+const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.accum, seqLen: opts.seqLen, shuffle: false, vocabSize: cfg.vocab });
 
 // ---- model, optimizer, schedule --------------------------------------------------------------------------
 // Under stage 3 the model is built sharded (zero.init): no rank ever holds it whole, each makes only its

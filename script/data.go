@@ -61,7 +61,7 @@ func (r *Runtime) dataModule() *goja.Object {
 	r.fn(m, "TokenLoader", func(call goja.FunctionCall) goja.Value {
 		const fn = "data.TokenLoader"
 		ds := r.datasetArg(fn, call.Argument(0))
-		o := r.optionsOf(fn, call, 1, "batchSize", "seqLen", "rank", "worldSize", "shuffle", "seed")
+		o := r.optionsOf(fn, call, 1, "batchSize", "seqLen", "rank", "worldSize", "shuffle", "seed", "vocabSize")
 		opts := tokens.LoaderOptions{
 			Batch:   r.optInt(fn, o, "batchSize", 0),
 			SeqLen:  r.optInt(fn, o, "seqLen", 0),
@@ -69,6 +69,7 @@ func (r *Runtime) dataModule() *goja.Object {
 			World:   r.optInt(fn, o, "worldSize", max(1, r.opts.WorldSize)),
 			Shuffle: optBool(o, "shuffle", true),
 			Seed:    uint64(r.optInt(fn, o, "seed", int(r.opts.Seed))),
+			Vocab:   r.optInt(fn, o, "vocabSize", 0),
 		}
 		l, err := tokens.NewLoader(ds, opts)
 		if err != nil {
@@ -80,8 +81,9 @@ func (r *Runtime) dataModule() *goja.Object {
 	return m
 }
 
-// datasetObject shows a dataset to scripts: length, vocabSize, source and
-// slice(lo, hi).
+// datasetObject shows a dataset to scripts: length, vocabSize (the bound of
+// its ids: the format's vocabulary, or one more than the largest id of an
+// array), source and slice(lo, hi).
 func (r *Runtime) datasetObject(ds *tokens.Dataset) *goja.Object {
 	obj := r.vm.NewObject()
 	must(obj.DefineDataProperty("_dataset", r.vm.ToValue(ds), goja.FLAG_FALSE, goja.FLAG_FALSE, goja.FLAG_FALSE))
@@ -117,14 +119,19 @@ func (r *Runtime) datasetArg(fn string, v goja.Value) *tokens.Dataset {
 	return nil
 }
 
-// loaderObject shows a loader to scripts: next() → [x, y], stepsPerEpoch,
-// and position (get and set: {epoch, windows}, also as stateDict() and
-// loadStateDict(p)) for checkpoints.
+// loaderObject shows a loader to scripts: next() → [x, y] (which throws
+// when the batch cannot be read: a file truncated or rewritten, an id
+// beyond the vocabulary), stepsPerEpoch, and position (get and set:
+// {epoch, windows}, also as stateDict() and loadStateDict(p)) for
+// checkpoints.
 func (r *Runtime) loaderObject(l *tokens.Loader) *goja.Object {
 	obj := r.vm.NewObject()
 	must(obj.Set("stepsPerEpoch", l.StepsPerEpoch()))
 	r.fn(obj, "next", func(goja.FunctionCall) goja.Value {
-		x, y := l.Next(r.rt)
+		x, y, err := l.Next(r.rt)
+		if err != nil {
+			r.throw(err)
+		}
 		return r.tensorArray([]*tensor.Tensor{x, y})
 	})
 	position := r.vm.ToValue(func(goja.FunctionCall) goja.Value {

@@ -1,128 +1,197 @@
 // Package tokens owns the token data language models train on: llm.c's
-// token shards, .npy token arrays and byte-level text, read into memory as
-// one stream (Dataset), and the distributed loader that cuts the stream into
-// batches of (input, target) windows, each rank its own slice of a
-// per-epoch shuffle (Loader).
+// token shards, .npy token arrays and byte-level text, opened as one stream
+// of tokens (Dataset) whose windows are read from the files when they are
+// needed, and the distributed loader that cuts the stream into batches of
+// (input, target) windows, each rank its own slice of a per-epoch shuffle
+// (Loader).
+//
+// Opening reads each file's header only (a .npy array of ids wider than a
+// byte is scanned once more for its largest id), so a dataset of hundreds
+// of gigabytes opens in the time of its file count, and what a process
+// holds is its loaders' batches: the tokens come from the files by
+// positioned reads, through the page cache.
 package tokens
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 
-	"github.com/zeroeng/zeroeng/engine/dtype"
-	"github.com/zeroeng/zeroeng/engine/npy"
 	"github.com/zeroeng/zeroeng/internal/fileio"
-	"github.com/zeroeng/zeroeng/internal/safefile"
 )
 
-// llm.c's shard header: 256 little-endian int32, of which the first three
-// are the magic number, the version and the number of tokens. GPT-2 shards
-// (magic 20240520, version 1) hold uint16 tokens; llm.c's Llama 3 shards
-// (magic 20240801, version 7) hold uint32 tokens.
-const (
-	headerInts    = 256
-	headerBytes   = headerInts * 4
-	magicGPT2     = 20240520
-	magicLlama3   = 20240801
-	versionGPT2   = 1
-	versionLlama3 = 7
-)
-
-// maxFileBytes bounds one token file read into memory: far above any
-// shard (llm.c writes 100M tokens, 200 MB, per shard), it keeps an
-// endless or absurd file from growing the process without limit.
-const maxFileBytes = 64 << 30
-
-// Dataset is a stream of token ids held in memory. Tokens that fit in 16
-// bits are kept in 16 bits (llm.c's GPT-2 shards, bytes).
+// Dataset is a stream of token ids: the concatenation of segments, each a
+// run of tokens stored in a file (from the byte offset of its first token,
+// 1, 2, 4 or 8 bytes a token) or in memory. Tokens are read when asked for
+// (At, a Loader's batches), and every token read is checked against Vocab.
 type Dataset struct {
-	u16 []uint16
-	i32 []int32
-	// Vocab is one more than the largest token id (256 for text read as
-	// bytes, whatever its content).
+	segs []segment
+	n    int
+	// Vocab bounds the token ids: every id is below it. For llm.c shards,
+	// text and .npy byte arrays it is the format's vocabulary (50257 for
+	// GPT-2 shards, 128256 for Llama 3 shards, 256 for bytes); for wider
+	// .npy arrays and in-memory ids it is one more than the largest id.
 	Vocab int
 	// Source names where the tokens came from, for messages.
 	Source string
 }
 
+// segment is a run of n tokens of a dataset, from its token start on.
+type segment struct {
+	start int    // the index in the dataset of the segment's first token
+	n     int    // tokens
+	name  string // the file's path, or the in-memory data's name, for messages
+	src   *source
+	off   int64 // byte offset of the first token in src
+	codec
+}
+
+// add appends a run of n tokens to d; an empty one is left out.
+func (d *Dataset) add(s segment) {
+	if s.n == 0 {
+		return
+	}
+	s.start = d.n
+	d.segs = append(d.segs, s)
+	d.n += s.n
+}
+
 // Len is the number of tokens.
-func (d *Dataset) Len() int {
-	if d.i32 != nil {
-		return len(d.i32)
+func (d *Dataset) Len() int { return d.n }
+
+// At reads token i. It is for small uses and tests: a Loader reads whole
+// windows at a time.
+func (d *Dataset) At(i int) (int64, error) {
+	if i < 0 || i >= d.n {
+		return 0, fmt.Errorf("tokens: token %d of %s, which holds %d tokens", i, d.Source, d.n)
 	}
-	return len(d.u16)
+	var v [1]int64
+	if err := d.read(v[:], i, d.Vocab, make([]byte, headCheck), nil); err != nil {
+		return 0, err
+	}
+	return v[0], nil
 }
 
-// At is token i.
-func (d *Dataset) At(i int) int64 {
-	if d.i32 != nil {
-		return int64(d.i32[i])
-	}
-	return int64(d.u16[i])
-}
-
-// Slice is tokens [lo, hi) as a dataset sharing d's memory (a train and a
-// validation split of one file).
+// Slice is tokens [lo, hi) as a dataset reading the same files or memory
+// (a train and a validation split of one file).
 func (d *Dataset) Slice(lo, hi int) (*Dataset, error) {
-	if lo < 0 || hi > d.Len() || lo > hi {
-		return nil, fmt.Errorf("tokens: slice [%d, %d) of %s, which holds %d tokens", lo, hi, d.Source, d.Len())
+	if lo < 0 || hi > d.n || lo > hi {
+		return nil, fmt.Errorf("tokens: slice [%d, %d) of %s, which holds %d tokens", lo, hi, d.Source, d.n)
 	}
 	out := &Dataset{Vocab: d.Vocab, Source: fmt.Sprintf("%s[%d:%d]", d.Source, lo, hi)}
-	if d.i32 != nil {
-		out.i32 = d.i32[lo:hi]
-	} else {
-		out.u16 = d.u16[lo:hi]
+	for _, s := range d.segs {
+		a, b := max(lo, s.start), min(hi, s.start+s.n)
+		if a >= b {
+			continue
+		}
+		s.off += int64(a-s.start) * int64(s.width)
+		s.n = b - a
+		out.add(s)
 	}
 	return out, nil
 }
 
-// FromBytes is byte-level tokenization: every byte of text is a token, the
-// vocabulary is the 256 byte values.
-func FromBytes(text []byte, source string) *Dataset {
-	u := make([]uint16, len(text))
-	for i, b := range text {
-		u[i] = uint16(b)
-	}
-	return &Dataset{u16: u, Vocab: 256, Source: source}
+// ReadError is a failure to read a dataset's tokens: the file (or the
+// in-memory data's name), the byte offset of the read or of the bad token
+// in it, and what went wrong.
+type ReadError struct {
+	File   string
+	Offset int64
+	Err    error
 }
 
-// FromInt64s is a dataset of the given token ids (a tensor's, made by a
-// script), which must lie in [0, 2³¹).
-func FromInt64s(ids []int64, source string) (*Dataset, error) {
-	d := &Dataset{i32: make([]int32, len(ids)), Source: source}
-	for i, v := range ids {
-		if v < 0 || v > 1<<31-1 {
-			return nil, fmt.Errorf("tokens: %s: element %d is %d, not a token id (0 to 2³¹-1)", source, i, v)
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("tokens: %s: byte offset %d: %v", e.File, e.Offset, e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// read decodes tokens [lo, lo+len(dst)) into dst, checking every one
+// against bound (ids must lie in [0, bound)). scratch holds the bytes of a
+// read and must have room for len(dst) tokens of 8 bytes and for a file's
+// header (headCheck bytes). A file is checked against what its open found
+// (size, header) before it is read: once per batch when checked is given
+// (the files checked so far in the batch), at every read otherwise.
+func (d *Dataset) read(dst []int64, lo, bound int, scratch []byte, checked *[]*source) error {
+	i := sort.Search(len(d.segs), func(i int) bool { return d.segs[i].start+d.segs[i].n > lo })
+	for len(dst) > 0 {
+		if i == len(d.segs) {
+			return fmt.Errorf("tokens: tokens [%d, %d) of %s, which holds %d tokens", lo, lo+len(dst), d.Source, d.n)
 		}
-		d.i32[i] = int32(v)
-		d.Vocab = max(d.Vocab, int(v)+1)
+		s := &d.segs[i]
+		k := lo - s.start
+		m := min(len(dst), s.n-k)
+		off := s.off + int64(k)*int64(s.width)
+		if checked == nil || !slices.Contains(*checked, s.src) {
+			if err := s.src.check(scratch); err != nil {
+				return &ReadError{File: s.name, Offset: off, Err: err}
+			}
+			if checked != nil {
+				*checked = append(*checked, s.src)
+			}
+		}
+		b := scratch[:m*s.width]
+		if n, err := s.src.r.ReadAt(b, off); n < len(b) {
+			return &ReadError{File: s.name, Offset: off + int64(n), Err: s.src.shortRead(err)}
+		}
+		if j := s.decode(dst[:m], b, bound); j >= 0 {
+			return &ReadError{File: s.name, Offset: off + int64(j)*int64(s.width),
+				Err: fmt.Errorf("token id %d is outside the vocabulary [0, %d)", dst[j], bound)}
+		}
+		dst, lo, i = dst[m:], lo+m, i+1
 	}
-	return d.narrow(), nil
+	return nil
 }
 
-// narrow keeps the tokens in 16 bits when they fit.
-func (d *Dataset) narrow() *Dataset {
-	if d.i32 == nil || d.Vocab > 1<<16 {
-		return d
-	}
-	d.u16 = make([]uint16, len(d.i32))
-	for i, v := range d.i32 {
-		d.u16[i] = uint16(v)
-	}
-	d.i32 = nil
+// FromBytes is byte-level tokenization: every byte of text is a token, the
+// vocabulary is the 256 byte values. The dataset reads text itself, which
+// must not change afterwards.
+func FromBytes(text []byte, source string) *Dataset {
+	d := &Dataset{Vocab: 256, Source: source}
+	d.add(segment{n: len(text), name: source, src: memory(text), codec: codec{width: 1}})
 	return d
 }
 
-// Load reads the files that patterns name (paths or filepath.Glob patterns;
-// the files of a pattern in lexical order, as llm.c's shards are numbered)
-// and concatenates their tokens. Each file is read by its content: an
-// llm.c shard by its magic number, a .npy file by its magic string (a 1-d
-// integer array of token ids), anything else as text, byte by byte.
+// FromInt64s is a dataset of the given token ids (a tensor's, made by a
+// script), which must lie in [0, 2³¹). They are kept in 16 bits each when
+// they fit, in 32 otherwise.
+func FromInt64s(ids []int64, source string) (*Dataset, error) {
+	d := &Dataset{Source: source}
+	for i, v := range ids {
+		if v < 0 || v > maxID {
+			return nil, fmt.Errorf("tokens: %s: element %d is %d, not a token id (0 to 2³¹-1)", source, i, v)
+		}
+		d.Vocab = max(d.Vocab, int(v)+1)
+	}
+	c := codec{width: 2}
+	if d.Vocab > 1<<16 {
+		c.width = 4
+	}
+	buf := make([]byte, len(ids)*c.width)
+	for i, v := range ids {
+		if c.width == 2 {
+			binary.LittleEndian.PutUint16(buf[2*i:], uint16(v))
+		} else {
+			binary.LittleEndian.PutUint32(buf[4*i:], uint32(v))
+		}
+	}
+	d.add(segment{n: len(ids), name: source, src: memory(buf), codec: c})
+	return d, nil
+}
+
+// Load opens the files that patterns name (paths or filepath.Glob
+// patterns; the files of a pattern in lexical order, as llm.c's shards are
+// numbered) as one stream of their tokens. Each file is read by its
+// content: an llm.c shard by its magic number, a .npy file by its magic
+// string (a 1-d integer array of token ids), anything else as text, byte
+// by byte. Load reads the headers and checks each against the file's size;
+// the tokens are read when a loader needs them, except that a .npy array
+// wider than a byte is scanned once for its largest id (see Dataset.Vocab).
+// Every dataset of the process that names a file shares one open file.
 func Load(patterns ...string) (*Dataset, error) {
 	var files []string
 	for _, p := range patterns {
@@ -142,136 +211,40 @@ func Load(patterns ...string) (*Dataset, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("tokens: no files given")
 	}
-	var parts []*Dataset
-	for _, f := range files {
-		data, err := safefile.ReadFile(f, maxFileBytes)
-		if err != nil {
-			return nil, fmt.Errorf("tokens: %w", err)
-		}
-		d, err := Parse(data, f)
-		if err != nil {
-			return nil, err
-		}
-		parts = append(parts, d)
-	}
 	names := make([]string, len(patterns))
 	for i, p := range patterns {
 		names[i] = filepath.Clean(p)
 	}
-	return concat(parts, strings.Join(names, " ")), nil
-}
-
-// Parse reads one file's bytes (named name in messages) by content, as
-// Load does.
-func Parse(data []byte, name string) (*Dataset, error) {
-	switch {
-	case len(data) >= 8 && (binary.LittleEndian.Uint32(data) == magicGPT2 || binary.LittleEndian.Uint32(data) == magicLlama3):
-		return parseShard(data, name)
-	case bytes.HasPrefix(data, []byte("\x93NUMPY")):
-		return parseNpy(data, name)
-	}
-	return FromBytes(data, name), nil
-}
-
-func parseShard(data []byte, name string) (*Dataset, error) {
-	if len(data) < headerBytes {
-		return nil, fmt.Errorf("tokens: %s: an llm.c shard needs a %d-byte header, the file has %d bytes", name, headerBytes, len(data))
-	}
-	word := func(i int) int64 { return int64(int32(binary.LittleEndian.Uint32(data[4*i:]))) }
-	magic, version, n := word(0), word(1), word(2)
-	size := int64(2)
-	switch {
-	case magic == magicGPT2 && version == versionGPT2:
-	case magic == magicLlama3 && version == versionLlama3:
-		size = 4
-	default:
-		return nil, fmt.Errorf("tokens: %s: llm.c shard magic %d with version %d; known are %d version %d (uint16 tokens) and %d version %d (uint32 tokens)",
-			name, magic, version, magicGPT2, versionGPT2, magicLlama3, versionLlama3)
-	}
-	body := int64(len(data) - headerBytes)
-	if n < 0 || n*size != body {
-		return nil, fmt.Errorf("tokens: %s: the header declares %d tokens (%d bytes) but %d bytes follow it: truncated or not an llm.c shard",
-			name, n, n*size, body)
-	}
-	toks := data[headerBytes:]
-	d := &Dataset{Source: name}
-	if size == 2 {
-		d.u16 = make([]uint16, n)
-		for i := range d.u16 {
-			d.u16[i] = binary.LittleEndian.Uint16(toks[2*i:])
-			d.Vocab = max(d.Vocab, int(d.u16[i])+1)
+	d := &Dataset{Source: strings.Join(names, " ")}
+	for _, f := range files {
+		src, err := openShared(f)
+		if err != nil {
+			return nil, err
 		}
-		return d, nil
-	}
-	d.i32 = make([]int32, n)
-	for i := range d.i32 {
-		v := binary.LittleEndian.Uint32(toks[4*i:])
-		if v > 1<<31-1 {
-			return nil, fmt.Errorf("tokens: %s: token %d is %d, beyond the int32 token ids the engine takes", name, i, v)
-		}
-		d.i32[i] = int32(v)
-		d.Vocab = max(d.Vocab, int(v)+1)
+		d.add(segment{n: src.lay.n, name: f, src: src, off: src.lay.off, codec: src.lay.codec})
+		d.Vocab = max(d.Vocab, src.lay.vocab)
 	}
 	return d, nil
 }
 
-func parseNpy(data []byte, name string) (*Dataset, error) {
-	a, err := npy.Parse(data)
+// Parse reads one file's bytes (named name in messages) by content, as
+// Load does, with the same checks; the dataset reads data, which must not
+// change afterwards.
+func Parse(data []byte, name string) (*Dataset, error) {
+	src := memory(data)
+	lay, _, err := probe(src.r, src.size, name)
 	if err != nil {
-		return nil, fmt.Errorf("tokens: %s: %w", name, err)
+		return nil, err
 	}
-	if len(a.Shape) != 1 {
-		return nil, fmt.Errorf("tokens: %s: token ids must be a 1-d array, the file holds shape %v", name, a.Shape)
-	}
-	n := a.Shape[0]
-	at := func(i int) int64 { return 0 }
-	switch a.DType {
-	case dtype.Uint8:
-		at = func(i int) int64 { return int64(a.Data[i]) }
-	case dtype.Int32:
-		at = func(i int) int64 { return int64(int32(binary.LittleEndian.Uint32(a.Data[4*i:]))) }
-	case dtype.Int64:
-		at = func(i int) int64 { return int64(binary.LittleEndian.Uint64(a.Data[8*i:])) }
-	default:
-		return nil, fmt.Errorf("tokens: %s: token ids must be integers, the array is %v", name, a.DType)
-	}
-	ids := make([]int64, n)
-	for i := range ids {
-		ids[i] = at(i)
-	}
-	return FromInt64s(ids, name)
-}
-
-func concat(parts []*Dataset, source string) *Dataset {
-	if len(parts) == 1 {
-		parts[0].Source = source
-		return parts[0]
-	}
-	out := &Dataset{Source: source}
-	wide := false
-	for _, p := range parts {
-		out.Vocab = max(out.Vocab, p.Vocab)
-		wide = wide || p.i32 != nil
-	}
-	for _, p := range parts {
-		if !wide {
-			out.u16 = append(out.u16, p.u16...)
-			continue
-		}
-		for i := range p.Len() {
-			out.i32 = append(out.i32, int32(p.At(i)))
-		}
-	}
-	return out
+	d := &Dataset{Vocab: lay.vocab, Source: name}
+	d.add(segment{n: lay.n, name: name, src: src, off: lay.off, codec: lay.codec})
+	return d, nil
 }
 
 // WriteShard writes tokens as an llm.c GPT-2 shard (uint16 tokens), the
 // format of llm.c's data scripts.
 func WriteShard(path string, tokens []uint16) error {
-	buf := make([]byte, headerBytes+2*len(tokens))
-	binary.LittleEndian.PutUint32(buf[0:], magicGPT2)
-	binary.LittleEndian.PutUint32(buf[4:], versionGPT2)
-	binary.LittleEndian.PutUint32(buf[8:], uint32(len(tokens)))
+	buf := append(shardHeader(magicGPT2, versionGPT2, len(tokens)), make([]byte, 2*len(tokens))...)
 	for i, t := range tokens {
 		binary.LittleEndian.PutUint16(buf[headerBytes+2*i:], t)
 	}
@@ -279,4 +252,13 @@ func WriteShard(path string, tokens []uint16) error {
 		_, err := f.Write(buf)
 		return err
 	})
+}
+
+// shardHeader is an llm.c shard header declaring n tokens.
+func shardHeader(magic, version int32, n int) []byte {
+	h := make([]byte, headerBytes)
+	binary.LittleEndian.PutUint32(h[0:], uint32(magic))
+	binary.LittleEndian.PutUint32(h[4:], uint32(version))
+	binary.LittleEndian.PutUint32(h[8:], uint32(n))
+	return h
 }

@@ -3,6 +3,7 @@ package tokens
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,11 +19,7 @@ import (
 
 // shard builds an llm.c shard with the given header words and token bytes.
 func shard(magic, version, n int32, body []byte) []byte {
-	h := make([]byte, headerBytes)
-	binary.LittleEndian.PutUint32(h[0:], uint32(magic))
-	binary.LittleEndian.PutUint32(h[4:], uint32(version))
-	binary.LittleEndian.PutUint32(h[8:], uint32(n))
-	return append(h, body...)
+	return append(shardHeader(magic, version, int(n)), body...)
 }
 
 func u16s(v ...uint16) []byte {
@@ -50,10 +47,16 @@ func npyOf(t *testing.T, dt dtype.DType, shape []int, data []byte) []byte {
 	return b.Bytes()
 }
 
-func values(d *Dataset) []int64 {
+// values reads every token of d with At.
+func values(t *testing.T, d *Dataset) []int64 {
+	t.Helper()
 	out := make([]int64, d.Len())
 	for i := range out {
-		out[i] = d.At(i)
+		v, err := d.At(i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = v
 	}
 	return out
 }
@@ -73,17 +76,19 @@ func TestParse(t *testing.T) {
 		vocab   int
 		wantErr string
 	}{
+		// The shards' vocabularies are their formats', the tokenizers'.
 		{"llm.c GPT-2 shard", shard(magicGPT2, 1, 4, u16s(50256, 1, 2, 3)), []int64{50256, 1, 2, 3}, 50257, ""},
-		{"llm.c Llama 3 shard", shard(magicLlama3, 7, 3, u32s(128000, 9, 70000)), []int64{128000, 9, 70000}, 128001, ""},
-		{"empty shard", shard(magicGPT2, 1, 0, nil), []int64{}, 0, ""},
+		{"llm.c Llama 3 shard", shard(magicLlama3, 7, 3, u32s(128000, 9, 70000)), []int64{128000, 9, 70000}, 128256, ""},
+		{"empty shard", shard(magicGPT2, 1, 0, nil), []int64{}, 50257, ""},
 		{"truncated shard", shard(magicGPT2, 1, 4, u16s(1, 2, 3)), nil, 0, "declares 4 tokens (8 bytes) but 6 bytes follow"},
 		{"trailing bytes", shard(magicGPT2, 1, 1, u16s(1, 2)), nil, 0, "declares 1 tokens"},
 		{"negative count", shard(magicGPT2, 1, -1, nil), nil, 0, "declares -1 tokens"},
 		{"unknown version", shard(magicGPT2, 2, 0, nil), nil, 0, "magic 20240520 with version 2"},
 		{"short header", shard(magicGPT2, 1, 0, nil)[:100], nil, 0, "needs a 1024-byte header, the file has 100 bytes"},
-		{"uint32 beyond int32", shard(magicLlama3, 7, 1, u32s(1<<31)), nil, 0, "beyond the int32 token ids"},
 		{"npy int64", npyOf(t, dtype.Int64, []int{3}, i64(5, 0, 70000)), []int64{5, 0, 70000}, 70001, ""},
-		{"npy uint8", npyOf(t, dtype.Uint8, []int{2}, []byte{7, 255}), []int64{7, 255}, 256, ""},
+		{"npy uint8", npyOf(t, dtype.Uint8, []int{2}, []byte{7, 8}), []int64{7, 8}, 256, ""},
+		{"npy int32", npyOf(t, dtype.Int32, []int{2}, u32s(300, 2)), []int64{300, 2}, 301, ""},
+		{"npy beyond int32", npyOf(t, dtype.Int64, []int{2}, i64(1, 1<<31)), nil, 0, "element 1 is 2147483648, not a token id"},
 		{"npy 2-d", npyOf(t, dtype.Int64, []int{1, 2}, i64(1, 2)), nil, 0, "must be a 1-d array, the file holds shape [1 2]"},
 		{"npy float", npyOf(t, dtype.Float32, []int{1}, u32s(0)), nil, 0, "must be integers, the array is float32"},
 		{"npy negative", npyOf(t, dtype.Int64, []int{2}, i64(1, -4)), nil, 0, "element 1 is -4"},
@@ -101,7 +106,7 @@ func TestParse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := values(d); !slices.Equal(got, tc.want) || d.Vocab != tc.vocab {
+			if got := values(t, d); !slices.Equal(got, tc.want) || d.Vocab != tc.vocab {
 				t.Fatalf("tokens %v vocab %d, want %v vocab %d", got, d.Vocab, tc.want, tc.vocab)
 			}
 		})
@@ -120,7 +125,7 @@ func TestLoadConcatenatesShardsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := values(d); !slices.Equal(got, []int64{6, 4, 5, 1, 2, 3}) || d.Vocab != 7 {
+	if got := values(t, d); !slices.Equal(got, []int64{6, 4, 5, 1, 2, 3}) || d.Vocab != vocabGPT2 {
 		t.Fatalf("tokens %v vocab %d", got, d.Vocab)
 	}
 	os.WriteFile(filepath.Join(dir, "wide.npy"), npyOf(t, dtype.Int64, []int{1}, []byte{0x80, 0x38, 1, 0, 0, 0, 0, 0}), 0o644)
@@ -128,15 +133,15 @@ func TestLoadConcatenatesShardsInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := values(d); !slices.Equal(got, []int64{6, 80000}) || d.Vocab != 80001 {
+	if got := values(t, d); !slices.Equal(got, []int64{6, 80000}) || d.Vocab != 80001 {
 		t.Fatalf("mixed widths: tokens %v vocab %d", got, d.Vocab)
 	}
 	if _, err := Load(filepath.Join(dir, "val_*.bin")); err == nil || !strings.Contains(err.Error(), "no file matches") {
 		t.Fatalf("missing files: %v", err)
 	}
 	s, err := d.Slice(1, 2)
-	if err != nil || !slices.Equal(values(s), []int64{80000}) {
-		t.Fatalf("slice: %v %v", values(s), err)
+	if err != nil || !slices.Equal(values(t, s), []int64{80000}) {
+		t.Fatalf("slice: %v", err)
 	}
 	if _, err := d.Slice(1, 3); err == nil {
 		t.Fatal("slice past the end")
@@ -146,9 +151,13 @@ func TestLoadConcatenatesShardsInOrder(t *testing.T) {
 // seq is a dataset whose token i is i, so that a window's first token
 // names it.
 func seq(n int) *Dataset {
-	d := &Dataset{i32: make([]int32, n), Vocab: n, Source: "seq"}
-	for i := range d.i32 {
-		d.i32[i] = int32(i)
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	d, err := FromInt64s(ids, "seq")
+	if err != nil {
+		panic(err)
 	}
 	return d
 }
@@ -159,7 +168,10 @@ func newRT() *tensor.Runtime { return tensor.NewRuntime(cpu.New(cpu.Options{}), 
 // checking that targets are the inputs shifted by one.
 func batch(t *testing.T, rt *tensor.Runtime, l *Loader, T int) []int {
 	t.Helper()
-	x, y := l.Next(rt)
+	x, y, err := l.Next(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
 	xs, _ := x.Int64s()
 	ys, _ := y.Int64s()
 	var rows []int
@@ -225,7 +237,7 @@ func TestLoaderResumesAndKeepsFileOrder(t *testing.T) {
 	ds := seq(8*10 + 1)
 	a, _ := NewLoader(ds, LoaderOptions{Batch: 2, SeqLen: 8, Shuffle: true, Seed: 3})
 	for range 7 {
-		a.Next(rt)
+		batch(t, rt, a, 8)
 	}
 	saved := a.Position()
 	b, _ := NewLoader(ds, LoaderOptions{Batch: 1, SeqLen: 8, Rank: 1, World: 2, Shuffle: true, Seed: 3})
@@ -266,24 +278,91 @@ func TestLoaderErrors(t *testing.T) {
 	}
 }
 
-// FuzzParse: no input makes Parse panic, and what it accepts has every
-// token below the vocabulary size.
+// FuzzParse: no input makes Parse (the header and format checks of Load,
+// over memory) panic; every token of what it accepts either reads as an id
+// below the vocabulary size or fails to read, naming the file; and a .npy
+// file reads as engine/npy reads it: accepted exactly when npy accepts a
+// 1-d integer array of ids in [0, 2³¹), with the same ids.
 func FuzzParse(f *testing.F) {
 	f.Add(shard(magicGPT2, 1, 2, u16s(1, 2)))
+	f.Add(shard(magicGPT2, 1, 2, u16s(1, 60000)))
 	f.Add(shard(magicLlama3, 7, 1, u32s(5)))
 	f.Add([]byte("\x93NUMPY\x01\x00v\x00{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }"))
 	f.Add([]byte("plain text"))
+	f.Add(npyRaw("{'descr': '>u2', 'fortran_order': True, 'shape': (3L,), }", []byte{1, 0, 0, 2, 255, 255}))
+	f.Add(npyRaw(`{"descr": "|i1", "fortran_order": False, "shape": (2,)}`, []byte{5, 127}))
+	f.Add(npyRaw("{'descr': '<i4', 'fortran_order': False, 'shape': (1,), }", u32s(1<<31)))
+	seeds, _ := filepath.Glob("../npy/testdata/*.npy")
+	for _, name := range seeds {
+		if b, err := os.ReadFile(name); err == nil {
+			f.Add(b)
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d, err := Parse(data, "fuzz")
+		if bytes.HasPrefix(data, []byte(npyMagic)) {
+			sameAsNpy(t, data, d, err)
+		}
 		if err != nil {
+			if !strings.HasPrefix(err.Error(), "tokens: fuzz: ") {
+				t.Fatalf("error %q does not name the input", err)
+			}
 			return
 		}
 		for i := range d.Len() {
-			if v := d.At(i); v < 0 || v >= int64(d.Vocab) {
+			v, err := d.At(i)
+			if err != nil {
+				var re *ReadError
+				if !errors.As(err, &re) || re.File != "fuzz" {
+					t.Fatalf("token %d: error %v does not name the input", i, err)
+				}
+				continue
+			}
+			if v < 0 || v >= int64(d.Vocab) {
 				t.Fatalf("token %d = %d outside vocab %d", i, v, d.Vocab)
 			}
 		}
 	})
+}
+
+// sameAsNpy checks Parse's verdict on a .npy file (d, err) against
+// engine/npy's.
+func sameAsNpy(t *testing.T, data []byte, d *Dataset, err error) {
+	a, nerr := npy.Parse(data)
+	var ids []int64
+	if nerr == nil && len(a.Shape) == 1 {
+		switch a.DType {
+		case dtype.Uint8:
+			for _, b := range a.Data {
+				ids = append(ids, int64(b))
+			}
+		case dtype.Int32:
+			for i := 0; i < len(a.Data); i += 4 {
+				ids = append(ids, int64(int32(binary.LittleEndian.Uint32(a.Data[i:]))))
+			}
+		case dtype.Int64:
+			for i := 0; i < len(a.Data); i += 8 {
+				ids = append(ids, int64(binary.LittleEndian.Uint64(a.Data[i:])))
+			}
+		default:
+			nerr = errors.New("not integers")
+		}
+	} else if nerr == nil {
+		nerr = errors.New("not 1-d")
+	}
+	for _, v := range ids {
+		if v < 0 || v > maxID {
+			nerr = errors.New("not token ids")
+		}
+	}
+	if (err == nil) != (nerr == nil) {
+		t.Fatalf("Parse: %v; npy.Parse of token ids: %v", err, nerr)
+	}
+	if err == nil {
+		if got := values(t, d); !slices.Equal(got, ids) {
+			t.Fatalf("Parse reads %v, npy %v", got, ids)
+		}
+	}
 }
 
 // TestLoadRefusesEndlessFiles: a device or a FIFO named as a token file

@@ -540,25 +540,14 @@ fn train(prog: &str) -> Result<()> {
             }
         }
     };
-    for d in [Some(&train), val.as_ref()].into_iter().flatten() {
-        let vocab_size = d.get("vocabSize")?.to_f64()?;
-        if vocab_size > cfg.vocab as f64 {
-            let source = d.get("source")?;
-            eprintln!(
-                "{}: {} has token ids up to {}, beyond the {} model's vocabulary of {}",
-                prog,
-                source.as_str().unwrap_or(""),
-                number_string(vocab_size - 1.0),
-                cfg.name,
-                cfg.vocab
-            );
-            exit(1);
-        }
-    }
-    let loader = call_object("data.TokenLoader", &args![&train, dict! { "batchSize" => s.batch, "seqLen" => s.seq_len, "seed" => opts.seed }])?;
+    // The loaders serve ids below the model's vocabulary (vocabSize): a dataset's vocabSize is its
+    // format's (llm.c's GPT-2 shards: 50257, text: 256) or one more than an array's largest id, so data
+    // whose ids fit a smaller model trains it, and an id beyond the model's stops the run where it is
+    // read, naming the file, the byte offset and the step.
+    let loader = call_object("data.TokenLoader", &args![&train, dict! { "batchSize" => s.batch, "seqLen" => s.seq_len, "seed" => opts.seed, "vocabSize" => cfg.vocab }])?;
     // Validation covers a step's global batch per evaluation batch, the same windows every time.
     let val_loader = match &val {
-        Some(v) => Some(call_object("data.TokenLoader", &args![v, dict! { "batchSize" => s.batch * s.accum, "seqLen" => s.seq_len, "shuffle" => false }])?),
+        Some(v) => Some(call_object("data.TokenLoader", &args![v, dict! { "batchSize" => s.batch * s.accum, "seqLen" => s.seq_len, "shuffle" => false, "vocabSize" => cfg.vocab }])?),
         None => None,
     };
 

@@ -1,0 +1,72 @@
+package script
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/tokens"
+)
+
+// TestTokenLoaderErrorsAreExceptions: data.loadTokens gives an llm.c GPT-2
+// shard its tokenizer's vocabulary; a loader's next() that meets an id
+// beyond its vocabSize, or a shard truncated under it, throws an exception
+// the script can catch, naming the file, the byte offset and the step.
+func TestTokenLoaderErrorsAreExceptions(t *testing.T) {
+	dir := t.TempDir()
+	toks := make([]uint16, 600)
+	for i := range toks {
+		toks[i] = uint16(i % 300)
+	}
+	path := filepath.Join(dir, "train_000000.bin")
+	if err := tokens.WriteShard(path, toks); err != nil {
+		t.Fatal(err)
+	}
+	src := `const { data } = require("zeroeng");
+const d = data.loadTokens(process.argv[2]);
+console.log(d.length, d.vocabSize);
+const small = data.TokenLoader(d, { batchSize: 2, seqLen: 64, shuffle: false, vocabSize: 256 });
+small.next();
+try { small.next(); } catch (e) { console.log(e.message); }
+const fits = data.TokenLoader(d, { batchSize: 2, seqLen: 64, shuffle: false, vocabSize: 300 });
+fits.next();
+truncate(process.argv[2]);
+try { fits.next(); } catch (e) { console.log(e.message); }
+console.log(JSON.stringify(fits.position));
+`
+	script := filepath.Join(dir, "s.js")
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	r, err := New(Options{AutoRelease: true, Args: []string{path}, Stdout: &buf, Stderr: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// truncate(path) empties the shard while the loaders read it.
+	if err := r.vm.Set("truncate", func(p string) error { return os.Truncate(p, 0) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RunFile(script); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	out := buf.String()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{
+		"600 50257",
+		"tokens: " + path + ": byte offset 1536: token id 256 is outside the vocabulary [0, 256) (loader: epoch 0, step 1)",
+		"tokens: " + path + ": byte offset 1280: the file is 0 bytes now, 2224 when it was opened: truncated or rewritten while in use (loader: epoch 0, step 1)",
+		`{"epoch":0,"windows":2}`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("printed\n%s\nwant\n%s", out, strings.Join(want, "\n"))
+	}
+	for i := range want {
+		if lines[i] != want[i] {
+			t.Errorf("line %d: %s\nwant         %s", i, lines[i], want[i])
+		}
+	}
+}
