@@ -299,7 +299,7 @@ if (opts.bench) {
 // (llm.c's GPT-2 shards: 50257, text: 256) or one more than an array's largest id, so data whose ids fit a
 // smaller model trains it, and an id beyond the model's stops the run where it is read, naming the file,
 // the byte offset and the step.
-const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seqLen, seed: opts.seed, shuffle: opts.shuffle, vocabSize: cfg.vocab });
+const loader = data.TokenLoader(train, { batchSize: opts.batch, seqLen: opts.seqLen, seed: opts.seed, shuffle: opts.shuffle, vocabSize: cfg.vocab, prefetch: 2 });
 // Validation covers a step's global batch per evaluation batch, the same windows every time.
 const valLoader = val && data.TokenLoader(val, { batchSize: opts.batch * opts.accum, seqLen: opts.seqLen, shuffle: false, vocabSize: cfg.vocab });
 

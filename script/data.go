@@ -61,20 +61,22 @@ func (r *Runtime) dataModule() *goja.Object {
 	r.fn(m, "TokenLoader", func(call goja.FunctionCall) goja.Value {
 		const fn = "data.TokenLoader"
 		ds := r.datasetArg(fn, call.Argument(0))
-		o := r.optionsOf(fn, call, 1, "batchSize", "seqLen", "rank", "worldSize", "shuffle", "seed", "vocabSize")
+		o := r.optionsOf(fn, call, 1, "batchSize", "seqLen", "rank", "worldSize", "shuffle", "seed", "vocabSize", "prefetch")
 		opts := tokens.LoaderOptions{
-			Batch:   r.optInt(fn, o, "batchSize", 0),
-			SeqLen:  r.optInt(fn, o, "seqLen", 0),
-			Rank:    r.optInt(fn, o, "rank", r.opts.Rank),
-			World:   r.optInt(fn, o, "worldSize", max(1, r.opts.WorldSize)),
-			Shuffle: optBool(o, "shuffle", true),
-			Seed:    uint64(r.optInt(fn, o, "seed", int(r.opts.Seed))),
-			Vocab:   r.optInt(fn, o, "vocabSize", 0),
+			Batch:    r.optInt(fn, o, "batchSize", 0),
+			SeqLen:   r.optInt(fn, o, "seqLen", 0),
+			Rank:     r.optInt(fn, o, "rank", r.opts.Rank),
+			World:    r.optInt(fn, o, "worldSize", max(1, r.opts.WorldSize)),
+			Shuffle:  optBool(o, "shuffle", true),
+			Seed:     uint64(r.optInt(fn, o, "seed", int(r.opts.Seed))),
+			Vocab:    r.optInt(fn, o, "vocabSize", 0),
+			Prefetch: r.optInt(fn, o, "prefetch", 0),
 		}
 		l, err := tokens.NewLoader(ds, opts)
 		if err != nil {
 			r.throw(err)
 		}
+		r.closers = append(r.closers, l.Close) // its goroutine reading ahead
 		return r.loaderObject(l)
 	})
 	r.dataModuleLoaders(m)

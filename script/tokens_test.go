@@ -70,3 +70,53 @@ console.log(JSON.stringify(fits.position));
 		}
 	}
 }
+
+// TestTokenLoaderPrefetch: a TokenLoader reading ahead ({ prefetch })
+// serves the batches of one that does not, over epochs and across a
+// position set mid-way, and a prefetch out of range is an error.
+func TestTokenLoaderPrefetch(t *testing.T) {
+	dir := t.TempDir()
+	toks := make([]uint16, 3000)
+	for i := range toks {
+		toks[i] = uint16((i * 7) % 256)
+	}
+	path := filepath.Join(dir, "train_000000.bin")
+	if err := tokens.WriteShard(path, toks); err != nil {
+		t.Fatal(err)
+	}
+	src := `const { data } = require("zeroeng");
+const d = data.loadTokens(process.argv[2]);
+const batches = opts => {
+  const l = data.TokenLoader(d, { batchSize: 3, seqLen: 32, seed: 5, vocabSize: 256, ...opts });
+  const out = [];
+  for (let s = 0; s < 3 * l.stepsPerEpoch + 2; s++) {
+    if (s === 7) l.position = { epoch: 2, windows: 6 };
+    const [x, y] = l.next();
+    out.push(JSON.stringify([x.toArray(), y.toArray(), l.position]));
+  }
+  return out.join("\n");
+};
+const plain = batches({});
+for (const prefetch of [1, 2, 5]) {
+  if (batches({ prefetch }) !== plain) throw new Error("prefetch " + prefetch + " serves other batches");
+}
+try { data.TokenLoader(d, { batchSize: 3, seqLen: 32, prefetch: -1 }); } catch (e) { console.log(e.message); }
+console.log("same");
+`
+	script := filepath.Join(dir, "s.js")
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	r, err := New(Options{AutoRelease: true, Args: []string{path}, Stdout: &buf, Stderr: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.RunFile(script); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if out := buf.String(); out != "tokens: loader: prefetch -1: batches read ahead, 0 to 1024\nsame\n" {
+		t.Errorf("printed %q", out)
+	}
+}

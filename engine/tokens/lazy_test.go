@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,41 +222,45 @@ func TestLoaderMatchesInMemoryStream(t *testing.T) {
 	for _, T := range []int{5, 7} {
 		for _, world := range []int{1, 3} {
 			for _, shuffle := range []bool{true, false} {
-				t.Run(fmt.Sprintf("T=%d world=%d shuffle=%v", T, world, shuffle), func(t *testing.T) {
-					for rank := range world {
-						o := LoaderOptions{Batch: 2, SeqLen: T, Rank: rank, World: world, Shuffle: shuffle, Seed: 11}
-						l, err := NewLoader(ds, o)
-						if err != nil {
-							t.Fatal(err)
-						}
-						steps := 4*l.StepsPerEpoch() + 1
-						want := oldBatches(stream, o, steps)
-						for step := range steps {
-							if got := next(t, rt, l); !slices.Equal(got[0], want[step][0]) || !slices.Equal(got[1], want[step][1]) {
-								t.Fatalf("rank %d step %d: %v, want %v", rank, step, got, want[step])
+				for _, prefetch := range []int{0, 1, 3} {
+					t.Run(fmt.Sprintf("T=%d world=%d shuffle=%v prefetch=%d", T, world, shuffle, prefetch), func(t *testing.T) {
+						for rank := range world {
+							o := LoaderOptions{Batch: 2, SeqLen: T, Rank: rank, World: world, Shuffle: shuffle, Seed: 11, Prefetch: prefetch}
+							l, err := NewLoader(ds, o)
+							if err != nil {
+								t.Fatal(err)
 							}
-							if step == l.StepsPerEpoch()+1 {
-								// Resume from here on a dataset opened anew.
-								fresh, err := Load(paths...)
-								if err != nil {
-									t.Fatal(err)
+							defer l.Close()
+							steps := 4*l.StepsPerEpoch() + 1
+							want := oldBatches(stream, o, steps)
+							for step := range steps {
+								if got := next(t, rt, l); !slices.Equal(got[0], want[step][0]) || !slices.Equal(got[1], want[step][1]) {
+									t.Fatalf("rank %d step %d: %v, want %v", rank, step, got, want[step])
 								}
-								r, err := NewLoader(fresh, o)
-								if err != nil {
-									t.Fatal(err)
-								}
-								if err := r.SetPosition(l.Position()); err != nil {
-									t.Fatal(err)
-								}
-								for k := step + 1; k < steps; k++ {
-									if got := next(t, rt, r); !slices.Equal(got[0], want[k][0]) || !slices.Equal(got[1], want[k][1]) {
-										t.Fatalf("rank %d resumed at step %d, step %d: %v, want %v", rank, step+1, k, got, want[k])
+								if step == l.StepsPerEpoch()+1 {
+									// Resume from here on a dataset opened anew.
+									fresh, err := Load(paths...)
+									if err != nil {
+										t.Fatal(err)
+									}
+									r, err := NewLoader(fresh, o)
+									if err != nil {
+										t.Fatal(err)
+									}
+									defer r.Close()
+									if err := r.SetPosition(l.Position()); err != nil {
+										t.Fatal(err)
+									}
+									for k := step + 1; k < steps; k++ {
+										if got := next(t, rt, r); !slices.Equal(got[0], want[k][0]) || !slices.Equal(got[1], want[k][1]) {
+											t.Fatalf("rank %d resumed at step %d, step %d: %v, want %v", rank, step+1, k, got, want[k])
+										}
 									}
 								}
 							}
 						}
-					}
-				})
+					})
+				}
 			}
 		}
 	}
@@ -691,5 +696,64 @@ func TestTokensBeyondTheFormat(t *testing.T) {
 	}
 	if _, err := seq(3).At(3); err == nil || !strings.Contains(err.Error(), "token 3 of seq, which holds 3 tokens") {
 		t.Errorf("At past the end: %v", err)
+	}
+}
+
+// TestLoaderPrefetch: a loader reading ahead (Prefetch) reports a batch
+// that fails at the Next that reaches it, after the batches before it,
+// and stays there, as without reading ahead; moving it (SetPosition)
+// drops what it read ahead; Close ends its goroutine.
+func TestLoaderPrefetch(t *testing.T) {
+	rt := newRT()
+	before := runtime.NumGoroutine()
+	toks := make([]uint16, 1000)
+	for i := range toks {
+		toks[i] = uint16(i % 500)
+	}
+	toks[65] = 60000 // beyond GPT-2's 50257 ids: step 3's second window (tokens 60 to 70)
+	path := filepath.Join(t.TempDir(), "train.bin")
+	if err := WriteShard(path, toks); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, prefetch := range []int{0, 1, 4} {
+		l, err := NewLoader(ds, LoaderOptions{Batch: 2, SeqLen: 10, Prefetch: prefetch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := range 3 {
+			if got := next(t, rt, l); got[0][0] != int64(20*step) {
+				t.Fatalf("prefetch %d: step %d starts with token %d", prefetch, step, got[0][0])
+			}
+		}
+		for range 2 { // and again: the loader stays at the failed step
+			_, _, err := l.Next(rt)
+			if err == nil || !strings.Contains(err.Error(), "byte offset 1154: token id 60000 is outside the vocabulary") ||
+				!strings.HasSuffix(err.Error(), "(loader: epoch 0, step 3)") {
+				t.Fatalf("prefetch %d: %v", prefetch, err)
+			}
+			if p := l.Position(); p != (Position{Windows: 6}) {
+				t.Fatalf("prefetch %d: position %+v after the failure", prefetch, p)
+			}
+		}
+		if err := l.SetPosition(Position{Windows: 8}); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, rt, l); got[0][0] != 80 {
+			t.Fatalf("prefetch %d: after SetPosition, a batch from token %d", prefetch, got[0][0])
+		}
+		l.Close()
+	}
+	if _, err := NewLoader(ds, LoaderOptions{Batch: 2, SeqLen: 10, Prefetch: -1}); err == nil || !strings.Contains(err.Error(), "prefetch -1") {
+		t.Errorf("a negative prefetch: %v", err)
+	}
+	for i := 0; i < 100 && runtime.NumGoroutine() > before; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after Close, %d before", n, before)
 	}
 }

@@ -25,6 +25,12 @@ type LoaderOptions struct {
 	// allows (a small model on an llm.c GPT-2 shard whose ids fit it).
 	// Every token read is checked against the bound.
 	Vocab int
+	// Prefetch, when positive, is how many batches a goroutine of the
+	// loader reads ahead of the one Next hands over, so that the reads
+	// happen while the step computes (Close ends it). The batches, their
+	// order and their errors are those without it: a batch that fails is
+	// reported by the Next that reaches it.
+	Prefetch int
 }
 
 // Position is how far a loader is: the epoch (from 0) and the windows of
@@ -51,14 +57,26 @@ type Position struct {
 type Loader struct {
 	ds      *Dataset
 	o       LoaderOptions
+	windows int
+	pos     Position
+	rd      *batchReader // reads the batches when nothing prefetches
+	buf     []int64      // the batch: inputs, then targets
+	ahead   *prefetcher  // with Prefetch: the goroutine reading ahead, from pos
+}
+
+// batchReader reads a loader's batches: the window order of the epoch it
+// is in, and the buffers of one window. The loader has one, and its
+// prefetcher another, for the epoch it reads ahead in.
+type batchReader struct {
+	ds      *Dataset
+	o       LoaderOptions
 	vocab   int // the bound every id is checked against
 	windows int
-	order   []uint32 // this epoch's window order
-	pos     Position
-	buf     []int64   // the batch: inputs, then targets
-	win     []int64   // one window, T+1 tokens
-	scratch []byte    // its bytes as read
-	checked []*source // the files checked in this batch
+	epoch   int
+	order   []uint32 // epoch's window order; nil until the first read
+	win     []int64  // one window, T+1 tokens
+	scratch []byte   // its bytes as read
+	checked []*source
 }
 
 // NewLoader makes a loader at the start of epoch 0.
@@ -73,11 +91,10 @@ func NewLoader(ds *Dataset, o LoaderOptions) (*Loader, error) {
 		return nil, fmt.Errorf("tokens: loader: rank %d of %d", o.Rank, o.World)
 	case o.Vocab < 0:
 		return nil, fmt.Errorf("tokens: loader: vocabulary size %d", o.Vocab)
+	case o.Prefetch < 0 || o.Prefetch > maxPrefetch:
+		return nil, fmt.Errorf("tokens: loader: prefetch %d: batches read ahead, 0 to %d", o.Prefetch, maxPrefetch)
 	}
-	l := &Loader{ds: ds, o: o, vocab: ds.Vocab, windows: (ds.Len() - 1) / o.SeqLen}
-	if o.Vocab > 0 {
-		l.vocab = min(o.Vocab, ds.Vocab)
-	}
+	l := &Loader{ds: ds, o: o, windows: (ds.Len() - 1) / o.SeqLen}
 	if ds.Len() < 1 || l.StepsPerEpoch() == 0 {
 		return nil, fmt.Errorf("tokens: loader: %s holds %d tokens, %d windows of %d+1, fewer than a global batch of %d×%d ranks",
 			ds.Source, ds.Len(), max(l.windows, 0), o.SeqLen, o.Batch, o.World)
@@ -87,10 +104,22 @@ func NewLoader(ds *Dataset, o LoaderOptions) (*Loader, error) {
 			ds.Source, l.windows, o.SeqLen)
 	}
 	l.buf = make([]int64, 2*o.Batch*o.SeqLen)
-	l.win = make([]int64, o.SeqLen+1)
-	l.scratch = make([]byte, max(8*(o.SeqLen+1), headCheck))
-	l.shuffle()
+	l.rd = l.newReader()
 	return l, nil
+}
+
+// maxPrefetch bounds Prefetch: batches held in memory ahead of the step.
+const maxPrefetch = 1024
+
+func (l *Loader) newReader() *batchReader {
+	o := l.o
+	r := &batchReader{ds: l.ds, o: o, vocab: l.ds.Vocab, windows: l.windows}
+	if o.Vocab > 0 {
+		r.vocab = min(o.Vocab, l.ds.Vocab)
+	}
+	r.win = make([]int64, o.SeqLen+1)
+	r.scratch = make([]byte, max(8*(o.SeqLen+1), headCheck))
+	return r
 }
 
 // StepsPerEpoch is the number of global batches in an epoch.
@@ -99,35 +128,43 @@ func (l *Loader) StepsPerEpoch() int { return max(l.windows, 0) / (l.o.Batch * l
 // Position is where the next batch comes from.
 func (l *Loader) Position() Position { return l.pos }
 
-// SetPosition moves the loader to p (a saved Position).
+// SetPosition moves the loader to p (a saved Position); batches read
+// ahead from the old position are dropped.
 func (l *Loader) SetPosition(p Position) error {
 	global := l.o.Batch * l.o.World
 	if p.Epoch < 0 || p.Windows < 0 || p.Windows > l.StepsPerEpoch()*global || p.Windows%global != 0 {
 		return fmt.Errorf("tokens: loader: position epoch %d, window %d is not a step boundary of %s (%d steps of %d windows per epoch)",
 			p.Epoch, p.Windows, l.ds.Source, l.StepsPerEpoch(), global)
 	}
+	l.stopAhead()
 	l.pos = p
-	l.shuffle()
 	return nil
 }
 
-// shuffle computes the current epoch's window order: a Fisher-Yates shuffle
-// driven by PCG seeded with (Seed, epoch), so that every rank, and a
-// resumed run, draws the same order.
-func (l *Loader) shuffle() {
-	if l.order == nil {
-		l.order = make([]uint32, l.windows)
-	}
-	for i := range l.order {
-		l.order[i] = uint32(i)
-	}
-	if !l.o.Shuffle {
+// Close ends the goroutine reading ahead, if any. The loader can go on:
+// its next Next reads (and, with Prefetch, starts reading ahead) again.
+func (l *Loader) Close() { l.stopAhead() }
+
+// shuffle makes epoch's window order: a Fisher-Yates shuffle driven by
+// PCG seeded with (Seed, epoch), so that every rank, and a resumed run,
+// draws the same order.
+func (r *batchReader) shuffle(epoch int) {
+	if r.order == nil {
+		r.order = make([]uint32, r.windows)
+	} else if r.epoch == epoch {
 		return
 	}
-	rng := rand.NewPCG(l.o.Seed, uint64(l.pos.Epoch))
-	for i := len(l.order) - 1; i > 0; i-- {
+	r.epoch = epoch
+	for i := range r.order {
+		r.order[i] = uint32(i)
+	}
+	if !r.o.Shuffle {
+		return
+	}
+	rng := rand.NewPCG(r.o.Seed, uint64(epoch))
+	for i := len(r.order) - 1; i > 0; i-- {
 		j := bounded(rng, uint64(i+1))
-		l.order[i], l.order[j] = l.order[j], l.order[i]
+		r.order[i], r.order[j] = r.order[j], r.order[i]
 	}
 }
 
@@ -142,31 +179,124 @@ func bounded(rng *rand.PCG, n uint64) int {
 	}
 }
 
+// read reads this rank's batch at p into dst (inputs, then targets): at
+// the end of an epoch, the first batch of the next. It returns the
+// position the batch was read at. It checks each file it reads against
+// what its open found (size, header) and every token against the
+// vocabulary: a failure names the file, the byte offset and the step.
+func (r *batchReader) read(p Position, dst []int64) (Position, error) {
+	global := r.o.Batch * r.o.World
+	if p.Windows+global > r.windows {
+		p = Position{Epoch: p.Epoch + 1}
+	}
+	r.shuffle(p.Epoch)
+	B, T := r.o.Batch, r.o.SeqLen
+	xs, ys := dst[:B*T], dst[B*T:]
+	first := p.Windows + r.o.Rank*B
+	r.checked = r.checked[:0]
+	for b := range B {
+		start := int(r.order[first+b]) * T
+		if err := r.ds.read(r.win, start, r.vocab, r.scratch, &r.checked); err != nil {
+			return p, fmt.Errorf("%w (loader: epoch %d, step %d)", err, p.Epoch, p.Windows/global)
+		}
+		copy(xs[b*T:(b+1)*T], r.win[:T])
+		copy(ys[b*T:(b+1)*T], r.win[1:])
+	}
+	return p, nil
+}
+
 // Next returns this rank's next batch as int64 tensors [Batch, SeqLen] on
 // rt: the inputs and the targets. At the end of an epoch the next one
-// starts with a new order. It reads the batch's windows from the dataset,
-// checking each file it reads against what its open found (size, header)
-// and every token against the vocabulary: a failure is an error naming
-// the file, the byte offset and the loader's step, and the position stays
-// at that step.
+// starts with a new order. A batch that cannot be read (see
+// batchReader.read) is an error, and the position stays at that step.
 func (l *Loader) Next(rt *tensor.Runtime) (x, y *tensor.Tensor, err error) {
-	global := l.o.Batch * l.o.World
-	if l.pos.Windows+global > l.windows {
-		l.pos = Position{Epoch: l.pos.Epoch + 1}
-		l.shuffle()
+	if l.o.Prefetch == 0 {
+		at, err := l.rd.read(l.pos, l.buf)
+		return l.advance(rt, at, l.buf, err)
+	}
+	if l.ahead == nil {
+		l.ahead = startPrefetch(l.newReader(), l.pos, l.o.Prefetch, len(l.buf))
+	}
+	b := <-l.ahead.out
+	x, y, err = l.advance(rt, b.at, b.data, b.err)
+	if err != nil {
+		// The goroutine stopped at the failed batch; the next Next reads
+		// it again.
+		l.stopAhead()
+	} else {
+		l.ahead.free <- b.data
+	}
+	return x, y, err
+}
+
+// advance moves the loader past the batch read at at into data (or to
+// at, when it failed) and makes its tensors.
+func (l *Loader) advance(rt *tensor.Runtime, at Position, data []int64, err error) (x, y *tensor.Tensor, _ error) {
+	l.pos = at
+	if err != nil {
+		return nil, nil, err
 	}
 	B, T := l.o.Batch, l.o.SeqLen
-	xs, ys := l.buf[:B*T], l.buf[B*T:]
-	first := l.pos.Windows + l.o.Rank*B
-	l.checked = l.checked[:0]
-	for b := range B {
-		start := int(l.order[first+b]) * T
-		if err := l.ds.read(l.win, start, l.vocab, l.scratch, &l.checked); err != nil {
-			return nil, nil, fmt.Errorf("%w (loader: epoch %d, step %d)", err, l.pos.Epoch, l.pos.Windows/global)
-		}
-		copy(xs[b*T:(b+1)*T], l.win[:T])
-		copy(ys[b*T:(b+1)*T], l.win[1:])
+	l.pos.Windows += B * l.o.World
+	return rt.FromInt64s(data[:B*T], B, T), rt.FromInt64s(data[B*T:], B, T), nil
+}
+
+// prefetcher is a goroutine reading a loader's batches ahead, in order,
+// from a position: each batch (or the error that stops it) goes to out,
+// in buffers that come back through free, so that at most ahead batches
+// wait and one more is being read.
+type prefetcher struct {
+	out  chan prefetched
+	free chan []int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+type prefetched struct {
+	at   Position
+	data []int64
+	err  error
+}
+
+func startPrefetch(r *batchReader, from Position, ahead, size int) *prefetcher {
+	pf := &prefetcher{out: make(chan prefetched, ahead), free: make(chan []int64, ahead+1),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	for range ahead + 1 {
+		pf.free <- make([]int64, size)
 	}
-	l.pos.Windows += global
-	return rt.FromInt64s(xs, B, T), rt.FromInt64s(ys, B, T), nil
+	go func() {
+		defer close(pf.done)
+		global := r.o.Batch * r.o.World
+		p := from
+		for {
+			var buf []int64
+			select {
+			case buf = <-pf.free:
+			case <-pf.stop:
+				return
+			}
+			at, err := r.read(p, buf)
+			select {
+			case pf.out <- prefetched{at: at, data: buf, err: err}:
+			case <-pf.stop:
+				return
+			}
+			if err != nil {
+				return
+			}
+			p = at
+			p.Windows += global
+		}
+	}()
+	return pf
+}
+
+// stopAhead ends the goroutine reading ahead and drops what it read.
+func (l *Loader) stopAhead() {
+	if l.ahead == nil {
+		return
+	}
+	close(l.ahead.stop)
+	<-l.ahead.done
+	l.ahead = nil
 }
