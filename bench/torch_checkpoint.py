@@ -1,10 +1,12 @@
 """The checkpoint benchmark, PyTorch's side (bench/checkpoint.js is zeroeng's): the parameters of
 GPT-2 124M with AdamW's state after one step, saved with torch.save({"model", "optimizer", "step"})
 and loaded with torch.load + load_state_dict three times each, as nanoGPT does; prints the medians
-as one JSON line. fsync: whether the file is synced before the time is taken (torch.save does not
-sync; with --fsync this script does, as zeroeng's save always does).
+as one JSON line, with the bandwidths (GB/s of the 1.49 GB of tensors). fsync: whether the file is
+synced before the time is taken (torch.save does not sync; with --fsync this script does, as
+zeroeng's save always does). With --load, it only loads DIR's ckpt.pt once into a new model and
+AdamW (a resume), for a load from a cold cache (docs/benchmarks.md).
 
-    /usr/bin/python3 bench/torch_checkpoint.py DIR [--fsync]
+    /usr/bin/python3 bench/torch_checkpoint.py DIR [--fsync | --load]
 """
 import json
 import os
@@ -45,6 +47,15 @@ def main():
     os.makedirs(sys.argv[1], exist_ok=True)
     model = GPT()
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4)
+    n = sum(p.numel() for p in model.parameters())
+    if "--load" in sys.argv:
+        t = time.perf_counter()
+        ck = torch.load(path, map_location="cpu")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        s = time.perf_counter() - t
+        print(json.dumps({"workload": "checkpoint-load", "params": n, "load_ms": round(s * 1e3), "load_gbs": round(n * 12 / s / 1e9, 2)}))
+        return
     sum(p.sum() for p in model.parameters()).backward()
     opt.step()
     save, load = [], []
@@ -61,10 +72,10 @@ def main():
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         load.append(time.perf_counter() - t)
-    n = sum(p.numel() for p in model.parameters())
     print(json.dumps({"workload": "checkpoint", "params": n, "save_ms_median": round(statistics.median(save) * 1e3),
                       "load_ms_median": round(statistics.median(load) * 1e3),
-                      "save_gbs": round(n * 12 / statistics.median(save) / 1e9, 2), "fsync": sync}))
+                      "save_gbs": round(n * 12 / statistics.median(save) / 1e9, 2),
+                      "load_gbs": round(n * 12 / statistics.median(load) / 1e9, 2), "fsync": sync}))
 
 
 if __name__ == "__main__":

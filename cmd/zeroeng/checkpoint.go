@@ -27,9 +27,11 @@ func checkpointCommand() *cli.Command {
 			ArgsUsage: "DIR",
 			Description: `DIR is a checkpoint directory (its newest checkpoint, the one "latest"
 names, is checked) or one step's folder. Every file the manifest lists is read
-and checked (size, CRC-32C, safetensors structure) without loading it; then the
-step, the world size, the files, the optimizers and the saved state's keys are
-printed. Exits 0 when the checkpoint is intact, 1 naming the first damaged file.`,
+and checked (size, CRC-32C of the file and of each block, safetensors structure)
+without loading it, streamed a few megabytes at a time whatever its size; then
+the step, the world size, the files, the optimizers and the saved state's keys
+are printed. Exits 0 when the checkpoint is intact, 1 naming the first damaged
+file (and its first damaged block).`,
 			OnUsageError: onUsageError,
 			Action:       checkpointVerify,
 		}, {

@@ -26,11 +26,13 @@
 // rank 0 write the manifest (with each file's size and CRC-32C), rename the
 // folder into place and then replace latest. A crash or kill -9 at any
 // moment leaves the previous checkpoint as it was and loadable. Loading
-// checks every file against the manifest before anything changes, and
-// reshards ZeRO's optimizer state when the world size or the partition
-// differs: each rank reads only the parts of the files that overlap its
-// own slices and state, through positioned reads whose blocks are checked
-// against the manifest's CRC-32C of each block.
+// checks every byte it uses against the manifest before anything changes,
+// streaming the files, then reads each tensor from its file straight into
+// the parameter or optimizer state that keeps it: no file is held in
+// memory. It reshards ZeRO's optimizer state when the world size or the
+// partition differs: each rank reads only the parts of the files that
+// overlap its own slices and state, through positioned reads whose blocks
+// are checked against the manifest's CRC-32C of each block.
 package checkpoint
 
 import (
@@ -408,8 +410,10 @@ func parseManifest(b []byte, file string) (*Manifest, error) {
 	return &m, nil
 }
 
-// maxBlockBytes bounds the block size a manifest may declare.
-const maxBlockBytes = 1 << 30
+// maxBlockBytes bounds the block size a manifest may declare: a load
+// buffers a block at the edges of what it reads, so a hostile manifest's
+// huge blocks would be huge allocations. zeroeng writes 64 KiB blocks.
+const maxBlockBytes = 16 << 20
 
 // checkBlocks checks that the block CRCs, when present, cover the file.
 func (f FileInfo) checkBlocks() error {

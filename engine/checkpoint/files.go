@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -10,8 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/nn"
@@ -19,8 +16,6 @@ import (
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/tensorio"
-	"github.com/zeroeng/zeroeng/internal/hostmem"
-	"github.com/zeroeng/zeroeng/internal/safefile"
 	"github.com/zeroeng/zeroeng/zero"
 )
 
@@ -116,104 +111,18 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// readFile reads one file of the checkpoint at dir and checks it against
-// the manifest: present, the same size, the same CRC-32C. Its errors are
-// the checkpoint's damage (ErrDamaged).
-func readFile(dir string, m *Manifest, name string) ([]byte, error) {
-	b, err := readFileChecked(dir, m, name)
-	return b, damaged(err)
-}
-
-func readFileChecked(dir string, m *Manifest, name string) ([]byte, error) {
-	path := filepath.Join(dir, name)
-	want, ok := m.file(name)
-	if !ok {
-		return nil, fmt.Errorf("checkpoint: %s: the manifest lists no file %s", dir, name)
-	}
-	f, st, err := safefile.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	defer f.Close()
-	if st.Size() != want.Bytes {
-		return nil, fmt.Errorf("checkpoint: %s has %d bytes, the manifest says %d: the file is truncated or was replaced", path, st.Size(), want.Bytes)
-	}
-	if err := hostmem.Check(want.Bytes); err != nil {
-		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
-	}
-	b := make([]byte, want.Bytes)
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("checkpoint: reading %s: %w", path, err)
-	}
-	if err := checkSums(path, want, b); err != nil {
-		return nil, err
-	}
-	return b, nil
-}
-
-// checkSums checks a whole file's bytes against the manifest's CRC-32C,
-// and its blocks' when the manifest has them.
-func checkSums(path string, want FileInfo, b []byte) error {
-	var got blockSum
-	if want.BlockBytes == 0 || want.BlockBytes == BlockBytes {
-		got.Write(b) // both at once
-	} else {
-		got.total = crc32.Checksum(b, castagnoli)
-	}
-	if got.total != want.CRC32C {
-		return fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", path, got.total, want.CRC32C)
-	}
-	if want.BlockBytes == 0 {
-		return nil
-	}
-	sums := got.blocks()
-	if want.BlockBytes != BlockBytes {
-		sums = nil
-		for at := int64(0); at < int64(len(b)); at += want.BlockBytes {
-			sums = binary.LittleEndian.AppendUint32(sums, crc32.Checksum(b[at:min(at+want.BlockBytes, int64(len(b)))], castagnoli))
-		}
-	}
-	if !bytes.Equal(sums, want.BlockCRC32C) {
-		return fmt.Errorf("checkpoint: %s: the manifest's block CRCs do not match the file (whose CRC-32C does): the manifest is corrupted", path)
-	}
-	return nil
-}
-
-// reader reads the files of one checkpoint, several at once: read
-// starts reading (and checking) files in the background, get waits for
-// one, starting it if need be.
+// reader opens the files of one checkpoint for checked reads of their
+// parts (rangeFile), each once. Nothing reads a whole file into memory: a
+// load reads each tensor straight into the memory that keeps it.
 type reader struct {
 	dir    string
 	m      *Manifest
 	mu     sync.Mutex
-	reads  map[string]*fileRead
-	ranges map[string]*rangeFile // files read in parts (open)
-}
-
-type fileRead struct {
-	done chan struct{}
-	data []byte
-	err  error
+	ranges map[string]*rangeFile // the files open
 }
 
 func newReader(dir string, m *Manifest) *reader {
-	return &reader{dir: dir, m: m, reads: map[string]*fileRead{}}
-}
-
-func (r *reader) read(names ...string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, name := range names {
-		if r.reads[name] != nil {
-			continue
-		}
-		fr := &fileRead{done: make(chan struct{})}
-		r.reads[name] = fr
-		go func() {
-			fr.data, fr.err = readFile(r.dir, r.m, name)
-			close(fr.done)
-		}()
-	}
+	return &reader{dir: dir, m: m, ranges: map[string]*rangeFile{}}
 }
 
 // open opens a file for checked reads of its parts (once).
@@ -227,9 +136,6 @@ func (r *reader) open(name string) (*rangeFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.ranges == nil {
-		r.ranges = map[string]*rangeFile{}
-	}
 	r.ranges[name] = f
 	return f, nil
 }
@@ -241,16 +147,7 @@ func (r *reader) close() {
 	for _, f := range r.ranges {
 		f.Close()
 	}
-	r.ranges = nil
-}
-
-func (r *reader) get(name string) ([]byte, error) {
-	r.read(name)
-	r.mu.Lock()
-	fr := r.reads[name]
-	r.mu.Unlock()
-	<-fr.done
-	return fr.data, fr.err
+	r.ranges = map[string]*rangeFile{}
 }
 
 // writeModule writes a state dict as safetensors, as PyTorch's
@@ -267,38 +164,6 @@ func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
 	return writeFile(path, func(w io.Writer) error {
 		return safetensors.Write(w, raw, map[string]string{"format": "pt"})
 	})
-}
-
-// readModule parses a module file into tensors on rt, which the caller
-// releases.
-func readModule(rt *tensor.Runtime, rd *reader, key string) (map[string]*tensor.Tensor, error) {
-	name := key + ".safetensors"
-	b, err := rd.get(name)
-	if err != nil {
-		return nil, err
-	}
-	f, err := safetensors.Parse(b)
-	if err != nil {
-		return nil, damaged(fmt.Errorf("checkpoint: %s: %w", filepath.Join(rd.dir, name), err))
-	}
-	out := map[string]*tensor.Tensor{}
-	for _, st := range f.Tensors {
-		// Over the file's bytes where the device's memory is host memory:
-		// the one copy is into the parameter.
-		t := rt.FromHostMemory(st.DType, st.Data, st.Shape...)
-		if err := t.Err(); err != nil {
-			releaseAll(out)
-			return nil, fmt.Errorf("checkpoint: %s: tensor %q: %w", filepath.Join(rd.dir, name), st.Name, err)
-		}
-		out[st.Name] = t.Persist()
-	}
-	return out, nil
-}
-
-func releaseAll(ts map[string]*tensor.Tensor) {
-	for _, t := range ts {
-		t.Release()
-	}
 }
 
 // optimizerMeta is the "zeroeng.optimizer" metadata of an optimizer file:
@@ -385,57 +250,4 @@ func writeOptimizer(path string, opt any) (FileInfo, error) {
 	return writeFile(path, func(w io.Writer) error {
 		return safetensors.Write(w, raw, map[string]string{optimizerMetaKey: string(mb)})
 	})
-}
-
-// readOptimizer parses one optimizer file into its hyper-parameters and
-// chunks; params are the optimizer's, to check each chunk's type.
-func readOptimizer(rd *reader, name string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
-	b, err := rd.get(name)
-	if err != nil {
-		return nil, nil, err
-	}
-	return parseOptimizer(b, filepath.Join(rd.dir, name), params)
-}
-
-// parseOptimizer parses the content of an optimizer file at path.
-func parseOptimizer(b []byte, path string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
-	f, err := safetensors.Parse(b)
-	if err != nil {
-		return nil, nil, damaged(fmt.Errorf("checkpoint: %s: %w", path, err))
-	}
-	var meta optimizerMeta
-	text, ok := f.Metadata[optimizerMetaKey]
-	if !ok {
-		return nil, nil, fmt.Errorf("checkpoint: %s is not an optimizer file (no %q metadata)", path, optimizerMetaKey)
-	}
-	if err := json.Unmarshal([]byte(text), &meta); err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: %s: metadata %q: %v", path, optimizerMetaKey, err)
-	}
-	chunks := make([]zero.Chunk, len(meta.Chunks))
-	byIndex := map[int]int{}
-	for i, c := range meta.Chunks {
-		if c.Index < 0 || c.Index >= len(params) {
-			return nil, nil, fmt.Errorf("checkpoint: %s: state for parameter %d, but the optimizer has %d parameters", path, c.Index, len(params))
-		}
-		if _, dup := byIndex[c.Index]; dup {
-			return nil, nil, fmt.Errorf("checkpoint: %s: two chunks of parameter %d", path, c.Index)
-		}
-		byIndex[c.Index] = i
-		chunks[i] = zero.Chunk{Index: c.Index, At: c.At, Step: c.Step}
-	}
-	for _, st := range f.Tensors {
-		rest, ok := strings.CutPrefix(st.Name, "state.")
-		idxText, entry, ok2 := strings.Cut(rest, ".")
-		idx, err := strconv.Atoi(idxText)
-		i, known := byIndex[idx]
-		if !ok || !ok2 || err != nil || !known {
-			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q belongs to no chunk of the metadata", path, st.Name)
-		}
-		if want := optim.StateDType(params[idx]); st.DType != want {
-			return nil, nil, fmt.Errorf("checkpoint: %s: tensor %q is %v; the parameter's state is %v", path, st.Name, st.DType, want)
-		}
-		chunks[i].Names = append(chunks[i].Names, entry)
-		chunks[i].Data = append(chunks[i].Data, st.Data)
-	}
-	return &meta, chunks, nil
 }

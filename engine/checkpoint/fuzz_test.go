@@ -54,9 +54,10 @@ func FuzzReadManifest(f *testing.F) {
 	})
 }
 
-// FuzzParseOptimizer: any optimizer file gives chunks that fit the
-// optimizer's parameters, or an error.
-func FuzzParseOptimizer(f *testing.F) {
+// FuzzStateParts: any optimizer file's header gives, for a plain
+// optimizer, state entries whose parts tile their parameters exactly, or
+// an error, never a panic.
+func FuzzStateParts(f *testing.F) {
 	path := savedFiles(f)
 	for _, name := range []string{"optimizer.rank-00000-of-00002.safetensors", "optimizer.rank-00001-of-00002.safetensors"} {
 		b, err := os.ReadFile(filepath.Join(path, name))
@@ -71,14 +72,35 @@ func FuzzParseOptimizer(f *testing.F) {
 		return nil
 	})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, chunks, err := parseOptimizer(data, "fuzz.safetensors", rs.params)
+		h, err := safetensors.ReadHeader(bytes.NewReader(data), int64(len(data)), "fuzz")
 		if err != nil {
 			return
 		}
-		asm := zero.NewAssembly(rs.rt, rs.params)
-		defer asm.Release()
-		if err := asm.Add("fuzz", chunks); err == nil {
-			asm.Complete()
+		_, _, byIndex, err := optimizerLayout(h, &rangeFile{path: "fuzz"}, rs.params)
+		if err != nil {
+			return
+		}
+		saved := map[int][]*savedChunk{}
+		for idx, c := range byIndex {
+			saved[idx] = append(saved[idx], c)
+		}
+		states, err := stateParts("fuzz", saved, rs.params)
+		if err != nil {
+			return
+		}
+		for idx, s := range states {
+			for _, name := range s.names {
+				at := 0
+				for _, part := range s.parts[name] {
+					if part.at != at || part.src.numel < 0 {
+						t.Fatalf("accepted %q of parameter %d in parts %+v", name, idx, s.parts[name])
+					}
+					at += part.src.numel
+				}
+				if at != rs.params[idx].Numel() {
+					t.Fatalf("accepted %q of parameter %d covering %d of %d elements", name, idx, at, rs.params[idx].Numel())
+				}
+			}
 		}
 	})
 }

@@ -1,11 +1,9 @@
 package checkpoint
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/dist"
-	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -23,9 +20,11 @@ import (
 // Restore loads the newest checkpoint under dir (or dir itself, when it is
 // a checkpoint) into st on every rank of pg, and returns its manifest and
 // folder; nil and "" when dir holds no checkpoint yet. It is collective:
-// rank 0 chooses the checkpoint, every file is checked (size, CRC-32C,
-// names, shapes) before anything changes, and every rank returns the same
-// error when any rank fails.
+// rank 0 chooses the checkpoint, everything a rank reads is checked (the
+// files' sizes, the CRC-32C of every block it uses, names, shapes) before
+// anything changes, and every rank returns the same error when any rank
+// fails. Tensors are read from the files straight into the parameters and
+// the optimizer state (restoreFrom).
 //
 // Under the world size and layout it was saved with, each rank reads only
 // its own ZeRO shard and its own slices of a sharded module; under
@@ -127,9 +126,13 @@ func RestoreNewestIntact(pg dist.ProcessGroup, rt *tensor.Runtime, dir string, s
 }
 
 // restoreFrom restores st from the checkpoint at path, on every rank or
-// on none.
+// on none. It reads each file twice, never holding it in memory: read
+// plans the load and checks every byte it will use against the manifest,
+// streamed, so that a damaged or unfit checkpoint fails on every rank
+// before anything changes; apply then reads each tensor straight into the
+// memory that keeps it (a parameter, an optimizer's state), checking each
+// block again as it lands.
 func restoreFrom(pg dist.ProcessGroup, rt *tensor.Runtime, path string, st *State) (*Manifest, error) {
-	// Read and check everything first.
 	m, err := ReadManifest(path)
 	var loaded *pending
 	if err == nil {
@@ -150,16 +153,19 @@ func restoreFrom(pg dist.ProcessGroup, rt *tensor.Runtime, path string, st *Stat
 	return m, nil
 }
 
-// pending is what read found, ready to apply.
+// pending is what read planned and checked, ready to apply.
 type pending struct {
 	path    string
+	rt      *tensor.Runtime
 	rd      *reader
-	modules []*moduleLoad      // by st.Modules index
-	shards  []*shardLoad       // by st.Optimizers index
-	full    []*optim.StateDict // by st.Optimizers index, when not shards
+	modules []*moduleLoad // by st.Modules index
+	shards  []*shardLoad  // by st.Optimizers index
+	full    []*stateLoad  // by st.Optimizers index, when not shards
 }
 
-// shardLoad is a rank's own ZeRO shard, loaded without communication.
+// shardLoad is a rank's own ZeRO shard, loaded without communication:
+// zero.Optimizer.LoadShard takes the chunks' bytes, so read holds them
+// (the rank's part of the state, read with positioned reads).
 type shardLoad struct {
 	file   string
 	meta   *optimizerMeta
@@ -170,28 +176,18 @@ func (p *pending) release() {
 	if p == nil {
 		return
 	}
-	for _, m := range p.modules {
-		if m != nil {
-			releaseAll(m.tensors)
-		}
-	}
 	if p.rd != nil {
 		p.rd.close()
 	}
-	for _, sd := range p.full {
-		if sd == nil {
-			continue
-		}
-		for _, entry := range sd.State {
-			releaseAll(entry)
-		}
-	}
-	p.modules, p.full = nil, nil
+	p.modules, p.shards, p.full = nil, nil, nil
 }
 
-// read loads this rank's part of the checkpoint at path into memory.
+// read plans the load of this rank's part of the checkpoint at path:
+// every file's header, names, shapes and types are checked against st,
+// and every byte that apply will read against the manifest's block CRCs.
+// It keeps nothing of the files but a ZeRO shard's chunks.
 func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st *State) (p *pending, err error) {
-	p = &pending{path: path, shards: make([]*shardLoad, len(st.Optimizers)), full: make([]*optim.StateDict, len(st.Optimizers))}
+	p = &pending{path: path, rt: rt, shards: make([]*shardLoad, len(st.Optimizers)), full: make([]*stateLoad, len(st.Optimizers))}
 	defer func() {
 		if err != nil {
 			p.release()
@@ -201,11 +197,6 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 	rd := newReader(path, m)
 	p.rd = rd
 	for _, mod := range st.Modules {
-		if mod.Sharded == nil && slices.Contains(m.Modules, mod.Key) {
-			rd.read(mod.Key + ".safetensors")
-		}
-	}
-	for _, mod := range st.Modules {
 		var ml *moduleLoad
 		var err error
 		info, sliced := m.sharded(mod.Key)
@@ -213,52 +204,36 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 		case mod.Sharded != nil:
 			ml, err = readIntoSlices(rd, pg, m, mod)
 		case slices.Contains(m.Modules, mod.Key):
-			ml = &moduleLoad{}
-			ml.tensors, err = readModule(rt, rd, mod.Key)
+			ml, err = readFromFull(rd, mod)
 		case sliced:
 			ml, err = readFromSlices(rd, pg, m, mod, info)
 		default:
 			err = fmt.Errorf("checkpoint: %s has no module %q (it has %s)", path, mod.Key, keyList(m.moduleKeys()))
 		}
-		p.modules = append(p.modules, ml)
 		if err != nil {
 			return nil, err
 		}
+		p.modules = append(p.modules, ml)
 	}
-	infos := make([]*OptimizerInfo, len(st.Optimizers))
 	for i, o := range st.Optimizers {
+		var info *OptimizerInfo
 		var have []string
 		for j := range m.Optimizers {
 			have = append(have, m.Optimizers[j].Key)
 			if m.Optimizers[j].Key == o.Key {
-				infos[i] = &m.Optimizers[j]
+				info = &m.Optimizers[j]
 			}
 		}
-		if infos[i] == nil {
+		if info == nil {
 			return nil, fmt.Errorf("checkpoint: %s has no optimizer %q (it has %s)", path, o.Key, keyList(have))
 		}
-		if ownShard(o, infos[i], pg) {
-			rd.read(shardName(o.Key, pg.Rank(), infos[i].Shards))
-			continue
-		}
-		if params, err := optimizerParams(o); err == nil {
-			if _, ok := ownPieces(o.Opt, params, pg.Rank()); ok {
-				continue // read in parts below
-			}
-		}
-		for s := 0; s < infos[i].Shards; s++ {
-			rd.read(shardName(o.Key, s, infos[i].Shards))
-		}
-	}
-	for i, o := range st.Optimizers {
-		info := infos[i]
 		params, err := optimizerParams(o)
 		if err != nil {
 			return nil, err
 		}
 		if ownShard(o, info, pg) {
 			file := shardName(o.Key, pg.Rank(), info.Shards)
-			meta, chunks, err := readOptimizer(rd, file, params)
+			meta, chunks, err := readShard(rd, file, params)
 			if err != nil {
 				return nil, err
 			}
@@ -277,9 +252,12 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 			continue
 		}
 		// A plain optimizer, which keeps the whole state.
-		if p.full[i], err = assemble(rt, rd, info, params); err != nil {
+		if p.full[i], err = readState(rd, info, o, params); err != nil {
 			return nil, err
 		}
+	}
+	if err := p.check(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
@@ -301,55 +279,11 @@ func optimizerParams(o Optimizer) ([]*tensor.Tensor, error) {
 	return nil, fmt.Errorf("checkpoint: optimizer %q: %T cannot be restored", o.Key, o.Opt)
 }
 
-// assemble reads every shard of an optimizer and puts its state together
-// as a whole state dict in PyTorch's layout (the consolidated one).
-func assemble(rt *tensor.Runtime, rd *reader, info *OptimizerInfo, params []*tensor.Tensor) (*optim.StateDict, error) {
-	path := rd.dir
-	asm := zero.NewAssembly(rt, params)
-	var groups []map[string]any
-	for s := 0; s < info.Shards; s++ {
-		file := shardName(info.Key, s, info.Shards)
-		meta, chunks, err := readOptimizer(rd, file, params)
-		if err != nil {
-			asm.Release()
-			return nil, err
-		}
-		if s == 0 {
-			groups = meta.ParamGroups
-		}
-		if err := asm.Add(filepath.Join(path, file), chunks); err != nil {
-			asm.Release()
-			return nil, fmt.Errorf("checkpoint: %w", err)
-		}
-	}
-	if err := asm.Complete(); err != nil {
-		asm.Release()
-		return nil, fmt.Errorf("checkpoint: %s, optimizer %q: %w", path, info.Key, err)
-	}
-	states := asm.States()
-	sd := &optim.StateDict{State: map[int]map[string]*tensor.Tensor{}, ParamGroups: groups}
-	for idx, s := range states {
-		entry := map[string]*tensor.Tensor{"step": rt.Scalar(tensor.Float32, float64(s.Step)).Persist()}
-		for _, e := range s.Tensors() {
-			entry[e.Name] = e.Tensor
-		}
-		sd.State[idx] = entry
-	}
-	return sd, nil
-}
-
-// apply copies what read found into the rank's model and optimizers.
+// apply reads what read planned into the rank's model and optimizers.
 func (p *pending) apply(st *State) error {
 	for i, mod := range st.Modules {
-		ml := p.modules[i]
-		if ml.tensors == nil {
-			if err := ml.apply(mod); err != nil {
-				return fmt.Errorf("checkpoint: %s: module %q: %w", p.path, mod.Key, err)
-			}
-			continue
-		}
-		if _, _, err := nn.CopyStateDict(mod.Tensors, ml.tensors, true); err != nil {
-			return fmt.Errorf("checkpoint: %s: error(s) in loading %q:\n\t%w", filepath.Join(p.path, mod.Key+".safetensors"), mod.Key, err)
+		if err := p.modules[i].apply(mod); err != nil {
+			return fmt.Errorf("checkpoint: %s: module %q: %w", p.path, mod.Key, err)
 		}
 	}
 	for i, o := range st.Optimizers {
@@ -359,14 +293,7 @@ func (p *pending) apply(st *State) error {
 			}
 			continue
 		}
-		var err error
-		switch opt := o.Opt.(type) {
-		case *optim.Optimizer:
-			err = opt.LoadStateDict(p.full[i])
-		case *zero.Optimizer:
-			err = opt.LoadStateDict(p.full[i])
-		}
-		if err != nil {
+		if err := p.full[i].apply(p.rt, o.Opt); err != nil {
 			return fmt.Errorf("checkpoint: %s: optimizer %q: %w", p.path, o.Key, err)
 		}
 	}
@@ -387,8 +314,9 @@ func keyList(keys []string) string {
 // Verify checks the checkpoint at path without loading it into anything:
 // its manifest, and every file the manifest lists (size, CRC-32C of the
 // file and of its blocks, safetensors structure, the slice metadata of a
-// stage-3 model's files). Each file is streamed, a few at a time, so that
-// a checkpoint of any size is verified in a few megabytes.
+// stage-3 model's files). Each file is streamed once in chunks of a few
+// megabytes, a few files at a time, so that a checkpoint of any size, one
+// larger than the host's memory too, is verified in a few megabytes.
 func Verify(path string) (*Manifest, error) {
 	m, err := ReadManifest(path)
 	if err != nil {
@@ -401,7 +329,7 @@ func Verify(path string) (*Manifest, error) {
 		}
 	}
 	errs := make([]error, len(m.Files))
-	sem := make(chan struct{}, 4)
+	sem := make(chan struct{}, streams)
 	var wg sync.WaitGroup
 	for i, f := range m.Files {
 		sem <- struct{}{}
@@ -419,6 +347,10 @@ func Verify(path string) (*Manifest, error) {
 	return m, nil
 }
 
+// streams is how many files verify and the checks before a load stream
+// at once: enough to keep a fast disk and the CRC busy.
+const streams = 4
+
 // verifyFile checks one file of the checkpoint at dir, streamed.
 func verifyFile(dir string, m *Manifest, name string, sliced bool) error {
 	f, err := openRange(dir, m, name)
@@ -426,26 +358,12 @@ func verifyFile(dir string, m *Manifest, name string, sliced bool) error {
 		return err
 	}
 	defer f.Close()
-	var sum blockSum
-	if _, err := io.Copy(&sum, io.NewSectionReader(f.f, 0, f.Size())); err != nil {
-		return damaged(fmt.Errorf("checkpoint: reading %s: %w", f.path, err))
+	buf := getChunk()
+	err = f.checkWhole(*buf)
+	putChunk(buf)
+	if err != nil {
+		return err
 	}
-	if sum.total != f.info.CRC32C {
-		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", f.path, sum.total, f.info.CRC32C))
-	}
-	if f.info.BlockBytes == BlockBytes && !bytes.Equal(sum.blocks(), f.info.BlockCRC32C) {
-		return damaged(fmt.Errorf("checkpoint: %s: the manifest's block CRCs do not match the file (whose CRC-32C does): the manifest is corrupted", f.path))
-	}
-	if f.info.BlockBytes != 0 && f.info.BlockBytes != BlockBytes {
-		// Other blocks than this zeroeng writes: read each back.
-		buf := make([]byte, 1<<20)
-		for at := int64(0); at < f.Size(); at += int64(len(buf)) {
-			if _, err := f.ReadAt(buf[:min(int64(len(buf)), f.Size()-at)], at); err != nil {
-				return err
-			}
-		}
-	}
-	f.verified = true
 	h, err := safetensors.ReadHeader(f, f.Size(), f.path)
 	if err != nil {
 		return damaged(fmt.Errorf("checkpoint: %w", err))

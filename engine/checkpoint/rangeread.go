@@ -1,12 +1,14 @@
 package checkpoint
 
 import (
+	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/zeroeng/zeroeng/internal/safefile"
@@ -14,20 +16,21 @@ import (
 
 // rangeFile reads parts of one file of a checkpoint with positioned reads,
 // checking every block it reads against the manifest's CRC-32C of that
-// block: a rank that reshards reads only the parts of other ranks' files
-// that it needs, and still never uses a byte the manifest does not vouch
-// for. A file whose manifest entry has no block CRCs (an older checkpoint)
-// is checked whole once, streamed, before the first read. Its errors are
-// the checkpoint's damage (ErrDamaged).
+// block: a load reads each tensor straight into the memory that keeps it,
+// a rank that reshards reads only the parts of other ranks' files that it
+// needs, and neither ever uses a byte the manifest does not vouch for. A
+// file whose manifest entry has no block CRCs (an older checkpoint) is
+// checked whole once, streamed, before the first read. Its errors are the
+// checkpoint's damage (ErrDamaged).
 type rangeFile struct {
 	path string
 	info FileInfo
 	f    *os.File
 
-	mu       sync.Mutex
-	verified bool   // the whole file was checked (no block CRCs)
-	block    int64  // the block in buf, -1 for none
-	buf      []byte // its bytes, checked
+	mu       sync.Mutex // guards the fields below
+	verified bool       // the whole file was checked (no block CRCs)
+	block    int64      // the block in buf, -1 for none
+	buf      []byte     // its bytes, checked
 }
 
 // openRange opens file name of the checkpoint at dir for checked reads:
@@ -52,18 +55,25 @@ func openRange(dir string, m *Manifest, name string) (*rangeFile, error) {
 // Size is the file's size.
 func (r *rangeFile) Size() int64 { return r.info.Bytes }
 
-// ReadAt reads len(p) bytes at off, checked.
+// ReadAt reads len(p) bytes at off, checked. Whole blocks are read
+// straight into p and checked there; the blocks at either end, which p
+// holds only part of, through a buffer of one block. Several reads of the
+// same file may run at once.
 func (r *rangeFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > r.info.Bytes {
 		return 0, damaged(fmt.Errorf("checkpoint: %s: bytes [%d, %d) are outside its %d bytes", r.path, off, off+int64(len(p)), r.info.Bytes))
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.info.BlockBytes == 0 {
+		r.mu.Lock()
+		var err error
 		if !r.verified {
-			if err := r.verifyWhole(); err != nil {
-				return 0, err
-			}
+			buf := getChunk()
+			err = r.verifyWhole(*buf)
+			putChunk(buf)
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return 0, err
 		}
 		if _, err := r.f.ReadAt(p, off); err != nil {
 			return 0, damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
@@ -83,39 +93,65 @@ func (r *rangeFile) ReadAt(p []byte, off int64) (int, error) {
 			n += int(whole * bs)
 			continue
 		}
-		if err := r.load(k); err != nil {
+		r.mu.Lock()
+		err := r.load(k)
+		if err == nil {
+			n += copy(p[n:], r.buf[at-r.block*bs:])
+		}
+		r.mu.Unlock()
+		if err != nil {
 			return n, err
 		}
-		n += copy(p[n:], r.buf[at-r.block*bs:])
 	}
 	return n, nil
 }
 
-// readBlocks reads whole blocks from block k on into p and checks them.
+// readBlocks reads whole blocks from block k on into p and checks them,
+// a few at a time, so that each is checked while the processor's cache
+// still holds it.
 func (r *rangeFile) readBlocks(p []byte, k int64) error {
 	bs := r.info.BlockBytes
-	if _, err := r.f.ReadAt(p, k*bs); err != nil {
-		return damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
-	}
-	for i := int64(0); i*bs < int64(len(p)); i++ {
-		if err := r.check(p[i*bs:(i+1)*bs], k+i); err != nil {
-			return err
+	step := max(bs, readPiece/bs*bs)
+	for at := int64(0); at < int64(len(p)); at += step {
+		piece := p[at:min(at+step, int64(len(p)))]
+		if _, err := r.f.ReadAt(piece, k*bs+at); err != nil {
+			return damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
+		}
+		for i := int64(0); i*bs < int64(len(piece)); i++ {
+			if err := r.check(piece[i*bs:(i+1)*bs], k+at/bs+i); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
+// readPiece is the size of the reads that fill a tensor: small enough
+// that its blocks are still in the cache when their CRCs are checked.
+const readPiece = 1 << 20
+
 // check checks block k's bytes b.
 func (r *rangeFile) check(b []byte, k int64) error {
-	got := crc32.Checksum(b, castagnoli)
+	return r.blockError(k, crc32.Checksum(b, castagnoli))
+}
+
+// blockError is the error of block k whose bytes' CRC-32C is got: nil
+// when it is the manifest's.
+func (r *rangeFile) blockError(k int64, got uint32) error {
 	if want := binary.LittleEndian.Uint32(r.info.BlockCRC32C[4*k:]); got != want {
-		start := k * r.info.BlockBytes
-		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x of bytes [%d, %d), the manifest says %08x", r.path, got, start, start+int64(len(b)), want))
+		start, end := r.blockBounds(k)
+		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x of bytes [%d, %d), the manifest says %08x", r.path, got, start, end, want))
 	}
 	return nil
 }
 
-// load reads block k into buf and checks it.
+// blockBounds are the bytes of block k.
+func (r *rangeFile) blockBounds(k int64) (from, to int64) {
+	from = k * r.info.BlockBytes
+	return from, min(from+r.info.BlockBytes, r.info.Bytes)
+}
+
+// load reads block k into buf and checks it; r.mu is held.
 func (r *rangeFile) load(k int64) error {
 	if r.block == k {
 		return nil
@@ -138,14 +174,168 @@ func (r *rangeFile) load(k int64) error {
 	return nil
 }
 
-// verifyWhole checks the whole file's CRC-32C, streaming it.
-func (r *rangeFile) verifyWhole() error {
-	sum := crc32.New(castagnoli)
-	if _, err := io.Copy(sum, io.NewSectionReader(r.f, 0, r.info.Bytes)); err != nil {
-		return damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
+// verifyWhole checks the whole file's CRC-32C, streaming it through buf.
+func (r *rangeFile) verifyWhole(buf []byte) error {
+	var sum uint32
+	if err := r.stream(0, r.info.Bytes, buf, func(b []byte) bool {
+		sum = crc32.Update(sum, castagnoli, b)
+		return true
+	}); err != nil {
+		return err
 	}
-	if got := sum.Sum32(); got != r.info.CRC32C {
-		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", r.path, got, r.info.CRC32C))
+	if sum != r.info.CRC32C {
+		return damaged(fmt.Errorf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", r.path, sum, r.info.CRC32C))
+	}
+	r.verified = true
+	return nil
+}
+
+// chunkBytes is the size of the reads that stream a file (verify, and
+// the checks before a load): large enough for a disk's bandwidth, and a
+// few megabytes whatever the size of the file.
+const chunkBytes = 4 << 20
+
+// chunks keeps the buffers of streamed reads for the next file.
+var chunks = sync.Pool{New: func() any {
+	b := make([]byte, chunkBytes)
+	return &b
+}}
+
+func getChunk() *[]byte  { return chunks.Get().(*[]byte) }
+func putChunk(b *[]byte) { chunks.Put(b) }
+
+// stream reads bytes [from, to) of the file in order, through buf, and
+// hands each piece to fn until it returns false. A file that ends early
+// (truncated while it is read) is an error.
+func (r *rangeFile) stream(from, to int64, buf []byte, fn func([]byte) bool) error {
+	for at := from; at < to; {
+		n := min(int64(len(buf)), to-at)
+		if _, err := r.f.ReadAt(buf[:n], at); err != nil {
+			return damaged(fmt.Errorf("checkpoint: reading %s: %w", r.path, err))
+		}
+		at += n
+		if !fn(buf[:n]) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// fileSum folds bytes of a file, given in order from the start of block
+// first, into each block's CRC-32C (compared with the manifest's as soon
+// as the block ends) and, when it sums the whole file, into the file's:
+// any amount of a file is checked in one pass, holding nothing but the
+// caller's buffer. Blocks may be of any size the manifest declares.
+type fileSum struct {
+	r       *rangeFile
+	whole   bool   // summing the whole file: total is wanted
+	total   uint32 // the whole file's CRC-32C
+	k       int64  // the current block
+	cur     uint32 // its CRC-32C so far
+	inBlock int64  // its bytes so far
+	bad     error  // the first block that differs from the manifest's
+	badK    int64  // its index
+}
+
+func newFileSum(r *rangeFile, first int64, whole bool) *fileSum {
+	return &fileSum{r: r, whole: whole, k: first, badK: -1}
+}
+
+// add folds in the next bytes; it returns false once a block differs.
+func (s *fileSum) add(b []byte) bool {
+	if s.whole {
+		s.total = crc32.Update(s.total, castagnoli, b)
+	}
+	bs := s.r.info.BlockBytes
+	if bs == 0 {
+		return true
+	}
+	for len(b) > 0 {
+		n := min(int64(len(b)), bs-s.inBlock)
+		s.cur = crc32.Update(s.cur, castagnoli, b[:n])
+		s.inBlock += n
+		b = b[n:]
+		if s.inBlock == bs || s.k*bs+s.inBlock == s.r.info.Bytes { // the last block may be short
+			s.endBlock()
+		}
+	}
+	return s.bad == nil
+}
+
+// endBlock compares the block just summed with the manifest's.
+func (s *fileSum) endBlock() {
+	if s.bad == nil {
+		if s.bad = s.r.blockError(s.k, s.cur); s.bad != nil {
+			s.badK = s.k
+		}
+	}
+	s.k, s.cur, s.inBlock = s.k+1, 0, 0
+}
+
+// span is bytes [from, to) of a file.
+type span struct{ from, to int64 }
+
+// checkSpans checks every block of the file that spans touch, reading
+// each once, in file order, through buf: what a load reads it checks
+// first, so that a damaged checkpoint is found before anything changes.
+// A file without block CRCs is checked whole.
+func (r *rangeFile) checkSpans(spans []span, buf []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	bs := r.info.BlockBytes
+	if bs == 0 {
+		if r.verified {
+			return nil
+		}
+		return r.verifyWhole(buf)
+	}
+	// Whole blocks, merged.
+	var blocks []span
+	for _, s := range spans {
+		if s.from >= s.to {
+			continue
+		}
+		blocks = append(blocks, span{s.from / bs * bs, min((s.to+bs-1)/bs*bs, r.info.Bytes)})
+	}
+	slices.SortFunc(blocks, func(a, b span) int { return cmp.Compare(a.from, b.from) })
+	for i := 0; i < len(blocks); {
+		s := blocks[i]
+		for i++; i < len(blocks) && blocks[i].from <= s.to; i++ {
+			s.to = max(s.to, blocks[i].to)
+		}
+		sum := newFileSum(r, s.from/bs, false)
+		if err := r.stream(s.from, s.to, buf, sum.add); err != nil {
+			return err
+		}
+		if sum.bad != nil {
+			return sum.bad
+		}
+	}
+	return nil
+}
+
+// checkWhole checks the whole file, streamed through buf once: its
+// CRC-32C and each of its blocks' (what verify does). A file that fails
+// its CRC is corrupted; one whose CRC matches while a block's does not
+// has a corrupted manifest.
+func (r *rangeFile) checkWhole(buf []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum := newFileSum(r, 0, true)
+	if err := r.stream(0, r.info.Bytes, buf, func(b []byte) bool { sum.add(b); return true }); err != nil {
+		return err
+	}
+	if sum.total != r.info.CRC32C {
+		msg := fmt.Sprintf("checkpoint: %s is corrupted: CRC-32C %08x, the manifest says %08x", r.path, sum.total, r.info.CRC32C)
+		if sum.badK >= 0 {
+			from, to := r.blockBounds(sum.badK)
+			msg += fmt.Sprintf(" (the first damaged block is bytes [%d, %d))", from, to)
+		}
+		return damaged(errors.New(msg))
+	}
+	if sum.badK >= 0 {
+		from, to := r.blockBounds(sum.badK)
+		return damaged(fmt.Errorf("checkpoint: %s: the manifest's block CRCs do not match the file (whose CRC-32C does; block [%d, %d) differs first): the manifest is corrupted", r.path, from, to))
 	}
 	r.verified = true
 	return nil

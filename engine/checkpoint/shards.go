@@ -400,6 +400,23 @@ func (t *srcTensor) read(a, b int, dst []byte) error {
 	return nil
 }
 
+// spans lists the bytes of the files that elements [a, b) of t lie in.
+func (t *srcTensor) spans(a, b int, add func(f *rangeFile, s span)) {
+	es := int64(t.dt.Size())
+	if t.bucket == nil {
+		at := t.at + int64(a)*es
+		add(t.file, span{at, at + int64(b-a)*es})
+		return
+	}
+	a, b = a+t.offset, b+t.offset
+	for _, p := range t.bucket.parts {
+		if s, e := max(a, p.lo), min(b, p.hi); s < e {
+			at := p.at + int64(s-p.lo)*es
+			add(p.file, span{at, at + int64(e-s)*es})
+		}
+	}
+}
+
 // moduleSource is what a checkpoint holds of a module, by state-dict name.
 type moduleSource struct {
 	what    string // for messages: the file or files
@@ -583,35 +600,54 @@ func (src *moduleSource) checkNames(key string, want []nn.NamedTensor) error {
 	return nil
 }
 
-// moduleLoad is what read found of one module, ready to apply: the whole
-// consolidated file's tensors (a module loaded as before slices), or the
-// parts to write.
+// moduleLoad is what read planned for one module: the parts of the
+// checkpoint's files that apply reads straight into the module's tensors.
 type moduleLoad struct {
-	tensors map[string]*tensor.Tensor
 	segs    []segment
 	written []int // the ShardedParams buckets the segments write
 }
 
-// segment is elements [at, at+n) of bucket's slice (bucket >= 0), or a
-// tensor written whole (target), with data in dtype dt.
+// segment is n elements of src from element from on, read into elements
+// [at, at+n) of this rank's slice of bucket (bucket >= 0), or into target
+// whole (at 0).
 type segment struct {
 	bucket int
 	at, n  int
 	target *tensor.Tensor
-	dt     dtype.DType
-	data   []byte
+	src    *srcTensor
+	from   int
 }
 
-// readWhole reads a tensor of the source whole, for target.
-func readWhole(s *srcTensor, target *tensor.Tensor) (segment, error) {
-	buf, err := alloc(s.numel * s.dt.Size())
+// wholeSegments read the tensors of the source named as tensors' names
+// whole into them. A tensor under two names (tied weights) is read once,
+// from the last, as load_state_dict's copies leave it.
+func wholeSegments(src *moduleSource, tensors []nn.NamedTensor) []segment {
+	var segs []segment
+	at := map[*tensor.Tensor]int{}
+	for _, n := range tensors {
+		s := src.tensors[n.Name]
+		seg := segment{bucket: -1, n: s.numel, target: n.Tensor, src: s}
+		if i, ok := at[n.Tensor]; ok {
+			segs[i] = seg
+			continue
+		}
+		at[n.Tensor] = len(segs)
+		segs = append(segs, seg)
+	}
+	return segs
+}
+
+// readFromFull plans the load of a module without slices from its
+// consolidated file: every tensor read whole, straight into the module's.
+func readFromFull(rd *reader, mod Module) (*moduleLoad, error) {
+	src, err := fullSource(rd, mod.Key)
 	if err != nil {
-		return segment{}, err
+		return nil, err
 	}
-	if err := s.read(0, s.numel, buf); err != nil {
-		return segment{}, err
+	if err := src.checkNames(mod.Key, mod.Tensors); err != nil {
+		return nil, err
 	}
-	return segment{bucket: -1, target: target, dt: s.dt, data: buf}, nil
+	return &moduleLoad{segs: wholeSegments(src, mod.Tensors)}, nil
 }
 
 // readFromSlices plans the load of a module without slices from a checkpoint
@@ -628,15 +664,7 @@ func readFromSlices(rd *reader, pg dist.ProcessGroup, m *Manifest, mod Module, i
 	if err := src.checkNames(mod.Key, mod.Tensors); err != nil {
 		return nil, err
 	}
-	ml := &moduleLoad{}
-	for _, n := range mod.Tensors {
-		seg, err := readWhole(src.tensors[n.Name], n.Tensor)
-		if err != nil {
-			return nil, err
-		}
-		ml.segs = append(ml.segs, seg)
-	}
-	return ml, nil
+	return &moduleLoad{segs: wholeSegments(src, mod.Tensors)}, nil
 }
 
 // readIntoSlices plans the load of a sharded module: from this rank's own
@@ -667,14 +695,9 @@ func readIntoSlices(rd *reader, pg dist.ProcessGroup, m *Manifest, mod Module) (
 		}
 		for k, b := range lay.buckets {
 			part := src.tensors[b.names[0][0]].bucket.parts[0]
-			buf, err := alloc((b.hi - b.lo) * src.ownDT[k].Size())
-			if err != nil {
-				return nil, err
-			}
-			if _, err := part.file.ReadAt(buf, part.at); err != nil {
-				return nil, err
-			}
-			ml.segs = append(ml.segs, segment{bucket: b.index, at: 0, n: b.hi - b.lo, dt: src.ownDT[k], data: buf})
+			n := b.hi - b.lo
+			whole := &srcTensor{dt: src.ownDT[k], shape: []int{n}, numel: n, file: part.file, at: part.at}
+			ml.segs = append(ml.segs, segment{bucket: b.index, n: n, src: whole})
 			ml.written = append(ml.written, b.index)
 		}
 	} else {
@@ -703,25 +726,12 @@ func readIntoSlices(rd *reader, pg dist.ProcessGroup, m *Manifest, mod Module) (
 					continue
 				}
 				t := src.tensors[b.names[j][0]]
-				buf, err := alloc((e - s) * t.dt.Size())
-				if err != nil {
-					return nil, err
-				}
-				if err := t.read(s-b.offsets[j], e-b.offsets[j], buf); err != nil {
-					return nil, err
-				}
-				ml.segs = append(ml.segs, segment{bucket: b.index, at: s - b.lo, n: e - s, dt: t.dt, data: buf})
+				ml.segs = append(ml.segs, segment{bucket: b.index, at: s - b.lo, n: e - s, src: t, from: s - b.offsets[j]})
 			}
 			ml.written = append(ml.written, b.index)
 		}
 	}
-	for _, n := range lay.whole {
-		seg, err := readWhole(src.tensors[n.Name], n.Tensor)
-		if err != nil {
-			return nil, err
-		}
-		ml.segs = append(ml.segs, seg)
-	}
+	ml.segs = append(ml.segs, wholeSegments(src, lay.whole)...)
 	return ml, nil
 }
 
@@ -733,7 +743,7 @@ func alloc(n int) ([]byte, error) {
 	return make([]byte, n), nil
 }
 
-// apply writes the parts into the module.
+// apply reads the planned parts straight into the module's tensors.
 func (ml *moduleLoad) apply(mod Module) error {
 	if len(ml.segs) == 0 {
 		return nil
@@ -745,30 +755,25 @@ func (ml *moduleLoad) apply(mod Module) error {
 	}
 	sc := rt.OpenScope()
 	defer sc.Close()
+	var f fills
+	var stage []byte
 	var err error
 	rt.NoGrad(func() {
 		for _, s := range ml.segs {
 			dst := s.target
 			if s.bucket >= 0 {
-				slice, serr := mod.Sharded.ParamSlice(s.bucket)
-				if serr != nil {
-					err = serr
+				if dst, err = mod.Sharded.ParamSlice(s.bucket); err != nil {
 					return
 				}
-				dst = slice.Narrow(0, s.at, s.n)
 			}
-			if dst.DType() == s.dt && dst.IsContiguous() {
-				err = dst.SetBytes(s.data)
-			} else {
-				src := rt.FromHostMemory(s.dt, s.data, dst.Shape()...)
-				err = dst.CopyFrom(src)
-				src.Release()
-			}
-			if err != nil {
+			if err = readInto(&f, dst, s.at, s.src, s.from, s.from+s.n, &stage); err != nil {
 				return
 			}
 		}
 	})
+	if err == nil {
+		err = f.run()
+	}
 	for _, i := range ml.written {
 		if werr := mod.Sharded.SliceWritten(i); err == nil {
 			err = werr
