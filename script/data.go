@@ -7,6 +7,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/engine/tokens"
+	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
 // dataModule is require("zeroeng").data: token datasets (llm.c shards,
@@ -130,7 +131,11 @@ func (r *Runtime) loaderObject(l *tokens.Loader) *goja.Object {
 	obj := r.vm.NewObject()
 	must(obj.Set("stepsPerEpoch", l.StepsPerEpoch()))
 	r.fn(obj, "next", func(goja.FunctionCall) goja.Value {
+		// On the user lane of --trace: what the step waits for its batch
+		// (with prefetch, a hand-over of batches read beside the step).
+		start := r.opts.Trace.Now()
 		x, y, err := l.Next(r.rt)
+		r.traceAdd(trace.User, "token batch", start)
 		if err != nil {
 			r.throw(err)
 		}
