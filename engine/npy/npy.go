@@ -111,6 +111,63 @@ func parsePreamble(p prefix, data []byte) (*header, error) {
 	return h, nil
 }
 
+// Header is what a .npy file's preamble says of its array: the type
+// string as written (Descr, "<u2"), the shape, the order, and where its
+// data starts in the file and how many bytes it takes.
+type Header struct {
+	Descr      string
+	Shape      []int
+	Fortran    bool
+	DataOffset int64
+	DataBytes  int64
+}
+
+// ReadHeader reads and checks the preamble of the .npy data in r (size
+// bytes; name in errors) without reading its data, for readers that take
+// the elements from the file as they need them: the magic string, the
+// version, the header (bounded), its type, order and shape, and that the
+// data that follows is exactly what the shape needs.
+func ReadHeader(r io.ReaderAt, size int64, name string) (*Header, error) {
+	p := prefix(name)
+	if size < 10 {
+		return nil, p.errorf("file is %d bytes, too short for the magic string and header length", size)
+	}
+	pre := make([]byte, min(size, 12))
+	if _, err := r.ReadAt(pre, 0); err != nil {
+		return nil, p.errorf("reading the preamble: %v", err)
+	}
+	plen, err := checkMagic(p, pre[:8])
+	if err != nil {
+		return nil, err
+	}
+	if size < int64(plen) {
+		return nil, p.errorf("file is %d bytes, too short for the magic string and header length", size)
+	}
+	hlen := headerLen(pre[8:plen])
+	if hlen > maxHeaderLen {
+		return nil, p.errorf("header length %d is larger than the %d-byte limit", hlen, maxHeaderLen)
+	}
+	if hlen > uint64(size)-uint64(plen) {
+		return nil, p.errorf("header length %d is larger than the %d bytes that follow it", hlen, size-int64(plen))
+	}
+	b := make([]byte, hlen)
+	if _, err := r.ReadAt(b, int64(plen)); err != nil {
+		return nil, p.errorf("reading the header: %v", err)
+	}
+	h, err := parseHeader(p, b)
+	if err != nil {
+		return nil, err
+	}
+	start := int64(plen) + int64(hlen)
+	switch have := size - start; {
+	case have < h.nbytes:
+		return nil, p.errorf("data is %d bytes, but shape %s of '%s' needs %d", have, h.shapeString(), h.descr.name, h.nbytes)
+	case have > h.nbytes:
+		return nil, p.errorf("%d trailing bytes after the %d bytes of data that shape %s of '%s' needs", have-h.nbytes, h.nbytes, h.shapeString(), h.descr.name)
+	}
+	return &Header{Descr: h.descr.name, Shape: h.shape, Fortran: h.fortran, DataOffset: start, DataBytes: h.nbytes}, nil
+}
+
 // checkMagic checks the magic string and version and returns the length of
 // the preamble: magic, version and header length.
 func checkMagic(p prefix, b []byte) (int, error) {

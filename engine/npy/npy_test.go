@@ -197,8 +197,9 @@ func TestBadInputs(t *testing.T) {
 			_, perr := Parse(tc.input)
 			_, rerr := Read(bytes.NewReader(tc.input))
 			_, ferr := ReadFile(path)
-			for i, err := range []error{perr, rerr, ferr} {
-				reader := []string{"Parse", "Read", "ReadFile"}[i]
+			_, herr := ReadHeader(bytes.NewReader(tc.input), int64(len(tc.input)), path)
+			for i, err := range []error{perr, rerr, ferr, herr} {
+				reader := []string{"Parse", "Read", "ReadFile", "ReadHeader"}[i]
 				if reader == "Read" && strings.HasPrefix(tc.name, "trailing bytes") {
 					if err != nil {
 						t.Errorf("Read must stop after the data: %v", err)
@@ -210,7 +211,7 @@ func TestBadInputs(t *testing.T) {
 					continue
 				}
 				want := tc.want
-				if reader == "ReadFile" {
+				if reader == "ReadFile" || reader == "ReadHeader" {
 					want = append(want, "npy: "+path+": ")
 				}
 				for _, w := range want {
@@ -220,6 +221,24 @@ func TestBadInputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestReadHeader: the preamble of a written array, read without its
+// data, says where the data is and how long it is.
+func TestReadHeader(t *testing.T) {
+	var buf bytes.Buffer
+	arr := &Array{DType: dtype.Int64, Shape: []int{3, 2}, Data: make([]byte, 48)}
+	if err := Write(&buf, arr); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	h, err := ReadHeader(bytes.NewReader(b), int64(len(b)), "a.npy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Descr != "<i8" || !slices.Equal(h.Shape, []int{3, 2}) || h.Fortran || h.DataBytes != 48 || h.DataOffset != int64(len(b)-48) {
+		t.Errorf("%+v for %d bytes", h, len(b))
 	}
 }
 

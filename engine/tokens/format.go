@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
+
+	"github.com/zeroeng/zeroeng/engine/npy"
 )
 
 // llm.c's shard header: 256 little-endian int32, of which the first three
@@ -42,12 +42,8 @@ const maxID = 1<<31 - 1
 // start of a .npy header (which holds the array's type and shape).
 const headCheck = headerBytes
 
-// npyMagic starts a .npy file; maxNpyHeader bounds its header as
-// engine/npy does.
-const (
-	npyMagic     = "\x93NUMPY"
-	maxNpyHeader = 1 << 20
-)
+// npyMagic starts a .npy file.
+const npyMagic = "\x93NUMPY"
 
 // codec is how a segment stores its tokens: width bytes each (1, 2, 4 or
 // 8), unsigned or signed (two's complement), little- or big-endian (.npy
@@ -187,59 +183,18 @@ func probeShard(b []byte, size int64, name string) (layout, error) {
 // array must be 1-d, of integers. Its vocabulary is 256 for bytes and one
 // more than the largest id otherwise, found by reading the ids once.
 func probeNpy(r io.ReaderAt, size int64, name string) (layout, error) {
-	fail := func(format string, args ...any) (layout, error) {
-		return layout{}, fmt.Errorf("tokens: %s: npy: "+format, append([]any{name}, args...)...)
-	}
-	if size < 10 {
-		return fail("file is %d bytes, too short for the magic string and header length", size)
-	}
-	pre := make([]byte, min(size, 12))
-	if err := readFull(r, pre, 0); err != nil {
-		return fail("reading the preamble: %v", err)
-	}
-	major, minor := pre[6], pre[7]
-	if minor != 0 || major < 1 || major > 3 {
-		return fail("unsupported format version %d.%d (want 1.0, 2.0 or 3.0)", major, minor)
-	}
-	plen, hlen := int64(10), int64(binary.LittleEndian.Uint16(pre[8:]))
-	if major > 1 {
-		if size < 12 {
-			return fail("file is %d bytes, too short for the magic string and header length", size)
-		}
-		plen, hlen = 12, int64(binary.LittleEndian.Uint32(pre[8:]))
-	}
-	if hlen > maxNpyHeader {
-		return fail("header length %d is larger than the %d-byte limit", hlen, maxNpyHeader)
-	}
-	if hlen > size-plen {
-		return fail("header length %d is larger than the %d bytes that follow it", hlen, size-plen)
-	}
-	hdr := make([]byte, hlen)
-	if err := readFull(r, hdr, plen); err != nil {
-		return fail("reading the header: %v", err)
-	}
-	h, err := parseNpyHeader(hdr)
-	if err != nil {
-		return fail("header %s: %v", quoteHeader(hdr), err)
-	}
-	c, err := npyCodec(h.descr)
+	h, err := npy.ReadHeader(r, size, "")
 	if err != nil {
 		return layout{}, fmt.Errorf("tokens: %s: %w", name, err)
 	}
-	if len(h.shape) != 1 {
-		return layout{}, fmt.Errorf("tokens: %s: token ids must be a 1-d array, the file holds shape %v", name, h.shape)
+	c, err := npyCodec(h.Descr)
+	if err != nil {
+		return layout{}, fmt.Errorf("tokens: %s: %w", name, err)
 	}
-	n := h.shape[0]
-	if n > maxInt/8 {
-		return fail("shape (%d,) of '%s': the byte size overflows int64", n, h.descr)
+	if len(h.Shape) != 1 {
+		return layout{}, fmt.Errorf("tokens: %s: token ids must be a 1-d array, the file holds shape %v", name, h.Shape)
 	}
-	lay := layout{codec: c, off: plen + hlen, n: int(n), vocab: vocabBytes}
-	switch have, need := size-lay.off, n*int64(c.width); {
-	case have < need:
-		return fail("data is %d bytes, but shape (%d,) of '%s' needs %d", have, n, h.descr, need)
-	case have > need:
-		return fail("%d trailing bytes after the %d bytes of data that shape (%d,) of '%s' needs", have-need, need, n, h.descr)
-	}
+	lay := layout{codec: c, off: h.DataOffset, n: h.Shape[0], vocab: vocabBytes}
 	if c.width > 1 || c.signed {
 		if lay.vocab, err = scanIDs(r, lay, name); err != nil {
 			return layout{}, err
@@ -247,8 +202,6 @@ func probeNpy(r io.ReaderAt, size int64, name string) (layout, error) {
 	}
 	return lay, nil
 }
-
-const maxInt = int64(^uint(0) >> 1)
 
 // scanIDs reads the ids of a .npy array once, a piece at a time, and
 // returns one more than the largest: an array of ids holds no vocabulary.
@@ -308,236 +261,4 @@ func npyCodec(descr string) (codec, error) {
 		return unsupported(fmt.Sprintf("byte order %q", order))
 	}
 	return c, nil
-}
-
-// npyHeader is what a .npy header dict says.
-type npyHeader struct {
-	descr string
-	shape []int64
-}
-
-// parseNpyHeader parses a .npy header: a Python dict literal such as
-//
-//	{'descr': '<u2', 'fortran_order': False, 'shape': (100000000,), }
-//
-// and its padding. It takes what engine/npy takes (strings without
-// escapes, True and False, decimal integers with Python 2's L suffix,
-// tuples of integers with an optional trailing comma; the keys descr,
-// fortran_order and shape, each once), so that an array reads alike
-// through both. The order of a 1-d array does not matter.
-func parseNpyHeader(b []byte) (npyHeader, error) {
-	p := &pyLiteral{b: b}
-	p.space()
-	if !p.eat('{') {
-		return npyHeader{}, p.errorf("want '{', found %s", p.found())
-	}
-	vals := map[string]any{}
-	for {
-		p.space()
-		if p.eat('}') {
-			break
-		}
-		if c := p.peek(); c != '\'' && c != '"' {
-			return npyHeader{}, p.errorf("want a string key or '}', found %s", p.found())
-		}
-		k, err := p.str()
-		if err != nil {
-			return npyHeader{}, err
-		}
-		if _, dup := vals[k]; dup {
-			return npyHeader{}, p.errorf("duplicate key '%s'", k)
-		}
-		p.space()
-		if !p.eat(':') {
-			return npyHeader{}, p.errorf("want ':' after key '%s', found %s", k, p.found())
-		}
-		p.space()
-		if vals[k], err = p.value(); err != nil {
-			return npyHeader{}, err
-		}
-		p.space()
-		if !p.eat(',') && p.peek() != '}' {
-			return npyHeader{}, p.errorf("want ',' or '}', found %s", p.found())
-		}
-	}
-	p.space()
-	if p.i != len(p.b) {
-		return npyHeader{}, p.errorf("unexpected %s after the dict", p.found())
-	}
-	for k := range vals {
-		if k != "descr" && k != "fortran_order" && k != "shape" {
-			return npyHeader{}, fmt.Errorf("unknown key '%s' (want descr, fortran_order, shape)", k)
-		}
-	}
-	var h npyHeader
-	var ok bool
-	if h.descr, ok = vals["descr"].(string); !ok {
-		return npyHeader{}, fmt.Errorf("descr is %v, not a string", vals["descr"])
-	}
-	if _, ok = vals["fortran_order"].(bool); !ok {
-		return npyHeader{}, fmt.Errorf("fortran_order is %v, not True or False", vals["fortran_order"])
-	}
-	if h.shape, ok = vals["shape"].([]int64); !ok {
-		return npyHeader{}, fmt.Errorf("shape is %v, not a tuple", vals["shape"])
-	}
-	for i, d := range h.shape {
-		if d < 0 {
-			return npyHeader{}, fmt.Errorf("shape %v: dimension %d is negative", h.shape, i)
-		}
-	}
-	return h, nil
-}
-
-// pyLiteral scans the Python literals of a .npy header.
-type pyLiteral struct {
-	b []byte
-	i int
-}
-
-func (p *pyLiteral) errorf(format string, args ...any) error {
-	return fmt.Errorf("at offset %d: "+format, append([]any{p.i}, args...)...)
-}
-
-func (p *pyLiteral) space() {
-	for p.i < len(p.b) && strings.IndexByte(" \t\r\n", p.b[p.i]) >= 0 {
-		p.i++
-	}
-}
-
-func (p *pyLiteral) peek() byte {
-	if p.i < len(p.b) {
-		return p.b[p.i]
-	}
-	return 0
-}
-
-// eat consumes c if it comes next.
-func (p *pyLiteral) eat(c byte) bool {
-	if p.peek() == c && p.i < len(p.b) {
-		p.i++
-		return true
-	}
-	return false
-}
-
-func (p *pyLiteral) found() string {
-	if p.i >= len(p.b) {
-		return "the end of the header"
-	}
-	return strconv.QuoteRune(rune(p.b[p.i]))
-}
-
-// value is a string, a bool, an int64 or a tuple ([]int64).
-func (p *pyLiteral) value() (any, error) {
-	switch c := p.peek(); {
-	case c == '\'' || c == '"':
-		return p.str()
-	case c == '(':
-		return p.tuple()
-	case c == '-' || c >= '0' && c <= '9':
-		return p.int()
-	}
-	for _, w := range []string{"True", "False"} {
-		if bytes.HasPrefix(p.b[p.i:], []byte(w)) {
-			p.i += len(w)
-			if isIdent(p.peek()) {
-				return nil, p.errorf("unexpected %s after %s", p.found(), w)
-			}
-			return w == "True", nil
-		}
-	}
-	return nil, p.errorf("want a string, True, False, an integer or a tuple, found %s", p.found())
-}
-
-func (p *pyLiteral) str() (string, error) {
-	q := p.b[p.i]
-	start := p.i + 1
-	for j := start; j < len(p.b); j++ {
-		switch p.b[j] {
-		case q:
-			p.i = j + 1
-			return string(p.b[start:j]), nil
-		case '\\':
-			p.i = j
-			return "", p.errorf("escape sequences in strings are not supported")
-		case '\n':
-			p.i = j
-			return "", p.errorf("unterminated string")
-		}
-	}
-	p.i = len(p.b)
-	return "", p.errorf("unterminated string")
-}
-
-func (p *pyLiteral) int() (int64, error) {
-	start := p.i
-	p.eat('-')
-	digits := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	text := string(p.b[start:p.i])
-	if p.i == digits {
-		return 0, p.errorf("want digits after '-'")
-	}
-	if p.b[digits] == '0' && p.i-digits > 1 {
-		return 0, p.errorf("integer %s has a leading zero", text)
-	}
-	if c := p.peek(); c == 'L' || c == 'l' { // Python 2's long
-		p.i++
-	}
-	if c := p.peek(); c == '.' || isIdent(c) {
-		return 0, p.errorf("only decimal integers are supported, found %s after %s", p.found(), text)
-	}
-	v, err := strconv.ParseInt(text, 10, 64)
-	if err != nil {
-		return 0, p.errorf("integer %s overflows int64", text)
-	}
-	return v, nil
-}
-
-func (p *pyLiteral) tuple() ([]int64, error) {
-	p.i++ // '('
-	t := []int64{}
-	comma := false // whether a comma follows the last element
-	for {
-		p.space()
-		if p.eat(')') {
-			if len(t) == 1 && !comma {
-				return nil, fmt.Errorf("(%d) is not a tuple (a 1-tuple needs a trailing comma: (%d,))", t[0], t[0])
-			}
-			return t, nil
-		}
-		if c := p.peek(); c != '-' && (c < '0' || c > '9') {
-			return nil, p.errorf("want an integer or ')' in a tuple, found %s", p.found())
-		}
-		v, err := p.int()
-		if err != nil {
-			return nil, err
-		}
-		t = append(t, v)
-		p.space()
-		switch {
-		case p.eat(','):
-			comma = true
-		case p.peek() == ')':
-			comma = false
-		default:
-			return nil, p.errorf("want ',' or ')' in a tuple, found %s", p.found())
-		}
-	}
-}
-
-func isIdent(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-// quoteHeader shows a header in a message, without its padding, cut if
-// long.
-func quoteHeader(b []byte) string {
-	s := strings.TrimRight(string(b), " \n")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return strconv.Quote(s)
 }

@@ -629,7 +629,8 @@ func npyRaw(header string, body []byte) []byte {
 
 // TestParseNpyLikeNpy: the .npy forms NumPy writes for token ids (byte
 // orders, the Fortran flag of a 1-d array, Python 2's L, version 2.0
-// headers, the 1-byte types) read as engine/npy reads them.
+// headers, the 1-byte types) read as engine/npy reads them (its
+// ReadHeader checks the preamble for both).
 func TestParseNpyLikeNpy(t *testing.T) {
 	v2 := npyRaw("{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", u16s(5, 6))
 	hlen := len(v2) - 10 - 4 // less the preamble and the data
@@ -664,7 +665,7 @@ func TestParseNpyLikeNpy(t *testing.T) {
 		{"{'descr': '<i2', 'descr': '<i2'}", "duplicate key 'descr'"},
 		{"{'descr': '=i2', 'fortran_order': False, 'shape': (1,), }", "native byte order"},
 		{"{'descr': '<u8', 'fortran_order': False, 'shape': (1,), }", "uint64 does not fit in int64"},
-		{"{'descr': '<i2', 'fortran_order': 0, 'shape': (1,), }", "fortran_order is 0, not True or False"},
+		{"{'descr': '<i2', 'fortran_order': 0, 'shape': (1,), }", "fortran_order is the integer 0, not True or False"},
 		{"{'descr': '<i2', 'fortran_order': False, 'shape': (-1,), }", "dimension 0 is negative"},
 	} {
 		data := npyRaw(tc.header, u16s(1))
