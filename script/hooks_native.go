@@ -103,6 +103,9 @@ func (r *Runtime) newWasmHook(pg dist.ProcessGroup, path string, cfg wasm.Config
 	r.closers = append(r.closers, func() { h.Close() })
 	r.hooksMu.Lock()
 	r.wasmHooks = append(r.wasmHooks, h)
+	if r.hooksInterrupted {
+		h.Interrupt() // made after the job's stop: it stops too
+	}
 	r.hooksMu.Unlock()
 	return h.CommHook()
 }
@@ -110,9 +113,14 @@ func (r *Runtime) newWasmHook(pg dist.ProcessGroup, path string, cfg wasm.Config
 // interruptHooks stops this rank's calls into Wasm hooks and schedules
 // where they can be stopped (see wasm.Hook.Interrupt); they fail from
 // then on.
+//
+// It stays: an instance made afterwards (a rank still setting up when
+// another failed) is interrupted as it is made, so that none of its calls
+// can run forever after the job's stop.
 func (r *Runtime) interruptHooks() {
 	r.hooksMu.Lock()
 	defer r.hooksMu.Unlock()
+	r.hooksInterrupted = true
 	for _, h := range r.wasmHooks {
 		h.Interrupt()
 	}
@@ -162,6 +170,9 @@ func (r *Runtime) newWasmSchedule(pg dist.ProcessGroup, path string, cfg wasm.Co
 	}
 	r.hooksMu.Lock()
 	r.wasmSchedules = append(r.wasmSchedules, s)
+	if r.hooksInterrupted {
+		s.Interrupt()
+	}
 	r.hooksMu.Unlock()
 	r.closers = append(r.closers, func() { s.Close() })
 	return s

@@ -101,9 +101,10 @@ type Runtime struct {
 	// wasmHooks and wasmSchedules are the rank's Wasm hook and schedule
 	// instances, which RunJob interrupts from another goroutine when a
 	// rank fails (hooks_native.go).
-	hooksMu       sync.Mutex
-	wasmHooks     []*wasm.Hook
-	wasmSchedules []*wasm.Schedule
+	hooksMu          sync.Mutex
+	wasmHooks        []*wasm.Hook
+	wasmSchedules    []*wasm.Schedule
+	hooksInterrupted bool // interruptHooks ran: later instances stop as they are made
 
 	ddps []*ddp.DDP // the models the script wrapped, finished at its end
 

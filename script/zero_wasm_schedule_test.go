@@ -121,3 +121,41 @@ func TestZeroWasmScheduleFromJS(t *testing.T) {
 		})
 	}
 }
+
+// TestWasmInstancesMadeAfterTheStop: an instance made after the job's stop
+// (interruptHooks: a rank still setting up when another failed) is
+// interrupted as it is made, so that a schedule that never returns fails
+// at its first call instead of running forever.
+func TestWasmInstancesMadeAfterTheStop(t *testing.T) {
+	dir := t.TempDir()
+	forever := filepath.Join(dir, "forever.wasm")
+	if err := os.WriteFile(forever, hookbuild.WAT(t, `(module
+  (memory (export "memory") 1)
+  (func (export "zeroeng_sched_abi_v1"))
+  (func (export "on_backward_end") (result i32) (loop $forever (br $forever)) (i32.const 0)))`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "job.js")
+	src := `const { tensor, nn, dist, zero, hooks } = require("zeroeng");
+const net = nn.Linear(4, 2);
+const model = nn.parallel.DistributedDataParallel(net);
+const opt = zero.ZeroRedundancyOptimizer(model.parameters(), { optimizer: "sgd", lr: 0.1, overlapWithDDP: true, logMemory: false });
+model.registerCommHook(null, zero.hookWithZeroSchedule(dist.commHooks.allreduceHook, model, opt, hooks.wasmSchedule(process.argv[2])));
+model.forward(tensor.ones([2, 4])).sum().backward();
+opt.step();
+`
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r, err := New(Options{AutoRelease: true, Args: []string{forever}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.interruptHooks()
+	err = r.RunFile(script)
+	if err == nil || !strings.Contains(err.Error(), "on_backward_end: cancelled") {
+		t.Fatalf("error %v, want the schedule's call cancelled\n%s", err, out.String())
+	}
+}

@@ -847,14 +847,28 @@ func TestScheduleStage2(t *testing.T) {
 // refuses the events of this one.
 func TestScheduleInterrupt(t *testing.T) {
 	m := compileSchedule(t, "forever", `(func (export "on_backward_end") (result i32) (loop $forever (br $forever)) (i32.const 0))`, Config{})
+	// The job's stop interrupts every instance, those made after it too
+	// (script.Runtime.interruptHooks): here every instance made, again
+	// and again from 300 ms on, until the training has returned, so that
+	// a rank slow to make its instance (the race detector on a loaded
+	// machine) is stopped as well.
 	var mu sync.Mutex
 	var made []*Schedule
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range made {
-			s.Interrupt()
+		for {
+			mu.Lock()
+			for _, s := range made {
+				s.Interrupt()
+			}
+			mu.Unlock()
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}()
 	res := zeroTraining{n: 2, steps: 1, schedule: func(rank int, pg dist.ProcessGroup) (zero.Schedule, func(), error) {
