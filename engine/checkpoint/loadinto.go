@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -298,31 +297,9 @@ type statePart struct {
 // readState plans the load of a plain optimizer's whole state from every
 // file of the optimizer's, and checks that its hyper-parameters fit.
 func readState(rd *reader, info *OptimizerInfo, o Optimizer, params []*tensor.Tensor) (*stateLoad, error) {
-	var groups []map[string]any
-	saved := map[int][]*savedChunk{}
-	for s := 0; s < info.Shards; s++ {
-		f, err := rd.open(shardName(info.Key, s, info.Shards))
-		if err != nil {
-			return nil, err
-		}
-		h, err := safetensors.ReadHeader(f, f.Size(), f.path)
-		if err != nil {
-			return nil, damaged(fmt.Errorf("checkpoint: %w", err))
-		}
-		meta, _, byIndex, err := optimizerLayout(h, f, params)
-		if err != nil {
-			return nil, err
-		}
-		if s == 0 {
-			groups = meta.ParamGroups
-		}
-		for idx, c := range byIndex {
-			saved[idx] = append(saved[idx], c)
-		}
-	}
-	where := filepath.Join(rd.dir, shardName(info.Key, 0, info.Shards))
-	if info.Shards > 1 {
-		where += " and the other shards"
+	groups, saved, where, err := savedChunks(rd, info, params)
+	if err != nil {
+		return nil, err
 	}
 	states, err := stateParts(where, saved, params)
 	if err != nil {

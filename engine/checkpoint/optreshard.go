@@ -130,23 +130,23 @@ func optimizerLayout(h *safetensors.Header, f *rangeFile, params []*tensor.Tenso
 	return &meta, chunks, byIndex, nil
 }
 
-// readOverlap reads this rank's state, pieces exactly, from the parts of
-// every saved file's chunks that overlap them.
-func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, pieces []statePiece) (*shardLoad, error) {
-	var groups []map[string]any
-	saved := map[int][]*savedChunk{} // by parameter index, from every file
+// savedChunks reads the headers of every file of the optimizer's: the
+// parameter groups (the first file's), each parameter's saved chunks
+// from every file, and how to name the files in errors.
+func savedChunks(rd *reader, info *OptimizerInfo, params []*tensor.Tensor) (groups []map[string]any, saved map[int][]*savedChunk, where string, err error) {
+	saved = map[int][]*savedChunk{} // by parameter index
 	for s := 0; s < info.Shards; s++ {
 		f, err := rd.open(shardName(info.Key, s, info.Shards))
 		if err != nil {
-			return nil, err
+			return nil, nil, "", err
 		}
 		h, err := safetensors.ReadHeader(f, f.Size(), f.path)
 		if err != nil {
-			return nil, damaged(fmt.Errorf("checkpoint: %w", err))
+			return nil, nil, "", damaged(fmt.Errorf("checkpoint: %w", err))
 		}
 		meta, _, byIndex, err := optimizerLayout(h, f, params)
 		if err != nil {
-			return nil, err
+			return nil, nil, "", err
 		}
 		if s == 0 {
 			groups = meta.ParamGroups
@@ -155,9 +155,19 @@ func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, piece
 			saved[idx] = append(saved[idx], c)
 		}
 	}
-	where := filepath.Join(rd.dir, shardName(info.Key, 0, info.Shards))
+	where = filepath.Join(rd.dir, shardName(info.Key, 0, info.Shards))
 	if info.Shards > 1 {
 		where += " and the other shards"
+	}
+	return groups, saved, where, nil
+}
+
+// readOverlap reads this rank's state, pieces exactly, from the parts of
+// every saved file's chunks that overlap them.
+func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, pieces []statePiece) (*shardLoad, error) {
+	groups, saved, where, err := savedChunks(rd, info, params)
+	if err != nil {
+		return nil, err
 	}
 	var chunks []zero.Chunk
 	for _, pc := range pieces {
