@@ -557,59 +557,26 @@ func (ov *overlap) schedBucket(i int) (BucketInfo, error) {
 	return info, nil
 }
 
-func (ov *overlap) schedReduced(i int) bool {
-	return i >= 0 && i < len(ov.buckets) && ov.reduced[i]
-}
+func (ov *overlap) schedStage() int { return 1 }
 
-// actionable checks that bucket i exists and its BucketReady came.
-func (ov *overlap) actionable(i int) error {
-	if err := checkBucket(i, len(ov.buckets)); err != nil {
-		return err
-	}
-	if !ov.ready[i] {
-		return fmt.Errorf("bucket %d is not ready yet: its gradients come later in backward (act on a bucket after its bucketReady)", i)
-	}
-	return nil
+func (ov *overlap) schedState(i int) BucketState {
+	return BucketState{Ready: ov.ready[i], Reduced: ov.reduced[i], Stepped: ov.stepped[i], Sent: ov.sentDone[i]}
 }
 
 func (ov *overlap) schedWait(i int) error {
-	if err := ov.actionable(i); err != nil {
-		return err
-	}
 	ov.reduce(i)
 	return ov.errs[i]
 }
 
 func (ov *overlap) schedStep(i int) error {
-	if err := ov.actionable(i); err != nil {
-		return err
-	}
-	if ov.stepped[i] {
-		return fmt.Errorf("bucket %d was stepped already in this iteration (each bucket is stepped once)", i)
-	}
 	ov.step(i)
 	return ov.errs[i]
 }
 
-func (ov *overlap) schedBroadcast(i int) error {
-	if err := checkBucket(i, len(ov.buckets)); err != nil {
-		return err
-	}
-	switch {
-	case ov.sentDone[i]:
-		return fmt.Errorf("bucket %d was broadcast already in this iteration (each bucket is sent once)", i)
-	case !ov.stepped[i]:
-		return fmt.Errorf("bucket %d is broadcast before its step: step(%d) first, or stepAndBroadcast(%d)", i, i, i)
-	}
+func (ov *overlap) schedSend(i int) error {
 	ov.broadcast(i)
 	return ov.errs[i]
 }
-
-func (ov *overlap) schedAllGather(i int) error {
-	return fmt.Errorf("allGather(%d): under stage 1 each parameter is broadcast from its owner: use broadcast(%d)", i, i)
-}
-
-func (ov *overlap) schedSend(i int) error { return ov.schedBroadcast(i) }
 
 // orderCheck compares the order of every rank's sends in one iteration
 // (stage 1's broadcasts, stage 2's all-gathers): a schedule whose order

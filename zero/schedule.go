@@ -1,6 +1,7 @@
 package zero
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -185,14 +186,43 @@ type scheduleStage interface {
 	schedIteration() int
 	schedGroup() dist.ProcessGroup
 	schedBucket(i int) (BucketInfo, error)
-	schedReduced(i int) bool
+	schedStage() int
+	// schedState is bucket i's progress in this iteration.
+	schedState(i int) BucketState
+	// The work of the actions, once ScheduleContext has checked that the
+	// schedule may do it: wait for bucket i's reduction, step this rank's
+	// part of it, send it (broadcast under stage 1, all-gather under 2).
 	schedWait(i int) error
 	schedStep(i int) error
-	schedBroadcast(i int) error
-	schedAllGather(i int) error
-	// schedSend is the stage's send of a stepped bucket: Broadcast under
-	// stage 1, AllGather under stage 2.
 	schedSend(i int) error
+}
+
+// BucketState is how far one bucket is in the iteration: its BucketReady
+// came, its reduction was waited for, this rank stepped it, it was sent.
+type BucketState struct {
+	Ready, Reduced, Stepped, Sent bool
+}
+
+// ErrOutOfOrder is what an action the rules refuse wraps (a bucket acted
+// on before its BucketReady, stepped or sent twice, sent before its
+// step), and ErrOtherStage what the other stage's send wraps: nothing was
+// done. Any other error of an action is the failure of its work.
+var (
+	ErrOutOfOrder = errors.New("zero: a schedule action out of order")
+	ErrOtherStage = errors.New("zero: the other stage's send")
+)
+
+// actionError is a refused action: its message, and the kind it wraps.
+type actionError struct {
+	kind error
+	msg  string
+}
+
+func (e *actionError) Error() string { return e.msg }
+func (e *actionError) Unwrap() error { return e.kind }
+
+func refused(kind error, format string, args ...any) error {
+	return &actionError{kind: kind, msg: fmt.Sprintf(format, args...)}
 }
 
 // BucketInfo describes one bucket of a schedule's iteration
@@ -233,12 +263,7 @@ func (c *ScheduleContext) Iteration() int { return c.s.schedIteration() }
 // Stage is the ZeRO stage the schedule runs under: 1 (HookWithZeroSchedule,
 // DDP's buckets, Broadcast) or 2 (Options.Schedule, the flat partition's
 // buckets, AllGather).
-func (c *ScheduleContext) Stage() int {
-	if _, ok := c.s.(*flatSchedule); ok {
-		return 2
-	}
-	return 1
-}
+func (c *ScheduleContext) Stage() int { return c.s.schedStage() }
 
 // Rank and WorldSize are the process group's.
 func (c *ScheduleContext) Rank() int      { return c.s.schedGroup().Rank() }
@@ -259,26 +284,69 @@ func (c *ScheduleContext) Owners(i int) ([]int, error) {
 	return b.Owners, nil
 }
 
+// State is bucket i's progress in this iteration.
+func (c *ScheduleContext) State(i int) (BucketState, error) {
+	if err := checkBucket(i, c.s.schedNumBuckets()); err != nil {
+		return BucketState{}, err
+	}
+	return c.s.schedState(i), nil
+}
+
 // Reduced tells whether bucket i's reduction (stage 2: reduce-scatter)
 // was waited for in this iteration.
-func (c *ScheduleContext) Reduced(i int) bool { return c.s.schedReduced(i) }
+func (c *ScheduleContext) Reduced(i int) bool {
+	st, err := c.State(i)
+	return err == nil && st.Reduced
+}
+
+// ready checks that bucket i exists and its BucketReady came.
+func (c *ScheduleContext) ready(i int) (BucketState, error) {
+	st, err := c.State(i)
+	if err == nil && !st.Ready {
+		later := "its gradients come later in backward"
+		if c.Stage() == 2 {
+			later = "its reduce-scatter is launched later in backward"
+		}
+		err = refused(ErrOutOfOrder, "bucket %d is not ready yet: %s (act on a bucket after its bucketReady)", i, later)
+	}
+	return st, err
+}
 
 // Wait waits for bucket i's reduction (at once if it was waited for
 // already). BucketReduced(i) follows the event that waited.
-func (c *ScheduleContext) Wait(i int) error { return c.s.schedWait(i) }
+func (c *ScheduleContext) Wait(i int) error {
+	if _, err := c.ready(i); err != nil {
+		return err
+	}
+	return c.s.schedWait(i)
+}
 
 // Step waits for bucket i's reduction and runs this rank's optimizer step
 // over its part of the bucket: under stage 1 its parameters in it, under
 // stage 2 its slice. The result is sent by Broadcast (stage 1) or
 // AllGather (stage 2). Each bucket is stepped once an iteration.
-func (c *ScheduleContext) Step(i int) error { return c.s.schedStep(i) }
+func (c *ScheduleContext) Step(i int) error {
+	st, err := c.ready(i)
+	if err != nil {
+		return err
+	}
+	if st.Stepped {
+		return refused(ErrOutOfOrder, "bucket %d was stepped already in this iteration (each bucket is stepped once)", i)
+	}
+	return c.s.schedStep(i)
+}
 
 // Broadcast is stage 1's send: it sends bucket i's updated parameters
 // from their owners to every rank (a collective: every rank must
 // broadcast the buckets in the same order). The bucket must have been
 // stepped; each bucket is sent once an iteration. Under stage 2 the
 // slices are all-gathered instead, and it is an error that says so.
-func (c *ScheduleContext) Broadcast(i int) error { return c.s.schedBroadcast(i) }
+func (c *ScheduleContext) Broadcast(i int) error {
+	if c.Stage() != 1 {
+		return refused(ErrOtherStage, "broadcast(%d): under stage 2 each rank steps a slice of the bucket and the slices are all-gathered: use allGather(%d) (or stepAndBroadcast(%d), which all-gathers under stage 2)", i, i, i)
+	}
+	return c.send(i)
+}
 
 // AllGather is stage 2's send: it launches the all-gather of bucket i's
 // updated slices (a collective: every rank must all-gather the buckets in
@@ -286,15 +354,39 @@ func (c *ScheduleContext) Broadcast(i int) error { return c.s.schedBroadcast(i) 
 // for it. The bucket must have been stepped; each bucket is sent once an
 // iteration. Under stage 1 each parameter is broadcast from its owner,
 // and it is an error that says so.
-func (c *ScheduleContext) AllGather(i int) error { return c.s.schedAllGather(i) }
+func (c *ScheduleContext) AllGather(i int) error {
+	if c.Stage() != 2 {
+		return refused(ErrOtherStage, "allGather(%d): under stage 1 each parameter is broadcast from its owner: use broadcast(%d)", i, i)
+	}
+	return c.send(i)
+}
+
+// send is the stage's send of bucket i, after its step, once.
+func (c *ScheduleContext) send(i int) error {
+	st, err := c.ready(i)
+	if err != nil {
+		return err
+	}
+	sent := "broadcast"
+	if c.Stage() == 2 {
+		sent = "all-gathered"
+	}
+	switch {
+	case st.Sent:
+		return refused(ErrOutOfOrder, "bucket %d was %s already in this iteration (each bucket is sent once)", i, sent)
+	case !st.Stepped:
+		return refused(ErrOutOfOrder, "bucket %d is %s before its step: step(%d) first, or stepAndBroadcast(%d)", i, sent, i, i)
+	}
+	return c.s.schedSend(i)
+}
 
 // StepAndBroadcast is Step, then the stage's send: Broadcast under stage
 // 1, AllGather under stage 2.
 func (c *ScheduleContext) StepAndBroadcast(i int) error {
-	if err := c.s.schedStep(i); err != nil {
+	if err := c.Step(i); err != nil {
 		return err
 	}
-	return c.s.schedSend(i)
+	return c.send(i)
 }
 
 // checkBucket checks that i is one of n buckets.
@@ -637,55 +729,19 @@ func (s *flatSchedule) schedBucket(i int) (BucketInfo, error) {
 	return info, nil
 }
 
-func (s *flatSchedule) schedReduced(i int) bool {
-	return i >= 0 && i < len(s.reduced) && s.reduced[i]
-}
+func (s *flatSchedule) schedStage() int { return 2 }
 
-// actionable checks that bucket i exists and its BucketReady came in this
-// iteration.
-func (s *flatSchedule) actionable(i int) error {
-	if err := checkBucket(i, len(s.f.buckets)); err != nil {
-		return err
+func (s *flatSchedule) schedState(i int) BucketState {
+	if !s.began || i >= len(s.ready) {
+		return BucketState{}
 	}
-	if !s.began || i >= len(s.ready) || !s.ready[i] {
-		return fmt.Errorf("bucket %d is not ready yet: its reduce-scatter is launched later in backward (act on a bucket after its bucketReady)", i)
-	}
-	return nil
+	return BucketState{Ready: s.ready[i], Reduced: s.reduced[i], Stepped: s.stepped[i], Sent: s.sent[i]}
 }
 
 func (s *flatSchedule) schedWait(i int) error {
-	if err := s.actionable(i); err != nil {
-		return err
-	}
 	s.wait(i)
 	return s.f.err
 }
 
-func (s *flatSchedule) schedStep(i int) error {
-	if err := s.actionable(i); err != nil {
-		return err
-	}
-	if s.stepped[i] {
-		return fmt.Errorf("bucket %d was stepped already in this iteration (each bucket is stepped once)", i)
-	}
-	return s.step(i)
-}
-
-func (s *flatSchedule) schedBroadcast(i int) error {
-	return fmt.Errorf("broadcast(%d): under stage 2 each rank steps a slice of the bucket and the slices are all-gathered: use allGather(%d) (or stepAndBroadcast(%d), which all-gathers under stage 2)", i, i, i)
-}
-
-func (s *flatSchedule) schedAllGather(i int) error {
-	if err := s.actionable(i); err != nil {
-		return err
-	}
-	switch {
-	case s.sent[i]:
-		return fmt.Errorf("bucket %d was all-gathered already in this iteration (each bucket is sent once)", i)
-	case !s.stepped[i]:
-		return fmt.Errorf("bucket %d is all-gathered before its step: step(%d) first, or stepAndBroadcast(%d)", i, i, i)
-	}
-	return s.gather(i)
-}
-
-func (s *flatSchedule) schedSend(i int) error { return s.schedAllGather(i) }
+func (s *flatSchedule) schedStep(i int) error { return s.step(i) }
+func (s *flatSchedule) schedSend(i int) error { return s.gather(i) }

@@ -130,6 +130,12 @@ type instance struct {
 // module's name. It fails with the reason alone.
 func (in *instance) instantiate(ctx context.Context, m *Module, prefix string, stdout, stderr io.Writer) error {
 	in.m, in.ctx = m, ctx
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
 	in.stdout = &lineWriter{w: stdout, prefix: prefix + m.name + ": "}
 	in.stderr = &lineWriter{w: stderr, prefix: prefix + m.name + ": "}
 	cfg := wazero.NewModuleConfig().WithName("").WithStartFunctions().
@@ -301,12 +307,6 @@ type bucketCall struct {
 func (m *Module) NewHook(pg dist.ProcessGroup, rt *tensor.Runtime, o Options) (*Hook, error) {
 	if m.kind != hookKind {
 		return nil, fmt.Errorf("wasm hook %s: the module was compiled as a %s, not a hook", m.name, m.kind.name)
-	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
 	}
 	h := &Hook{pg: pg, rt: rt, opts: o, handles: map[uint32]*handle{}, step: -1, builtin: ddp.AllReduceHook(pg)}
 	if err := h.instantiate(context.WithValue(context.Background(), hookKey{}, h), m, o.Prefix, o.Stdout, o.Stderr); err != nil {

@@ -3,9 +3,9 @@ package wasm
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -120,13 +120,8 @@ type Schedule struct {
 
 	// cur is the event in progress (nil outside one): the host functions
 	// act through it.
-	cur *zero.ScheduleContext
-	// What this iteration's actions did, bucket by bucket, which tells an
-	// action the engine refuses (ERR_ORDER) from one whose work failed
-	// (ERR_COMM); the events alone act, so the record is exact.
-	ready, stepped, sent []bool
-	buckets              []*zero.BucketInfo // fetched once an iteration
-	stage                int                // the ZeRO stage the schedule runs under: 1 or 2
+	cur     *zero.ScheduleContext
+	buckets []*zero.BucketInfo // described once an iteration, as asked for
 
 	dead     error // the failure that ended the instance
 	deadIter int   // the iteration it failed in
@@ -141,12 +136,6 @@ var _ zero.Schedule = (*Schedule)(nil)
 func (m *Module) NewSchedule(pg dist.ProcessGroup, o ScheduleOptions) (*Schedule, error) {
 	if m.kind != scheduleKind {
 		return nil, fmt.Errorf("wasm schedule %s: the module was compiled as a %s, not a schedule (LoadSchedule, CompileSchedule)", m.name, m.kind.name)
-	}
-	if o.Stdout == nil {
-		o.Stdout = os.Stdout
-	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
 	}
 	s := &Schedule{rank: pg.Rank(), world: pg.Size()}
 	if err := s.instantiate(context.WithValue(context.Background(), scheduleKey{}, s), m, o.Prefix, o.Stdout, o.Stderr); err != nil {
@@ -193,9 +182,6 @@ func (s *Schedule) IterationBegin(c *zero.ScheduleContext) error {
 // BucketReady calls on_bucket_ready(i).
 func (s *Schedule) BucketReady(c *zero.ScheduleContext, i int) error {
 	s.track(c, false)
-	if i >= 0 && i < len(s.ready) {
-		s.ready[i] = true
-	}
 	return s.event(c, "on_bucket_ready", uint64(i))
 }
 
@@ -211,26 +197,18 @@ func (s *Schedule) BackwardEnd(c *zero.ScheduleContext) error {
 	return s.event(c, "on_backward_end")
 }
 
-// track sizes the record of the iteration's actions to c's buckets, and
-// clears it when an iteration begins.
+// track sizes the descriptions of c's buckets, and forgets them when an
+// iteration begins.
 func (s *Schedule) track(c *zero.ScheduleContext, begin bool) {
 	n := c.NumBuckets()
-	if !begin && len(s.ready) == n {
+	if !begin && len(s.buckets) == n {
 		return
-	}
-	for _, b := range []*[]bool{&s.ready, &s.stepped, &s.sent} {
-		if cap(*b) < n {
-			*b = make([]bool, n)
-		}
-		*b = (*b)[:n]
-		clear(*b)
 	}
 	if cap(s.buckets) < n {
 		s.buckets = make([]*zero.BucketInfo, n)
 	}
 	s.buckets = s.buckets[:n]
 	clear(s.buckets)
-	s.stage = c.Stage()
 }
 
 // bucketInfo describes bucket i, which exists.
@@ -305,7 +283,7 @@ func (s *Schedule) info(mem api.Memory, st []uint64) Status {
 	le.PutUint32(out[0:], uint32(c.NumBuckets()))
 	le.PutUint32(out[4:], uint32(c.Rank()))
 	le.PutUint32(out[8:], uint32(c.WorldSize()))
-	le.PutUint32(out[12:], uint32(s.stage))
+	le.PutUint32(out[12:], uint32(c.Stage()))
 	le.PutUint64(out[16:], uint64(c.Iteration()))
 	return OK
 }
@@ -333,11 +311,12 @@ func (s *Schedule) bucket(mem api.Memory, st []uint64) Status {
 		return status
 	}
 	b := s.bucketInfo(c, i)
+	state, _ := c.State(i)
 	var flags uint32
 	for _, f := range []struct {
 		on  bool
 		bit uint32
-	}{{s.ready[i], bucketReady}, {c.Reduced(i), bucketReduced}, {s.stepped[i], bucketStepped}, {s.sent[i], bucketSent}} {
+	}{{state.Ready, bucketReady}, {state.Reduced, bucketReduced}, {state.Stepped, bucketStepped}, {state.Sent, bucketSent}} {
 		if f.on {
 			flags |= f.bit
 		}
@@ -391,13 +370,13 @@ func (s *Schedule) param(mem api.Memory, st []uint64) Status {
 	return OK
 }
 
-// act runs one of the engine's actions on the bucket v names. The engine
-// refuses an action out of order without acting (ERR_ORDER, which
-// refused foresees from the record of the iteration); any other error is
-// the failure of the work itself — the bucket's reduction (the comm
-// hook), its step or its send — (ERR_COMM). Either way the status carries
-// the engine's message, and done records what was done.
-func (s *Schedule) act(fn string, v uint64, refused func(i int) bool, action func(c *zero.ScheduleContext, i int) error, done func(i int, err error)) Status {
+// act runs one of the engine's actions on the bucket v names. An action
+// the engine refuses does nothing: out of order (zero.ErrOutOfOrder) is
+// ERR_ORDER, the other stage's send (zero.ErrOtherStage) ERR_INVALID; any
+// other error is the failure of the work itself — the bucket's reduction
+// (the comm hook), its step or its send — (ERR_COMM). The status carries
+// the engine's message.
+func (s *Schedule) act(fn string, v uint64, action func(c *zero.ScheduleContext, i int) error) Status {
 	c, status := s.context(fn)
 	if status != OK {
 		return status
@@ -406,62 +385,34 @@ func (s *Schedule) act(fn string, v uint64, refused func(i int) bool, action fun
 	if status != OK {
 		return status
 	}
-	order := refused(i)
-	err := action(c, i)
-	if err != nil && order {
+	switch err := action(c, i); {
+	case err == nil:
+		return OK
+	case errors.Is(err, zero.ErrOutOfOrder):
 		return s.fail(fn, ErrOrder, "%v", err)
-	}
-	if done != nil {
-		done(i, err)
-	}
-	if err != nil {
+	case errors.Is(err, zero.ErrOtherStage):
+		return s.fail(fn, ErrInvalid, "%v", err)
+	default:
 		return s.fail(fn, ErrComm, "%v", err)
 	}
-	return OK
 }
 
 func (s *Schedule) wait(_ api.Memory, st []uint64) Status {
-	return s.act("sched_wait", st[0], func(i int) bool { return !s.ready[i] }, (*zero.ScheduleContext).Wait, nil)
+	return s.act("sched_wait", st[0], (*zero.ScheduleContext).Wait)
 }
 
 func (s *Schedule) step(_ api.Memory, st []uint64) Status {
-	return s.act("sched_step", st[0], func(i int) bool { return !s.ready[i] || s.stepped[i] }, (*zero.ScheduleContext).Step,
-		func(i int, _ error) { s.stepped[i] = true })
-}
-
-// send is sched_broadcast (stage 1's send) and sched_all_gather (stage
-// 2's): the other stage's is refused with the engine's message
-// (ERR_INVALID).
-func (s *Schedule) send(fn string, stage int, v uint64, action func(c *zero.ScheduleContext, i int) error) Status {
-	if s.cur != nil && s.stage != stage {
-		c := s.cur
-		i, status := s.bucketArg(fn, c, v)
-		if status != OK {
-			return status
-		}
-		if err := action(c, i); err != nil {
-			return s.fail(fn, ErrInvalid, "%v", err)
-		}
-		s.sent[i] = true
-		return OK
-	}
-	return s.act(fn, v, func(i int) bool { return !s.ready[i] || !s.stepped[i] || s.sent[i] }, action,
-		func(i int, _ error) { s.sent[i] = true })
+	return s.act("sched_step", st[0], (*zero.ScheduleContext).Step)
 }
 
 func (s *Schedule) broadcast(_ api.Memory, st []uint64) Status {
-	return s.send("sched_broadcast", 1, st[0], (*zero.ScheduleContext).Broadcast)
+	return s.act("sched_broadcast", st[0], (*zero.ScheduleContext).Broadcast)
 }
 
 func (s *Schedule) allGather(_ api.Memory, st []uint64) Status {
-	return s.send("sched_all_gather", 2, st[0], (*zero.ScheduleContext).AllGather)
+	return s.act("sched_all_gather", st[0], (*zero.ScheduleContext).AllGather)
 }
 
 func (s *Schedule) stepAndBroadcast(_ api.Memory, st []uint64) Status {
-	return s.act("sched_step_and_broadcast", st[0], func(i int) bool { return !s.ready[i] || s.stepped[i] }, (*zero.ScheduleContext).StepAndBroadcast,
-		func(i int, err error) {
-			// A failed step is not followed by its send, which the engine
-			// then issues at the end of backward.
-			s.stepped[i], s.sent[i] = true, err == nil
-		})
+	return s.act("sched_step_and_broadcast", st[0], (*zero.ScheduleContext).StepAndBroadcast)
 }
