@@ -116,8 +116,10 @@ func TestVerifyStreams(t *testing.T) {
 		allocs = append(allocs, n)
 	}
 	// What grows with the file is the manifest's list of block CRCs (4
-	// bytes per 64 KiB, as JSON).
-	if allocs[0] > allocs[1]+(1<<20) {
+	// bytes per 64 KiB, as JSON). The 4 MiB read buffer comes from a
+	// sync.Pool, which one verify may find filled and the other empty
+	// (a collection empties it): it is allowed for too.
+	if allocs[0] > allocs[1]+(1<<20)+(4<<20) {
 		t.Errorf("verifying 512 MiB allocated %d bytes, 64 MiB %d", allocs[0], allocs[1])
 	}
 
