@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
 	$(GO) test -run '^$$' -fuzz FuzzParseSlices -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
 	$(GO) test -run '^$$' -fuzz FuzzOptimizerLayout -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
+	$(GO) test -run '^$$' -fuzz FuzzOptimizerShard -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
 	$(GO) test -run '^$$' -fuzz FuzzParseFrame -fuzztime 30s -fuzzminimizetime 3s ./engine/rendezvous
 	$(GO) test -run '^$$' -fuzz FuzzFromEnv -fuzztime 30s -fuzzminimizetime 3s ./engine/jobenv
 	$(GO) test -run '^$$' -fuzz FuzzParseSize -fuzztime 30s -fuzzminimizetime 3s ./internal/hostmem

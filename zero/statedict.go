@@ -19,8 +19,9 @@ type Chunk struct {
 	Index int // the parameter's global index
 	At    int // first element, in the flattened parameter
 	Step  int64
+	N     int      // elements in each entry
 	Names []string // "exp_avg", ...
-	Data  [][]byte // each entry's elements in optim.StateDType, little-endian
+	Data  [][]byte // each entry's N elements in optim.StateDType, little-endian
 }
 
 // ConsolidateStateDict gathers every rank's optimizer state on rank to
@@ -168,8 +169,8 @@ func (z *Optimizer) LocalChunks() ([]Chunk, error) {
 		return nil, err
 	}
 	var out []Chunk
-	add := func(p *tensor.Tensor, at int, s *optim.State) error {
-		c := Chunk{Index: z.index[p], At: at, Step: s.Step}
+	add := func(p *tensor.Tensor, at, n int, s *optim.State) error {
+		c := Chunk{Index: z.index[p], At: at, Step: s.Step, N: n}
 		for _, e := range s.Tensors() {
 			b, err := tensor.SharedBytes(e.Tensor)
 			if err != nil {
@@ -185,7 +186,7 @@ func (z *Optimizer) LocalChunks() ([]Chunk, error) {
 		for _, b := range z.flat.buckets {
 			for _, pc := range b.pieces {
 				if pc.state != nil {
-					if err := add(pc.param, pc.at, pc.state); err != nil {
+					if err := add(pc.param, pc.at, pc.n, pc.state); err != nil {
 						return nil, err
 					}
 				}
@@ -195,7 +196,7 @@ func (z *Optimizer) LocalChunks() ([]Chunk, error) {
 	}
 	for _, p := range z.Params() {
 		if s := z.state[p]; s != nil {
-			if err := add(p, 0, s); err != nil {
+			if err := add(p, 0, p.Numel(), s); err != nil {
 				return nil, err
 			}
 		}
@@ -321,7 +322,8 @@ func (z *Optimizer) ownPieces() []ownPiece {
 
 // MatchesShard reports whether chunks are exactly this rank's pieces, as
 // LocalChunks gives them under this world size and partition (pieces
-// without state may be missing): what LoadShard accepts.
+// without state may be missing): what LoadShard accepts. A chunk without
+// Data is described by N.
 func (z *Optimizer) MatchesShard(chunks []Chunk) bool {
 	z.waitHost()
 	_, ok := z.matchChunks(z.ownPieces(), chunks)
@@ -338,7 +340,7 @@ func (z *Optimizer) matchChunks(pieces []ownPiece, chunks []Chunk) ([]int, bool)
 	used := make([]bool, len(pieces))
 	for ci, c := range chunks {
 		i, ok := byIndex[c.Index]
-		if !ok || used[i] || pieces[i].at != c.At || len(c.Names) != len(c.Data) {
+		if !ok || used[i] || pieces[i].at != c.At || (len(c.Names) > 0 && c.N != pieces[i].n) || (c.Data != nil && len(c.Names) != len(c.Data)) {
 			return nil, false
 		}
 		size := optim.StateDType(pieces[i].param).Size()
@@ -358,66 +360,133 @@ func (z *Optimizer) matchChunks(pieces []ownPiece, chunks []Chunk) ([]int, bool)
 // Chunks that are not exactly this rank's pieces give ErrOtherLayout;
 // nothing changes unless everything is valid.
 func (z *Optimizer) LoadShard(paramGroups []map[string]any, chunks []Chunk) error {
-	if err := z.settle(); err != nil {
+	l, err := z.BeginLoadShard(paramGroups, chunks)
+	if err != nil {
 		return err
+	}
+	for ci, c := range chunks {
+		for k, name := range c.Names {
+			if c.Data == nil {
+				l.Abort()
+				return fmt.Errorf("zero: loadShard: %s %q: no data", paramLabel(l.pieces[l.at[ci]].param, c.Index), name)
+			}
+			t := l.Entry(ci, k)
+			if err := optim.CheckStateValues(name, t.DType(), c.Data[k], c.At); err != nil {
+				l.Abort()
+				return fmt.Errorf("zero: loadShard: %s: %w", paramLabel(l.pieces[l.at[ci]].param, c.Index), err)
+			}
+			if err := t.SetBytes(c.Data[k]); err != nil {
+				l.Abort()
+				return fmt.Errorf("zero: loadShard: %s %q: %w", paramLabel(l.pieces[l.at[ci]].param, c.Index), name, err)
+			}
+		}
+	}
+	return l.Commit()
+}
+
+// ShardLoad is LoadShard in two steps, for a reader that fills the state
+// tensors itself (a checkpoint, read from its files straight into them):
+// BeginLoadShard checks the chunks' layout and entries and makes the
+// tensors, the reader fills each Entry, then Commit installs them or
+// Abort frees them. The optimizer changes only at Commit.
+type ShardLoad struct {
+	z      *Optimizer
+	hyper  []optim.ParamGroup
+	pieces []ownPiece
+	at     []int              // each chunk's piece
+	states []*optim.State     // by piece
+	tensor [][]*tensor.Tensor // by chunk, then entry
+}
+
+// BeginLoadShard starts a LoadShard of chunks that describe their entries
+// (Index, At, Step, Names, N) and may hold no Data: it checks the
+// hyper-parameters, that the chunks are this rank's pieces (else
+// ErrOtherLayout), and that each holds exactly the entries its parameter's
+// state keeps under them (optim.CheckStateNames), and makes the state
+// tensors for the reader to fill.
+func (z *Optimizer) BeginLoadShard(paramGroups []map[string]any, chunks []Chunk) (*ShardLoad, error) {
+	if err := z.settle(); err != nil {
+		return nil, err
 	}
 	hyper, _, err := optim.ReadStateDict(z.kind, z.Groups, &optim.StateDict{ParamGroups: paramGroups})
 	if err != nil {
-		return fmt.Errorf("zero: loadShard: %w", err)
+		return nil, fmt.Errorf("zero: loadShard: %w", err)
 	}
 	pieces := z.ownPieces()
 	at, ok := z.matchChunks(pieces, chunks)
 	if !ok {
-		return ErrOtherLayout
+		return nil, ErrOtherLayout
 	}
-	states := make([]*optim.State, len(pieces))
-	release := func() {
-		for _, s := range states {
-			if s != nil {
-				s.Release()
-			}
+	groupOf := map[*tensor.Tensor]int{}
+	for i, g := range z.Groups {
+		for _, p := range g.Params {
+			groupOf[p] = i
 		}
 	}
+	l := &ShardLoad{z: z, hyper: hyper, pieces: pieces, at: at, states: make([]*optim.State, len(pieces)), tensor: make([][]*tensor.Tensor, len(chunks))}
 	for ci, c := range chunks {
-		i := at[ci]
-		pc := pieces[i]
+		pc := pieces[at[ci]]
 		dt := optim.StateDType(pc.param)
+		half := dt != pc.param.DType()
+		if err := optim.CheckStateNames(z.kind, &hyper[groupOf[pc.param]], half, c.Step, c.Names); err != nil {
+			l.Abort()
+			return nil, fmt.Errorf("zero: loadShard: %s: %w", paramLabel(pc.param, c.Index), err)
+		}
 		s := &optim.State{Step: c.Step}
-		states[i] = s
-		for k, name := range c.Names {
-			field, ok := optim.StateField(s, name)
-			if !ok || *field != nil || (name == "master_param" && optim.StateDType(pc.param) == pc.param.DType()) {
-				release()
-				return fmt.Errorf("zero: loadShard: %s: unexpected state entry %q", paramLabel(pc.param, c.Index), name)
-			}
-			t := z.stateRuntime().FromBytes(dt, c.Data[k], pc.shape...)
+		l.states[at[ci]] = s
+		for _, name := range c.Names {
+			field, _ := optim.StateField(s, name)
+			t := z.stateRuntime().Empty(dt, pc.shape...)
 			if err := t.Err(); err != nil {
-				release()
-				return fmt.Errorf("zero: loadShard: %s %q: %w", paramLabel(pc.param, c.Index), name, err)
+				l.Abort()
+				return nil, fmt.Errorf("zero: loadShard: %s %q: %w", paramLabel(pc.param, c.Index), name, err)
 			}
 			*field = t.Persist()
+			l.tensor[ci] = append(l.tensor[ci], *field)
 		}
 	}
+	return l, nil
+}
+
+// Entry is the tensor that entry k of chunk ci is to be read into: of the
+// state's dtype, the piece's shape (the parameter's under the greedy
+// partition, flat under the flat one), contiguous.
+func (l *ShardLoad) Entry(ci, k int) *tensor.Tensor { return l.tensor[ci][k] }
+
+// Commit gives the optimizer the loaded hyper-parameters and state.
+func (l *ShardLoad) Commit() error {
+	z := l.z
 	for i, g := range z.Groups {
 		ps := g.Params
-		*g = hyper[i]
+		*g = l.hyper[i]
 		g.Params = ps
 	}
-	for i, pc := range pieces {
+	for i, pc := range l.pieces {
 		if z.flat == nil {
 			if old := z.state[pc.param]; old != nil {
 				old.Release()
 			}
 			delete(z.state, pc.param)
-			if states[i] != nil {
-				z.state[pc.param] = states[i]
+			if l.states[i] != nil {
+				z.state[pc.param] = l.states[i]
 			}
 			continue
 		}
 		if *pc.state != nil {
 			(*pc.state).Release()
 		}
-		*pc.state = states[i]
+		*pc.state = l.states[i]
 	}
+	l.states = nil
 	return nil
+}
+
+// Abort frees what BeginLoadShard made; the optimizer is as it was.
+func (l *ShardLoad) Abort() {
+	for _, s := range l.states {
+		if s != nil {
+			s.Release()
+		}
+	}
+	l.states = nil
 }

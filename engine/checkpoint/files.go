@@ -198,7 +198,7 @@ func optimizerChunks(opt any) (meta optimizerMeta, chunks []zero.Chunk, params [
 			if s == nil {
 				continue
 			}
-			c := zero.Chunk{Index: id, Step: s.Step}
+			c := zero.Chunk{Index: id, Step: s.Step, N: params[id].Numel()}
 			for _, e := range s.Tensors() {
 				b, err := tensor.SharedBytes(e.Tensor)
 				if err != nil {

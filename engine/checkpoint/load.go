@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -163,13 +164,16 @@ type pending struct {
 	full    []*stateLoad  // by st.Optimizers index, when not shards
 }
 
-// shardLoad is a rank's own ZeRO shard, loaded without communication:
-// zero.Optimizer.LoadShard takes the chunks' bytes, so read holds them
-// (the rank's part of the state, read with positioned reads).
+// shardLoad is a rank's own part of a ZeRO optimizer's state, loaded
+// without communication: the optimizer's new state tensors (made and
+// checked by zero's BeginLoadShard when read plans the load) and where
+// each chunk's entries lie in the files, read straight into them by
+// apply.
 type shardLoad struct {
-	file   string
-	meta   *optimizerMeta
+	file   string // for messages
+	load   *zero.ShardLoad
 	chunks []zero.Chunk
+	parts  [][][]statePart // by chunk, then entry
 }
 
 func (p *pending) release() {
@@ -179,7 +183,26 @@ func (p *pending) release() {
 	if p.rd != nil {
 		p.rd.close()
 	}
+	for _, sh := range p.shards {
+		if sh != nil && sh.load != nil {
+			sh.load.Abort()
+		}
+	}
 	p.modules, p.shards, p.full = nil, nil, nil
+}
+
+// begin starts z's load of sh's chunks under groups (the saved
+// hyper-parameters); false when they are not this rank's pieces.
+func (sh *shardLoad) begin(z *zero.Optimizer, groups []map[string]any, where string) (bool, error) {
+	ld, err := z.BeginLoadShard(groups, sh.chunks)
+	if errors.Is(err, zero.ErrOtherLayout) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("checkpoint: %s: %w", where, err)
+	}
+	sh.load = ld
+	return true, nil
 }
 
 // read plans the load of this rank's part of the checkpoint at path:
@@ -233,12 +256,16 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 		}
 		if ownShard(o, info, pg) {
 			file := shardName(o.Key, pg.Rank(), info.Shards)
-			meta, chunks, err := readShard(rd, file, params)
+			groups, sh, err := readShard(rd, file, params)
 			if err != nil {
 				return nil, err
 			}
-			if o.Opt.(*zero.Optimizer).MatchesShard(chunks) {
-				p.shards[i] = &shardLoad{file: file, meta: meta, chunks: chunks}
+			ok, err := sh.begin(o.Opt.(*zero.Optimizer), groups, filepath.Join(path, file))
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				p.shards[i] = sh
 				continue
 			}
 			// Other buckets (another bucketCapMB): the parts below.
@@ -246,9 +273,16 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 		if pieces, ok := ownPieces(o.Opt, params, pg.Rank()); ok {
 			// A sharded optimizer under another layout: the parts of the
 			// saved chunks that overlap this rank's own.
-			if p.shards[i], err = readOverlap(rd, info, params, pieces); err != nil {
+			groups, sh, err := readOverlap(rd, info, params, pieces)
+			if err != nil {
 				return nil, err
 			}
+			if ok, err := sh.begin(o.Opt.(*zero.Optimizer), groups, filepath.Join(path, sh.file)); err != nil || !ok {
+				// The pieces are the optimizer's own: another layout
+				// here is this package's mistake.
+				return nil, cmp.Or(err, fmt.Errorf("checkpoint: %s: optimizer %q: the state read does not fit the optimizer's partition", path, o.Key))
+			}
+			p.shards[i] = sh
 			continue
 		}
 		// A plain optimizer, which keeps the whole state.
@@ -288,7 +322,7 @@ func (p *pending) apply(st *State) error {
 	}
 	for i, o := range st.Optimizers {
 		if sh := p.shards[i]; sh != nil {
-			if err := o.Opt.(*zero.Optimizer).LoadShard(sh.meta.ParamGroups, sh.chunks); err != nil {
+			if err := sh.apply(); err != nil {
 				return fmt.Errorf("checkpoint: %s: %w", filepath.Join(p.path, sh.file), err)
 			}
 			continue
@@ -358,15 +392,26 @@ func verifyFile(dir string, m *Manifest, name string, sliced bool) error {
 		return err
 	}
 	defer f.Close()
+	// The header first, unchecked, for an optimizer file's values, which
+	// the pass that checks the CRCs checks too; a damaged file is the
+	// error before anything its header says.
+	h, herr := safetensors.ReadHeader(f, f.Size(), f.path)
+	var values []valueSpan
+	var lerr error
+	if herr == nil {
+		values, lerr = stateValueSpans(h, f) // none unless the layout is right
+	}
 	buf := getChunk()
-	err = f.checkWhole(*buf)
+	err = f.checkWhole(*buf, values)
 	putChunk(buf)
 	if err != nil {
 		return err
 	}
-	h, err := safetensors.ReadHeader(f, f.Size(), f.path)
-	if err != nil {
-		return damaged(fmt.Errorf("checkpoint: %w", err))
+	if herr != nil {
+		return damaged(fmt.Errorf("checkpoint: %w", herr))
+	}
+	if lerr != nil {
+		return lerr
 	}
 	if sliced {
 		if _, err := parseSlices(h, f.path); err != nil {

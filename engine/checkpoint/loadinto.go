@@ -2,9 +2,12 @@ package checkpoint
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -31,10 +34,15 @@ import (
 // order is the error.
 func (p *pending) check() error {
 	spans := map[*rangeFile][]span{}
+	values := map[*rangeFile][]valueSpan{}
 	add := func(f *rangeFile, s span) {
 		if s.from < s.to {
 			spans[f] = append(spans[f], s)
 		}
+	}
+	addState := func(part statePart) {
+		part.src.spans(0, part.src.numel, add)
+		values[part.src.file] = append(values[part.src.file], part.values())
 	}
 	for _, ml := range p.modules {
 		for _, s := range ml.segs {
@@ -48,7 +56,19 @@ func (p *pending) check() error {
 		for _, ps := range sl.states {
 			for _, parts := range ps.parts {
 				for _, part := range parts {
-					part.src.spans(0, part.src.numel, add)
+					addState(part)
+				}
+			}
+		}
+	}
+	for _, sh := range p.shards {
+		if sh == nil {
+			continue
+		}
+		for _, entries := range sh.parts {
+			for _, parts := range entries {
+				for _, part := range parts {
+					addState(part)
 				}
 			}
 		}
@@ -66,7 +86,7 @@ func (p *pending) check() error {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			buf := getChunk()
-			errs[i] = f.checkSpans(spans[f], *buf)
+			errs[i] = f.checkSpans(spans[f], values[f], *buf)
 			putChunk(buf)
 		})
 	}
@@ -236,10 +256,10 @@ func readInto(f *fills, dst *tensor.Tensor, at int, src *srcTensor, a, b int, st
 	return nil
 }
 
-// readShard reads a ZeRO shard's chunks (their bytes, which
-// zero.Optimizer.LoadShard takes) with positioned reads, each block
-// checked.
-func readShard(rd *reader, name string, params []*tensor.Tensor) (*optimizerMeta, []zero.Chunk, error) {
+// readShard plans the load of a ZeRO shard saved under this rank's
+// layout: the saved hyper-parameters, its chunks (their entries, no data)
+// and where each entry's elements lie in the file.
+func readShard(rd *reader, name string, params []*tensor.Tensor) ([]map[string]any, *shardLoad, error) {
 	f, err := rd.open(name)
 	if err != nil {
 		return nil, nil, err
@@ -252,24 +272,109 @@ func readShard(rd *reader, name string, params []*tensor.Tensor) (*optimizerMeta
 	if err != nil {
 		return nil, nil, err
 	}
-	chunks := make([]zero.Chunk, len(saved))
+	sh := &shardLoad{file: name}
 	for i, sc := range saved {
 		idx := meta.Chunks[i].Index
-		es := int64(optim.StateDType(params[idx]).Size())
-		c := zero.Chunk{Index: idx, At: sc.at, Step: sc.step, Names: sc.names}
-		for k := range sc.names {
-			buf, err := alloc(sc.n * int(es))
-			if err != nil {
-				return nil, nil, err
-			}
-			if _, err := f.ReadAt(buf, sc.offsets[k]); err != nil {
-				return nil, nil, err
-			}
-			c.Data = append(c.Data, buf)
+		dt := optim.StateDType(params[idx])
+		sh.chunks = append(sh.chunks, zero.Chunk{Index: idx, At: sc.at, Step: sc.step, N: max(sc.n, 0), Names: sc.names})
+		entries := make([][]statePart, len(sc.names))
+		for k, entry := range sc.names {
+			src := &srcTensor{dt: dt, shape: []int{sc.n}, numel: sc.n, file: f, at: sc.offsets[k]}
+			entries[k] = []statePart{{src: src, key: stateKey(idx, entry)}}
 		}
-		chunks[i] = c
+		sh.parts = append(sh.parts, entries)
 	}
-	return meta, chunks, nil
+	return meta.ParamGroups, sh, nil
+}
+
+// apply reads the planned parts into the optimizer's new state tensors
+// and gives them to it.
+func (sh *shardLoad) apply() error {
+	var f fills
+	var stage []byte
+	for ci, c := range sh.chunks {
+		for k, name := range c.Names {
+			dst := sh.load.Entry(ci, k)
+			for _, part := range sh.parts[ci][k] {
+				if err := readInto(&f, dst, part.at, part.src, 0, part.src.numel, &stage); err != nil {
+					sh.load.Abort()
+					return fmt.Errorf("parameter %d, %q: %w", c.Index, name, err)
+				}
+			}
+		}
+	}
+	if err := f.run(); err != nil {
+		sh.load.Abort()
+		return err
+	}
+	err := sh.load.Commit()
+	sh.load = nil
+	return err
+}
+
+// stateKey is the name of a saved state entry's tensor.
+func stateKey(index int, entry string) string { return fmt.Sprintf("state.%d.%s", index, entry) }
+
+// stateValueSpans checks what can be checked of an optimizer file (one
+// with the "zeroeng.optimizer" metadata) without its optimizer: its kind
+// and hyper-parameters, and that each chunk holds the entries the kind
+// keeps under its group's (master weights allowed either way: the
+// parameters' dtypes are not in the file). It lists every entry's bytes
+// with the check of their values. Any other file has none.
+func stateValueSpans(h *safetensors.Header, f *rangeFile) ([]valueSpan, error) {
+	path := f.path
+	text, ok := h.Metadata[optimizerMetaKey]
+	if !ok {
+		return nil, nil
+	}
+	var meta optimizerMeta
+	if err := json.Unmarshal([]byte(text), &meta); err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: metadata %q: %v", path, optimizerMetaKey, err)
+	}
+	kind, err := optim.ParseKind(meta.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	groups, ids, err := optim.ReadParamGroups(kind, meta.ParamGroups)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %s: %w", path, err)
+	}
+	groupOf := map[int]int{}
+	for g, list := range ids {
+		for _, id := range list {
+			groupOf[id] = g
+		}
+	}
+	entries := map[int][]string{}
+	var values []valueSpan
+	for _, t := range h.Tensors {
+		rest, _ := strings.CutPrefix(t.Name, "state.")
+		idxText, entry, _ := strings.Cut(rest, ".")
+		idx, err := strconv.Atoi(idxText)
+		if err != nil || !strings.HasPrefix(t.Name, "state.") {
+			return nil, fmt.Errorf("checkpoint: %s: tensor %q is not an optimizer's state entry", path, t.Name)
+		}
+		entries[idx] = append(entries[idx], entry)
+		part := statePart{src: &srcTensor{dt: t.DType, file: f, at: t.Begin, numel: int((t.End - t.Begin) / int64(max(t.DType.Size(), 1)))}, key: t.Name}
+		values = append(values, part.values())
+	}
+	for idx := range entries {
+		if !slices.ContainsFunc(meta.Chunks, func(c chunkMeta) bool { return c.Index == idx }) {
+			return nil, fmt.Errorf("checkpoint: %s: it holds state for parameter %d, which none of its chunks is", path, idx)
+		}
+	}
+	for _, c := range meta.Chunks {
+		g, ok := groupOf[c.Index]
+		if !ok {
+			return nil, fmt.Errorf("checkpoint: %s: state for parameter %d, which no parameter group holds", path, c.Index)
+		}
+		names := entries[c.Index]
+		half := slices.Contains(names, "master_param")
+		if err := optim.CheckStateNames(kind, &groups[g], half, c.Step, names); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: parameter %d's state: %w", path, c.Index, err)
+		}
+	}
+	return values, nil
 }
 
 // stateLoad is what read planned for a plain optimizer, which keeps every
@@ -288,10 +393,28 @@ type savedState struct {
 	parts map[string][]statePart
 }
 
-// statePart is the elements [at, at+src.numel) of an entry.
+// statePart is the elements [at, at+src.numel) of an entry: the saved
+// tensor key's, from its element first on.
 type statePart struct {
-	at  int
-	src *srcTensor
+	at    int
+	src   *srcTensor
+	key   string // "state.3.exp_avg"
+	first int
+}
+
+// values is the check of the part's values (optim.CheckStateValues),
+// whose failure names the file, the tensor and the element.
+func (part statePart) values() valueSpan {
+	src := part.src
+	es := int64(src.dt.Size())
+	_, entry, _ := strings.Cut(strings.TrimPrefix(part.key, "state."), ".")
+	from := src.at
+	return valueSpan{from: from, to: from + int64(src.numel)*es, check: func(b []byte, off int64) error {
+		if err := optim.CheckStateValues(entry, src.dt, b, part.first+int(off/es)); err != nil {
+			return fmt.Errorf("checkpoint: %s: tensor %q: %w", src.file.path, part.key, err)
+		}
+		return nil
+	}}
 }
 
 // readState plans the load of a plain optimizer's whole state from every
@@ -315,8 +438,23 @@ func readState(rd *reader, info *OptimizerInfo, o Optimizer, params []*tensor.Te
 	case *zero.Optimizer:
 		kind, own = opt.Kind(), opt.Groups
 	}
-	if _, _, err := optim.ReadStateDict(kind, own, &optim.StateDict{ParamGroups: groups}); err != nil {
+	hyper, _, err := optim.ReadStateDict(kind, own, &optim.StateDict{ParamGroups: groups})
+	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: optimizer %q: %w", rd.dir, info.Key, err)
+	}
+	// Each state's entries, now too: one missing would fail the first
+	// step after the model had changed.
+	var groupOf []int
+	for g, og := range own {
+		for range og.Params {
+			groupOf = append(groupOf, g)
+		}
+	}
+	for idx, s := range states {
+		p := params[idx]
+		if err := optim.CheckStateNames(kind, &hyper[groupOf[idx]], optim.StateDType(p) != p.DType(), s.step, s.names); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: optimizer %q: parameter %d's state: %w", where, info.Key, idx, err)
+		}
 	}
 	return &stateLoad{groups: groups, params: params, states: states}, nil
 }
@@ -343,7 +481,7 @@ func stateParts(where string, saved map[int][]*savedChunk, params []*tensor.Tens
 					s.names = append(s.names, name)
 				}
 				src := &srcTensor{dt: dt, shape: []int{c.n}, numel: c.n, file: c.file, at: c.offsets[k]}
-				s.parts[name] = append(s.parts[name], statePart{at: c.at, src: src})
+				s.parts[name] = append(s.parts[name], statePart{at: c.at, src: src, key: stateKey(idx, name)})
 			}
 		}
 		for _, name := range s.names {
@@ -379,7 +517,7 @@ func (sl *stateLoad) apply(rt *tensor.Runtime, opt any) error {
 	for idx, s := range sl.states {
 		p := sl.params[idx]
 		dt := optim.StateDType(p)
-		entry := map[string]*tensor.Tensor{"step": rt.Scalar(tensor.Float32, float64(s.step))}
+		entry := map[string]*tensor.Tensor{"step": rt.Scalar(tensor.Float64, float64(s.step))}
 		for _, name := range s.names {
 			if zeros[dt] == nil {
 				zeros[dt] = rt.Zeros(dt)

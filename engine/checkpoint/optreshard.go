@@ -162,17 +162,18 @@ func savedChunks(rd *reader, info *OptimizerInfo, params []*tensor.Tensor) (grou
 	return groups, saved, where, nil
 }
 
-// readOverlap reads this rank's state, pieces exactly, from the parts of
-// every saved file's chunks that overlap them.
-func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, pieces []statePiece) (*shardLoad, error) {
+// readOverlap plans the load of this rank's state, pieces exactly, from
+// the parts of every saved file's chunks that overlap them.
+func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, pieces []statePiece) ([]map[string]any, *shardLoad, error) {
 	groups, saved, where, err := savedChunks(rd, info, params)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var chunks []zero.Chunk
+	sh := &shardLoad{file: shardName(info.Key, 0, info.Shards)}
 	for _, pc := range pieces {
-		es := optim.StateDType(params[pc.index]).Size()
-		c := zero.Chunk{Index: pc.index, At: pc.at}
+		dt := optim.StateDType(params[pc.index])
+		c := zero.Chunk{Index: pc.index, At: pc.at, N: pc.n}
+		var entries [][]statePart
 		covered := map[string]int{}
 		found := false
 		for _, sc := range saved[pc.index] {
@@ -183,23 +184,20 @@ func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, piece
 			if !found {
 				found = true
 				c.Names = slices.Clone(sc.names)
-				for range c.Names {
-					buf, err := alloc(pc.n * es)
-					if err != nil {
-						return nil, err
-					}
-					c.Data = append(c.Data, buf)
-				}
+				entries = make([][]statePart, len(c.Names))
 			}
 			c.Step = max(c.Step, sc.step)
+			if len(sc.names) != len(c.Names) {
+				return nil, nil, fmt.Errorf("checkpoint: %s: parameter %d has state %q in one chunk and %q in another", where, pc.index, c.Names, sc.names)
+			}
 			for k, name := range sc.names {
 				i := slices.Index(c.Names, name)
 				if i < 0 {
-					return nil, fmt.Errorf("checkpoint: %s: parameter %d has state %q in one chunk and not in another", where, pc.index, name)
+					return nil, nil, fmt.Errorf("checkpoint: %s: parameter %d has state %q in one chunk and not in another", where, pc.index, name)
 				}
-				if _, err := sc.file.ReadAt(c.Data[i][(s-pc.at)*es:(e-pc.at)*es], sc.offsets[k]+int64(s-sc.at)*int64(es)); err != nil {
-					return nil, err
-				}
+				es := int64(dt.Size())
+				src := &srcTensor{dt: dt, shape: []int{e - s}, numel: e - s, file: sc.file, at: sc.offsets[k] + int64(s-sc.at)*es}
+				entries[i] = append(entries[i], statePart{at: s - pc.at, src: src, key: stateKey(pc.index, name), first: s - sc.at})
 				covered[name] += e - s
 			}
 		}
@@ -208,10 +206,11 @@ func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, piece
 		}
 		for _, name := range c.Names {
 			if covered[name] != pc.n {
-				return nil, fmt.Errorf("checkpoint: %s: the chunks of %q of parameter %d cover %d of the %d elements at %d that this rank keeps", where, name, pc.index, covered[name], pc.n, pc.at)
+				return nil, nil, fmt.Errorf("checkpoint: %s: the chunks of %q of parameter %d cover %d of the %d elements at %d that this rank keeps", where, name, pc.index, covered[name], pc.n, pc.at)
 			}
 		}
-		chunks = append(chunks, c)
+		sh.chunks = append(sh.chunks, c)
+		sh.parts = append(sh.parts, entries)
 	}
-	return &shardLoad{file: shardName(info.Key, 0, info.Shards), meta: &optimizerMeta{ParamGroups: groups}, chunks: chunks}, nil
+	return groups, sh, nil
 }

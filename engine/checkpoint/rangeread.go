@@ -275,19 +275,89 @@ func (s *fileSum) endBlock() {
 // span is bytes [from, to) of a file.
 type span struct{ from, to int64 }
 
+// valueSpan is bytes [from, to) of a file whose values check examines as
+// a check streams them by (an optimizer's state: finite, second moments
+// not negative), piece by piece in file order, with each piece's offset
+// from from. The values are checked in the same pass as the CRCs: a
+// checkpoint's state is read once before anything changes.
+type valueSpan struct {
+	from, to int64
+	check    func(b []byte, off int64) error
+}
+
+// valueSweep hands the bytes a check streams, in file order, to the value
+// spans they fall in; the first failure is kept.
+type valueSweep struct {
+	spans []valueSpan // sorted by from
+	next  int         // spans before it have ended
+	err   error
+}
+
+func newValueSweep(spans []valueSpan) *valueSweep {
+	if len(spans) == 0 {
+		return nil
+	}
+	spans = slices.Clone(spans)
+	slices.SortFunc(spans, func(a, b valueSpan) int { return cmp.Compare(a.from, b.from) })
+	return &valueSweep{spans: spans}
+}
+
+// feed checks b, the bytes of the file from at on.
+func (v *valueSweep) feed(at int64, b []byte) {
+	if v == nil || v.err != nil {
+		return
+	}
+	end := at + int64(len(b))
+	for v.next < len(v.spans) && v.spans[v.next].to <= at {
+		v.next++
+	}
+	for i := v.next; i < len(v.spans) && v.spans[i].from < end; i++ {
+		s := v.spans[i]
+		if lo, hi := max(at, s.from), min(end, s.to); lo < hi {
+			if v.err = s.check(b[lo-at:hi-at], lo-s.from); v.err != nil {
+				return
+			}
+		}
+	}
+}
+
+// result is the first value that failed its check.
+func (v *valueSweep) result() error {
+	if v == nil {
+		return nil
+	}
+	return v.err
+}
+
 // checkSpans checks every block of the file that spans touch, reading
 // each once, in file order, through buf: what a load reads it checks
 // first, so that a damaged checkpoint is found before anything changes.
-// A file without block CRCs is checked whole.
-func (r *rangeFile) checkSpans(spans []span, buf []byte) error {
+// A file without block CRCs is checked whole. The values of the value
+// spans (which lie inside spans) are checked in the same pass; a damaged
+// block is the error before a value.
+func (r *rangeFile) checkSpans(spans []span, values []valueSpan, buf []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	sweep := newValueSweep(values)
 	bs := r.info.BlockBytes
 	if bs == 0 {
-		if r.verified {
-			return nil
+		if !r.verified {
+			if err := r.verifyWhole(buf); err != nil {
+				return err
+			}
 		}
-		return r.verifyWhole(buf)
+		// An old checkpoint without block CRCs: its values, read again.
+		for _, s := range sweep.spansOrNone() {
+			at := s.from
+			if err := r.stream(s.from, s.to, buf, func(b []byte) bool {
+				sweep.feed(at, b)
+				at += int64(len(b))
+				return sweep.err == nil
+			}); err != nil {
+				return err
+			}
+		}
+		return sweep.result()
 	}
 	// Whole blocks, merged.
 	var blocks []span
@@ -304,25 +374,45 @@ func (r *rangeFile) checkSpans(spans []span, buf []byte) error {
 			s.to = max(s.to, blocks[i].to)
 		}
 		sum := newFileSum(r, s.from/bs, false)
-		if err := r.stream(s.from, s.to, buf, sum.add); err != nil {
+		at := s.from
+		if err := r.stream(s.from, s.to, buf, func(b []byte) bool {
+			ok := sum.add(b)
+			sweep.feed(at, b)
+			at += int64(len(b))
+			return ok
+		}); err != nil {
 			return err
 		}
 		if sum.bad != nil {
 			return sum.bad
 		}
 	}
-	return nil
+	return sweep.result()
+}
+
+func (v *valueSweep) spansOrNone() []valueSpan {
+	if v == nil {
+		return nil
+	}
+	return v.spans
 }
 
 // checkWhole checks the whole file, streamed through buf once: its
 // CRC-32C and each of its blocks' (what verify does). A file that fails
 // its CRC is corrupted; one whose CRC matches while a block's does not
 // has a corrupted manifest.
-func (r *rangeFile) checkWhole(buf []byte) error {
+func (r *rangeFile) checkWhole(buf []byte, values []valueSpan) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	sum := newFileSum(r, 0, true)
-	if err := r.stream(0, r.info.Bytes, buf, func(b []byte) bool { sum.add(b); return true }); err != nil {
+	sweep := newValueSweep(values)
+	at := int64(0)
+	if err := r.stream(0, r.info.Bytes, buf, func(b []byte) bool {
+		sum.add(b)
+		sweep.feed(at, b)
+		at += int64(len(b))
+		return true
+	}); err != nil {
 		return err
 	}
 	if sum.total != r.info.CRC32C {
@@ -338,7 +428,7 @@ func (r *rangeFile) checkWhole(buf []byte) error {
 		return damaged(fmt.Errorf("checkpoint: %s: the manifest's block CRCs do not match the file (whose CRC-32C does; block [%d, %d) differs first): the manifest is corrupted", r.path, from, to))
 	}
 	r.verified = true
-	return nil
+	return sweep.result()
 }
 
 func (r *rangeFile) Close() { r.f.Close() }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -18,6 +19,7 @@ import (
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
+	"github.com/zeroeng/zeroeng/zero"
 )
 
 // allocated returns the bytes the Go heap handed out while fn ran (every
@@ -442,5 +444,75 @@ func TestDamagedOptimizerChangesNothing(t *testing.T) {
 		if s := opt.State(p); s != nil {
 			t.Errorf("a failed load gave parameter %d state %+v", i, s)
 		}
+	}
+}
+
+// TestLoadIntoShard: each rank of a ZeRO optimizer reads its own shard
+// from the files straight into the state tensors the optimizer will keep:
+// the load allocates the state and a few megabytes, where reading the
+// shard's bytes and then making the tensors from them allocated the state
+// twice; under another partition (the flat one's other buckets) too.
+func TestLoadIntoShard(t *testing.T) {
+	const n, numel = 4, 1 << 20
+	stateBytes := uint64(2 * n * numel * 4) // exp_avg and exp_avg_sq, all ranks together
+	const margin = 24 << 20                 // a 4 MiB buffer per file streamed, on each rank
+	for _, c := range []struct {
+		name         string
+		save, resume zero.Options
+	}{
+		{"own shard", zero.Options{Partition: "flat"}, zero.Options{Partition: "flat"}},
+		{"other buckets", zero.Options{Partition: "flat"}, zero.Options{Partition: "flat", BucketCapMB: 3}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			newRank := func(pg dist.ProcessGroup, opts zero.Options, random bool) (*State, []*tensor.Tensor, *zero.Optimizer) {
+				rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 1)
+				st, params := bigState(t, rt, n, numel, random, false)
+				z, err := zero.New(pg, optim.AdamW, params, optim.DefaultAdamW().Group(), opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st.Optimizers = []Optimizer{{Key: "optimizer", Opt: z}}
+				return st, params, z
+			}
+			err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
+				st, params, z := newRank(pg, c.save, true)
+				for _, p := range params {
+					p.SetGrad(p.Runtime().Randn(dtype.Float32, p.Shape()...).Persist())
+				}
+				if err := z.Step(); err != nil {
+					return err
+				}
+				_, err := Save(pg, dir, 1, st, SaveOptions{})
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			states := make([]*State, 2)
+			w, _ := dist.NewWorld(2, dist.Options{})
+			defer w.Close()
+			for r := range 2 {
+				states[r], _, _ = newRank(w.Group(r), c.resume, false)
+			}
+			b := allocated(func() {
+				errs := make([]error, 2)
+				var wg sync.WaitGroup
+				for r := range 2 {
+					wg.Go(func() {
+						_, _, errs[r] = Restore(w.Group(r), states[r].Modules[0].Tensors[0].Tensor.Runtime(), dir, states[r])
+					})
+				}
+				wg.Wait()
+				err = errors.Join(errs...)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b > stateBytes+margin {
+				t.Errorf("loading %d bytes of state on 2 ranks allocated %d bytes, over the state and %d", stateBytes, b, margin)
+			}
+			t.Logf("loading %d bytes of state on 2 ranks allocated %d bytes", stateBytes, b)
+		})
 	}
 }

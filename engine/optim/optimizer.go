@@ -2,6 +2,7 @@ package optim
 
 import (
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/zeroeng/zeroeng/engine/nn"
@@ -441,11 +442,19 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 		keys = append(keys, k)
 	}
 	sort.Ints(keys)
+	groupOf := make([]int, 0, len(params))
+	for i, g := range groups {
+		for range g.Params {
+			groupOf = append(groupOf, i)
+		}
+	}
 	for _, k := range keys {
 		if k < 0 || k >= len(params) {
 			return nil, nil, fmt.Errorf("optim: state for parameter index %d, but the optimizer has %d parameters", k, len(params))
 		}
 		p := params[k]
+		var names []string
+		var step float64
 		for name, t := range sd.State[k] {
 			if t == nil {
 				return nil, nil, fmt.Errorf("optim: state %d %q is missing", k, name)
@@ -457,17 +466,30 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 				if t.Numel() != 1 {
 					return nil, nil, fmt.Errorf("optim: state %d: step must hold one number, has shape %v", k, t.Shape())
 				}
+				v, err := t.Item()
+				if err != nil {
+					return nil, nil, fmt.Errorf("optim: state %d: step: %w", k, err)
+				}
+				if v != math.Trunc(v) || v < 0 || v > 1<<53 {
+					return nil, nil, fmt.Errorf("optim: state %d: step is %v, not a count of steps", k, v)
+				}
+				step = v
 				continue
 			}
 			if _, ok := stateField(&State{}, name); !ok {
 				return nil, nil, fmt.Errorf("optim: state %d: unknown entry %q for %v", k, name, kind)
 			}
+			names = append(names, name)
 			if name == "master_param" && !isHalf(p.DType()) {
 				return nil, nil, fmt.Errorf("optim: state %d has master_param, but the parameter is %v (master weights are kept for bfloat16 and float16 parameters)", k, p.DType())
 			}
 			if fmt.Sprint(t.Shape()) != fmt.Sprint(p.Shape()) {
 				return nil, nil, fmt.Errorf("optim: state %d %q has shape %v, the parameter %v", k, name, t.Shape(), p.Shape())
 			}
+		}
+		sort.Strings(names)
+		if err := CheckStateNames(kind, &newGroups[groupOf[k]], isHalf(p.DType()), int64(step), names); err != nil {
+			return nil, nil, fmt.Errorf("optim: state %d: %w", k, err)
 		}
 	}
 	states := map[int]*State{}

@@ -1,0 +1,232 @@
+package optim
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// Checks of loaded state. An update reads every entry its algorithm keeps
+// as soon as one exists (Adam's exp_avg_sq beside exp_avg), so a state
+// with an entry missing is refused when it is loaded, naming the entry,
+// instead of failing inside the first step after it; and an entry whose
+// values no run can produce (a negative second moment, NaN) is refused
+// too, since the next step would turn the parameters into NaN.
+
+// RequiredState lists the entries a parameter's state must hold under
+// kind and the group's hyper-parameters h, once it holds any (half: the
+// parameter is bfloat16 or float16 and has a float32 master copy).
+// SGD's momentum_buffer is not among them: PyTorch starts it from the
+// gradient when a state lacks it, and so does this package.
+func RequiredState(kind Kind, h *ParamGroup, half bool) []string {
+	var names []string
+	switch kind {
+	case Adam, AdamW:
+		names = []string{"exp_avg", "exp_avg_sq"}
+		if h.AMSGrad {
+			names = append(names, "max_exp_avg_sq")
+		}
+	case RMSprop:
+		names = []string{"square_avg"}
+		if h.Momentum > 0 {
+			names = append(names, "momentum_buffer")
+		}
+		if h.Centered {
+			names = append(names, "grad_avg")
+		}
+	case Adagrad:
+		names = []string{"sum"}
+	case Adamax:
+		names = []string{"exp_avg", "exp_inf"}
+	}
+	if half {
+		names = append(names, "master_param")
+	}
+	return names
+}
+
+// CheckStateNames checks that names, the entries of one parameter's
+// loaded state after step steps, are what kind keeps under h: none
+// (a parameter never stepped) or every one RequiredState lists, and
+// nothing else.
+func CheckStateNames(kind Kind, h *ParamGroup, half bool, step int64, names []string) error {
+	if step < 0 {
+		return fmt.Errorf("step is %d", step)
+	}
+	allowed := RequiredState(kind, h, half)
+	if kind == SGD && h.Momentum != 0 {
+		allowed = append(allowed, "momentum_buffer")
+	}
+	for i, name := range names {
+		if !slices.Contains(allowed, name) {
+			if _, known := stateField(&State{}, name); !known {
+				return fmt.Errorf("unknown entry %q for %v", name, kind)
+			}
+			return fmt.Errorf("entry %q, which %v%s does not keep", name, kind, settings(kind, h, half))
+		}
+		if slices.Contains(names[:i], name) {
+			return fmt.Errorf("entry %q twice", name)
+		}
+	}
+	if len(names) == 0 && (step == 0 || kind == SGD) {
+		return nil
+	}
+	var missing []string
+	for _, name := range RequiredState(kind, h, half) {
+		if !slices.Contains(names, name) {
+			missing = append(missing, fmt.Sprintf("%q", name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("no %s: %v%s keeps it from the first step (step %d)", strings.Join(missing, " or "), kind, settings(kind, h, half), step)
+	}
+	return nil
+}
+
+// settings names the hyper-parameters and the precision that decide
+// which entries kind keeps.
+func settings(kind Kind, h *ParamGroup, half bool) string {
+	var s []string
+	switch kind {
+	case SGD:
+		s = append(s, fmt.Sprintf("momentum=%v", h.Momentum))
+	case Adam, AdamW:
+		s = append(s, fmt.Sprintf("amsgrad=%v", h.AMSGrad))
+	case RMSprop:
+		s = append(s, fmt.Sprintf("momentum=%v", h.Momentum), fmt.Sprintf("centered=%v", h.Centered))
+	}
+	if half {
+		s = append(s, "half-precision parameter")
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(s, ", ") + ")"
+}
+
+// NonNegativeState tells whether every value of the entry name is ≥ 0 in
+// any run: the second moments and accumulators.
+func NonNegativeState(name string) bool {
+	switch name {
+	case "exp_avg_sq", "max_exp_avg_sq", "square_avg", "sum", "exp_inf":
+		return true
+	}
+	return false
+}
+
+// CheckStateValues checks the little-endian values b of the state entry
+// name, in dtype dt (a state's: float32 or float64): every one finite,
+// and ≥ 0 where NonNegativeState says so (−0 counts as 0). first is the
+// element number of b[0] in the entry, for the message. It runs at memory
+// speed, as loads call it on every byte of an optimizer's state: the
+// common case, every value good, is a pass of bit operations over eight
+// bytes at a time, and only a failure looks for the element to name.
+func CheckStateValues(name string, dt dtype.DType, b []byte, first int) error {
+	nonNeg := NonNegativeState(name)
+	switch dt {
+	case dtype.Float32:
+		if len(b)%4 != 0 {
+			return fmt.Errorf("%q: %d bytes is not a whole number of float32 values", name, len(b))
+		}
+		if fastFloat32OK(b, nonNeg) {
+			return nil
+		}
+		for i := 0; i < len(b); i += 4 {
+			v := float64(math.Float32frombits(binary.LittleEndian.Uint32(b[i:])))
+			if err := badValue(name, v, nonNeg, first+i/4); err != nil {
+				return err
+			}
+		}
+	case dtype.Float64:
+		if len(b)%8 != 0 {
+			return fmt.Errorf("%q: %d bytes is not a whole number of float64 values", name, len(b))
+		}
+		for i := 0; i < len(b); i += 8 {
+			v := math.Float64frombits(binary.LittleEndian.Uint64(b[i:]))
+			if err := badValue(name, v, nonNeg, first+i/8); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("%q is %v; optimizer state is float32 or float64", name, dt)
+	}
+	return nil
+}
+
+func badValue(name string, v float64, nonNeg bool, at int) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return fmt.Errorf("%q holds %v at element %d: optimizer state is finite in any run that can go on (did the run diverge before this was saved?)", name, v, at)
+	case nonNeg && v < 0:
+		return fmt.Errorf("%q holds %v at element %d: it is a running sum of squares or magnitudes, never negative", name, v, at)
+	}
+	return nil
+}
+
+// fastFloat32OK tells whether every float32 of b is finite (and not
+// negative, with nonNeg), two values per 64-bit word: a value is not
+// finite when its exponent bits are all ones, which adding 1 to the
+// exponent carries into the sign bit's place; negative when its sign
+// bit is set and it is not −0. false means some value may be bad.
+func fastFloat32OK(b []byte, nonNeg bool) bool {
+	const (
+		exp   = 0x7f800000_7f800000
+		one   = 0x00800000_00800000
+		signs = 0x80000000_80000000
+	)
+	var inf, neg uint64
+	i := 0
+	for ; i+32 <= len(b); i += 32 {
+		w := b[i : i+32 : i+32] // one bounds check for four words
+		w0 := binary.LittleEndian.Uint64(w[0:])
+		w1 := binary.LittleEndian.Uint64(w[8:])
+		w2 := binary.LittleEndian.Uint64(w[16:])
+		w3 := binary.LittleEndian.Uint64(w[24:])
+		inf |= (w0&exp + one) | (w1&exp + one) | (w2&exp + one) | (w3&exp + one)
+		neg |= w0 | w1 | w2 | w3
+	}
+	inf &= signs
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		inf |= (w&exp + one) & signs
+		neg |= w
+	}
+	if i < len(b) {
+		w := uint64(binary.LittleEndian.Uint32(b[i:]))
+		inf |= (w&exp + one) & signs
+		neg |= w
+	}
+	if inf != 0 {
+		return false
+	}
+	// A sign bit seen: −0 is fine, so look closer (rare: a state that
+	// holds −0, or a bad one).
+	return !nonNeg || neg&signs == 0
+}
+
+// ReadParamGroups reads a state dict's param_groups without an optimizer
+// (a checkpoint checked on its own): each group's hyper-parameters over
+// kind's defaults, validated, and its parameters' indices.
+func ReadParamGroups(kind Kind, maps []map[string]any) ([]ParamGroup, [][]int, error) {
+	groups := make([]ParamGroup, len(maps))
+	ids := make([][]int, len(maps))
+	for i, m := range maps {
+		var ok bool
+		if ids[i], ok = toInts(m["params"]); !ok {
+			return nil, nil, fmt.Errorf("optim: param group %d: \"params\" is not a list of indices", i)
+		}
+		g := Defaults(kind)
+		if err := applyMap(&g, m); err != nil {
+			return nil, nil, fmt.Errorf("%w (group %d)", err, i)
+		}
+		if err := g.Validate(kind); err != nil {
+			return nil, nil, fmt.Errorf("%w (group %d)", err, i)
+		}
+		groups[i] = g
+	}
+	return groups, ids, nil
+}
