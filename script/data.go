@@ -1,6 +1,7 @@
 package script
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/dop251/goja"
@@ -9,6 +10,18 @@ import (
 	"github.com/zeroeng/zeroeng/engine/tokens"
 	"github.com/zeroeng/zeroeng/engine/trace"
 )
+
+// errStopped ends a load that the script's interrupt stopped.
+var errStopped = errors.New("stopped")
+
+// stopLoad is what a long load asks between pieces of its work: whether
+// the script was interrupted (a signal, another rank's failure).
+func (r *Runtime) stopLoad() error {
+	if r.interrupted.Load() {
+		return errStopped
+	}
+	return nil
+}
 
 // dataModule is require("zeroeng").data: token datasets (llm.c shards,
 // .npy token arrays, byte-level text) and the distributed loader that
@@ -30,7 +43,10 @@ func (r *Runtime) dataModule() *goja.Object {
 		} else {
 			patterns = []string{r.pathArg(fn, call.Argument(0))}
 		}
-		ds, err := tokens.Load(patterns...)
+		ds, err := tokens.LoadUntil(r.stopLoad, patterns...)
+		if errors.Is(err, errStopped) {
+			return goja.Undefined() // the interrupt ends the script at its next step
+		}
 		if err != nil {
 			r.throw(err)
 		}

@@ -2,10 +2,13 @@ package script
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/tokens"
 )
@@ -118,5 +121,62 @@ console.log("same");
 	}
 	if out := buf.String(); out != "tokens: loader: prefetch -1: batches read ahead, 0 to 1024\nsame\n" {
 		t.Errorf("printed %q", out)
+	}
+}
+
+// TestLoadTokensInterrupted: an interrupt (SIGINT, another rank's
+// failure) stops data.loadTokens inside the scan of a large .npy array
+// of ids: a sparse file of 4·10⁹ int32 zeros, whose scan takes tens of
+// seconds, ends within a second of the interrupt as an interrupted run.
+func TestLoadTokensInterrupted(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ids.npy")
+	const n = 4_000_000_000
+	h := fmt.Sprintf("{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }", n)
+	h += strings.Repeat(" ", (64-(10+len(h)+1)%64)%64) + "\n"
+	head := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
+	head = append(head, h...)
+	if err := os.WriteFile(path, head, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(len(head))+4*n); err != nil {
+		t.Skipf("cannot make a sparse file here: %v", err)
+	}
+	script := filepath.Join(dir, "s.js")
+	src := `const { data } = require("zeroeng");
+started();
+const d = data.loadTokens(process.argv[2]);
+console.log("loaded", d.length);
+`
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	r, err := New(Options{AutoRelease: true, Args: []string{path}, Stdout: &buf, Stderr: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	interrupted := make(chan time.Time, 1)
+	if err := r.vm.Set("started", func() {
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			interrupted <- time.Now()
+			r.Interrupt("SIGINT")
+		}()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err = r.RunFile(script)
+	took := time.Since(<-interrupted)
+	var se *Error
+	if !errors.As(err, &se) || !se.Interrupted {
+		t.Fatalf("got %v (%s), want an interrupted run", err, buf.String())
+	}
+	if took > time.Second {
+		t.Errorf("the load ended %v after the interrupt", took)
+	}
+	if strings.Contains(buf.String(), "loaded") {
+		t.Errorf("the script went on: %s", buf.String())
 	}
 }

@@ -120,7 +120,7 @@ type layout struct {
 // messages, and returns its layout and its head: the bytes of its header
 // kept for checks (at most headCheck; none for text). Only a .npy array of
 // ids wider than a byte is read further, once, for its largest id.
-func probe(r io.ReaderAt, size int64, name string) (layout, []byte, error) {
+func probe(r io.ReaderAt, size int64, name string, stop func() error) (layout, []byte, error) {
 	b := make([]byte, min(size, headerBytes))
 	if err := readFull(r, b, 0); err != nil {
 		return layout{}, nil, fmt.Errorf("tokens: %s: reading its first %d bytes: %w", name, len(b), err)
@@ -131,7 +131,7 @@ func probe(r io.ReaderAt, size int64, name string) (layout, []byte, error) {
 	case len(b) >= 8 && (binary.LittleEndian.Uint32(b) == magicGPT2 || binary.LittleEndian.Uint32(b) == magicLlama3):
 		lay, err = probeShard(b, size, name)
 	case bytes.HasPrefix(b, []byte(npyMagic)):
-		lay, err = probeNpy(r, size, name)
+		lay, err = probeNpy(r, size, name, stop)
 	default:
 		lay = layout{codec: codec{width: 1}, n: int(size), vocab: vocabBytes}
 	}
@@ -182,7 +182,7 @@ func probeShard(b []byte, size int64, name string) (layout, error) {
 // probeNpy checks a .npy file's preamble and header against its size; the
 // array must be 1-d, of integers. Its vocabulary is 256 for bytes and one
 // more than the largest id otherwise, found by reading the ids once.
-func probeNpy(r io.ReaderAt, size int64, name string) (layout, error) {
+func probeNpy(r io.ReaderAt, size int64, name string, stop func() error) (layout, error) {
 	h, err := npy.ReadHeader(r, size, "")
 	if err != nil {
 		return layout{}, fmt.Errorf("tokens: %s: %w", name, err)
@@ -196,7 +196,7 @@ func probeNpy(r io.ReaderAt, size int64, name string) (layout, error) {
 	}
 	lay := layout{codec: c, off: h.DataOffset, n: h.Shape[0], vocab: vocabBytes}
 	if c.width > 1 || c.signed {
-		if lay.vocab, err = scanIDs(r, lay, name); err != nil {
+		if lay.vocab, err = scanIDs(r, lay, name, stop); err != nil {
 			return layout{}, err
 		}
 	}
@@ -206,12 +206,18 @@ func probeNpy(r io.ReaderAt, size int64, name string) (layout, error) {
 // scanIDs reads the ids of a .npy array once, a piece at a time, and
 // returns one more than the largest: an array of ids holds no vocabulary.
 // An id that is negative or beyond int32 is an error naming its element.
-func scanIDs(r io.ReaderAt, lay layout, name string) (int, error) {
+// stop, when not nil, is asked before every piece whether to go on.
+func scanIDs(r io.ReaderAt, lay layout, name string, stop func() error) (int, error) {
 	const piece = 1 << 16 // ids per read
 	buf := make([]byte, min(lay.n, piece)*lay.width)
 	ids := make([]int64, min(lay.n, piece))
 	vocab := 0
 	for i := 0; i < lay.n; i += piece {
+		if stop != nil {
+			if err := stop(); err != nil {
+				return 0, err
+			}
+		}
 		m := min(piece, lay.n-i)
 		b := buf[:m*lay.width]
 		off := lay.off + int64(i)*int64(lay.width)

@@ -758,3 +758,33 @@ func TestLoaderPrefetch(t *testing.T) {
 		t.Errorf("%d goroutines after Close, %d before", n, before)
 	}
 }
+
+// TestLoadUntilStops: a load asks stop before each file and through a
+// wide .npy array's scan, and ends with its error: a 1 GB array of int32
+// ids (a sparse file) stops within one piece of the scan.
+func TestLoadUntilStops(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ids.npy")
+	const n = 1 << 28
+	head := npyRaw(fmt.Sprintf("{'descr': '<i4', 'fortran_order': False, 'shape': (%d,), }", n), nil)
+	if err := os.WriteFile(path, head, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(len(head))+4*n); err != nil {
+		t.Skipf("cannot make a sparse file here: %v", err)
+	}
+	stopped := errors.New("stopped")
+	for _, after := range []int{0, 1, 5} {
+		calls := 0
+		_, err := LoadUntil(func() error {
+			calls++
+			if calls > after {
+				return stopped
+			}
+			return nil
+		}, path)
+		if !errors.Is(err, stopped) || calls != after+1 {
+			t.Errorf("stop after %d calls: %v after %d calls", after, err, calls)
+		}
+	}
+}

@@ -82,7 +82,7 @@ var shared struct {
 // Load when it is still the file at path (the same file, size and
 // modification time, and the same header). The lock is held while a file
 // is opened, so that ranks loading the same files at once share them.
-func openShared(path string) (*source, error) {
+func openShared(path string, stop func() error) (*source, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %s: %w", path, err)
@@ -99,7 +99,7 @@ func openShared(path string) (*source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
-	lay, head, err := probe(f, fi.Size(), path)
+	lay, head, err := probe(f, fi.Size(), path, stop)
 	if err != nil {
 		f.Close()
 		return nil, err

@@ -192,7 +192,13 @@ func FromInt64s(ids []int64, source string) (*Dataset, error) {
 // the tokens are read when a loader needs them, except that a .npy array
 // wider than a byte is scanned once for its largest id (see Dataset.Vocab).
 // Every dataset of the process that names a file shares one open file.
-func Load(patterns ...string) (*Dataset, error) {
+func Load(patterns ...string) (*Dataset, error) { return LoadUntil(nil, patterns...) }
+
+// LoadUntil is Load, asking stop (when not nil) before each file and every
+// few megabytes of a .npy array's scan whether to go on: its error, when
+// it returns one, ends the load (a signal, another rank's failure), so
+// that no amount of data keeps a process from stopping.
+func LoadUntil(stop func() error, patterns ...string) (*Dataset, error) {
 	var files []string
 	for _, p := range patterns {
 		matches, err := filepath.Glob(p)
@@ -217,7 +223,12 @@ func Load(patterns ...string) (*Dataset, error) {
 	}
 	d := &Dataset{Source: strings.Join(names, " ")}
 	for _, f := range files {
-		src, err := openShared(f)
+		if stop != nil {
+			if err := stop(); err != nil {
+				return nil, err
+			}
+		}
+		src, err := openShared(f, stop)
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +243,7 @@ func Load(patterns ...string) (*Dataset, error) {
 // change afterwards.
 func Parse(data []byte, name string) (*Dataset, error) {
 	src := memory(data)
-	lay, _, err := probe(src.r, src.size, name)
+	lay, _, err := probe(src.r, src.size, name, nil)
 	if err != nil {
 		return nil, err
 	}
