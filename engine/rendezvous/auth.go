@@ -23,10 +23,11 @@ import (
 // against the next challenge, and a client cannot be lured into a store
 // that does not know the secret (which would then learn the NCCL unique
 // id). Connections that have not authenticated are held to small frames
-// and a deadline, at most maxUnauthenticated of them at once, and their
-// failures are counted and logged at most every refusalLogEvery, so that a
+// and a deadline, at most maxUnauthenticated of them at once (the oldest
+// of a flood makes room for a newcomer: admission.go), and their failures
+// are counted and logged at most every refusalLogEvery, so that a
 // stranger cannot flood the log, the memory or rank 0's wait for the
-// other ranks to leave.
+// other ranks to leave, nor keep the ranks out.
 
 const (
 	nonceLen = 32
@@ -34,13 +35,22 @@ const (
 	// authenticated: a hello or an authentication answer.
 	maxHandshakeFrame = 256
 	// maxUnauthenticated bounds the connections still in their
-	// handshake; more are closed at once.
+	// handshake; a newcomer beyond it takes the place of one of them
+	// (admission.go).
 	maxUnauthenticated = 64
 	// refusalLogEvery is how often refused connections are reported.
 	refusalLogEvery = 10 * time.Second
 	// MinSecretLen is the shortest secret ListenWithSecret and
 	// DialWithSecret accept.
 	MinSecretLen = 16
+	// MinSecretDistinct is the fewest distinct bytes a secret they accept
+	// has: "aaaaaaaaaaaaaaaa" or a repeated word is long enough but no
+	// secret, while 16 random bytes in hex (32 characters of 16) have 8
+	// or more distinct but for a chance of 1 in 28 million.
+	MinSecretDistinct = 8
+	// makeSecret is how the error messages say to make a secret (as
+	// README.md does).
+	makeSecret = `export ZEROENG_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')`
 )
 
 func proof(secret []byte, who string, a, b []byte) []byte {
@@ -59,9 +69,29 @@ func nonce() []byte {
 	return b
 }
 
-func checkSecret(secret []byte) error {
-	if secret != nil && len(secret) < MinSecretLen {
-		return fmt.Errorf("rendezvous: the job secret has %d bytes; it needs at least %d random ones", len(secret), MinSecretLen)
+// CheckSecret says whether ListenWithSecret, DialWithSecret and
+// JoinWithSecret accept secret as a job's secret (nil: none, accepted):
+// at least MinSecretLen bytes, of which at least MinSecretDistinct
+// distinct, since a guessable secret protects nothing. The error says how
+// to make a good one.
+func CheckSecret(secret []byte) error {
+	if secret == nil {
+		return nil
+	}
+	if len(secret) < MinSecretLen {
+		return fmt.Errorf("rendezvous: the job secret has %d bytes; it needs at least %d random ones (make one with %s)", len(secret), MinSecretLen, makeSecret)
+	}
+	var seen [256]bool
+	distinct := 0
+	for _, b := range secret {
+		if !seen[b] {
+			seen[b] = true
+			distinct++
+		}
+	}
+	if distinct < MinSecretDistinct {
+		// Never the secret itself: it may be the one of a running job.
+		return fmt.Errorf("rendezvous: the job secret has only %d distinct characters in %d; it must be random, with at least %d distinct (make one with %s)", distinct, len(secret), MinSecretDistinct, makeSecret)
 	}
 	return nil
 }

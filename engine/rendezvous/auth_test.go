@@ -111,10 +111,10 @@ func TestImpostorStore(t *testing.T) {
 
 // TestStrangers: processes on 127.0.0.1 without the secret can neither
 // write nor read a key, nor hold the store up: a request before or
-// instead of the handshake ends the connection, idle connections beyond
-// maxUnauthenticated are closed at once, none of them counts as a client
-// (rank 0's orderly end waits for clients only), the log gets one line,
-// and the store's clients go on.
+// instead of the handshake ends the connection, each idle connection
+// beyond maxUnauthenticated closes the oldest idle one, none of them
+// counts as a client (rank 0's orderly end waits for clients only), the
+// log gets one line, and the store's clients go on.
 func TestStrangers(t *testing.T) {
 	srv, log := newSecretStore(t)
 	c, err := DialWithSecret(context.Background(), srv.Addr(), testSecret, 5*time.Second)
@@ -156,32 +156,41 @@ func TestStrangers(t *testing.T) {
 		t.Fatalf("a stranger wrote a key (%v, %v)", ok, err)
 	}
 
-	// Idle strangers: the first maxUnauthenticated are held until the
-	// hello timeout, the others closed at once.
+	// Idle strangers: the store holds maxUnauthenticated, and each one
+	// more takes the place of the oldest.
 	var idle []net.Conn
-	for range maxUnauthenticated + 20 {
-		nc, err := net.Dial("tcp", srv.Addr())
-		if err != nil {
-			t.Fatal(err)
+	dial := func(n int) {
+		for range n {
+			nc, err := net.Dial("tcp", srv.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			idle = append(idle, nc)
 		}
-		idle = append(idle, nc)
+		deadline := time.Now().Add(5 * time.Second)
+		for srv.numQuiet() < min(len(idle), maxUnauthenticated) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections found silent, want %d", srv.numQuiet(), min(len(idle), maxUnauthenticated))
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
-	closedAtOnce := 0
+	dial(maxUnauthenticated)
+	dial(20)
+	closed := make([]bool, len(idle))
 	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, nc := range idle {
+	for i, nc := range idle {
 		wg.Go(func() {
 			nc.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-			if _, err := nc.Read(make([]byte, 1)); err != nil && !isTimeout(err) {
-				mu.Lock()
-				closedAtOnce++
-				mu.Unlock()
-			}
+			_, err := nc.Read(make([]byte, 1))
+			closed[i] = err != nil && !isTimeout(err)
 		})
 	}
 	wg.Wait()
-	if closedAtOnce != 20 {
-		t.Errorf("%d idle strangers closed at once, want the 20 beyond %d", closedAtOnce, maxUnauthenticated)
+	for i, c := range closed {
+		if c != (i < 20) {
+			t.Errorf("idle stranger %d of %d: closed %v, want only the oldest 20 closed", i, len(idle), c)
+		}
 	}
 	if n, _, _ := srv.numConns(); n != 1 {
 		t.Errorf("numConns = %d with %d strangers connected, want the one client", n, len(idle))

@@ -104,37 +104,45 @@ type result struct {
 // rank 0 may start its server after the other ranks start dialing.
 // timeout is also the client's timeout for Get (see SetTimeout).
 func Dial(ctx context.Context, addr string, timeout time.Duration) (*Client, error) {
-	return dial(ctx, addr, addr, nil, timeout)
+	return dial(ctx, addr, addr, nil, timeout, -1)
 }
 
 // DialWithSecret is Dial to a store made by ListenWithSecret: the client
 // and the store each prove that they know secret before any request.
 func DialWithSecret(ctx context.Context, addr string, secret []byte, timeout time.Duration) (*Client, error) {
-	if err := checkSecret(secret); err != nil {
+	if err := CheckSecret(secret); err != nil {
 		return nil, err
 	}
-	return dial(ctx, addr, addr, secret, timeout)
+	return dial(ctx, addr, addr, secret, timeout, -1)
 }
 
 // dial dials addr and names the store name in errors (rank 0 dials its own
-// server on loopback, but names it as the other ranks know it).
-func dial(ctx context.Context, addr, name string, secret []byte, timeout time.Duration) (*Client, error) {
+// server on loopback, but names it as the other ranks know it). Its hello
+// claims rank, unless that is negative.
+//
+// A store that closes the connection before the handshake ends is full
+// of connections that do not authenticate, and made room for a newer
+// one (admission.go): dial retries, since its next connection gets the
+// time it needs unless the flood is very fast, and says so if it never
+// gets in.
+func dial(ctx context.Context, addr, name string, secret []byte, timeout time.Duration, rank int) (*Client, error) {
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
 	deadline := time.Now().Add(timeout)
 	backoff := 10 * time.Millisecond
 	var last error
+	closed := 0 // connections the store closed before the handshake ended
 	for {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return nil, noStore(name, timeout, last)
+			return nil, noStore(name, timeout, last, closed)
 		}
 		d := net.Dialer{Timeout: min(remaining, 5*time.Second), KeepAliveConfig: keepAlive}
 		nc, err := d.DialContext(ctx, "tcp", addr)
 		if err == nil {
 			var c *Client
-			c, err = handshake(nc, name, secret, min(remaining, 5*time.Second))
+			c, err = handshake(nc, name, secret, min(remaining, 5*time.Second), rank)
 			if err == nil {
 				c.timeout.Store(int64(timeout))
 				return c, nil
@@ -142,6 +150,9 @@ func dial(ctx context.Context, addr, name string, secret []byte, timeout time.Du
 			var pe *protocolError
 			if errors.As(err, &pe) {
 				return nil, err
+			}
+			if errors.Is(err, errClosedEarly) {
+				closed++
 			}
 		}
 		last = err
@@ -166,7 +177,12 @@ type noStoreError struct {
 	last    error
 }
 
-func noStore(addr string, timeout time.Duration, last error) error {
+// noStore is Dial's error when it did not get in within timeout; closed
+// of its attempts were closed by the store before the handshake ended.
+func noStore(addr string, timeout time.Duration, last error, closed int) error {
+	if errors.Is(last, errClosedEarly) {
+		return &floodedError{addr, timeout, closed}
+	}
 	return &noStoreError{addr, timeout, last}
 }
 
@@ -182,16 +198,38 @@ func (e *noStoreError) Error() string {
 
 func (e *noStoreError) Unwrap() error { return e.last }
 
+// errClosedEarly is the error of a handshake whose connection the store
+// closed: a store full of connections that do not authenticate makes
+// room that way (admission.go).
+var errClosedEarly = errors.New("the store closed the connection before authenticating")
+
+// floodedError is Dial's error when the store is there but closed every
+// connection, up to the last, before it authenticated.
+type floodedError struct {
+	addr    string
+	timeout time.Duration
+	closed  int
+}
+
+func (e *floodedError) Error() string {
+	return fmt.Sprintf("rendezvous: dialing the store at %s: the store closed the connection before authenticating: "+
+		"it may be flooded by connections that do not authenticate (a stranger on its network?); it closed %d attempt(s) in %s",
+		e.addr, e.closed, fmtDuration(e.timeout))
+}
+
+func (e *floodedError) Unwrap() error { return errClosedEarly }
+
 // protocolError says that the peer is not a store this client can use;
 // Dial does not retry it.
 type protocolError struct{ msg string }
 
 func (e *protocolError) Error() string { return e.msg }
 
-// handshake introduces the client, checks that a store answers and, if
-// the store sends a challenge, proves that this client knows secret and
-// checks the store's proof that it does too (auth.go).
-func handshake(nc net.Conn, addr string, secret []byte, timeout time.Duration) (*Client, error) {
+// handshake introduces the client (as rank, unless negative), checks
+// that a store answers and, if the store sends a challenge, proves that
+// this client knows secret and checks the store's proof that it does too
+// (auth.go).
+func handshake(nc net.Conn, addr string, secret []byte, timeout time.Duration, rank int) (*Client, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -204,14 +242,19 @@ func handshake(nc net.Conn, addr string, secret []byte, timeout time.Duration) (
 	// exchange sends one frame and reads the reply.
 	exchange := func(op byte, fields ...[]byte) (frame, error) {
 		if _, err := nc.Write(encodeFrame(op, 0, fields...)); err != nil {
+			if closedByPeer(err) {
+				err = errClosedEarly
+			}
 			return frame{}, err
 		}
 		f, err := readFrame(br)
 		switch {
 		case errors.Is(err, errMalformed):
 			return f, &protocolError{fmt.Sprintf("rendezvous: %s is not a rendezvous store (another service on MASTER_PORT?): %v", addr, err)}
-		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-			return f, errors.New("the connection closed during the hello")
+		case err != nil && closedByPeer(err), err == nil && f.op == rGoodbye:
+			// A goodbye: the store is shutting down, and will be
+			// gone at the next attempt.
+			return f, errClosedEarly
 		case err != nil:
 			return f, err
 		case f.op == rError && len(f.fields) == 1:
@@ -219,7 +262,11 @@ func handshake(nc net.Conn, addr string, secret []byte, timeout time.Duration) (
 		}
 		return f, nil
 	}
-	f, err := exchange(opHello, []byte(protoMagic), []byte{protoVersion})
+	hello := [][]byte{[]byte(protoMagic), {protoVersion}}
+	if rank >= 0 {
+		hello = append(hello, strconv.AppendInt(nil, int64(rank), 10))
+	}
+	f, err := exchange(opHello, hello...)
 	if err != nil {
 		return fail(err)
 	}
@@ -246,6 +293,12 @@ func handshake(nc net.Conn, addr string, secret []byte, timeout time.Duration) (
 	c := &Client{addr: addr, nc: nc, pending: map[uint32]chan result{}, nextID: 1}
 	go c.read(br)
 	return c, nil
+}
+
+// closedByPeer tells the errors of a connection that the peer closed.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // read dispatches replies to the requests waiting for them.

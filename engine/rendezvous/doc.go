@@ -17,7 +17,9 @@
 // A store made with a secret (ListenWithSecret, JoinWithSecret) admits
 // only the processes that prove they have it, and proves it has it too,
 // by HMAC over fresh challenges; strangers are held to tiny frames, few
-// connections and one counted log line (auth.go).
+// connections and one counted log line (auth.go), and cannot keep the
+// ranks out by holding connections: when the store has no room, a
+// stranger's connection makes room for a newcomer (admission.go).
 //
 // The wire protocol is this package's own: length-prefixed binary frames
 // (frame.go describes them), with request ids so that one connection

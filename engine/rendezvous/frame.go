@@ -23,7 +23,9 @@ import (
 // Requests and their fields (K: a key, at most MaxKey bytes; V: a value,
 // at most MaxValue bytes):
 //
-//	opHello       magic, version:u8
+//	opHello       magic, version:u8 [, rank]
+//	                                    rank: the one Join claims, in decimal, by
+//	                                    which the store counts its refusals
 //	opSet         K, V
 //	opWait        params, K*            params = flags:u8 timeout:i64(ns) nAll:u32;
 //	                                    the first nAll keys must all exist, any of the
@@ -191,6 +193,9 @@ func (f *frame) check() error {
 	}
 	switch f.op {
 	case opHello:
+		if nf == 3 {
+			return nil // with the rank claimed (admission.go)
+		}
 		return want(2)
 	case opSet:
 		if err := want(2); err != nil {

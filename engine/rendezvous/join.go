@@ -90,8 +90,8 @@ func Join(ctx context.Context, addr string, me Member, timeout time.Duration, se
 	return JoinWithSecret(ctx, addr, me, nil, timeout, serve)
 }
 
-// JoinWithSecret is Join in a job whose ranks share secret (at least
-// MinSecretLen bytes; nil: none): rank 0's store admits only the processes
+// JoinWithSecret is Join in a job whose ranks share secret (random
+// enough for CheckSecret; nil: none): rank 0's store admits only the processes
 // that prove they have it, and every rank checks that the store has it too
 // (auth.go), so that no stranger can read or write the job's keys, claim
 // a rank, or learn the NCCL unique id. The secret is never sent.
@@ -105,7 +105,7 @@ func JoinWithSecret(ctx context.Context, addr string, me Member, secret []byte, 
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if err := checkSecret(secret); err != nil {
+	if err := CheckSecret(secret); err != nil {
 		return nil, err
 	}
 	if me.Host == "" {
@@ -121,7 +121,7 @@ func JoinWithSecret(ctx context.Context, addr string, me Member, secret []byte, 
 	r := &Rendezvous{me: me, timeout: timeout, gens: map[string]int{}}
 	dialAddr := addr
 	if serve && me.Rank == 0 {
-		srv, err := ListenWithSecret(listenAddr(addr), secret)
+		srv, err := listen(listenAddr(addr), secret, me.Size)
 		if err != nil {
 			return nil, err
 		}
@@ -129,7 +129,7 @@ func JoinWithSecret(ctx context.Context, addr string, me Member, secret []byte, 
 		_, port, _ := net.SplitHostPort(srv.Addr())
 		dialAddr = net.JoinHostPort(loopbackOf(addr), port)
 	}
-	c, err := dial(ctx, dialAddr, addr, secret, time.Until(start.Add(timeout)))
+	c, err := dial(ctx, dialAddr, addr, secret, time.Until(start.Add(timeout)), me.Rank)
 	if err != nil {
 		if r.server != nil {
 			r.server.Close()
@@ -364,8 +364,23 @@ func (r *Rendezvous) missingRanks(ctx context.Context, keys, missing []string) s
 	if len(absent) == 1 {
 		noun = "rank"
 	}
-	return fmt.Sprintf("%s %s of %d did not join within %s (arrived: %s)",
+	msg := fmt.Sprintf("%s %s of %d did not join within %s (arrived: %s)",
 		noun, listOf(absent, strconv.Itoa), r.me.Size, fmtDuration(r.timeout), arrived)
+	// The store Join served describes the connections that claimed a
+	// missing rank and were refused (admission.go): most likely that
+	// rank, with another secret. Only likely: anyone can claim a rank, so
+	// it is news, not a verdict.
+	var refused []string
+	for _, rank := range absent[:min(len(absent), 16)] {
+		if vals, err := r.client.wait(ctx, []string{refusedKey(rank)}, nil, time.Millisecond, true); err == nil {
+			refused = append(refused, string(vals[0]))
+		}
+	}
+	if len(refused) > 0 {
+		msg += "; the store refused " + listOf(refused, func(s string) string { return s }) +
+			" for a wrong job secret: does that process have this job's ZEROENG_JOB_TOKEN?"
+	}
+	return msg
 }
 
 // Client is the rendezvous' client, for the job's own keys (the NCCL

@@ -24,8 +24,15 @@ import (
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3}
 
 const (
-	// helloTimeout is how long a new connection has to introduce itself.
-	helloTimeout = 10 * time.Second
+	// handshakeTimeout is how long a new connection has to pass the
+	// handshake: two round trips, which a client does in milliseconds. It
+	// is short so that a connection that stays silent gives its room back
+	// soon even when nobody needs it (admission.go).
+	handshakeTimeout = 3 * time.Second
+	// handshakeBuffer is the read buffer of a connection in its handshake:
+	// room for one handshake frame, so that a flood of connections costs
+	// little memory; a client gets a large one once admitted.
+	handshakeBuffer = 512
 	// maxQueued bounds the replies queued for one connection whose peer
 	// does not read them; past it the connection is closed.
 	maxQueued = 2 * MaxFrame
@@ -44,17 +51,23 @@ type Server struct {
 
 	secret []byte // nil: clients are not authenticated (auth.go)
 
-	mu            sync.Mutex
-	store         map[string][]byte
-	watch         map[string]map[*waiter]role // waiters by the keys they watch
-	conns         map[*conn]struct{}
-	closed        bool
-	changed       chan struct{} // closed and replaced when a connection goes
-	admitted      int           // connections that passed the handshake and are still there
-	hellos        int           // clients that ever passed the handshake
-	handshaking   int           // connections still in their handshake
-	refused       int           // connections refused since the last report
-	refusedLogged time.Time     // when refusals were last reported
+	mu       sync.Mutex
+	store    map[string][]byte
+	watch    map[string]map[*waiter]role // waiters by the keys they watch
+	conns    map[*conn]struct{}
+	closed   bool
+	changed  chan struct{} // closed and replaced when a connection goes
+	admitted int           // connections that passed the handshake and are still there
+	hellos   int           // clients that ever passed the handshake
+
+	// Admission (admission.go).
+	pending       map[*conn]struct{} // connections still in their handshake
+	accepted      uint64             // connections accepted so far: their order
+	refused       int                // connections refused since the last report
+	refusedLogged time.Time          // when refusals were last reported
+	refusals      Refusals           // connections refused since the start
+	claimRanks    int                // ranks below this have their wrong-secret refusals counted
+	wrongClaims   map[int]claimRefusals
 
 	logf atomic.Pointer[func(error)]
 	wg   sync.WaitGroup
@@ -86,10 +99,17 @@ type waiter struct {
 func Listen(addr string) (*Server, error) { return ListenWithSecret(addr, nil) }
 
 // ListenWithSecret serves a store that admits only clients that know
-// secret (at least MinSecretLen bytes; nil: anyone), which
+// secret (random enough for CheckSecret; nil: anyone), which
 // DialWithSecret proves without sending it (auth.go).
 func ListenWithSecret(addr string, secret []byte) (*Server, error) {
-	if err := checkSecret(secret); err != nil {
+	return listen(addr, secret, 0)
+}
+
+// listen is ListenWithSecret for a job of ranks processes (0: not a
+// job), whose refusals for a wrong secret are counted by the rank that
+// the refused connections claimed, so that Join can name them.
+func listen(addr string, secret []byte, ranks int) (*Server, error) {
+	if err := CheckSecret(secret); err != nil {
 		return nil, err
 	}
 	lc := net.ListenConfig{KeepAliveConfig: keepAlive}
@@ -108,6 +128,10 @@ func ListenWithSecret(addr string, secret []byte) (*Server, error) {
 		watch:   map[string]map[*waiter]role{},
 		conns:   map[*conn]struct{}{},
 		changed: make(chan struct{}),
+
+		pending:     map[*conn]struct{}{},
+		claimRanks:  ranks,
+		wrongClaims: map[int]claimRefusals{},
 	}
 	s.wg.Add(1)
 	go s.accept()
@@ -164,23 +188,6 @@ func (s *Server) numConns() (now, ever int, changed <-chan struct{}) {
 	return s.admitted, s.hellos, s.changed
 }
 
-// refuse counts a connection dropped before it passed the handshake and
-// reports the count at most every refusalLogEvery: one line, not one per
-// stranger.
-func (s *Server) refuse(from net.Addr, why error) {
-	s.mu.Lock()
-	s.refused++
-	n := s.refused
-	report := time.Since(s.refusedLogged) >= refusalLogEvery
-	if report {
-		s.refused, s.refusedLogged = 0, time.Now()
-	}
-	s.mu.Unlock()
-	if report {
-		s.logError(fmt.Errorf("rendezvous: store at %s: refused %d connection(s) that did not pass the handshake (the last from %s: %v)", s.addr, n, from, why))
-	}
-}
-
 // missing returns the keys that do not exist.
 func (s *Server) missing(keys []string) []string {
 	s.mu.Lock()
@@ -213,7 +220,7 @@ func (s *Server) accept() {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			_ = tc.SetNoDelay(true)
 		}
-		c := &conn{s: s, nc: nc, waiters: map[*waiter]struct{}{}}
+		c := &conn{s: s, nc: nc, waiters: map[*waiter]struct{}{}, host: hostOf(nc.RemoteAddr()), claim: -1}
 		c.cond.L = &c.mu
 		s.mu.Lock()
 		if s.closed {
@@ -221,16 +228,24 @@ func (s *Server) accept() {
 			nc.Close()
 			return
 		}
-		if s.handshaking >= maxUnauthenticated {
-			s.mu.Unlock()
-			nc.Close()
-			s.refuse(nc.RemoteAddr(), fmt.Errorf("%d connections are in their handshake already", maxUnauthenticated))
-			continue
+		// A full store makes room rather than turning the newcomer away,
+		// so that nobody can hold the room (admission.go).
+		var evicted *conn
+		if len(s.pending) >= maxUnauthenticated {
+			evicted = s.victim()
+			evicted.evicted = true
+			delete(s.pending, evicted)
 		}
-		s.handshaking++
+		c.order = s.accepted
+		s.accepted++
+		s.pending[c] = struct{}{}
 		s.conns[c] = struct{}{}
 		s.wg.Add(2)
 		s.mu.Unlock()
+		if evicted != nil {
+			evicted.kill()
+			s.refuse(evicted, errEvicted)
+		}
 		go c.read()
 		go c.write()
 	}
@@ -253,6 +268,15 @@ type conn struct {
 	// then challenge is what the client must answer (auth.go).
 	admitted  bool
 	challenge []byte
+	// What the store knows of a connection in its handshake, for choosing
+	// which one to close when it needs room (admission.go). order and host
+	// are set at accept; the others are guarded by s.mu.
+	order   uint64 // its place in the order of arrival
+	host    string // its peer's address, without the port
+	silent  bool   // it had not said hello when the store first looked
+	hello   bool   // it has said hello
+	claim   int    // the rank its hello claimed, or -1
+	evicted bool   // the store closed it to make room
 	// dropKey and dropValue, when dropKey is set, are stored when the
 	// connection ends (opOnDrop), guarded by s.mu.
 	dropKey   string
@@ -322,8 +346,15 @@ func (c *conn) write() {
 func (c *conn) read() {
 	defer c.s.wg.Done()
 	defer c.gone()
-	br := bufio.NewReaderSize(c.nc, 64<<10)
-	_ = c.nc.SetReadDeadline(time.Now().Add(helloTimeout))
+	br := bufio.NewReaderSize(c.nc, handshakeBuffer)
+	deadline := time.Now().Add(handshakeTimeout)
+	if err := c.awaitHello(br); err != nil {
+		if !errors.Is(err, net.ErrClosed) {
+			c.s.refuse(c, err)
+		}
+		return
+	}
+	_ = c.nc.SetReadDeadline(deadline)
 	for admitted := false; ; {
 		limit := MaxFrame
 		if !admitted {
@@ -333,8 +364,10 @@ func (c *conn) read() {
 		if err != nil {
 			switch {
 			case !admitted:
+				// A connection the store closed itself was counted when
+				// it was evicted, or is no refusal (Close).
 				if !errors.Is(err, net.ErrClosed) {
-					c.s.refuse(c.nc.RemoteAddr(), err)
+					c.s.refuse(c, err)
 				}
 			case !quietEnd(err):
 				c.s.logError(fmt.Errorf("rendezvous: store at %s: closed the connection from %s: %w", c.s.addr, c.nc.RemoteAddr(), err))
@@ -344,12 +377,13 @@ func (c *conn) read() {
 		if !admitted {
 			ok, err := c.handshake(f)
 			if err != nil {
-				c.s.refuse(c.nc.RemoteAddr(), err)
+				c.s.refuse(c, err)
 				return
 			}
 			if ok {
 				admitted = true
 				_ = c.nc.SetReadDeadline(time.Time{})
+				br = bufio.NewReaderSize(carryOver(br, c.nc), 64<<10)
 			}
 			continue
 		}
@@ -378,10 +412,13 @@ func (c *conn) handshake(f frame) (admitted bool, err error) {
 			return false, errors.New("client of another protocol version")
 		}
 		if c.s.secret == nil {
+			if !c.admit() {
+				return false, errEvicted
+			}
 			c.send(encodeFrame(rOK, f.id, []byte(protoMagic), []byte{protoVersion}, nil))
-			c.admit()
 			return true, nil
 		}
+		c.helloed(f)
 		c.challenge = nonce()
 		c.send(encodeFrame(rOK, f.id, []byte(protoMagic), []byte{protoVersion}, c.challenge))
 		return false, nil
@@ -392,10 +429,12 @@ func (c *conn) handshake(f frame) (admitted bool, err error) {
 	clientNonce, mac := f.fields[0], f.fields[1]
 	if !hmac.Equal(mac, proof(c.s.secret, "client", c.challenge, clientNonce)) {
 		c.refuseWith(f.id, "authentication failed: this process does not have the job's secret (ZEROENG_JOB_TOKEN)")
-		return false, errors.New("wrong job secret")
+		return false, errWrongSecret
+	}
+	if !c.admit() {
+		return false, errEvicted
 	}
 	c.send(encodeFrame(rOK, f.id, proof(c.s.secret, "server", clientNonce, c.challenge)))
-	c.admit()
 	return true, nil
 }
 
@@ -406,15 +445,20 @@ func (c *conn) refuseWith(id uint32, msg string) {
 	_, _ = c.nc.Write(encodeFrame(rError, id, []byte(msg)))
 }
 
-// admit counts a client that passed the handshake.
-func (c *conn) admit() {
+// admit counts a client that passed the handshake, unless the store
+// closed its connection meanwhile to make room for another.
+func (c *conn) admit() bool {
 	s := c.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if c.evicted {
+		return false
+	}
 	c.admitted = true
-	s.handshaking--
+	delete(s.pending, c)
 	s.admitted++
 	s.hellos++
+	return true
 }
 
 // gone forgets a connection whose reader ended.
@@ -432,9 +476,8 @@ func (c *conn) gone() {
 	if _, ok := s.conns[c]; ok {
 		if c.admitted {
 			s.admitted--
-		} else {
-			s.handshaking--
 		}
+		delete(s.pending, c)
 		delete(s.conns, c)
 		close(s.changed)
 		s.changed = make(chan struct{})
