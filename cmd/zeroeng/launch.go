@@ -43,7 +43,9 @@ Every line a rank prints is prefixed with its rank. When a rank fails (a
 non-zero exit, a signal), launch stops the others (SIGTERM, then SIGKILL after
 --grace), names the rank, and exits with its status. SIGINT and SIGTERM are
 passed on to every rank (a checkpoint.Manager turns SIGTERM into a checkpoint
-and exit 0); a second one kills them.
+and exit 0); a second one, a second or more later, kills them. mpirun and
+the ranks are not in launch's process group: a signal to the group (Ctrl-C,
+timeout, kill -- -PGID) reaches them once, through launch.
 
 The rendezvous store admits only the processes that have the job's secret,
 ZEROENG_JOB_TOKEN: launch makes one for a job of one node; a job of several
@@ -195,11 +197,16 @@ func parseLaunch(c *cli.Context) (launchPlan, error) {
 	case p.nnodes > 1:
 		return p, usagef("launch", "launch: a job of %d nodes needs %s, the same secret of at least %d characters on every node, which the rendezvous store asks of every rank (for example export %s=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n') and pass it to each node's launch)", p.nnodes, jobTokenEnv, rendezvous.MinSecretLen, jobTokenEnv)
 	default:
-		b := make([]byte, 16)
-		if _, err := rand.Read(b); err != nil {
-			return p, fmt.Errorf("launch: making the job's secret: %w", err)
+		// 16 random bytes in hex; drawn again in the rare case (about 1
+		// in 28 million) that the rendezvous would refuse it as too
+		// uniform (fewer than 8 distinct characters).
+		for p.token == "" || rendezvous.CheckSecret([]byte(p.token)) != nil {
+			b := make([]byte, 16)
+			if _, err := rand.Read(b); err != nil {
+				return p, fmt.Errorf("launch: making the job's secret: %w", err)
+			}
+			p.token = hex.EncodeToString(b)
 		}
-		p.token = hex.EncodeToString(b)
 	}
 
 	// Every rank runs "zeroeng run" with launch's run flags.
@@ -309,6 +316,18 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 	args = append(args, p.runArgs...)
 	cmd := exec.Command("mpirun", args...)
 	cmd.Env = append(env, "MASTER_ADDR="+p.masterAddr, "MASTER_PORT="+strconv.Itoa(p.masterPort))
+	// mpirun in a process group of its own (Open MPI puts each rank in
+	// one of its own too): a signal to launch's group (a terminal's
+	// Ctrl-C, timeout(1), kill -- -PGID) then reaches launch alone, which
+	// passes it on to the ranks once. In launch's group mpirun got it as
+	// well and aborted the job: SIGTERM to the ranks, which took it for a
+	// second request and exited at once, SIGKILL a second later,
+	// checkpoint or not, and status 1. Counting the copies of a signal
+	// once (sameRequest) cannot help there, as mpirun's answer to any
+	// copy ends the job; and process groups alone do not help where
+	// every process is signalled (Slurm, systemd) or launch itself gets
+	// a signal twice (timeout(1)): both are needed.
+	cmd.SysProcAttr = mpirunProcAttr()
 	stdout, err1 := cmd.StdoutPipe()
 	stderr, err2 := cmd.StderrPipe()
 	if err := errors.Join(err1, err2); err != nil {
@@ -343,23 +362,33 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 			cmd.Process.Kill()
 		}
 	}()
-	forwarded := false
+	var (
+		reqs      stopRequests
+		forwarded os.Signal // the first signal launch passed on
+	)
 	for {
 		select {
 		case sig := <-sigs:
+			req := reqs.add(time.Now())
+			if req == echoRequest {
+				continue // the first signal again (sameRequest)
+			}
+			if req == firstRequest {
+				forwarded = sig
+			}
 			// The ranks get the signal themselves, as with direct spawns,
 			// so that a checkpoint.Manager can save and exit 0: mpirun
 			// would answer SIGTERM by killing them a second later, and
 			// exit 1 whatever they did. mpirun forks this node's ranks
-			// itself; without them (gone already), mpirun gets it.
+			// itself; without them (gone already), mpirun gets it, as it
+			// does a second request, to end the job.
 			ranks := procwatch.Running(cmd.Process.Pid)
 			for _, pid := range ranks {
 				syscall.Kill(pid, sig.(syscall.Signal))
 			}
-			if len(ranks) == 0 || forwarded {
+			if len(ranks) == 0 || req == secondRequest {
 				cmd.Process.Signal(sig)
 			}
-			forwarded = true
 		case err := <-done:
 			code := exitCode(cmd.ProcessState)
 			if stuck.Load() {
@@ -367,7 +396,12 @@ func runUnderMPI(self string, env []string, p launchPlan) error {
 				code, err = mpiOut.rankStatus(), nil
 				fmt.Fprintf(os.Stderr, "zeroeng launch: every rank had ended, but mpirun did not exit within %v (Open MPI's mpirun can hang in its own shutdown): stopped it\n", mpirunShutdownGrace)
 			}
-			if msg := mpiOut.explain(code); msg != "" {
+			// Ranks that ended as the signal launch passed on asked (130
+			// after SIGINT) did not fail, though mpirun, which takes such
+			// an exit for one, stopped the others: as with direct spawns,
+			// there is nothing to explain.
+			honoured := forwarded != nil && code == 128+int(forwarded.(syscall.Signal))
+			if msg := mpiOut.explain(code); msg != "" && !honoured {
 				fmt.Fprintln(os.Stderr, msg)
 			}
 			if code != 0 {
@@ -447,6 +481,7 @@ func runDirect(self string, env []string, p launchPlan) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	var (
+		reqs      stopRequests
 		forwarded os.Signal // the first signal launch passed on
 		failed    *rankExit // the first rank that failed on its own
 		status    int
@@ -455,7 +490,10 @@ func runDirect(self string, env []string, p launchPlan) error {
 	for running := p.nproc; running > 0; {
 		select {
 		case sig := <-sigs:
-			if forwarded != nil {
+			switch reqs.add(time.Now()) {
+			case echoRequest:
+				continue // the first signal again (sameRequest)
+			case secondRequest:
 				out.printf(os.Stderr, "zeroeng launch: %s again: killing the ranks\n", signalName(sig))
 				stopAll(syscall.SIGKILL)
 				continue

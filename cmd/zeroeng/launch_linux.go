@@ -8,3 +8,10 @@ import "syscall"
 func rankProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
+
+// mpirunProcAttr puts mpirun in a process group of its own, where signals
+// to launch's group do not reach it, and sends it SIGTERM, on which it
+// ends the job, when launch dies.
+func mpirunProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+}

@@ -9,3 +9,9 @@ import "syscall"
 func rankProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// mpirunProcAttr puts mpirun in a process group of its own, where signals
+// to launch's group do not reach it.
+func mpirunProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

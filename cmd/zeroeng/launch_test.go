@@ -396,8 +396,12 @@ func TestLaunchJobSecret(t *testing.T) {
 		t.Errorf("two nodes without a secret: status %d\n%s", r.code, r.stderr)
 	}
 	r = zeroeng(t, dir, []string{"ZEROENG_JOB_TOKEN=short"}, "launch", "--nproc-per-node", "1", "noop.js")
-	if r.code != 2 || !strings.Contains(r.stderr, "ZEROENG_JOB_TOKEN has 5 characters") {
+	if r.code != 2 || !strings.Contains(r.stderr, "ZEROENG_JOB_TOKEN: the job secret has 5 bytes; it needs at least 16") {
 		t.Errorf("a short secret: status %d\n%s", r.code, r.stderr)
+	}
+	r = zeroeng(t, dir, []string{"ZEROENG_JOB_TOKEN=abababababababab"}, "launch", "--nproc-per-node", "1", "noop.js")
+	if r.code != 2 || !strings.Contains(r.stderr, "only 2 distinct characters in 16; it must be random") || strings.Contains(r.stderr, "abababab") {
+		t.Errorf("a uniform secret: status %d\n%s", r.code, r.stderr)
 	}
 	r = zeroeng(t, dir, []string{"RANK=1", "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1", "MASTER_ADDR=10.9.9.9", "MASTER_PORT=29500"}, "run", "noop.js")
 	if r.code == 0 || !strings.Contains(r.stderr, "reachable from the network, and ZEROENG_JOB_TOKEN is not set") {

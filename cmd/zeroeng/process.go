@@ -138,8 +138,8 @@ func jobSecret(addr string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("run: the rendezvous store at %s is reachable from the network, and %s is not set: give every rank the same secret of at least %d characters (for example export %s=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \\n')), or start the job with zeroeng launch, which makes one", addr, jobTokenEnv, rendezvous.MinSecretLen, jobTokenEnv)
 	}
-	if len(tok) < rendezvous.MinSecretLen {
-		return nil, fmt.Errorf("run: %s has %d characters; the job's secret needs at least %d random ones", jobTokenEnv, len(tok), rendezvous.MinSecretLen)
+	if err := rendezvous.CheckSecret([]byte(tok)); err != nil {
+		return nil, fmt.Errorf("run: %s: %v", jobTokenEnv, strings.TrimPrefix(err.Error(), "rendezvous: "))
 	}
 	return []byte(tok), nil
 }
@@ -328,6 +328,12 @@ func (b *processBackend) Close() error {
 	}
 	if b.rdv != nil {
 		err = errors.Join(err, b.rdv.Close())
+		// Rank 0's store: whatever reached it without the job's secret.
+		if s := b.rdv.Server(); s != nil {
+			if ref := s.Refused(); ref.Total > 0 {
+				fmt.Fprintln(os.Stderr, "zeroeng:", ref)
+			}
+		}
 	}
 	return err
 }

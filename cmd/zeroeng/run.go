@@ -99,10 +99,12 @@ are stopped.
 Exit status: 0 on success, 1 when the script fails (syntax error, uncaught
 exception, engine error), 2 on a usage error, the code the script passes to
 process.exit(code), 130 after Ctrl-C (SIGINT) and 143 after SIGTERM. The first
-Ctrl-C stops every rank at its next JavaScript statement; a second one exits at
-once. A script that saves through a checkpoint.Manager turns SIGTERM (a
-scheduler's preemption) into a graceful stop: every rank finishes its step,
-the manager saves a checkpoint and the run exits 0.`
+Ctrl-C stops every rank at its next JavaScript statement; a second one, a second
+or more later, exits at once (copies of one signal that come together, as
+timeout and Slurm send them, count once). A script that saves through a
+checkpoint.Manager turns SIGTERM (a scheduler's preemption) into a graceful
+stop: every rank finishes its step, the manager saves a checkpoint and the run
+exits 0.`
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -526,7 +528,9 @@ func runAction(c *cli.Context) error {
 // (every rank is interrupted and the command exits 130 or 143 once they
 // have stopped) and a second one into an immediate exit. A SIGTERM that a
 // script's checkpoint Manager can honour becomes a stop request instead:
-// the ranks finish their step, save a checkpoint and exit 0.
+// the ranks finish their step, save a checkpoint and exit 0. A signal
+// that comes within sameRequest of the first is the first one again (see
+// stopRequests) and changes nothing.
 type signals struct {
 	ch       chan os.Signal
 	done     chan struct{}
@@ -539,15 +543,17 @@ func catchSignals(cancel context.CancelFunc, stop *script.StopRequest, prefix st
 	s := &signals{ch: make(chan os.Signal, 2), done: make(chan struct{}), got: make(chan os.Signal, 1)}
 	signal.Notify(s.ch, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		var first os.Signal
+		var reqs stopRequests
 		for {
 			select {
 			case sig := <-s.ch:
-				if first != nil {
+				switch reqs.add(time.Now()) {
+				case echoRequest:
+					continue
+				case secondRequest:
 					fmt.Fprintf(os.Stderr, "\n%szeroeng: %s again: exiting without waiting for the ranks\n", prefix, signalName(sig))
 					os.Exit(128 + int(sig.(syscall.Signal)))
 				}
-				first = sig
 				s.got <- sig
 				if sig == syscall.SIGTERM && stop.Request() {
 					s.graceful.Store(true)
@@ -561,6 +567,46 @@ func catchSignals(cancel context.CancelFunc, stop *script.StopRequest, prefix st
 		}
 	}()
 	return s
+}
+
+// sameRequest is how long after a first SIGINT or SIGTERM another one is
+// that request again, come by a second path, rather than a second request
+// (which makes zeroeng run exit at once and zeroeng launch kill its
+// ranks). One signal often arrives twice: timeout(1) signals its command
+// and then its process group; Slurm and systemd signal every process of
+// a job step or unit, so a rank has it from them and again from zeroeng
+// launch, which passes it on. Such copies come milliseconds apart; a
+// person's second Ctrl-C, or a scheduler that escalates, comes seconds
+// later. Read as a second request, a copy ended the run before SIGTERM's
+// checkpoint was saved (1 run in 5 of zeroeng run under timeout -s TERM).
+const sameRequest = time.Second
+
+// stopRequests counts the SIGINTs and SIGTERMs a process receives as
+// requests to stop.
+type stopRequests struct {
+	first time.Time // when the first came; zero before
+}
+
+type stopRequest int
+
+const (
+	firstRequest  stopRequest = iota // stop
+	echoRequest                      // the first again, by another path: ignore it
+	secondRequest                    // stop at once
+)
+
+// add says what a SIGINT or SIGTERM received at now is. Which of the two
+// signals it is does not matter: Open MPI's mpirun answers a rank's exit
+// after a SIGINT by sending the other ranks SIGTERM, for instance.
+func (r *stopRequests) add(now time.Time) stopRequest {
+	switch {
+	case r.first.IsZero():
+		r.first = now
+		return firstRequest
+	case now.Sub(r.first) < sameRequest:
+		return echoRequest
+	}
+	return secondRequest
 }
 
 // received returns the first signal, or nil.
