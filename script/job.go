@@ -136,6 +136,12 @@ func (e *RankError) Error() string {
 
 func (e *RankError) Unwrap() error { return e.Err }
 
+// hasPosition tells an *Error that says where in the script it happened.
+func hasPosition(err error) bool {
+	var se *Error
+	return errors.As(err, &se) && se.Position != ""
+}
+
 // RunJob runs the script at path on every rank, each on its own goroutine
 // with its own JavaScript runtime and CPU device. When a rank fails, the
 // others are interrupted (they stop at their next JavaScript instruction,
@@ -262,9 +268,14 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 				return
 			}
 			mu.Lock()
-			isFirst := first == nil || (first.Rank < 0 && !(errors.As(err, &se) && se.Interrupted))
+			interrupted := errors.As(err, &se) && se.Interrupted
+			isFirst := first == nil || (first.Rank < 0 && !interrupted)
 			if isFirst {
 				first = &RankError{Rank: rank, Ranks: size, Err: err}
+			} else if interrupted && se.Position != "" && first.Rank < 0 && !hasPosition(first.Err) {
+				// The job's interrupt (a signal): the first rank that
+				// says where it stopped says it for the job.
+				first.Err = err
 			}
 			mu.Unlock()
 			if isFirst {
