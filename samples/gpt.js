@@ -54,15 +54,17 @@ const usage = `usage: zeroeng run samples/gpt.js [-- options]
                              --bench: random tokens, no evaluation; the median step time of the steps
                              after the first 3 (bench/torch_cpu.py times 3 warm-up and 20 timed steps)
   --checkpoint DIR --checkpoint-every K --keep N   save every K steps (0: only on SIGTERM and at the end),
-                             keep the newest N (0: all); resume from DIR's newest checkpoint`;
+                             keep the newest N (0: all); resume from DIR's newest checkpoint
+  --max-nonfinite N          stop with an error, status 1, when the loss has been NaN or infinite for N
+                             steps in a row, before saving the last one (default 5; 0: never)`;
 
 const opts = { config: "tiny", dtype: "float32", zero: 0, limitAllGathers: 2, offload: "none", accum: 1, weightDecay: 0.1, clip: 1.0, minLrRatio: 0.1,
-  evalEvery: 50, evalBatches: 8, seed: tensor.initialSeed(), bench: false, checkpointEvery: 0, keep: 2 };
+  evalEvery: 50, evalBatches: 8, seed: tensor.initialSeed(), bench: false, checkpointEvery: 0, keep: 2, maxNonfinite: 5 };
 const seedFrom = () => (argv.some(a => a === "--seed" || a.startsWith("--seed=")) ? "--seed" : "zeroeng run --seed");
 const numeric = { "--steps": "steps", "--batch": "batch", "--seq-len": "seqLen", "--accum": "accum", "--lr": "lr",
   "--min-lr-ratio": "minLrRatio", "--warmup": "warmup", "--weight-decay": "weightDecay", "--clip": "clip",
   "--zero": "zero", "--loss-scale": "lossScale", "--limit-all-gathers": "limitAllGathers", "--eval-every": "evalEvery", "--eval-batches": "evalBatches", "--seed": "seed",
-  "--checkpoint-every": "checkpointEvery", "--keep": "keep" };
+  "--checkpoint-every": "checkpointEvery", "--keep": "keep", "--max-nonfinite": "maxNonfinite" };
 const argv = process.argv.slice(2);
 for (let i = 0; i < argv.length; i++) {
   const [name, inline] = argv[i].split(/=(.*)/s);
@@ -105,7 +107,7 @@ const flag = k => `--${k.replace(/[A-Z]/g, c => "-" + c.toLowerCase())}`;
 for (const k of ["batch", "seqLen", "steps", "accum", "evalBatches", "limitAllGathers"]) {
   if (!(Number.isInteger(opts[k]) && opts[k] > 0)) fail(`${flag(k)} takes a positive integer`);
 }
-for (const k of ["checkpointEvery", "keep"]) {
+for (const k of ["checkpointEvery", "keep", "maxNonfinite"]) {
   if (!Number.isInteger(opts[k])) fail(`${flag(k)} takes a whole number`);
 }
 if (opts.checkpointEvery && !opts.checkpoint) fail("--checkpoint-every needs --checkpoint DIR");
@@ -354,7 +356,7 @@ function observeStep() {
 // ---- training ----------------------------------------------------------------------------------------------
 const bar = progress.bar({ total: opts.steps, label: "gpt" });
 const stepMs = [];
-let loss = NaN, valLoss = null;
+let loss = NaN, valLoss = null, nonfinite = 0; // nonfinite: the steps in a row whose loss was not finite
 for (let step = firstStep; step <= opts.steps; step++) {
   const start = Date.now();
   opt.zeroGrad(true);
@@ -398,6 +400,16 @@ for (let step = firstStep; step <= opts.steps; step++) {
       ...(scaler.isEnabled() ? { loss_scale: scaler.getScale() } : {}), ...(valLoss !== null && step % opts.evalEvery === 0 ? { val_loss: valLoss } : {}) });
   }
   bar.update(step, { loss, samples: step * opts.batch * opts.accum * world, mfu: obs.mfu === undefined ? undefined : `${(100 * obs.mfu).toFixed(1)}%` });
+  // A loss that stays NaN or infinite means the parameters are no longer finite (without loss scaling
+  // one such step makes every later one so): stop before this state is saved, rather than train on and
+  // save NaN checkpoints. Every rank sees the same (global) loss, so every rank stops at the same step.
+  nonfinite = Number.isFinite(loss) ? 0 : nonfinite + 1;
+  if (opts.maxNonfinite > 0 && nonfinite >= opts.maxNonfinite) {
+    bar.done();
+    console.error(`gpt.js: the loss is ${loss} at step ${step}, and has not been finite since step ${step - nonfinite + 1} ` +
+      `(${nonfinite} steps in a row, --max-nonfinite ${opts.maxNonfinite}): stopping without saving step ${step}`);
+    process.exit(1);
+  }
   // Every --checkpoint-every steps, at the end, and after SIGTERM (then the run exits here, status 0).
   if (ckpt) ckpt.save(step, { force: step === opts.steps });
 }

@@ -56,7 +56,7 @@ func (r *Runtime) checkpointModule() *goja.Object {
 		dir := r.pathArg(fn, call.Argument(0))
 		step := r.intValue(fn, "step", call.Argument(1))
 		ops := r.optionsOf(fn, call, 3, "keep", "consolidated")
-		opts := checkpoint.SaveOptions{Keep: r.optInt(fn, ops, "keep", 0), Consolidated: optBool(ops, "consolidated", false)}
+		opts := checkpoint.SaveOptions{Keep: r.optInt(fn, ops, "keep", 0), Consolidated: optBool(ops, "consolidated", false), Warn: r.checkpointWarn}
 		return r.vm.ToValue(r.saveCheckpoint(fn, dir, step, call.Argument(2), opts))
 	})
 	r.fn(m, "load", func(call goja.FunctionCall) goja.Value {
@@ -96,7 +96,7 @@ func (r *Runtime) checkpointManager(call goja.FunctionCall) goja.Value {
 	if every < 0 || keep < 0 {
 		r.throwRangef("%s: every and keep must not be negative", fn)
 	}
-	saveOpts := checkpoint.SaveOptions{Keep: keep, Consolidated: optBool(ops, "consolidated", false)}
+	saveOpts := checkpoint.SaveOptions{Keep: keep, Consolidated: optBool(ops, "consolidated", false), Warn: r.checkpointWarn}
 	if r.group == nil || r.group.Rank() == 0 {
 		// The folder is this job's from now on: a second job that tries
 		// to use it fails here, not after an hour of training.
@@ -276,6 +276,13 @@ func (r *Runtime) saveCheckpoint(fn, dir string, step int, state goja.Value, opt
 		r.throw(err)
 	}
 	return path
+}
+
+// checkpointWarn prints what a save has to say beside its result (a
+// checkpoint of NaN parameters, and the finite one kept), on rank 0 where
+// the save commits, as a load's skipped checkpoints are printed.
+func (r *Runtime) checkpointWarn(msg string) {
+	fmt.Fprintf(r.opts.Stderr, "%szeroeng: %s\n", r.opts.Prefix, msg)
 }
 
 // loadCheckpoint restores the newest checkpoint under dir into state and

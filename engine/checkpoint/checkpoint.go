@@ -140,6 +140,12 @@ type Manifest struct {
 	// RNG holds each rank's generator state.
 	RNG   [][]byte                   `json:"rng"`
 	State map[string]json.RawMessage `json:"state"`
+	// Finite is false when some floating-point value of some module's
+	// parameters (every rank's slices included) was NaN or infinite;
+	// nil in manifests written before it was recorded, which count as
+	// finite. NonFinite names the files that held such values.
+	Finite    *bool    `json:"finite,omitempty"`
+	NonFinite []string `json:"nonfinite_files,omitempty"`
 }
 
 // FileInfo is one file of a checkpoint, for the checks on load.

@@ -11,11 +11,9 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/engine/tensorio"
 	"github.com/zeroeng/zeroeng/zero"
 )
 
@@ -148,22 +146,6 @@ func (r *reader) close() {
 		f.Close()
 	}
 	r.ranges = map[string]*rangeFile{}
-}
-
-// writeModule writes a state dict as safetensors, as PyTorch's
-// safetensors.torch.save_file does ({"format": "pt"}).
-func writeModule(path string, tensors []nn.NamedTensor) (FileInfo, error) {
-	named := make([]tensorio.Named, len(tensors))
-	for i, n := range tensors {
-		named[i] = tensorio.Named{Name: n.Name, Tensor: n.Tensor}
-	}
-	raw, err := tensorio.Raw(path, named)
-	if err != nil {
-		return FileInfo{}, err
-	}
-	return writeFile(path, func(w io.Writer) error {
-		return safetensors.Write(w, raw, map[string]string{"format": "pt"})
-	})
 }
 
 // optimizerMeta is the "zeroeng.optimizer" metadata of an optimizer file:

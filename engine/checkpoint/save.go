@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -24,6 +25,11 @@ type SaveOptions struct {
 	// one tensor at a time, every rank sending it its part of each. Other
 	// modules always have theirs.
 	Consolidated bool
+	// Warn receives, on rank 0, what a save has to tell beside its
+	// result: that the checkpoint it wrote holds NaN or infinite
+	// parameters, and which checkpoint with finite ones it kept (see
+	// prune). Nil writes it to standard error.
+	Warn func(msg string)
 }
 
 // rankReport is what each rank tells rank 0 after writing its files.
@@ -31,6 +37,10 @@ type rankReport struct {
 	Err   string     `json:"err,omitempty"`
 	Files []FileInfo `json:"files"`
 	RNG   []byte     `json:"rng"`
+	// NonFinite names the rank's files of modules that hold NaN or
+	// infinite values: under ZeRO stage 3 each rank sees only its slices,
+	// and the model is finite only if every rank's are.
+	NonFinite []string `json:"nonfinite,omitempty"`
 }
 
 // Save writes st as the checkpoint of step under dir and returns its
@@ -57,8 +67,8 @@ func Save(pg dist.ProcessGroup, dir string, step int64, st *State, opts SaveOpti
 	}
 
 	report := rankReport{RNG: st.RNG}
-	files, infos, err := writeRank(pg, tmp, st, opts)
-	report.Files = files
+	files, infos, nonfinite, err := writeRank(pg, tmp, st, opts)
+	report.Files, report.NonFinite = files, nonfinite
 	if err != nil {
 		report.Err = err.Error()
 	}
@@ -109,16 +119,20 @@ func prepare(dir, tmp string) error {
 // writeRank writes this rank's files into tmp: on rank 0 the modules and
 // the plain optimizers, on every rank its ZeRO shards and its slices of
 // the sharded modules. It also returns what rank 0 records of the
-// optimizers. The files are written concurrently, so that one file's sync
-// to disk overlaps the writing of the next; the consolidated files of
-// sharded modules, which take collectives, first, on the rank's goroutine.
-func writeRank(pg dist.ProcessGroup, tmp string, st *State, opts SaveOptions) ([]FileInfo, []OptimizerInfo, error) {
+// optimizers, and the files of modules that hold NaN or infinite values.
+// The files are written concurrently, so that one file's sync to disk
+// overlaps the writing of the next; the consolidated files of sharded
+// modules, which take collectives, first, on the rank's goroutine.
+func writeRank(pg dist.ProcessGroup, tmp string, st *State, opts SaveOptions) ([]FileInfo, []OptimizerInfo, []string, error) {
 	rank, world := pg.Rank(), pg.Size()
 	if err := st.checkKeys(); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var files []FileInfo
-	var writers []func() (FileInfo, error)
+	// Each writer says whether its file's values are all finite (an
+	// optimizer's file is not checked: the parameters are what a resume
+	// is judged by).
+	var writers []func() (FileInfo, bool, error)
 	layouts := make([]*moduleLayout, len(st.Modules))
 	var lerr error
 	sharded := false
@@ -134,34 +148,48 @@ func writeRank(pg dist.ProcessGroup, tmp string, st *State, opts SaveOptions) ([
 	if sharded && opts.Consolidated {
 		// Every rank takes part in every gather, or none does.
 		if err := agree(pg, lerr); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for i, m := range st.Modules {
 			if m.Sharded == nil {
 				continue
 			}
+			// Its values are checked in the slices, each rank its own.
 			fi, err := writeConsolidated(pg, filepath.Join(tmp, m.Key+".safetensors"), m, layouts[i])
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			if rank == 0 {
 				files = append(files, fi)
 			}
 		}
 	} else if lerr != nil {
-		return nil, nil, lerr
+		return nil, nil, nil, lerr
 	}
 	for i, m := range st.Modules {
 		if m.Sharded != nil {
 			w, err := sliceWriter(filepath.Join(tmp, sliceName(m.Key, rank, world)), m, layouts[i], rank, world)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
-			writers = append(writers, w)
+			// The slices' memory, taken here on the rank's goroutine as
+			// sliceWriter takes it, is checked while it is written.
+			data, err := sliceData(m, layouts[i])
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			writers = append(writers, func() (FileInfo, bool, error) {
+				var finite bool
+				var scan sync.WaitGroup
+				scan.Go(func() { finite = rawFinite(data) })
+				fi, err := w()
+				scan.Wait()
+				return fi, finite, err
+			})
 			continue
 		}
 		if rank == 0 {
-			writers = append(writers, func() (FileInfo, error) {
+			writers = append(writers, func() (FileInfo, bool, error) {
 				return writeModule(filepath.Join(tmp, m.Key+".safetensors"), m.Tensors)
 			})
 		}
@@ -170,24 +198,32 @@ func writeRank(pg dist.ProcessGroup, tmp string, st *State, opts SaveOptions) ([
 	for _, o := range st.Optimizers {
 		info, err := optimizerInfo(o.Key, o.Opt, world)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		infos = append(infos, info)
 		if info.Shards == 1 && rank != 0 {
 			continue // replicated: rank 0's copy is every rank's
 		}
-		writers = append(writers, func() (FileInfo, error) {
-			return writeOptimizer(filepath.Join(tmp, shardName(o.Key, rank, info.Shards)), o.Opt)
+		writers = append(writers, func() (FileInfo, bool, error) {
+			fi, err := writeOptimizer(filepath.Join(tmp, shardName(o.Key, rank, info.Shards)), o.Opt)
+			return fi, true, err
 		})
 	}
 	written := make([]FileInfo, len(writers))
+	finite := make([]bool, len(writers))
 	errs := make([]error, len(writers))
 	var wg sync.WaitGroup
 	for i, w := range writers {
-		wg.Go(func() { written[i], errs[i] = w() })
+		wg.Go(func() { written[i], finite[i], errs[i] = w() })
 	}
 	wg.Wait()
-	return append(files, written...), infos, errors.Join(errs...)
+	var nonfinite []string
+	for i, ok := range finite {
+		if !ok && errs[i] == nil {
+			nonfinite = append(nonfinite, written[i].Name)
+		}
+	}
+	return append(files, written...), infos, nonfinite, errors.Join(errs...)
 }
 
 // commit runs on rank 0 once every rank has reported: with no failure it
@@ -205,6 +241,7 @@ func commit(dir, tmp, final string, step int64, world int, st *State, infos []Op
 			m.Version = 2
 		}
 	}
+	var nonfinite []string
 	for r, payload := range reports {
 		var rep rankReport
 		if err := json.Unmarshal(payload, &rep); err != nil {
@@ -218,10 +255,14 @@ func commit(dir, tmp, final string, step int64, world int, st *State, infos []Op
 		}
 		m.Files = append(m.Files, rep.Files...)
 		m.RNG[r] = rep.RNG
+		nonfinite = append(nonfinite, rep.NonFinite...)
 	}
 	if m.State == nil {
 		m.State = map[string]json.RawMessage{}
 	}
+	// The model is finite only if every rank's part of it is.
+	finite := len(nonfinite) == 0
+	m.Finite, m.NonFinite = &finite, nonfinite
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("checkpoint: manifest: %w", err)
@@ -259,28 +300,60 @@ func commit(dir, tmp, final string, step int64, world int, st *State, infos []Op
 	if old != "" {
 		os.RemoveAll(old)
 	}
-	return prune(dir, filepath.Base(final), opts.Keep)
+	return prune(dir, filepath.Base(final), nonfinite, opts)
 }
 
-// prune retires the oldest checkpoints beyond keep, never the one named
-// current: each is renamed out of the way at once (a crash then leaves
-// only a hidden folder, which the next save removes) and deleted in the
-// background, since freeing gigabytes takes a noticeable time (0.3 s for
-// GPT-2 124M's 1.5 GB here) that the training need not wait for.
-func prune(dir, current string, keep int) error {
-	if keep <= 0 {
+// prune retires the oldest checkpoints beyond opts.Keep, never the one
+// named current: each is renamed out of the way at once (a crash then
+// leaves only a hidden folder, which the next save removes) and deleted in
+// the background, since freeing gigabytes takes a noticeable time (0.3 s
+// for GPT-2 124M's 1.5 GB here) that the training need not wait for.
+//
+// nonfinite are current's files that hold NaN or infinite values. A run
+// whose loss has diverged saves such checkpoints one after another, and
+// Keep would retire the last good one: so while every checkpoint kept
+// would be non-finite, the newest with finite parameters stays beyond
+// Keep. latest still names current: it is the newest save, as Latest and
+// the recovery from a crash expect, and pointing it back would not help
+// an automatic restart, which resumes bit for bit and so diverges again
+// at the same step; going back is a choice made with other settings (a
+// lower learning rate), so opts.Warn names the checkpoint to go back to,
+// and the command that makes latest name it.
+func prune(dir, current string, nonfinite []string, opts SaveOptions) error {
+	keep := opts.Keep
+	if keep <= 0 && len(nonfinite) == 0 {
 		return nil
 	}
 	steps, err := listSteps(dir)
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	var retired []string
-	for i := 0; i < len(steps)-keep; i++ {
-		name := StepName(steps[i])
-		if name == current {
-			continue
+	var retire, kept []string // oldest first
+	for i, step := range steps {
+		name := StepName(step)
+		if keep > 0 && i < len(steps)-keep && name != current {
+			retire = append(retire, name)
+		} else {
+			kept = append(kept, name)
 		}
+	}
+	if len(nonfinite) > 0 {
+		good, spared := "", false
+		for i := len(kept) - 1; i >= 0 && good == ""; i-- {
+			if kept[i] != current && finiteAt(filepath.Join(dir, kept[i])) {
+				good = kept[i]
+			}
+		}
+		for i := len(retire) - 1; i >= 0 && good == ""; i-- {
+			if finiteAt(filepath.Join(dir, retire[i])) {
+				good, spared = retire[i], true
+				retire = slices.Delete(retire, i, i+1)
+			}
+		}
+		warn(opts, nonfiniteMessage(dir, current, nonfinite, good, spared, keep))
+	}
+	var retired []string
+	for _, name := range retire {
 		old := filepath.Join(dir, ".old-"+name)
 		if err := os.Rename(filepath.Join(dir, name), old); err != nil {
 			return fmt.Errorf("checkpoint: retiring an old checkpoint: %w", err)
@@ -297,6 +370,48 @@ func prune(dir, current string, keep int) error {
 		}()
 	}
 	return nil
+}
+
+// finiteAt reports whether the checkpoint at path can be resumed from as
+// one with finite parameters: recorded so, or saved before zeroeng
+// recorded it. One whose manifest cannot be read cannot.
+func finiteAt(path string) bool {
+	finite, _, err := ParamsFinite(path)
+	return err == nil && finite
+}
+
+// nonfiniteMessage says that current holds NaN or infinite values in its
+// files nonfinite, and names good, the newest checkpoint with finite
+// parameters ("": none), spared when it stays beyond keep.
+func nonfiniteMessage(dir, current string, nonfinite []string, good string, spared bool, keep int) string {
+	msg := fmt.Sprintf("checkpoint: %s holds NaN or infinite parameters (in %s)", filepath.Join(dir, current), strings.Join(nonfinite, ", "))
+	switch {
+	case good == "":
+		return msg + fmt.Sprintf("; no checkpoint in %s has finite ones", dir)
+	case spared:
+		msg += fmt.Sprintf("; kept %s, the newest checkpoint with finite ones, beyond keep %d", good, keep)
+	default:
+		msg += fmt.Sprintf("; %s is the newest checkpoint with finite ones", good)
+	}
+	latest := filepath.Join(dir, LatestName)
+	return msg + fmt.Sprintf(". %s names %s: to resume from %s instead, run: echo %s > %s", latest, current, good, good, shellQuote(latest))
+}
+
+// shellQuote quotes s for a POSIX shell, when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=.,:/@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// warn hands msg to opts.Warn, or to standard error without one.
+func warn(opts SaveOptions, msg string) {
+	if opts.Warn != nil {
+		opts.Warn(msg)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "zeroeng: "+msg)
 }
 
 // removing counts the background deletions of retired checkpoints; a

@@ -83,7 +83,9 @@ const USAGE: &str = "  --config tiny|bench|gpt2   model size (default tiny)
                              --bench: random tokens, no evaluation; the median step time of the steps
                              after the first 3 (bench/torch_cpu.py times 3 warm-up and 20 timed steps)
   --checkpoint DIR --checkpoint-every K --keep N   save every K steps (0: only on SIGTERM and at the end),
-                             keep the newest N (0: all); resume from DIR's newest checkpoint";
+                             keep the newest N (0: all); resume from DIR's newest checkpoint
+  --max-nonfinite N          stop with an error, status 1, when the loss has been NaN or infinite for N
+                             steps in a row, before saving the last one (default 5; 0: never)";
 
 /// The script's options, with its defaults; the numbers are JavaScript's (f64), checked as
 /// the script checks them.
@@ -103,6 +105,7 @@ struct Options {
     bench: bool,
     checkpoint_every: f64,
     keep: f64,
+    max_nonfinite: f64,
     steps: Option<f64>,
     batch: Option<f64>,
     seq_len: Option<f64>,
@@ -177,6 +180,7 @@ fn parse_args(prog: &str, argv: &[String], initial_seed: f64) -> Options {
         bench: false,
         checkpoint_every: 0.0,
         keep: 2.0,
+        max_nonfinite: 5.0,
         steps: None,
         batch: None,
         seq_len: None,
@@ -218,6 +222,7 @@ fn parse_args(prog: &str, argv: &[String], initial_seed: f64) -> Options {
             "--seed" => Some(&mut o.seed),
             "--checkpoint-every" => Some(&mut o.checkpoint_every),
             "--keep" => Some(&mut o.keep),
+            "--max-nonfinite" => Some(&mut o.max_nonfinite),
             "--steps" => Some(o.steps.insert(0.0)),
             "--batch" => Some(o.batch.insert(0.0)),
             "--seq-len" => Some(o.seq_len.insert(0.0)),
@@ -277,7 +282,7 @@ fn settle(prog: &str, o: &mut Options) -> Settings {
             fail(prog, &format!("{} takes a positive integer", flag));
         }
     }
-    for (flag, v) in [("--checkpoint-every", o.checkpoint_every), ("--keep", o.keep)] {
+    for (flag, v) in [("--checkpoint-every", o.checkpoint_every), ("--keep", o.keep), ("--max-nonfinite", o.max_nonfinite)] {
         if v != v.trunc() {
             fail(prog, &format!("{} takes a whole number", flag));
         }
@@ -784,6 +789,7 @@ fn train(prog: &str) -> Result<()> {
     let bar = call_object("progress.bar", &args![dict! { "total" => s.steps, "label" => "gpt" }])?;
     let mut step_ms: Vec<f64> = Vec::new();
     let (mut loss, mut val_loss) = (f64::NAN, None::<f64>);
+    let mut nonfinite = 0i64; // the steps in a row whose loss was not finite
     for step in first_step..=s.steps {
         let start = now_ms();
         opt.method("zeroGrad", &args![true])?;
@@ -863,6 +869,23 @@ fn train(prog: &str) -> Result<()> {
             shown.push(("mfu".to_string(), Value::from(format!("{}%", to_fixed(100.0 * mfu, 1)))));
         }
         bar.method("update", &args![step, Value::Dict(shown)])?;
+        // A loss that stays NaN or infinite means the parameters are no longer finite: stop
+        // before this state is saved (the script's check, at the same point of the step).
+        nonfinite = if loss.is_finite() { 0 } else { nonfinite + 1 };
+        if opts.max_nonfinite > 0.0 && nonfinite as f64 >= opts.max_nonfinite {
+            bar.method("done", &[])?;
+            eprintln!(
+                "{}: the loss is {} at step {}, and has not been finite since step {} ({} steps in a row, --max-nonfinite {}): stopping without saving step {}",
+                prog,
+                number_string(loss),
+                step,
+                step - nonfinite + 1,
+                nonfinite,
+                number_string(opts.max_nonfinite),
+                step
+            );
+            exit(1);
+        }
         // Every --checkpoint-every steps, at the end, and after SIGTERM (then the run exits
         // here, status 0).
         if let Some(c) = &ckpt {
