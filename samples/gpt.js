@@ -282,7 +282,7 @@ const ckpt = opts.checkpoint && checkpoint.Manager(opts.checkpoint, {
   state: { model: gpt, optimizer: opt, scheduler: sched, loader, ...(scaler.isEnabled() ? { scaler } : {}) },
   every: opts.checkpointEvery, keep: opts.keep });
 const resumed = ckpt ? ckpt.load() : null;
-if (resumed) console.log(`gpt: resumed from ${resumed.path} (step ${resumed.step}, ${resumed.worldSize} ranks)`);
+if (resumed) console.log(`gpt: resumed from ${resumed.path} (step ${resumed.step}, ${resumed.worldSize} rank${resumed.worldSize === 1 ? "" : "s"})`);
 const firstStep = resumed ? resumed.step + 1 : 1;
 if (firstStep > opts.steps) {
   console.log(`gpt: the checkpoint is at step ${resumed.step} of ${opts.steps}: nothing left to train`);

@@ -5,20 +5,28 @@
 //   zeroeng run --nproc 4 --net 10Gbit,20us samples/zero_overlap.js -- --schedule A
 //   zeroeng run --nproc 4 --net 1Gbit,20us samples/zero_overlap.js -- --schedule lag-2
 //   zeroeng run --nproc 4 samples/zero_overlap.js -- --schedule none --steps 50
+//   zeroeng run --nproc 4 samples/zero_overlap.js -- --schedule stage2
 //
 // Each rank holds a replica of an MLP wrapped in DistributedDataParallel. ZeroRedundancyOptimizer
-// gives each rank the AdamW state of a quarter of the parameters (shardBuckets: DDP's buckets are
-// spread so that every rank updates about as many elements). The overlap hook wraps DDP's
-// all-reduce hook: as buckets of gradients are reduced during backward, each rank updates its
-// parameters in them and broadcasts them to the others, so that by the end of backward the step is
-// done. When each bucket is stepped is the schedule's choice: --schedule B (the default,
-// zero.schedules.interleaved) steps bucket i once bucket i+1 is ready; A (afterBackward) steps
-// them all once the last bucket is handed over; lag-K is a schedule written below in a few lines
-// (B is lag-1); FILE.wasm is a schedule compiled to WebAssembly (samples/schedules: `make schedules`
-// builds lag_k.wasm); none reduces during backward and steps afterwards (the plain DDP + ZeRO loop).
-// Without DDP, ZeRO stage 2 reduce-scatters the gradients during backward itself: stage2 steps
-// after backward (as DeepSpeed), stage2-asReduced steps and all-gathers each bucket's slice as soon
-// as its reduce-scatter is retired, while backward goes on.
+// gives each rank the AdamW state of the parameters it updates, and under stage 1 (every schedule
+// but stage2) a rank updates whole parameters: the greedy partition (shardBuckets in DDP's hook)
+// gives each one, largest first, to the least loaded rank, but cannot cut one. So the state follows
+// the sizes of the parameters, not the number of ranks: on 4 ranks the 1024×1024 matrix, two thirds
+// of the elements, is one rank's (8.00 MiB of state), the two 1 MiB matrices are two others'
+// (2.00 MiB each) and the biases are the last one's (0.02 MiB), as the "zero:" lines at the start
+// say. --schedule stage2 shows the even split: ZeRO's flat partition lays the parameters out in
+// flat buckets cut into equal slices, 3.00 MiB of state and 1.50 MiB of gradients on every rank.
+//
+// The overlap hook wraps DDP's all-reduce hook: as buckets of gradients are reduced during
+// backward, each rank updates its parameters in them and broadcasts them to the others, so that by
+// the end of backward the step is done. When each bucket is stepped is the schedule's choice:
+// --schedule B (the default, zero.schedules.interleaved) steps bucket i once bucket i+1 is ready; A
+// (afterBackward) steps them all once the last bucket is handed over; lag-K is a schedule written
+// below in a few lines (B is lag-1); FILE.wasm is a schedule compiled to WebAssembly
+// (samples/schedules: `make schedules` builds lag_k.wasm); none reduces during backward and steps
+// afterwards (the plain DDP + ZeRO loop). Without DDP, ZeRO stage 2 reduce-scatters the gradients
+// during backward itself: stage2 steps after backward (as DeepSpeed), stage2-asReduced steps and
+// all-gathers each bucket's slice as soon as its reduce-scatter is retired, while backward goes on.
 //
 // The run checks itself: every rank must end with the same parameters, and the loss must fall.
 // With --net (an emulated link) the communication takes real time and the schedules differ in

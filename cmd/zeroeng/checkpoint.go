@@ -117,7 +117,7 @@ func checkpointVerify(c *cli.Context) error {
 		return err
 	}
 	w := c.App.Writer
-	fmt.Fprintf(w, "%s: step %d, %d ranks, saved %s\n", path, m.Step, m.WorldSize, m.Time)
+	fmt.Fprintf(w, "%s: step %d, %s, saved %s\n", path, m.Step, plural(m.WorldSize, "rank"), m.Time)
 	var total int64
 	for _, f := range m.Files {
 		fmt.Fprintf(w, "  %-45s %12d bytes  crc32c %08x\n", f.Name, f.Bytes, f.CRC32C)

@@ -25,12 +25,12 @@ import (
 	"github.com/zeroeng/zeroeng/script"
 )
 
-const replDescription = `Starts an interactive JavaScript session. Every entry runs on every rank; with
---nproc 2 or more, what a rank prints starts with its rank ("[1] "), which is
-how to try collectives and sharding by hand. zeroeng and its modules (tensor,
-nn, optim, zero, dist, data, io, ...) are predefined; the value of each entry is printed; an entry continues on
-the next line ("... ") while it is incomplete; top-level let, const and class
-may be declared again.
+const replDescription = `Starts an interactive JavaScript session. Every entry runs on every rank;
+with --nproc 2 or more, what a rank prints starts with its rank ("[1] "),
+which is how to try collectives and sharding by hand. zeroeng and its modules
+(tensor, nn, optim, zero, dist, data, io, ...) are predefined; the value of
+each entry is printed; an entry continues on the next line ("... ") while it
+is incomplete; top-level let, const and class may be declared again.
 
 Keys: Tab completes names (globals, require("zeroeng") and the properties of
 the object before a dot: tensor.ra<Tab>); Up and Down walk the history, which
@@ -38,19 +38,25 @@ is kept in $XDG_STATE_HOME/zeroeng/history (~/.local/state/zeroeng/history);
 Ctrl-C stops a running entry or clears the line; Ctrl-D or .exit leaves.
 .help lists the REPL commands (.load FILE, .break, ...).
 
-Every flag can also be set with an environment variable:
+Every flag can also be set with an environment variable: ZEROENG_ and the
+flag's name in capitals, with _ for - (ZEROENG_DIST_TIMEOUT=30s is
+--dist-timeout 30s):
 
-   ZEROENG_NPROC=2     --nproc 2     two ranks on this host (in-process on the CPU)
-   ZEROENG_SEED=42     --seed 42     every rank's generator starts as torch.manual_seed(42)
-   ZEROENG_DIST_TIMEOUT=30s  --dist-timeout 30s  a collective waits this long for the other ranks (default 5s)
+   --nproc 2              two ranks on this host (in-process on the CPU)
+   --seed 42              every rank's generator starts as
+                          torch.manual_seed(42)
+   --dist-timeout 30s     a collective waits this long for the other ranks
+                          (default 5s)
 
-A collective that not every rank calls (if (dist.rank === 0) dist.barrier().wait())
-fails after --dist-timeout, naming the ranks that did not call it, and Ctrl-C stops
-it at once; then the process group is made again and the session goes on with its
-variables.
+A collective that not every rank calls (dist.barrier().wait() on rank 0 only)
+fails after --dist-timeout, naming the ranks that did not call it, and Ctrl-C
+stops it at once; then the process group is made again and the session goes
+on with its variables.
 
 When stdin is not a terminal, lines are read as they come and only the values
-and errors are printed: echo 'tensor.ones([2]).sum()' | zeroeng repl`
+and errors are printed:
+
+   echo 'tensor.ones([2]).sum()' | zeroeng repl`
 
 func replCommand() *cli.Command {
 	return &cli.Command{
@@ -176,7 +182,8 @@ func runEditor(repl *script.REPL) error {
 	// The editor would otherwise ask the terminal where the cursor is
 	// ("ESC[6n") before every prompt and wait for the answer, which some
 	// terminals and pipes-as-terminals never send; our prompt always
-	// starts a line, where the fallback is exact.
+	// starts a line, where the fallback is exact but on the bottom row
+	// (see the loop below).
 	_ = rl.Config.Set("cursor-position-probe", false)
 	// Tab as in bash and Node: the first press inserts what the candidates
 	// share and lists them, the next ones cycle through them (the
@@ -204,6 +211,18 @@ func runEditor(repl *script.REPL) error {
 
 	interrupted := false // the last key was Ctrl-C on an empty line
 	for {
+		// Keep the prompt off the terminal's bottom row. Without the
+		// cursor-position probe the editor cannot tell that it is there,
+		// and each redraw clears the row below the input by moving the
+		// cursor down one row, which the terminal refuses on the bottom
+		// row, and back up one, which it does not: the prompt then lands
+		// on the last line printed and erases it. A line feed scrolls the
+		// screen when the cursor is on the bottom row and otherwise only
+		// moves down, so with the move back up there is a free row below
+		// the prompt either way. (An entry long enough to wrap onto the
+		// bottom row still erases the line above it: that needs a fix in
+		// the editor.)
+		fmt.Print("\n\x1b[A")
 		line, err := rl.Readline()
 		switch {
 		case errors.Is(err, readline.ErrInterrupt):

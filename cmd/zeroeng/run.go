@@ -10,9 +10,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
@@ -31,80 +34,103 @@ import (
 )
 
 const runDescription = `Runs a JavaScript training script. Every rank runs the same script in its own
-JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim, zero, hooks, io,
-data, dist, progress, metrics, checkpoint, amp, trace, device and version. Flags go before the
-script; what follows the script (after
-an optional --) reaches it as process.argv.slice(2).
+JavaScript runtime (SPMD); require("zeroeng") gives it tensor, nn, optim,
+zero, hooks, io, data, dist, progress, metrics, checkpoint, amp, trace,
+device and version. Flags go before the script; what follows the script
+(after an optional --) reaches it as process.argv.slice(2).
 
-A WebAssembly training program (a WASI command: docs/wasm-program-abi.md) runs in place of a
-script, one instance per rank, reaching the same API by name; what follows it reaches it as its
-WASI arguments.
+A WebAssembly training program (a WASI command: docs/wasm-program-abi.md)
+runs in place of a script, one instance per rank, reaching the same API by
+name; what follows it reaches it as its WASI arguments.
 
-Every flag can also be set with an environment variable; a flag given on the
-command line wins over the variable:
+Every flag but --dir can also be set with an environment variable: ZEROENG_
+and the flag's name in capitals, with _ for - (ZEROENG_LOG_FORMAT=json is
+--log-format json, ZEROENG_QUIET=1 is --quiet; OPTIONS names each). A flag
+given on the command line wins over the variable:
 
-   ZEROENG_NPROC=4             --nproc 4             four ranks on this host (in-process on the CPU)
-   ZEROENG_DEVICE=cuda         --device cuda         auto, cpu or cuda: one GPU per rank, NCCL between them (auto: the CPU for now)
-   ZEROENG_SEED=42             --seed 42             every rank's generator starts as torch.manual_seed(42)
-   ZEROENG_THREADS=8           --threads 8           CPU threads for the kernels (0: all cores)
-   ZEROENG_LOG_FORMAT=json     --log-format json     zeroeng's own messages as JSON lines on stderr
-   ZEROENG_METRICS=m.jsonl     --metrics m.jsonl     metrics.log() lines and a summary per rank
-   ZEROENG_QUIET=1             --quiet               no progress bars and no summary
-   ZEROENG_TRACE=t.json        --trace t.json        a Chrome trace of every rank's compute, comm hooks, optimizer
-                                                     steps and collectives (chrome://tracing, ui.perfetto.dev)
-   ZEROENG_NET=10Gbit,20us     --net 10Gbit,20us     collectives last as long as on that link (bus-bandwidth model)
-   ZEROENG_DIST_TIMEOUT=30s    --dist-timeout 30s    a collective waits this long for the other ranks (default 10m)
-   ZEROENG_RDZV_TIMEOUT=1m     --rdzv-timeout 1m     in a job of several processes, how long the ranks wait for each other (default 5m)
-   ZEROENG_MAX_MEMORY=2GiB     --max-memory 2GiB     each rank's device memory limit: an allocation past it is an
-                                                     out-of-memory error naming the rank (as on a smaller GPU)
-   ZEROENG_DIST_DEBUG=1        --dist-debug          check that all ranks call each collective with the same shapes
-   ZEROENG_HOOK=topk.wasm      --hook topk.wasm      every DistributedDataParallel reduces with this Wasm comm hook
-   ZEROENG_HOOK_CONFIG=...     --hook-config '{"ratio":0.01}'  handed to that hook's configure export
-   ZEROENG_HOOK_MEMORY_MB=256  --hook-memory-mb 256  memory limit of every Wasm hook (default 512)
-   ZEROENG_HOOK_TIMEOUT=2s     --hook-timeout 2s     time limit of every call into a Wasm hook (default none)
-   ZEROENG_HOOK_TRUSTED=1      --hook-trusted        compile Wasm hooks without the loop checks: faster loops,
-                                                     but a hook that never returns stalls the process (Ctrl-C too)
-   ZEROENG_HOOK_ON_ERROR=fallback  --hook-on-error fallback  a failed Wasm hook ends the run (abort) or
-                                                     hands its buckets to the built-in all-reduce
-   ZEROENG_ZERO_SCHEDULE=lag_k.wasm  --zero-schedule lag_k.wasm  the Wasm ZeRO step schedule of a
-                                                     zero.hookWithZeroSchedule given none (the --hook-memory-mb,
-                                                     --hook-timeout and --hook-trusted limits apply to it)
-   ZEROENG_ZERO_SCHEDULE_CONFIG=...  --zero-schedule-config '{"k":2}'  handed to that schedule's configure export
-   ZEROENG_WASM_MEMORY_MB=1024 --wasm-memory-mb 1024 memory limit of a WebAssembly training program (default 512)
-   ZEROENG_WASM_TRUSTED=1      --wasm-trusted        compile a training program without the loop checks
-                               --dir data:/data:ro   a directory a training program may read (:rw: and write)
+   --nproc 4              four ranks on this host (in-process on the CPU)
+   --device cuda          auto, cpu or cuda: one GPU per rank, NCCL between
+                          them (auto: the CPU for now)
+   --seed 42              every rank's generator starts as
+                          torch.manual_seed(42)
+   --threads 8            CPU threads for the kernels (0: all cores)
+   --log-format json      zeroeng's own messages as JSON lines on stderr
+   --metrics m.jsonl      metrics.log() lines and a summary per rank
+   --quiet                no progress bars and no summary
+   --trace t.json         a Chrome trace of every rank's compute, comm hooks,
+                          optimizer steps and collectives (chrome://tracing,
+                          ui.perfetto.dev)
+   --net 10Gbit,20us      collectives last as long as on that link
+                          (bus-bandwidth model)
+   --dist-timeout 30s     a collective waits this long for the other ranks
+                          (default 10m)
+   --rdzv-timeout 1m      in a job of several processes, how long the ranks
+                          wait for each other (default 5m)
+   --max-memory 2GiB      each rank's device memory limit: an allocation past
+                          it is an out-of-memory error naming the rank (as on
+                          a smaller GPU)
+   --dist-debug           check that all ranks call each collective with the
+                          same shapes
+   --hook topk.wasm       every DistributedDataParallel reduces with this
+                          Wasm comm hook (the run names it and its config as
+                          it starts)
+   --hook-config '{"ratio":0.01}'
+                          handed to that hook's configure export
+   --hook-memory-mb 256   memory limit of every Wasm hook (default 512)
+   --hook-timeout 2s      time limit of every call into a Wasm hook (default
+                          none)
+   --hook-trusted         compile Wasm hooks without the loop checks: faster
+                          loops, but a hook that never returns stalls the
+                          process (Ctrl-C too)
+   --hook-on-error fallback
+                          a failed Wasm hook ends the run (abort) or hands
+                          its buckets to the built-in all-reduce
+   --zero-schedule lag_k.wasm
+                          the Wasm ZeRO step schedule of a
+                          zero.hookWithZeroSchedule given none (the
+                          --hook-memory-mb, --hook-timeout and --hook-trusted
+                          limits apply to it)
+   --zero-schedule-config '{"k":2}'
+                          handed to that schedule's configure export
+   --wasm-memory-mb 1024  memory limit of a WebAssembly training program
+                          (default 512)
+   --wasm-trusted         compile a training program without the loop checks
+   --dir data:/data:ro    a directory a training program may read (:rw: and
+                          write)
 
 Examples:
 
    zeroeng run samples/quickstart.js
-   zeroeng run samples/fashion_mnist.js -- --data ~/datasets/fashion-mnist --epochs 1
+   zeroeng run samples/fashion_mnist.js -- \
+       --data ~/datasets/fashion-mnist --epochs 1
    zeroeng run --nproc 2 --seed 1 train.js -- --lr 3e-4
    ZEROENG_METRICS=metrics.jsonl ZEROENG_QUIET=1 zeroeng run train.js
    zeroeng run --log-format json train.js 2>job.log
-   zeroeng run --nproc 4 --hook samples/hooks/build/topk.wasm samples/fashion_mnist.js
+   zeroeng run --nproc 4 --hook samples/hooks/build/topk.wasm \
+       samples/fashion_mnist.js
 
 Jobs of several processes, one rank each: zeroeng launch starts them (see
 zeroeng launch --help), as do mpirun (-np N zeroeng run train.js: Open MPI
 carries the collectives on the CPU), srun and torchrun: zeroeng run reads
 RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT (or Open MPI's,
-PMI's and Slurm's variables) and joins the job as that rank. Rank 0 writes the
---metrics and --trace files; rank r writes its own, named with .rankR before
-the extension.
+PMI's and Slurm's variables) and joins the job as that rank. Rank 0 writes
+the --metrics and --trace files; rank r writes its own, named with .rankR
+before the extension.
 
 Errors print the script position (file:line:column), the message (for engine
-errors the op and the shapes) and the JavaScript stack; with several ranks, the
-first failing rank's error is printed once, with its rank, and the other ranks
-are stopped.
+errors the op and the shapes) and the JavaScript stack; with several ranks,
+the first failing rank's error is printed once, with its rank, and the other
+ranks are stopped.
 
 Exit status: 0 on success, 1 when the script fails (syntax error, uncaught
 exception, engine error), 2 on a usage error, the code the script passes to
-process.exit(code), 130 after Ctrl-C (SIGINT) and 143 after SIGTERM. The first
-Ctrl-C stops every rank at its next JavaScript statement; a second one, a second
-or more later, exits at once (copies of one signal that come together, as
-timeout and Slurm send them, count once). A script that saves through a
-checkpoint.Manager turns SIGTERM (a scheduler's preemption) into a graceful
-stop: every rank finishes its step, the manager saves a checkpoint and the run
-exits 0.`
+process.exit(code), 130 after Ctrl-C (SIGINT) and 143 after SIGTERM. The
+first Ctrl-C stops every rank at its next JavaScript statement; a second one,
+a second or more later, exits at once (copies of one signal that come
+together, as timeout and Slurm send them, count once). A script that saves
+through a checkpoint.Manager turns SIGTERM (a scheduler's preemption) into a
+graceful stop: every rank finishes its step, the manager saves a checkpoint
+and the run exits 0.`
 
 func runCommand() *cli.Command {
 	return &cli.Command{
@@ -360,6 +386,19 @@ func runAction(c *cli.Context) error {
 	ranks := cfg.nproc
 	if proc != nil {
 		ranks = place.Size
+	}
+	if cfg.hooks.Path != "" && (proc == nil || place.Rank == 0) {
+		// Say what reduces the gradients before the run starts: a hook
+		// changes the training (top-k sends a fraction of them), and its
+		// config is easily left in an environment variable. Once per
+		// job: every rank runs the same hook.
+		attrs := []slog.Attr{slog.String("hook", cfg.hooks.Path)}
+		config := "no config"
+		if cfg.hooks.Config != "" {
+			config = "config " + printable(cfg.hooks.Config)
+			attrs = append(attrs, slog.String("hook_config", cfg.hooks.Config))
+		}
+		logs.log(slog.LevelInfo, -1, fmt.Sprintf("comm hook %s (%s) reduces the gradients of every DistributedDataParallel", printable(cfg.hooks.Path), config), nil, attrs...)
 	}
 
 	var metrics *os.File
@@ -640,6 +679,15 @@ func plural(n int, what string) string {
 		return "1 " + what
 	}
 	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// printable returns s as it is when every character prints, and quoted
+// otherwise, so that a flag's value cannot drive the terminal.
+func printable(s string) string {
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 func roundMillis(d time.Duration) float64 { return float64(d.Milliseconds()) / 1e3 }

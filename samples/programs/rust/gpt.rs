@@ -665,11 +665,13 @@ fn train(prog: &str) -> Result<()> {
     };
     let resumed_step = field(&resumed, "step").as_f64();
     if let Some(step) = resumed_step {
+        let ranks = field(&resumed, "worldSize").as_f64().unwrap_or(f64::NAN);
         println!(
-            "gpt: resumed from {} (step {}, {} ranks)",
+            "gpt: resumed from {} (step {}, {} rank{})",
             field(&resumed, "path").as_str().unwrap_or(""),
             number_string(step),
-            number_string(field(&resumed, "worldSize").as_f64().unwrap_or(f64::NAN))
+            number_string(ranks),
+            if ranks == 1.0 { "" } else { "s" }
         );
     }
     let first_step = resumed_step.map_or(1, |s| s as i64 + 1);
