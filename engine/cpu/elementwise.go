@@ -219,6 +219,19 @@ func activationBackwardRun[T float](w *walk, op device.ActivationOp, dx, dy, sv 
 			fast(dx[o0:o0+n], dy[o1:o1+n], sv[o2:o2+n])
 			return
 		}
+		if fast != nil && s0 == 1 && s1 == 0 && s2 == 1 {
+			// One gradient for the whole run (the backward of a sum, an
+			// expanded tensor): the fast kernel over pieces of a copy.
+			var buf [512]T
+			for i := range buf {
+				buf[i] = dy[o1]
+			}
+			for at := 0; at < n; at += len(buf) {
+				m := min(len(buf), n-at)
+				fast(dx[o0+at:o0+at+m], buf[:m], sv[o2+at:o2+at+m])
+			}
+			return
+		}
 		for i := 0; i < n; i++ {
 			g, x := float64(dy[o1+i*s1]), float64(sv[o2+i*s2])
 			dx[o0+i*s0] = T(activationGrad(op, g, x))

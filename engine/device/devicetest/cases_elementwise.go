@@ -484,6 +484,11 @@ func activationCases() []Case {
 				}},
 				Case{Name: fmt.Sprintf("ActivationBackward/%s/%s/strided", sp.name, short(dt)), run: func(e *env) {
 					activationCase(e, sp, dt, []int{5, 7, 9}, strided, transposed, offset, unif(-2, 2), sp.saved)
+				}},
+				// dy one value broadcast (the backward of a sum), over runs
+				// longer than any buffer a kernel may copy it into.
+				Case{Name: fmt.Sprintf("ActivationBackward/%s/%s/scalar-dy", sp.name, short(dt)), run: func(e *env) {
+					activationCase(e, sp, dt, []int{3, 1031}, contig, scalarBcast, contig, unif(-2, 2), sp.saved)
 				}})
 		}
 		cs = append(cs, Case{Name: fmt.Sprintf("ActivationBackward/%s/f32/nan", sp.name), run: func(e *env) {

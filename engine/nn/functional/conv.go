@@ -157,17 +157,23 @@ func conv(op string, nd int, x, weight, bias *tensor.Tensor, o ConvOptions) *ten
 	sc := rt.OpenScope()
 	defer sc.Close()
 	spatial, taps, positions := prod(in), prod(kernel), prod(outSize)
-	idx := rt.FromInt64s(windowIndices(in, kernel, outSize, stride, dilation, before, false), taps*positions)
-	// Every (sample, channel) row gets a zero at its end for the taps in
-	// the padding.
-	rows := tensor.Cat([]*tensor.Tensor{x.Reshape(n*c, spatial), rt.Zeros(x.DType(), n*c, 1)}, 1)
 	cg := c / groups
-	cols := rows.IndexSelect(1, idx) // [N·C, K·L]
+	var cols *tensor.Tensor // [N, C·K, L]
+	if g, ok := windowGeom(n, c, in, kernel, outSize, stride, dilation, before); ok && rt.HasWindowKernels(x.DType()) {
+		// The device's im2col: the windows' rows copied from the input's.
+		cols = tensor.Unfold2d(x.Reshape(n, c, g.H, g.W), g)
+	} else {
+		idx := rt.FromInt64s(windowIndices(in, kernel, outSize, stride, dilation, before, false), taps*positions)
+		// Every (sample, channel) row gets a zero at its end for the taps in
+		// the padding.
+		rows := tensor.Cat([]*tensor.Tensor{x.Reshape(n*c, spatial), rt.Zeros(x.DType(), n*c, 1)}, 1)
+		cols = rows.IndexSelect(1, idx).Reshape(n, c*taps, positions) // [N·C, K·L] as [N, C·K, L]
+	}
 	var y *tensor.Tensor
 	if groups == 1 {
 		// One weight for the whole batch: the matmul broadcasts it
 		// without a copy.
-		y = weight.Reshape(out, c*taps).Matmul(cols.Reshape(n, c*taps, positions))
+		y = weight.Reshape(out, c*taps).Matmul(cols)
 	} else {
 		y = weight.Reshape(groups, out/groups, cg*taps).Matmul(cols.Reshape(n, groups, cg*taps, positions))
 	}
@@ -185,6 +191,21 @@ func conv(op string, nd int, x, weight, bias *tensor.Tensor, o ConvOptions) *ten
 	}
 	sc.Keep(y)
 	return y
+}
+
+// windowGeom is the geometry of 1-d or 2-d windows (a 1-d input is an
+// image of one row), for the devices' window kernels; false for more
+// dimensions.
+func windowGeom(n, c int, in, kernel, outSize, stride, dilation, before []int) (tensor.WindowGeom, bool) {
+	switch len(in) {
+	case 1:
+		return tensor.WindowGeom{N: n, C: c, H: 1, W: in[0], KH: 1, KW: kernel[0], SH: 1, SW: stride[0],
+			DH: 1, DW: dilation[0], PW: before[0], OH: 1, OW: outSize[0]}, true
+	case 2:
+		return tensor.WindowGeom{N: n, C: c, H: in[0], W: in[1], KH: kernel[0], KW: kernel[1], SH: stride[0], SW: stride[1],
+			DH: dilation[0], DW: dilation[1], PH: before[0], PW: before[1], OH: outSize[0], OW: outSize[1]}, true
+	}
+	return tensor.WindowGeom{}, false
 }
 
 // windowIndices lists, for each kernel tap (row-major) and each output

@@ -125,6 +125,11 @@ func BatchNorm(x *tensor.Tensor, o BatchNormOptions) *tensor.Tensor {
 	if o.Training && count == 1 && o.AllReduce == nil {
 		return fail("expected more than 1 value per channel when training, got input size %v", xs)
 	}
+	if o.AllReduce == nil && rt.HasBatchNormKernel(x.DType()) {
+		// The device's fused kernels: the same formulas in a few passes.
+		return tensor.BatchNorm(x, tensor.BatchNormArgs{Weight: o.Weight, Bias: o.Bias, RunningMean: o.RunningMean,
+			RunningVar: o.RunningVar, Training: o.Training, Momentum: o.Momentum, Eps: o.Eps})
+	}
 	dims := []int{0}
 	shape := make([]int, len(xs)) // [1, C, 1, ...]: a channel vector broadcast over x
 	for i := range shape {

@@ -109,6 +109,16 @@ func MaxPool2d(x *tensor.Tensor, o PoolOptions) *tensor.Tensor {
 
 	sc := rt.OpenScope()
 	defer sc.Close()
+	if rt.HasWindowKernels(x.DType()) {
+		// The device's kernel, which follows PyTorch's.
+		g, _ := windowGeom(n, c, in, kernel, outSize, stride, dilation, pad)
+		y, _ := tensor.MaxPool2d(x.Reshape(n, c, in[0], in[1]), g)
+		if unbatched {
+			y = y.Squeeze(0)
+		}
+		sc.Keep(y)
+		return y
+	}
 	taps, positions := prod(kernel), prod(outSize)
 	idx := rt.FromInt64s(windowIndices(in, kernel, outSize, stride, dilation, pad, true), positions*taps)
 	rows := tensor.Cat([]*tensor.Tensor{x.Reshape(n*c, in[0]*in[1]), rt.Full(x.DType(), math.Inf(-1), n*c, 1)}, 1)

@@ -1,0 +1,260 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// The kernels of 2-d windows (device.Unfolder, device.MaxPooler): a
+// convolution's im2col and its adjoint, and max pooling. Each image plane
+// (a sample's channel) is independent, so the planes are split among the
+// threads. The composition of IndexSelect and IndexAdd that every device
+// runs computed the same with an index per element, read from memory, and
+// a copy of the input with a zero appended to each plane; here the
+// window's rows are computed, and each output row is a bounds-clipped copy
+// (or sum) of an input row when the stride along it is 1.
+
+func checkWindows(op string, g device.WindowGeom, views ...device.View) error {
+	if err := g.Check(); err != nil {
+		return fmt.Errorf("cpu: %s: %w", op, err)
+	}
+	for _, v := range views {
+		if !v.Contiguous() {
+			return fmt.Errorf("cpu: %s: operands must be contiguous", op)
+		}
+	}
+	return nil
+}
+
+// Unfold is device.Unfolder's: any dtype, as it only moves elements.
+func (d *Device) Unfold(dst, src device.View, g device.WindowGeom) error {
+	if err := checkWindows("unfold", g, dst, src); err != nil {
+		return err
+	}
+	k := g.KH * g.KW
+	if src.Numel() != g.N*g.C*g.H*g.W || dst.Numel() != g.N*g.C*k*g.OH*g.OW || dst.DType != src.DType {
+		return fmt.Errorf("cpu: unfold: %v %v into %v %v for windows %+v", src.DType, src.Shape, dst.DType, dst.Shape, g)
+	}
+	switch src.DType.Size() {
+	case 1:
+		unfold(rowsOf[uint8](dst), rowsOf[uint8](src), g)
+	case 2:
+		unfold(rowsOf[uint16](dst), rowsOf[uint16](src), g)
+	case 4:
+		unfold(rowsOf[uint32](dst), rowsOf[uint32](src), g)
+	case 8:
+		unfold(rowsOf[uint64](dst), rowsOf[uint64](src), g)
+	default:
+		return fmt.Errorf("cpu: unfold of %v", src.DType)
+	}
+	return nil
+}
+
+// rowSpan is the part [lo, hi) of an output row of n windows, o0 the
+// input column of its first tap, whose taps fall inside an input row of
+// w elements (stride s): the rest read the padding.
+func rowSpan(n, o0, s, w int) (lo, hi int) {
+	lo, hi = 0, n
+	if o0 < 0 {
+		lo = (-o0 + s - 1) / s
+	}
+	if last := o0 + (n-1)*s; last >= w {
+		hi = max(0, (w-o0+s-1)/s)
+	}
+	return min(lo, n), max(min(hi, n), min(lo, n))
+}
+
+func unfold[T any](dst, src []T, g device.WindowGeom) {
+	plane, outPlane := g.H*g.W, g.OH*g.OW
+	k := g.KH * g.KW
+	var zero T
+	parallel.For(g.N*g.C, rowGrain(k*outPlane), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			x := src[p*plane : (p+1)*plane]
+			cols := dst[p*k*outPlane : (p+1)*k*outPlane]
+			for i := range g.KH {
+				for j := range g.KW {
+					row := cols[(i*g.KW+j)*outPlane : (i*g.KW+j+1)*outPlane]
+					w0 := j*g.DW - g.PW
+					lo, hi := rowSpan(g.OW, w0, g.SW, g.W)
+					for oh := range g.OH {
+						out := row[oh*g.OW : (oh+1)*g.OW]
+						ih := oh*g.SH - g.PH + i*g.DH
+						if ih < 0 || ih >= g.H {
+							clear(out)
+							continue
+						}
+						in := x[ih*g.W : (ih+1)*g.W]
+						for ow := range lo {
+							out[ow] = zero
+						}
+						if g.SW == 1 {
+							copy(out[lo:hi], in[lo+w0:hi+w0])
+						} else {
+							for ow := lo; ow < hi; ow++ {
+								out[ow] = in[ow*g.SW+w0]
+							}
+						}
+						for ow := hi; ow < g.OW; ow++ {
+							out[ow] = zero
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// Fold is device.Unfolder's: float32 and float64.
+func (d *Device) Fold(dst, src device.View, g device.WindowGeom) error {
+	if err := checkWindows("fold", g, dst, src); err != nil {
+		return err
+	}
+	k := g.KH * g.KW
+	if dst.Numel() != g.N*g.C*g.H*g.W || src.Numel() != g.N*g.C*k*g.OH*g.OW || dst.DType != src.DType {
+		return fmt.Errorf("cpu: fold: %v %v into %v %v for windows %+v", src.DType, src.Shape, dst.DType, dst.Shape, g)
+	}
+	switch src.DType {
+	case dtype.Float32:
+		fold(rowsOf[float32](dst), rowsOf[float32](src), g)
+	case dtype.Float64:
+		fold(rowsOf[float64](dst), rowsOf[float64](src), g)
+	default:
+		return fmt.Errorf("cpu: fold of %v", src.DType)
+	}
+	return nil
+}
+
+func fold[T float](dst, src []T, g device.WindowGeom) {
+	plane, outPlane := g.H*g.W, g.OH*g.OW
+	k := g.KH * g.KW
+	parallel.For(g.N*g.C, rowGrain(k*outPlane), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			x := dst[p*plane : (p+1)*plane]
+			clear(x)
+			cols := src[p*k*outPlane : (p+1)*k*outPlane]
+			for i := range g.KH {
+				for j := range g.KW {
+					row := cols[(i*g.KW+j)*outPlane : (i*g.KW+j+1)*outPlane]
+					w0 := j*g.DW - g.PW
+					lo, hi := rowSpan(g.OW, w0, g.SW, g.W)
+					for oh := range g.OH {
+						ih := oh*g.SH - g.PH + i*g.DH
+						if ih < 0 || ih >= g.H {
+							continue
+						}
+						in := x[ih*g.W : (ih+1)*g.W]
+						out := row[oh*g.OW : (oh+1)*g.OW]
+						if g.SW == 1 {
+							in, out := in[lo+w0:hi+w0], out[lo:hi]
+							for q := range out {
+								in[q] += out[q]
+							}
+						} else {
+							for ow := lo; ow < hi; ow++ {
+								in[ow*g.SW+w0] += out[ow]
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// MaxPool2d is device.MaxPooler's: float32 and float64, PyTorch's CPU
+// kernel's order (the first maximum of the window in row-major order; a
+// NaN wins over any number, and a later NaN over an earlier one).
+func (d *Device) MaxPool2d(dst, indices, src device.View, g device.WindowGeom) error {
+	if err := checkWindows("max_pool2d", g, dst, indices, src); err != nil {
+		return err
+	}
+	if src.Numel() != g.N*g.C*g.H*g.W || dst.Numel() != g.N*g.C*g.OH*g.OW || indices.Numel() != dst.Numel() ||
+		dst.DType != src.DType || indices.DType != dtype.Int64 {
+		return fmt.Errorf("cpu: max_pool2d: %v %v into %v %v and %v %v for windows %+v", src.DType, src.Shape, dst.DType, dst.Shape, indices.DType, indices.Shape, g)
+	}
+	switch src.DType {
+	case dtype.Float32:
+		maxPool2d(rowsOf[float32](dst), rowsOf[int64](indices), rowsOf[float32](src), g)
+	case dtype.Float64:
+		maxPool2d(rowsOf[float64](dst), rowsOf[int64](indices), rowsOf[float64](src), g)
+	default:
+		return fmt.Errorf("cpu: max_pool2d of %v", src.DType)
+	}
+	return nil
+}
+
+func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) {
+	plane, outPlane := g.H*g.W, g.OH*g.OW
+	// The common pooling, 2×2 windows 2 apart inside the image, without
+	// the general loop's bounds per window.
+	pairs := g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 &&
+		g.DH == 1 && g.DW == 1 && 2*g.OH <= g.H && 2*g.OW <= g.W
+	parallel.For(g.N*g.C, rowGrain(g.KH*g.KW*outPlane), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			x := src[p*plane : (p+1)*plane]
+			y, at := dst[p*outPlane:(p+1)*outPlane], indices[p*outPlane:(p+1)*outPlane]
+			if pairs {
+				maxPool2x2(y, at, x, g)
+				continue
+			}
+			for oh := range g.OH {
+				h0 := oh*g.SH - g.PH
+				h1 := min(h0+(g.KH-1)*g.DH+1, g.H)
+				for h0 < 0 {
+					h0 += g.DH
+				}
+				for ow := range g.OW {
+					w0 := ow*g.SW - g.PW
+					w1 := min(w0+(g.KW-1)*g.DW+1, g.W)
+					for w0 < 0 {
+						w0 += g.DW
+					}
+					// A window whose taps all fall in the padding (a
+					// dilation wider than the input allows it) points at
+					// the image's nearest element, as no tap can.
+					best, where := T(math.Inf(-1)), min(h0, g.H-1)*g.W+min(w0, g.W-1)
+					for h := h0; h < h1; h += g.DH {
+						row := x[h*g.W : (h+1)*g.W]
+						for w := w0; w < w1; w += g.DW {
+							if v := row[w]; v > best || v != v {
+								best, where = v, h*g.W+w
+							}
+						}
+					}
+					y[oh*g.OW+ow], at[oh*g.OW+ow] = best, int64(where)
+				}
+			}
+		}
+	})
+}
+
+// maxPool2x2 is maxPool2d's plane of 2×2 windows 2 apart, none in the
+// padding: the same order (row-major taps, the first maximum, the last
+// NaN).
+func maxPool2x2[T float](y []T, at []int64, x []T, g device.WindowGeom) {
+	for oh := range g.OH {
+		r0 := x[2*oh*g.W : (2*oh+1)*g.W]
+		r1 := x[(2*oh+1)*g.W : (2*oh+2)*g.W]
+		ys, ats := y[oh*g.OW:(oh+1)*g.OW], at[oh*g.OW:(oh+1)*g.OW]
+		base := 2 * oh * g.W
+		for ow := range ys {
+			w := 2 * ow
+			best, where := r0[w], base+w
+			if v := r0[w+1]; v > best || v != v {
+				best, where = v, base+w+1
+			}
+			if v := r1[w]; v > best || v != v {
+				best, where = v, base+g.W+w
+			}
+			if v := r1[w+1]; v > best || v != v {
+				best, where = v, base+g.W+w+1
+			}
+			ys[ow], ats[ow] = best, int64(where)
+		}
+	}
+}

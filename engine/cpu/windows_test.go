@@ -1,0 +1,163 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// windowCases are geometries the window kernels must get right: padding
+// on both sides, strides and dilations other than 1, one-row images (a
+// 1-d convolution), windows that run past the input (ceil mode, "same"
+// padding's extra column), a 1×1 kernel.
+var windowCases = []device.WindowGeom{
+	{N: 2, C: 3, H: 5, W: 6, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, OH: 3, OW: 4},
+	{N: 1, C: 2, H: 7, W: 6, KH: 3, KW: 2, SH: 2, SW: 1, PH: 1, PW: 2, DH: 1, DW: 1, OH: 4, OW: 9},
+	{N: 2, C: 2, H: 7, W: 5, KH: 3, KW: 3, SH: 1, SW: 2, PH: 1, PW: 1, DH: 2, DW: 1, OH: 5, OW: 3},
+	{N: 3, C: 1, H: 1, W: 9, KH: 1, KW: 4, SH: 1, SW: 3, DH: 1, DW: 2, PW: 1, OH: 1, OW: 3},
+	{N: 1, C: 2, H: 6, W: 6, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4}, // ceil mode
+	{N: 1, C: 1, H: 4, W: 5, KH: 2, KW: 2, SH: 1, SW: 1, PH: 0, PW: 0, DH: 1, DW: 1, OH: 4, OW: 5}, // "same": one more after
+	{N: 2, C: 3, H: 4, W: 4, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 3, H: 6, W: 7, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, OH: 3, OW: 3}, // pooling's 2×2, an odd width
+}
+
+// tapAt is the input position tap (i, j) of window (oh, ow) reads, or
+// false in the padding.
+func tapAt(g device.WindowGeom, i, j, oh, ow int) (int, bool) {
+	h, w := oh*g.SH-g.PH+i*g.DH, ow*g.SW-g.PW+j*g.DW
+	return h*g.W + w, h >= 0 && h < g.H && w >= 0 && w < g.W
+}
+
+// TestUnfoldFold: Unfold writes each window's taps (zero in the padding)
+// where device.Unfolder says, for float32 and float64 and, as it only
+// moves elements, bfloat16; Fold is its adjoint (⟨Unfold x, c⟩ = ⟨x,
+// Fold c⟩, each input element the sum of the taps that read it).
+func TestUnfoldFold(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(1, 2))
+	for ci, g := range windowCases {
+		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64, dtype.BFloat16} {
+			t.Run(fmt.Sprintf("%d/%v", ci, dt), func(t *testing.T) {
+				k, plane, out := g.KH*g.KW, g.H*g.W, g.OH*g.OW
+				xs := make([]float64, g.N*g.C*plane)
+				for i := range xs {
+					xs[i] = float64(r.IntN(64) - 32)
+				}
+				x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, xs, contiguous)
+				cols := newOperand(t, d, dt, []int{g.N, g.C * k, out}, make([]float64, g.N*g.C*k*out), contiguous)
+				if err := d.Unfold(cols, x, g); err != nil {
+					t.Fatal(err)
+				}
+				got := values(t, d, cols)
+				for p := range g.N * g.C {
+					for i := range g.KH {
+						for j := range g.KW {
+							for o := range out {
+								want := 0.0
+								if at, in := tapAt(g, i, j, o/g.OW, o%g.OW); in {
+									want = xs[p*plane+at]
+								}
+								if v := got[(p*k+i*g.KW+j)*out+o]; v != want {
+									t.Fatalf("plane %d tap (%d, %d) window %d: %v, want %v", p, i, j, o, v, want)
+								}
+							}
+						}
+					}
+				}
+				if dt == dtype.BFloat16 {
+					return
+				}
+				cs := make([]float64, len(got))
+				for i := range cs {
+					cs[i] = float64(r.IntN(64) - 32)
+				}
+				c := newOperand(t, d, dt, cols.Shape, cs, contiguous)
+				dx := newOperand(t, d, dt, x.Shape, make([]float64, len(xs)), contiguous)
+				if err := d.Fold(dx, c, g); err != nil {
+					t.Fatal(err)
+				}
+				folded := values(t, d, dx)
+				want := make([]float64, len(xs))
+				for p := range g.N * g.C {
+					for i := range g.KH {
+						for j := range g.KW {
+							for o := range out {
+								if at, in := tapAt(g, i, j, o/g.OW, o%g.OW); in {
+									want[p*plane+at] += cs[(p*k+i*g.KW+j)*out+o]
+								}
+							}
+						}
+					}
+				}
+				for i := range want {
+					if folded[i] != want[i] {
+						t.Fatalf("fold: element %d is %v, want %v", i, folded[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMaxPool2dKernel: each window's maximum and its position, the first
+// of equal maxima in row-major window order, the last NaN of several (a
+// NaN wins over any number), padding never, as PyTorch's CPU kernel.
+func TestMaxPool2dKernel(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(3, 4))
+	for ci, g := range windowCases {
+		if g.PH > g.KH/2 || g.PW > g.KW/2 {
+			continue // padding a pooling refuses: windows wholly in it
+		}
+		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+			t.Run(fmt.Sprintf("%d/%v", ci, dt), func(t *testing.T) {
+				plane, out := g.H*g.W, g.OH*g.OW
+				xs := make([]float64, g.N*g.C*plane)
+				for i := range xs {
+					switch v := r.IntN(12); {
+					case v == 0:
+						xs[i] = math.NaN()
+					case v == 1:
+						xs[i] = math.Inf(-1)
+					default:
+						xs[i] = float64(v % 4) // ties
+					}
+				}
+				x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, xs, contiguous)
+				y := newOperand(t, d, dt, []int{g.N, g.C, g.OH, g.OW}, make([]float64, g.N*g.C*out), contiguous)
+				idx := newOperand(t, d, dtype.Int64, y.Shape, make([]float64, g.N*g.C*out), contiguous)
+				if err := d.MaxPool2d(y, idx, x, g); err != nil {
+					t.Fatal(err)
+				}
+				ys, is := values(t, d, y), values(t, d, idx)
+				for p := range g.N * g.C {
+					for o := range out {
+						best, where := math.Inf(-1), -1
+						for i := range g.KH {
+							for j := range g.KW {
+								at, in := tapAt(g, i, j, o/g.OW, o%g.OW)
+								if !in {
+									continue
+								}
+								if where < 0 {
+									where = at
+								}
+								if v := xs[p*plane+at]; v > best || math.IsNaN(v) {
+									best, where = v, at
+								}
+							}
+						}
+						gv, gi := ys[p*out+o], int(is[p*out+o])
+						if gi != where || !(gv == best || math.IsNaN(gv) && math.IsNaN(best)) {
+							t.Fatalf("plane %d window %d: %v at %d, want %v at %d", p, o, gv, gi, best, where)
+						}
+					}
+				}
+			})
+		}
+	}
+}

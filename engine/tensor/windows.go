@@ -1,0 +1,143 @@
+package tensor
+
+import (
+	"github.com/zeroeng/zeroeng/engine/device"
+)
+
+// WindowGeom is the geometry of 2-d windows over an input [N, C, H, W]
+// (device.WindowGeom): what Unfold2d and MaxPool2d compute over.
+type WindowGeom = device.WindowGeom
+
+// HasWindowKernels reports whether rt's device has its own kernels for
+// Unfold2d and MaxPool2d (device.Unfolder, device.MaxPooler) for tensors
+// of dt (the kernels take float32 and float64). The layers that use them
+// compose other ops where it has not.
+func (rt *Runtime) HasWindowKernels(dt DType) bool {
+	_, unfold := rt.dev.(device.Unfolder)
+	_, pool := rt.dev.(device.MaxPooler)
+	return unfold && pool && (dt == Float32 || dt == Float64)
+}
+
+// Unfold2d is torch.nn.functional.unfold over x [N, C, H, W] with the
+// windows of g: [N, C·KH·KW, OH·OW], each column a window's taps
+// (zero in the padding), as a convolution's im2col. Its gradient folds
+// the columns back (the sum over the windows that read each element).
+// The device must have the kernels (HasWindowKernels).
+func Unfold2d(x *Tensor, g WindowGeom) *Tensor {
+	const op = "unfold"
+	rt, bad := check(op, x)
+	if bad != nil {
+		return bad
+	}
+	u, ok := rt.dev.(device.Unfolder)
+	if !ok {
+		return rt.fail(op, "device %v has no unfold kernel", rt.dev)
+	}
+	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
+		return rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
+	}
+	if err := g.Check(); err != nil {
+		return rt.failErr(op, err)
+	}
+	xc := x
+	if !x.IsContiguous() {
+		rt.NoGrad(func() { xc = x.Contiguous() })
+		defer xc.Release()
+	}
+	out, err := rt.empty(x.dt, []int{g.N, g.C * g.KH * g.KW, g.OH * g.OW})
+	if err != nil {
+		return rt.failErr(op, err)
+	}
+	if err := kernel(func() error { return u.Unfold(out.view(), xc.view(), g) }); err != nil {
+		out.Release()
+		return rt.failErr(op, err)
+	}
+	if n := out.record("Im2ColBackward", x); n != nil {
+		in := x.shape
+		n.backward = func(gr *Tensor) []*Tensor {
+			rt := gr.rt
+			gc := gr
+			if !gr.IsContiguous() {
+				gc = gr.Contiguous()
+				defer gc.Release()
+			}
+			dx, err := rt.empty(gr.dt, in)
+			if err != nil {
+				return []*Tensor{rt.failErr("fold", err)}
+			}
+			if err := kernel(func() error { return u.Fold(dx.view(), gc.view(), g) }); err != nil {
+				dx.Release()
+				return []*Tensor{rt.failErr("fold", err)}
+			}
+			return []*Tensor{dx}
+		}
+	}
+	return out
+}
+
+// MaxPool2d is torch.nn.functional.max_pool2d_with_indices over x
+// [N, C, H, W] with the windows of g: each window's maximum [N, C, OH,
+// OW] and its flat position h·W + w in its image (int64). The gradient
+// goes to that position. The device must have the kernel
+// (HasWindowKernels).
+func MaxPool2d(x *Tensor, g WindowGeom) (values, indices *Tensor) {
+	const op = "max_pool2d"
+	rt, bad := check(op, x)
+	if bad != nil {
+		return bad, bad
+	}
+	mp, ok := rt.dev.(device.MaxPooler)
+	if !ok {
+		bad := rt.fail(op, "device %v has no max pooling kernel", rt.dev)
+		return bad, bad
+	}
+	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
+		bad := rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
+		return bad, bad
+	}
+	if err := g.Check(); err != nil {
+		bad := rt.failErr(op, err)
+		return bad, bad
+	}
+	xc := x
+	if !x.IsContiguous() {
+		rt.NoGrad(func() { xc = x.Contiguous() })
+		defer xc.Release()
+	}
+	shape := []int{g.N, g.C, g.OH, g.OW}
+	values, err1 := rt.empty(x.dt, shape)
+	indices, err2 := rt.empty(Int64, shape)
+	if err := firstError(err1, err2); err != nil {
+		values.Release()
+		indices.Release()
+		bad := rt.failErr(op, err)
+		return bad, bad
+	}
+	if err := kernel(func() error { return mp.MaxPool2d(values.view(), indices.view(), xc.view(), g) }); err != nil {
+		values.Release()
+		indices.Release()
+		bad := rt.failErr(op, err)
+		return bad, bad
+	}
+	if n := values.record("MaxPool2DWithIndicesBackward", x); n != nil {
+		saved := n.save(indices)
+		in := x.shape
+		planes, plane, outPlane := g.N*g.C, g.H*g.W, g.OH*g.OW
+		n.backward = func(gr *Tensor) []*Tensor {
+			rt := gr.rt
+			dx := rt.Zeros(gr.dt, planes, plane)
+			at := saved.Reshape(planes, outPlane)
+			src := gr.Reshape(planes, outPlane)
+			defer at.Release()
+			defer src.Release()
+			if r := dx.scatterAdd(1, at, src); r.err != nil {
+				dx.Release()
+				return []*Tensor{r}
+			}
+			out := dx.Reshape(in...)
+			dx.Release()
+			return []*Tensor{out}
+		}
+	}
+	return values, indices
+}
