@@ -47,6 +47,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/npy
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/idx
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/tokens
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s -fuzzminimizetime 3s ./engine/torchfile
 	$(GO) test -run '^$$' -fuzz FuzzCheck -fuzztime 30s -fuzzminimizetime 3s ./hooks/wasm
 	$(GO) test -run '^$$' -fuzz FuzzParseOptimizer -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
 	$(GO) test -run '^$$' -fuzz FuzzReadManifest -fuzztime 30s -fuzzminimizetime 3s ./engine/checkpoint
