@@ -215,7 +215,7 @@ func (s *gradScaler) scaleValue(v goja.Value) goja.Value {
 		return r.wrap(t.Mul(r.rt.FromValues(tensor.Float32, []float64{float64(s.scale)})))
 	}
 	if obj, ok := v.(*goja.Object); ok && r.isArray(obj) {
-		n := int(obj.Get("length").ToInteger())
+		n := r.arrayLength("GradScaler.scale", "the outputs", obj, 16)
 		out := make([]any, n)
 		for i := range n {
 			out[i] = s.scaleValue(obj.Get(fmt.Sprint(i)))

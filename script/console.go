@@ -107,7 +107,7 @@ func (r *Runtime) formatArgs(args []goja.Value) string {
 	}
 	var b strings.Builder
 	rest := args
-	if s, ok := args[0].Export().(string); ok && strings.Contains(s, "%") {
+	if s, ok := stringOf(args[0]); ok && strings.Contains(s, "%") {
 		rest = args[1:]
 		for i := 0; i < len(s); i++ {
 			if s[i] != '%' || i+1 == len(s) {
@@ -129,7 +129,7 @@ func (r *Runtime) formatArgs(args []goja.Value) string {
 			i++
 			switch verb {
 			case 's':
-				if str, ok := v.Export().(string); ok {
+				if str, ok := stringOf(v); ok {
 					b.WriteString(str)
 				} else {
 					b.WriteString(r.inspect(v, 1))
@@ -174,7 +174,7 @@ func jsonOf(vm *goja.Runtime, v goja.Value) (string, error) {
 
 // inspectTop prints strings bare and everything else inspected.
 func (r *Runtime) inspectTop(v goja.Value) string {
-	if s, ok := v.Export().(string); ok {
+	if s, ok := stringOf(v); ok {
 		return s
 	}
 	return r.inspect(v, 2)
@@ -218,7 +218,7 @@ func (r *Runtime) inspect(v goja.Value, depth int) string {
 		}
 		return v.String()
 	}
-	if j, ok := obj.Export().(*jsTensor); ok {
+	if j := asJSTensor(obj); j != nil {
 		if j.released != "" {
 			return "tensor(<released " + j.released + ">)"
 		}

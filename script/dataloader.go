@@ -195,7 +195,9 @@ type loaderEpoch struct {
 	l         *dataLoader
 	started   bool          // the sampler was asked for its first index
 	ended     bool          // ... and for one past its last
-	order     []int64       // a built-in sampler's indices
+	order     []int64       // a built-in sampler's indices, but the sequential one's
+	seqLen    int           // the sequential sampler's: 0, 1, ... seqLen-1, never listed
+	seq       bool          // the sampler is the sequential one (no shuffle, no sampler option)
 	pos       int           // indices taken from order
 	js        *goja.Object  // a custom sampler's iterator
 	exhausted bool          // the sampler has no batch left
@@ -251,8 +253,14 @@ func (r *Runtime) newDataLoader(call goja.FunctionCall) goja.Value {
 			l.custom = obj
 		}
 	}
-	if l.shuffle && r.datasetLength(fn, l.ds) == 0 {
-		r.throwRangef("%s: shuffle needs samples: num_samples should be a positive integer value, but got num_samples=0", fn)
+	if l.shuffle {
+		n := r.datasetLength(fn, l.ds)
+		if n == 0 {
+			r.throwRangef("%s: shuffle needs samples: num_samples should be a positive integer value, but got num_samples=0", fn)
+		}
+		// Refused here, where the script made the loader, rather than at
+		// its first epoch.
+		r.checkPermutation(fn, n)
 	}
 	l.workers = r.loaderWorkersOption(fn, l, o)
 
@@ -404,7 +412,10 @@ func (e *loaderEpoch) draw(fn string) ([]int64, bool) {
 		return nil, false
 	}
 	l := e.l
-	idx := make([]int64, 0, l.batchSize)
+	if !e.started && !e.ended {
+		e.start(fn) // as pull would: the order's length sizes the batch
+	}
+	idx := make([]int64, 0, e.batchCap(fn))
 	for len(idx) < l.batchSize {
 		i, ok := e.pull(fn)
 		if !ok {
@@ -417,6 +428,51 @@ func (e *loaderEpoch) draw(fn string) ([]int64, bool) {
 		return nil, false
 	}
 	return idx, true
+}
+
+// batchCap is the room to make for the indices of the next batch:
+// batchSize, but never more than the built-in sampler has left, since
+// PyTorch's BatchSampler yields the whole dataset as one batch when
+// batchSize exceeds it, and batchSize: 1e12 must not allocate 8 TB.
+// (A custom sampler's indices, each a call into the script, grow the list
+// as they come.)
+func (e *loaderEpoch) batchCap(fn string) int {
+	l := e.l
+	if e.js != nil || l.custom != nil {
+		return min(l.batchSize, 1024)
+	}
+	m := min(l.batchSize, max(0, e.orderLen()-e.pos))
+	// The batch of a dataset other than a TensorDataset holds, besides its
+	// indices, each sample and their list for collateFn.
+	perSample := 8
+	if l.ds.td == nil {
+		perSample += 2 * 16
+	}
+	l.r.hostAlloc(fn, fmt.Sprintf("a batch of %d samples (batchSize %d)", m, l.batchSize), m, perSample)
+	return m
+}
+
+// orderLen is the number of indices in a built-in sampler's order.
+func (e *loaderEpoch) orderLen() int {
+	if e.seq {
+		return e.seqLen
+	}
+	return len(e.order)
+}
+
+// orderAt is the index at position i of a built-in sampler's order.
+func (e *loaderEpoch) orderAt(i int) int64 {
+	if e.seq {
+		return int64(i)
+	}
+	return e.order[i]
+}
+
+// checkPermutation refuses to shuffle a dataset of n samples when the
+// permutation, n 64-bit indices, cannot be allocated (hostAlloc): a
+// length of 1e15 would need 8 PB.
+func (r *Runtime) checkPermutation(fn string, n int) {
+	r.hostAlloc(fn, fmt.Sprintf("shuffle: the permutation of a dataset of %d samples", n), n, 8)
 }
 
 // pull is the sampler's next index.
@@ -439,9 +495,9 @@ func (e *loaderEpoch) pull(fn string) (int64, bool) {
 		}
 		return int64(r.intValue(fn, "the sampler's index", res.Get("value"))), true
 	}
-	if e.pos < len(e.order) {
+	if e.pos < e.orderLen() {
 		e.pos++
-		return e.order[e.pos-1], true
+		return e.orderAt(e.pos - 1), true
 	}
 	e.ended = true
 	if l.shuffle && l.gen != nil {
@@ -477,6 +533,7 @@ func (e *loaderEpoch) start(fn string) {
 		if n == 0 {
 			r.throwRangef("%s: the dataset became empty; a shuffled epoch needs samples", fn)
 		}
+		r.checkPermutation(fn, n)
 		if l.gen != nil {
 			e.order = l.gen.Randperm(n)
 			break
@@ -490,11 +547,9 @@ func (e *loaderEpoch) start(fn string) {
 		}
 		e.order = rand.New(*e.seed).Randperm(n)
 	default:
-		n := r.datasetLength(fn, l.ds)
-		e.order = make([]int64, n)
-		for i := range e.order {
-			e.order[i] = int64(i)
-		}
+		// SequentialSampler: range(n), not listed, so that a dataset of
+		// any length is iterated without memory for its indices.
+		e.seq, e.seqLen = true, r.datasetLength(fn, l.ds)
 	}
 }
 
@@ -589,9 +644,9 @@ func (r *Runtime) defaultCollate(fn string, batch []goja.Value) goja.Value {
 		for i, v := range batch {
 			objs[i] = v.(*goja.Object)
 		}
-		n := objs[0].Get("length").ToInteger()
+		n := r.arrayLength(fn, "sample 0", objs[0], 16+16*len(objs))
 		for _, o := range objs[1:] {
-			if o.Get("length").ToInteger() != n {
+			if r.arrayLength(fn, "a sample", o, 0) != n {
 				r.throwf("%s: default collate: each element in list of batch should be of equal size", fn)
 			}
 		}
@@ -903,20 +958,21 @@ func (s *distSampler) indices(fn string, st samplerState) []int64 {
 	if n != s.n {
 		s.r.throwf("%s: the dataset had %d samples when the DistributedSampler was made and has %d now", fn, s.n, n)
 	}
-	var base []int64
+	var base []int64 // nil: 0, 1, ... n-1, not listed
 	if s.shuffle {
+		s.r.checkPermutation(fn, n)
 		base = rand.New(uint64(int64(st.Seed) + int64(st.Epoch))).Randperm(n)
-	} else {
-		base = make([]int64, n)
-		for i := range base {
-			base[i] = int64(i)
-		}
 	}
+	s.r.hostAlloc(fn, fmt.Sprintf("the indices of rank %d's %d samples", s.rank, s.numSamples), s.numSamples, 8)
 	// indices + indices[:pad] (repeated as often as needed) or
 	// indices[:totalSize], then indices[rank:totalSize:numReplicas].
 	out := make([]int64, 0, s.numSamples)
 	for j := s.rank; j < s.totalSize; j += s.numReplicas {
-		out = append(out, base[j%n])
+		if base == nil {
+			out = append(out, int64(j%n))
+		} else {
+			out = append(out, base[j%n])
+		}
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package script
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -241,11 +240,14 @@ func (w *loaderWorkers) fill(fn string, e *loaderEpoch, limit int) {
 // the seed option's, happens when next() gets there); nil past the last.
 func (e *loaderEpoch) peekBatch() *batchSlot {
 	bs := e.l.batchSize
-	m := min(bs, len(e.order)-e.peek)
+	m := min(bs, e.orderLen()-e.peek)
 	if m <= 0 || m < bs && e.l.dropLast {
 		return nil
 	}
-	idx := slices.Clone(e.order[e.peek : e.peek+m])
+	idx := make([]int64, m)
+	for k := range idx {
+		idx[k] = e.orderAt(e.peek + k)
+	}
 	e.peek += m
 	return &batchSlot{idx: idx}
 }

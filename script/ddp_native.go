@@ -254,7 +254,7 @@ func (r *Runtime) nativeDDP(native *goja.Object) {
 			return result
 		})
 		r.fn(obj, "setRequireSync", func(call goja.FunctionCall) goja.Value {
-			d.SetRequireSync(call.Argument(0).ToBoolean())
+			d.SetRequireSync(r.toBool("DistributedDataParallel.setRequireSync", "argument 1", call.Argument(0)))
 			return goja.Undefined()
 		})
 		r.fn(obj, "finalize", func(goja.FunctionCall) goja.Value {

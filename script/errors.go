@@ -8,6 +8,9 @@ import (
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
 	"github.com/dop251/goja_nodejs/require"
+
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/internal/hostmem"
 )
 
 // Error is a script failure as the user sees it: one message with the
@@ -179,10 +182,58 @@ func (e *Error) fillStack(frames []goja.StackFrame, required map[string]bool) {
 }
 
 // throw raises err in the script as a JavaScript Error whose message is
-// err's text; Error.Unwrap gives err back to Go.
+// err's text (with memoryHint's, for an out-of-memory error); Error.Unwrap
+// gives err back to Go.
 func (r *Runtime) throw(err error) {
+	if hint := r.memoryHint(err); hint != "" {
+		err = &hintedError{err, hint}
+	}
 	panic(r.vm.NewGoError(err))
 }
+
+// hintedError is an engine error with a hint of the script's likely
+// mistake after its message.
+type hintedError struct {
+	error
+	hint string
+}
+
+func (e *hintedError) Error() string { return e.error.Error() + e.hint }
+func (e *hintedError) Unwrap() error { return e.error }
+
+// memoryHint is, for an out-of-memory error (the device's limit,
+// --max-memory, or the machine's memory), the lifetime rule the script
+// most likely broke, when it did: tensors made outside any tensor.scope
+// before the first backward pass are never given back automatically, so a
+// loop that makes them without a backward pass (an evaluation, data
+// preparation) grows until it fails. The hint is given only when many of
+// those tensors are alive and hold most of the device's live memory;
+// otherwise "" (a model too large for the limit is not a lifetime
+// mistake, and a wrong hint would send the reader the wrong way).
+func (r *Runtime) memoryHint(err error) string {
+	var oom *device.OutOfMemoryError
+	var host *hostmem.Error
+	if !errors.As(err, &oom) && !errors.As(err, &host) {
+		return ""
+	}
+	n, bytes := r.life.unreleased()
+	live := r.rt.Device().MemStats().LiveBytes
+	if n < minHintTensors || bytes < live/2 {
+		return ""
+	}
+	when, rule := " before the first backward()", "such tensors are never given back automatically, as if kept with t.keep()"
+	if !r.life.auto { // the REPL
+		when, rule = "", "none is given back automatically here"
+	}
+	return fmt.Sprintf(" (%d tensors made outside any tensor.scope%s are alive, viewing %s of the %s live: %s; "+
+		"if a loop makes them, run its body in tensor.scope(() => ...) or give them back with t.release(): "+
+		`see "Tensor lifetimes" in the README)`,
+		n, when, hostmem.Size(min(bytes, live)), hostmem.Size(live), rule)
+}
+
+// minHintTensors is the fewest alive tensors that make memoryHint speak: a
+// loop's leak leaves many; a setup (a dataset, a few constants) few.
+const minHintTensors = 64
 
 // throwf raises a TypeError: the host API was called wrongly (an argument
 // of the wrong type, a missing one, an unknown option), as Python raises

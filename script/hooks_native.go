@@ -78,7 +78,7 @@ func (r *Runtime) wasmConfiguration(fn string, opts *goja.Object) []byte {
 	if v == nil {
 		return nil
 	}
-	if s, ok := v.Export().(string); ok {
+	if s, ok := stringOf(v); ok {
 		return []byte(s)
 	}
 	config, err := json.Marshal(v.Export())

@@ -28,7 +28,7 @@ func number(name string, field func(g *optim.ParamGroup) *float64) hyperParam {
 func flag(name string, field func(g *optim.ParamGroup) *bool) hyperParam {
 	return hyperParam{name: name,
 		get: func(g *optim.ParamGroup) any { return *field(g) },
-		set: func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) { *field(g) = v.ToBoolean() }}
+		set: func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) { *field(g) = r.toBool(fn, name, v) }}
 }
 
 // hyperParams are every algorithm's hyper-parameters; optimizerOptions

@@ -34,7 +34,7 @@ func (r *Runtime) inspectCustom(obj *goja.Object, depth int) (string, bool) {
 	if err != nil {
 		panic(err) // Inspect reports it
 	}
-	if s, ok := v.Export().(string); ok {
+	if s, ok := stringOf(v); ok {
 		return s, true
 	}
 	if o, ok := v.(*goja.Object); ok && o == obj {
@@ -105,7 +105,10 @@ func pyRepr(v goja.Value) string {
 		return "None"
 	}
 	if o, ok := v.(*goja.Object); ok && o.ClassName() == "Array" {
-		n := int(o.Get("length").ToInteger())
+		n := int(o.Get("length").ToInteger()) // an array's: 0 to 2^32-1
+		if hostRoom(n, 16) != nil {
+			return fmt.Sprintf("<an array of length %d>", n) // a.length = 4e9: no room to list it
+		}
 		parts := make([]string, n)
 		for i := range n {
 			parts[i] = pyRepr(o.Get(strconv.Itoa(i)))

@@ -243,6 +243,29 @@ func (l *lifetime) closeScope(list *tensorList, kept []*jsTensor, why string) {
 	l.release(list, why)
 }
 
+// unreleased counts the alive tensors that the lists hold and will not
+// give back by themselves, with the bytes they view: generation 0's (made
+// before the first backward pass outside any scope), or, without
+// AutoRelease, every generation's. (Views of one storage are counted once
+// each: the bytes may exceed the memory they take.)
+func (l *lifetime) unreleased() (n int, bytes int64) {
+	gens := l.gens
+	if l.auto {
+		gens = gens[:min(1, len(gens))]
+	}
+	for g := range gens {
+		list := &gens[g]
+		for _, t := range list.tensors {
+			if t == nil || t.owner != list.id || t.released != "" || t.t.Released() {
+				continue
+			}
+			n++
+			bytes += int64(t.t.Numel()) * int64(t.t.DType().Size())
+		}
+	}
+	return n, bytes
+}
+
 // keep takes t out of every list.
 func (l *lifetime) keep(t *jsTensor) {
 	t.owner = 0

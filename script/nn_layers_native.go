@@ -68,7 +68,7 @@ func (r *Runtime) nativeLayers(native, F *goja.Object) {
 			Stride:     r.intsOrOne(fn, "stride", stride),
 			Padding:    r.intsOrOne(fn, "padding", padding),
 			Dilation:   r.intsOrOne(fn, "dilation", dilation),
-			CeilMode:   !isMissing(ceil) && ceil.ToBoolean(),
+			CeilMode:   !isMissing(ceil) && r.toBool(fn, "ceilMode", ceil),
 		}
 		return r.layerResult(fn, functional.MaxPool2d(x, opts))
 	})
@@ -111,7 +111,7 @@ func (r *Runtime) nativeLayers(native, F *goja.Object) {
 			weight, bias, training, momentum, eps = opts.Get("weight"), opts.Get("bias"), opts.Get("training"), opts.Get("momentum"), opts.Get("eps")
 		}
 		o.Weight, o.Bias = maybe("weight", weight), maybe("bias", bias)
-		o.Training = !isMissing(training) && training.ToBoolean()
+		o.Training = !isMissing(training) && r.toBool(fn, "training", training)
 		o.Momentum, o.Eps = 0.1, 1e-5
 		if !isMissing(momentum) {
 			o.Momentum = r.numberValue(fn, "momentum", momentum)
@@ -230,7 +230,7 @@ func (r *Runtime) paddingArg(fn string, v goja.Value) ([]int, string) {
 	if isMissing(v) {
 		return nil, ""
 	}
-	if s, ok := v.Export().(string); ok {
+	if s, ok := stringOf(v); ok {
 		if s != "same" && s != "valid" {
 			r.throwRangef("%s: invalid padding string %q: padding is a number, an array of numbers, \"same\" or \"valid\"", fn, s)
 		}

@@ -172,11 +172,7 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 	})
 	r.method(native, "parameter", func(call goja.FunctionCall) goja.Value {
 		const fn = "nn.Parameter"
-		obj, ok := call.Argument(0).(*goja.Object)
-		var j *jsTensor
-		if ok {
-			j, _ = obj.Export().(*jsTensor)
-		}
+		j := asJSTensor(call.Argument(0))
 		if j == nil {
 			r.throwf("%s: expects a tensor, got %s", fn, describe(call.Argument(0)))
 		}
@@ -199,12 +195,8 @@ func (r *Runtime) nativeNN(native *goja.Object) {
 		return r.vm.ToValue(r.optimizerRepr(call.Argument(0).String(), call.Argument(1)))
 	})
 	r.method(native, "isParameter", func(call goja.FunctionCall) goja.Value {
-		obj, ok := call.Argument(0).(*goja.Object)
-		if !ok {
-			return r.vm.ToValue(false)
-		}
-		j, ok := obj.Export().(*jsTensor)
-		return r.vm.ToValue(ok && j.param)
+		j := asJSTensor(call.Argument(0))
+		return r.vm.ToValue(j != nil && j.param)
 	})
 	r.fn(native, "loadStateDict", r.loadStateDict)
 	r.fn(native, "checkpoint", r.activationCheckpoint)
@@ -360,7 +352,13 @@ func (r *Runtime) loadStateDict(call goja.FunctionCall) goja.Value {
 	if err != nil {
 		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
 	}
-	return r.vm.ToValue(map[string]any{"missingKeys": toAny(missing), "unexpectedKeys": toAny(unexpected)})
+	// An object of its own rather than a Go map, whose keys goja lists in
+	// Go's random map order: the keys in PyTorch's order (_IncompatibleKeys'
+	// missing_keys, unexpected_keys), the same in every run.
+	res := r.vm.NewObject()
+	must(res.Set("missingKeys", toAny(missing)))
+	must(res.Set("unexpectedKeys", toAny(unexpected)))
+	return res
 }
 
 func toAny(ss []string) []any {

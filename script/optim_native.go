@@ -256,7 +256,7 @@ func (r *Runtime) floatList(fn, what string, v goja.Value) []float64 {
 	if !ok {
 		r.throwf("%s: %s must be an array of numbers", fn, what)
 	}
-	n := int(obj.Get("length").ToInteger())
+	n := r.arrayLength(fn, what, obj, 8)
 	out := make([]float64, n)
 	for i := range out {
 		out[i] = r.numberValue(fn, what, obj.Get(strconv.Itoa(i)))

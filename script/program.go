@@ -334,7 +334,12 @@ func (p *program) appendJSON(b []byte, v goja.Value, depth int) ([]byte, error) 
 	}
 	switch {
 	case obj.ClassName() == "Array":
-		n := int(obj.Get("length").ToInteger())
+		n := int(obj.Get("length").ToInteger()) // an array's: 0 to 2^32-1
+		// Each element takes at least "null," (a.length = 4e9 is an array
+		// of no elements, and 20 GB of JSON).
+		if err := hostRoom(n, len("null,")); err != nil {
+			return nil, fmt.Errorf("an array of length %d: its JSON %w", n, err)
+		}
 		b = append(b, '[')
 		for i := range n {
 			if i > 0 {
@@ -377,7 +382,7 @@ func (p *program) valueHandle(v goja.Value) (programHandle, bool) {
 	if j := p.r.lastWrapped; j != nil && j.obj == obj {
 		return programHandle{kind: "tensor", v: v, j: j}, true
 	}
-	if j, ok := obj.Export().(*jsTensor); ok {
+	if j := asJSTensor(obj); j != nil {
 		return programHandle{kind: "tensor", v: v, j: j}, true
 	}
 	if _, isFn := goja.AssertFunction(v); isFn && obj.Prototype() == p.functionProto {

@@ -121,6 +121,10 @@ func hostCall(ctx context.Context, mod api.Module, name string, exempt bool, fn 
 		// A Go panic of the API (a bug, not the program's) is the call's
 		// failure rather than the process's.
 		if v := recover(); v != nil {
+			if e, ok := v.(argError); ok { // see native
+				st = p.fail(name, wasm.ErrInvalid, errors.New(string(e)))
+				return
+			}
 			st = p.fail(name, wasm.ErrInvalid, fmt.Errorf("internal error: %v", v))
 		}
 	}()

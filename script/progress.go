@@ -140,7 +140,7 @@ func (b *progressBar) readMetrics() (loss, samples float64, extra string) {
 			continue
 		}
 		var text string
-		if x, ok := v.Export().(string); ok {
+		if x, ok := stringOf(v); ok {
 			text = x
 		} else if x := barNumber(v); !math.IsNaN(x) {
 			text = strconv.FormatFloat(x, 'g', 4, 64)

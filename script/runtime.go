@@ -359,6 +359,10 @@ func (r *Runtime) RunString(name, src string) (goja.Value, error) {
 func (r *Runtime) run(f func() (goja.Value, error)) (v goja.Value, err error) {
 	defer func() {
 		if p := recover(); p != nil {
+			if e, ok := p.(argError); ok { // read outside any host function (see native)
+				err = &Error{Message: "TypeError: " + string(e)}
+				return
+			}
 			err = &Error{Message: fmt.Sprintf("internal error: %v", p)}
 		}
 	}()

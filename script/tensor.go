@@ -66,10 +66,12 @@ func (r *Runtime) isTensor(v goja.Value) bool { return asJSTensor(v) != nil }
 
 // asJSTensor returns the tensor handle behind v, or nil when v is not a
 // tensor. goja's Export allocates, so hot paths call this once per value
-// rather than isTensor and then unwrap.
+// rather than isTensor and then unwrap; and only a tensor is exported:
+// the export of any other object copies it whole (an array of length 4e9,
+// which holds nothing, would take 64 GiB).
 func asJSTensor(v goja.Value) *jsTensor {
 	obj, ok := v.(*goja.Object)
-	if !ok {
+	if !ok || obj.ExportType() != jsTensorType {
 		return nil
 	}
 	j, _ := obj.Export().(*jsTensor)
@@ -79,10 +81,8 @@ func asJSTensor(v goja.Value) *jsTensor {
 // unwrap returns the tensor behind v, or raises a clear error: a released
 // tensor says when and why it was released.
 func (r *Runtime) unwrap(fn, what string, v goja.Value) *tensor.Tensor {
-	if obj, ok := v.(*goja.Object); ok {
-		if j, ok := obj.Export().(*jsTensor); ok {
-			return r.live(fn, j)
-		}
+	if j := asJSTensor(v); j != nil {
+		return r.live(fn, j)
 	}
 	r.throwf("%s: %s must be a tensor, got %s", fn, what, describe(v))
 	return nil
@@ -171,7 +171,7 @@ func (j *jsTensor) Set(key string, val goja.Value) bool {
 	r := j.r
 	switch key {
 	case "requiresGrad":
-		if err := r.live("tensor.requiresGrad", j).SetRequiresGrad(val.ToBoolean()); err != nil {
+		if err := r.live("tensor.requiresGrad", j).SetRequiresGrad(r.toBool("tensor.requiresGrad", "the value", val)); err != nil {
 			r.throw(err)
 		}
 		return true
@@ -426,8 +426,8 @@ func writeVector(b *strings.Builder, row []float64, idx []int, format func(float
 // value, and the element type its constructor implies.
 func (r *Runtime) typedArrayBytes(v goja.Value) ([]byte, dtype.DType, bool) {
 	obj, ok := v.(*goja.Object)
-	if !ok {
-		return nil, 0, false
+	if !ok || isArrayObject(obj) || obj.ExportType() == objectType {
+		return nil, 0, false // not exported: see isArrayObject
 	}
 	switch x := obj.Export().(type) {
 	case []float32:

@@ -20,11 +20,8 @@ func (r *Runtime) installMethods() {
 		name, m := name, m
 		fn := "tensor." + name
 		r.methods[name] = r.native(name, func(call goja.FunctionCall) goja.Value {
-			obj, ok := call.This.(*goja.Object)
-			var j *jsTensor
-			if ok {
-				j, _ = obj.Export().(*jsTensor)
-			}
+			defer r.raiseArgError(fn) // "tensor.sum", more than native's "sum"
+			j := asJSTensor(call.This)
 			if j == nil {
 				r.throwf("%s: called on %s, not a tensor", fn, describe(call.This))
 			}
@@ -221,10 +218,8 @@ var tensorMethods = map[string]method{
 	"detach":     unaryMethod((*tensor.Tensor).Detach),
 	"split": func(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
 		dim := r.intArg("tensor.split", "dim", call, 1, 0)
-		if obj, ok := call.Argument(0).(*goja.Object); ok {
-			if _, arr := obj.Export().([]any); arr {
-				return r.tensorArray(t.SplitSizes(r.intList("tensor.split", "sizes", obj), dim))
-			}
+		if obj, ok := call.Argument(0).(*goja.Object); ok && isArrayObject(obj) {
+			return r.tensorArray(t.SplitSizes(r.intList("tensor.split", "sizes", obj), dim))
 		}
 		return r.tensorArray(t.Split(r.intValue("tensor.split", "size", call.Argument(0)), dim))
 	},
@@ -431,7 +426,7 @@ func varStd(std bool) method {
 			if o := r.optionsOf(name, call, 1, "keepdim", "correction", "unbiased"); o != nil {
 				correction, keep = r.optCorrection(name, o), optBool(o, "keepdim", false)
 			} else if v := call.Argument(1); !isMissing(v) {
-				if !v.ToBoolean() { // unbiased=false
+				if !r.toBool(name, "unbiased", v) { // unbiased=false
 					correction = 0
 				}
 				keep = boolArg(call, 2, false)
@@ -446,7 +441,7 @@ func varStd(std bool) method {
 
 // optCorrection reads correction (PyTorch 2) or unbiased (PyTorch 1).
 func (r *Runtime) optCorrection(fn string, o *goja.Object) int {
-	if v := optValue(o, "unbiased"); v != nil && !v.ToBoolean() {
+	if v := optValue(o, "unbiased"); v != nil && !r.toBool(fn, "option unbiased", v) {
 		return 0
 	}
 	return r.optInt(fn, o, "correction", 1)

@@ -131,7 +131,7 @@ func normMethod(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCal
 	if isMissing(p) {
 		return r.wrap(t.FrobeniusNorm(dims, keep))
 	}
-	if s, ok := p.Export().(string); ok {
+	if s, ok := stringOf(p); ok {
 		switch s {
 		case "fro":
 			return r.wrap(t.FrobeniusNorm(dims, keep))

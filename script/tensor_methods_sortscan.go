@@ -104,10 +104,8 @@ func prodMethod(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCal
 		}
 		return r.wrap(t.ProdAll())
 	}
-	if obj, ok := dim.(*goja.Object); ok {
-		if _, arr := obj.Export().([]any); arr {
-			r.throwf("%s: dim must be one integer (torch.prod reduces one dimension or all), got an array", fn)
-		}
+	if obj, ok := dim.(*goja.Object); ok && isArrayObject(obj) {
+		r.throwf("%s: dim must be one integer (torch.prod reduces one dimension or all), got an array", fn)
 	}
-	return r.wrap(t.Prod(r.intValue(fn, "dim", dim), !isMissing(keep) && keep.ToBoolean()))
+	return r.wrap(t.Prod(r.intValue(fn, "dim", dim), !isMissing(keep) && r.toBool(fn, "keepdim", keep)))
 }

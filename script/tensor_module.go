@@ -27,9 +27,14 @@ func (r *Runtime) method(obj *goja.Object, name string, f func(call goja.Functio
 
 // native makes f a JavaScript function whose name is name: goja names a Go
 // function after its Go symbol ("github.com/zeroeng/zeroeng/script.(*Runtime)
-// .fn.func1"), which would show in fn.name, the REPL and stack traces.
+// .fn.func1"), which would show in fn.name, the REPL and stack traces. It
+// raises what the readers without a Runtime find wrong (argError) as the
+// function's TypeError.
 func (r *Runtime) native(name string, f func(call goja.FunctionCall) goja.Value) goja.Value {
-	v := r.vm.ToValue(f)
+	v := r.vm.ToValue(func(call goja.FunctionCall) goja.Value {
+		defer r.raiseArgError(name)
+		return f(call)
+	})
 	must(v.(*goja.Object).DefineDataProperty("name", r.vm.ToValue(name), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE))
 	return v
 }
@@ -81,12 +86,11 @@ func (r *Runtime) tensorList(fn string, v goja.Value) []*tensor.Tensor {
 	if !ok {
 		r.throwf("%s: expected an array of tensors, got %s", fn, describe(v))
 	}
-	items, ok := obj.Export().([]any)
-	if !ok {
+	if !isArrayObject(obj) {
 		r.throwf("%s: expected an array of tensors, got %s", fn, describe(v))
 	}
-	out := make([]*tensor.Tensor, len(items))
-	for i := range items {
+	out := make([]*tensor.Tensor, r.arrayLength(fn, "the array of tensors", obj, 8))
+	for i := range out {
 		out[i] = r.unwrap(fn, "element", obj.Get(itoa(i)))
 	}
 	return out
@@ -114,11 +118,9 @@ func (r *Runtime) tensorModule() *goja.Object {
 				dtArg, opts = optValue(o, "dtype"), o
 				continue
 			}
-			if obj, ok := a.(*goja.Object); ok {
-				if _, arr := obj.Export().([]any); arr {
-					shape, haveShape = r.intList(fn, "shape", obj), true
-					continue
-				}
+			if obj, ok := a.(*goja.Object); ok && isArrayObject(obj) {
+				shape, haveShape = r.intList(fn, "shape", obj), true
+				continue
 			}
 			if !isMissing(a) {
 				dtArg = a
@@ -244,6 +246,11 @@ func (r *Runtime) tensorModule() *goja.Object {
 		if !isIntegral(nums) {
 			def = dtype.Float32
 		}
+		// The engine lists the values on the host first (see hostAlloc);
+		// a range it refuses is left to its message.
+		if n := math.Ceil((end - start) / step); n > 0 && n <= maxHostBytes {
+			r.hostAlloc(fn, fmt.Sprintf("a range of %d values", int(n)), int(n), 8)
+		}
 		return r.wrap(r.requiresGrad(fn, o, r.rt.Arange(r.dtypeValue(fn, optValue(o, "dtype"), def), start, end, step)))
 	})
 	// randint and randperm draw int64 values, then convert them to dtype:
@@ -265,6 +272,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		if err != nil {
 			r.throw(err)
 		}
+		r.hostAlloc(fn, fmt.Sprintf("a tensor of %d values", n), n, 8)
 		vals := make([]int64, n)
 		if low >= high {
 			r.throwf("%s: low (%d) must be less than high (%d)", fn, low, high)
@@ -305,6 +313,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		if limit > 0 && int64(n) > limit {
 			r.throwf("%s: n = %d is too large for dtype %v (at most %d)", fn, n, dt, limit)
 		}
+		r.hostAlloc(fn, fmt.Sprintf("a permutation of %d values", n), n, 8) // drawn on the host
 		return r.wrap(r.requiresGrad(fn, o, r.rt.RandpermWith(r.generatorOpt(fn, o), n).To(dt)))
 	})
 	// linspace(start, end, steps, { dtype, requiresGrad }): float32 unless
@@ -317,6 +326,9 @@ func (r *Runtime) tensorModule() *goja.Object {
 		o := r.optionsOf(fn, call, 3, "dtype", "requiresGrad")
 		if o == nil && !isMissing(call.Argument(3)) {
 			r.throwf("%s(start, end, steps, options): options must be an object { dtype, requiresGrad }, got %s", fn, describe(call.Argument(3)))
+		}
+		if steps > 0 {
+			r.hostAlloc(fn, fmt.Sprintf("a range of %d steps", steps), steps, 8) // computed on the host
 		}
 		return r.wrap(r.requiresGrad(fn, o, r.rt.Linspace(r.dtypeValue(fn, optValue(o, "dtype"), dtype.Float32), start, end, steps)))
 	})
@@ -414,11 +426,7 @@ func (r *Runtime) callBack(fn string, f goja.Value) goja.Value {
 
 func (r *Runtime) isArray(v goja.Value) bool {
 	obj, ok := v.(*goja.Object)
-	if !ok {
-		return false
-	}
-	_, arr := obj.Export().([]any)
-	return arr
+	return ok && isArrayObject(obj)
 }
 
 func checkShape(shape []int) (int, error) {

@@ -169,6 +169,44 @@ checkpoint.Manager("ckpt", { state: { model: nn.Linear(2, 2) } }).save(1, { forc
 if (dist.rank === 1) process.exit(0);
 for (let i = 0; i < 3; i++) dist.allReduce(tensor.ones([2])).wait();`, "--nproc", "2"),
 			want: []string{"rank 1 ended its program without calling allReduce"}},
+		// Numbers that size what the host allocates, and options of the
+		// wrong type.
+		{name: "a batch size larger than the dataset", setup: script(`const { tensor, data } = require("zeroeng");
+const ds = data.TensorDataset(tensor.arange(10));
+for (const [x] of data.DataLoader(ds, { batchSize: 1e12 })) console.log("batch of", x.shape[0]);`),
+			ok: true, want: []string{"batch of 10"}},
+		{name: "a dataset too long to shuffle", setup: script(`const { data } = require("zeroeng");
+const ds = { length: 1e15, get(i) { return i; } };
+for (const x of data.DataLoader(ds, { batchSize: 4, shuffle: true })) break;`),
+			want: []string{"s.js:3:", "shuffle: the permutation of a dataset of 1000000000000000 samples needs 7.1 PiB"}, deny: []string{"internal error"}},
+		{name: "a batch too large for the memory", setup: script(`const { data } = require("zeroeng");
+const ds = { length: 1e15, get(i) { return i; } };
+for (const x of data.DataLoader(ds, { batchSize: 1e12 })) break;`),
+			want: []string{"s.js:3:", "a batch of 1000000000000 samples (batchSize 1000000000000) needs"}},
+		{name: "a permutation larger than the machine", setup: func(t *testing.T, dir string) []string {
+			avail, ok := hostmem.Available()
+			if !ok || avail >= 8e11 {
+				t.Skip("the memory available is unknown here, or 800 GB")
+			}
+			return script(`const { tensor } = require("zeroeng");
+tensor.randperm(1e11);`)(t, dir)
+		}, want: []string{"s.js:2:", "tensor.randperm: a permutation of 100000000000 values needs 745.1 GiB, more than the"}},
+		{name: "an array whose length holds nothing", setup: script(`const { tensor } = require("zeroeng");
+const a = []; a.length = 2 ** 32 - 1;
+tensor.ones([2]).add(a);`), want: []string{"s.js:3:", "tensor.add: argument must be a number, got an array"}},
+		{name: "an integer option as a string", setup: script(`const { tensor, data } = require("zeroeng");
+data.DataLoader(data.TensorDataset(tensor.arange(10)), { batchSize: "3" });`),
+			want: []string{"s.js:2:", `option batchSize must be an integer, got a string ("3")`}},
+		{name: "a boolean option as a string", setup: script(`const { amp } = require("zeroeng");
+amp.autocast({ enabled: "no" }, () => 1);`),
+			want: []string{"s.js:2:", `option enabled must be a boolean (true or false), got a string ("no")`}},
+		{name: "a negative --max-memory", setup: script(`console.log("the script ran");`, "--max-memory", "-1"),
+			want: []string{`--max-memory: size "-1" is negative`}, deny: []string{"unknown unit", "the script ran"}},
+		{name: "a loop that keeps every tensor", setup: script(`const { tensor, nn } = require("zeroeng");
+const model = nn.Linear(64, 64);
+for (let i = 0; i < 100000; i++) tensor.noGrad(() => model.forward(tensor.randn([256, 64])));`, "--max-memory", "16MiB"),
+			want: []string{"s.js:3:", "out of memory", "tensors made outside any tensor.scope before the first backward() are alive",
+				`run its body in tensor.scope(() => ...) or give them back with t.release(): see "Tensor lifetimes" in the README`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

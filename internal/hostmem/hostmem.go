@@ -107,9 +107,14 @@ func readInt(path string) (int64, bool) {
 // ParseSize reads a byte count as people write it: "512MiB", "2 GiB",
 // "1.5GB" (powers of 1000: KB, MB, GB, TB), "4096" or "4096B". Units are
 // case-insensitive; the result must be a positive whole number of bytes
-// below 2^62.
+// below 2^62. A sign is read as one ("-1" is a negative size, not a
+// size of unit "-1").
 func ParseSize(s string) (int64, error) {
 	t := strings.TrimSpace(s)
+	neg := strings.HasPrefix(t, "-")
+	if neg || strings.HasPrefix(t, "+") {
+		t = strings.TrimSpace(t[1:])
+	}
 	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
 	num, unit := t, ""
 	if i >= 0 {
@@ -122,6 +127,9 @@ func ParseSize(s string) (int64, error) {
 	f, err := strconv.ParseFloat(num, 64)
 	if err != nil || num == "" {
 		return 0, fmt.Errorf("size %q: not a number of bytes (for example 512MiB or 2GiB)", s)
+	}
+	if neg {
+		return 0, fmt.Errorf("size %q is negative: it must be positive (for example 512MiB or 2GiB)", s)
 	}
 	v := f * scale
 	if !(v >= 1) || v >= 1<<62 {

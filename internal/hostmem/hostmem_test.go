@@ -51,7 +51,12 @@ func TestParseSize(t *testing.T) {
 		{"GiB", 0, "not a number"},
 		{"2 parsecs", 0, `unknown unit "parsecs"`},
 		{"0", 0, "out of range"},
-		{"-1GiB", 0, "unknown unit"},
+		// A negative size is named as one, not as a unit "-1".
+		{"-1", 0, `size "-1" is negative`},
+		{"-1GiB", 0, `size "-1GiB" is negative`},
+		{" -0.5 MiB", 0, "is negative"},
+		{"-GiB", 0, "not a number"},
+		{"+2MiB", 2 << 20, ""},
 		{"1.5", 0, "not a whole number"},
 		{"1e3", 0, `unknown unit "e3"`},
 		{"9999999TiB", 0, "out of range"},
