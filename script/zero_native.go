@@ -491,13 +491,25 @@ func (r *Runtime) assignment(v goja.Value) ([][]int, error) {
 	if !ok || o.ClassName() != "Array" {
 		return nil, fmt.Errorf("assign must return an array (one array of owner ranks per bucket), got %s", describe(v))
 	}
-	out := make([][]int, o.Get("length").ToInteger())
+	// A length is the script's to forge (a.length = 2**32 - 1): each is
+	// bounded before it sizes anything; the engine then checks the
+	// buckets and parameters against the model's.
+	const maxEntries = 1 << 24
+	n := o.Get("length").ToInteger()
+	if n < 0 || n > maxEntries {
+		return nil, fmt.Errorf("assign returned an array of length %d, not one per bucket", n)
+	}
+	out := make([][]int, n)
 	for i := range out {
 		b, ok := o.Get(fmt.Sprint(i)).(*goja.Object)
 		if !ok || b.ClassName() != "Array" {
 			return nil, fmt.Errorf("assign: bucket %d's owners must be an array of ranks, got %s", i, describe(o.Get(fmt.Sprint(i))))
 		}
-		out[i] = make([]int, b.Get("length").ToInteger())
+		m := b.Get("length").ToInteger()
+		if m < 0 || m > maxEntries {
+			return nil, fmt.Errorf("assign: bucket %d's owners are an array of length %d, not one per parameter", i, m)
+		}
+		out[i] = make([]int, m)
 		for k := range out[i] {
 			e := b.Get(fmt.Sprint(k))
 			switch n := e.Export().(type) {
