@@ -95,6 +95,9 @@ type gradScaler struct {
 	interval        int
 	tracker         int // clean steps since the scale last changed
 	enabled         bool
+	updates         int  // update()s so far: the steps, for messages
+	skippedInRow    int  // steps skipped one after another, up to now
+	warned          bool // the warning that every step is skipped was given
 	per             map[scriptOptimizer]*scalerStage
 }
 
@@ -310,11 +313,23 @@ func (s *gradScaler) update() {
 	for _, st := range s.per {
 		found = found || st.foundInf
 	}
+	s.updates++
 	if found {
 		s.scale = float32(float64(s.scale) * s.backoff)
 		s.tracker = 0
+		s.skippedInRow++
+		if s.skippedInRow >= s.interval && !s.warned {
+			// A backoff per step for a whole growth interval: no scale
+			// gives finite gradients, so the run is not training (NaN in
+			// the model or its inputs, a learning rate that diverged).
+			// Once, not every step.
+			s.warned = true
+			s.r.checkpointWarn(fmt.Sprintf("amp.GradScaler: the last %d steps (growthInterval) were all skipped for infinite or NaN gradients, up to step %d; the scale is now %g: the gradients are not finite at any scale (NaN in the model or its inputs, or a diverged learning rate?)",
+				s.skippedInRow, s.updates, s.scale))
+		}
 		return
 	}
+	s.skippedInRow = 0
 	if s.tracker+1 == s.interval {
 		if grown := float32(float64(s.scale) * s.growth); !math.IsInf(float64(grown), 0) {
 			s.scale = grown

@@ -1,6 +1,7 @@
 package script
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -85,5 +86,35 @@ console.log(out.join(" ") + " | " + other.getScale() + " " + sd._growth_tracker)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.src, err, c.want)
 		}
+	}
+}
+
+// TestGradScalerWarnsWhenEveryStepIsSkipped: a GradScaler that has skipped
+// every step of a whole growth interval says so once, with the step and
+// the scale, on the rank's stderr; a clean step starts the count again.
+func TestGradScalerWarnsWhenEveryStepIsSkipped(t *testing.T) {
+	src := `const { tensor, optim, amp } = require("zeroeng");
+const p = tensor.ones([3], { requiresGrad: true });
+const opt = optim.SGD([p], { lr: 0.5 });
+const scaler = amp.GradScaler({ initScale: 1024, growthInterval: 3 });
+for (const k of [Infinity, Infinity, 1, Infinity, Infinity, Infinity, NaN, NaN, NaN]) {
+  opt.zeroGrad();
+  scaler.scale(p.mul(k).sum()).backward();
+  scaler.step(opt);
+  scaler.update();
+}`
+	var stdout, stderr bytes.Buffer
+	r, err := New(Options{AutoRelease: true, Stdout: &stdout, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.RunString("s.js", src); err != nil {
+		t.Fatal(err)
+	}
+	// Steps 1-2 skipped (512, 256), 3 clean, 4-6 skipped: 128, 64, 32.
+	want := "zeroeng: amp.GradScaler: the last 3 steps (growthInterval) were all skipped for infinite or NaN gradients, up to step 6; the scale is now 32:"
+	if got := stderr.String(); strings.Count(got, "amp.GradScaler") != 1 || !strings.Contains(got, want) {
+		t.Errorf("stderr %q, want once %q", got, want)
 	}
 }
