@@ -287,6 +287,10 @@ console.log("rank", dist.rank, "of", dist.worldSize);`})
 	if strings.Contains(s0.stderr.String(), "killed by a stranger") {
 		t.Errorf("the stranger's failure key reached rank 0:\n%s", s0.stderr)
 	}
+	// Rank 0 reports at exit what its store refused.
+	if !strings.Contains(s0.stderr.String(), "the rendezvous store refused") {
+		t.Errorf("rank 0 did not report the refused connections:\n%s", s0.stderr)
+	}
 	checkHostileResult(t, r1, nil, []string{"the-job-secret-0123456789"})
 }
 
