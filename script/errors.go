@@ -11,6 +11,7 @@ import (
 
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/internal/hostmem"
+	"github.com/zeroeng/zeroeng/internal/suggest"
 )
 
 // Error is a script failure as the user sees it: one message with the
@@ -83,6 +84,9 @@ func (r *Runtime) scriptError(err error) error {
 	var exc *goja.Exception
 	if errors.As(err, &exc) {
 		e := &Error{Message: exceptionMessage(exc)}
+		if exc.Unwrap() == nil {
+			e.Message = r.suggestMethod(e.Message)
+		}
 		if errors.Is(exc, require.InvalidModuleError) {
 			e.Message = "Cannot find module"
 			if r.lastRequire != "" {
@@ -105,6 +109,86 @@ func (r *Runtime) scriptError(err error) error {
 	}
 	// Parser errors from require of a module, and anything else.
 	return &Error{Message: err.Error(), Cause: err}
+}
+
+// noMember is goja's message for a call of a property that is undefined
+// (m.foward(x)); it does not say of what object.
+const noMember = "TypeError: Object has no member '"
+
+// suggestMethod adds to goja's message for the call of a missing method
+// the API's name nearest to the one called: "TypeError: Object has no
+// method 'foward': did you mean 'forward'?", as misspelt options get. The
+// object is not known by then, so the names are those of the API: tensor
+// methods, the modules' functions and the methods of their classes
+// (nn.Module's and every layer's, the optimizers'). Other messages, and a
+// name with none near it, are returned as they are.
+func (r *Runtime) suggestMethod(msg string) string {
+	name, ok := strings.CutPrefix(msg, noMember)
+	if !ok || !strings.HasSuffix(name, "'") || r.module == nil {
+		return msg
+	}
+	name = strings.TrimSuffix(name, "'")
+	if s := suggest.Closest(name, r.apiNames()); s != "" && s != name {
+		return fmt.Sprintf("TypeError: Object has no method '%s': did you mean '%s'?", name, s)
+	}
+	return msg
+}
+
+// apiNames lists the callable names of the API: the tensor methods, and
+// the functions of require("zeroeng")'s modules and, for classes, the
+// methods along their prototype chains.
+func (r *Runtime) apiNames() []string {
+	seen := map[string]bool{}
+	var names []string
+	add := func(n string) {
+		if !seen[n] && n != "constructor" && !strings.HasPrefix(n, "_") {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	for n := range r.methods {
+		add(n)
+	}
+	visited := map[*goja.Object]bool{}
+	var walk func(o *goja.Object, depth int)
+	walk = func(o *goja.Object, depth int) {
+		if o == nil || visited[o] || depth > 2 {
+			return
+		}
+		visited[o] = true
+		for _, k := range o.GetOwnPropertyNames() {
+			v, ok := getQuietly(o, k).(*goja.Object)
+			if !ok {
+				continue // a plain value: not called
+			}
+			if _, fn := goja.AssertFunction(v); fn {
+				add(k)
+				if p, ok := v.Get("prototype").(*goja.Object); ok {
+					for ; p != nil && !visited[p]; p = p.Prototype() {
+						visited[p] = true
+						for _, m := range p.GetOwnPropertyNames() {
+							add(m)
+						}
+					}
+				}
+				continue
+			}
+			walk(v, depth+1)
+		}
+	}
+	walk(r.module, 0)
+	return names
+}
+
+// getQuietly is o[k], or nil where reading it throws (a getter's error
+// has no place in another error's message).
+func getQuietly(o *goja.Object, k string) (v goja.Value) {
+	defer func() {
+		if recover() != nil {
+			v = nil
+		}
+	}()
+	return o.Get(k)
 }
 
 // syntaxError formats a parser error with the file's own position; src,

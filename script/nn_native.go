@@ -3,6 +3,7 @@ package script
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/dop251/goja"
@@ -350,7 +351,7 @@ func (r *Runtime) loadStateDict(call goja.FunctionCall) goja.Value {
 	}
 	missing, unexpected, err := nn.CopyStateDict(own, sd, strict)
 	if err != nil {
-		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
+		r.throwf("Error(s) in loading state_dict:\n\t%v%s", err, ddpPrefixHint(ownObj.Keys(), sdObj.Keys()))
 	}
 	// An object of its own rather than a Go map, whose keys goja lists in
 	// Go's random map order: the keys in PyTorch's order (_IncompatibleKeys'
@@ -359,6 +360,37 @@ func (r *Runtime) loadStateDict(call goja.FunctionCall) goja.Value {
 	must(res.Set("missingKeys", toAny(missing)))
 	must(res.Set("unexpectedKeys", toAny(unexpected)))
 	return res
+}
+
+// ddpPrefix is what DistributedDataParallel's state dict puts before its
+// module's names.
+const ddpPrefix = "module."
+
+// ddpPrefixHint is what a failed load adds when the names differ by
+// DistributedDataParallel's "module." prefix alone: a state dict saved from
+// a wrapped model loaded into the bare one, or the other way round.
+func ddpPrefixHint(own, loaded []string) string {
+	allPrefixed := func(keys []string) bool {
+		for _, k := range keys {
+			if !strings.HasPrefix(k, ddpPrefix) {
+				return false
+			}
+		}
+		return len(keys) > 0
+	}
+	nonePrefixed := func(keys []string) bool {
+		return !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, ddpPrefix) })
+	}
+	switch {
+	case allPrefixed(loaded) && nonePrefixed(own):
+		return "\n\tThe state dict was saved from a DistributedDataParallel model (its keys start with \"module.\"): " +
+			"load it into the wrapped model (nn.parallel.DistributedDataParallel(model).loadStateDict(sd)), " +
+			"or strip the prefix with nn.utils.consumePrefixInStateDictIfPresent(sd, \"module.\")"
+	case allPrefixed(own) && nonePrefixed(loaded):
+		return "\n\tThe model is wrapped in DistributedDataParallel (its keys start with \"module.\") and the state dict is " +
+			"of the bare model: load it into the wrapped one's module (model.module.loadStateDict(sd))"
+	}
+	return ""
 }
 
 func toAny(ss []string) []any {

@@ -1101,6 +1101,36 @@
       // on (torch.distributed's checkpoint_wrapper, in place). Under ZeRO
       // stage 3 wrap a block before zero.fullyShard, so that the
       // recomputation runs inside the unit's gather.
+      // consumePrefixInStateDictIfPresent(stateDict, prefix) is
+      // torch.nn.modules.utils.consume_prefix_in_state_dict_if_present: it
+      // strips prefix ("module.", of a DistributedDataParallel model's state
+      // dict) from the keys that start with it, in place, keeping their
+      // order, and from the keys of stateDict._metadata when there is one.
+      consumePrefixInStateDictIfPresent(stateDict, prefix) {
+        const fn = 'nn.utils.consumePrefixInStateDictIfPresent';
+        if (stateDict === null || typeof stateDict !== 'object') throw new TypeError(`${fn}: expects a state dict, got ${stateDict === null ? 'null' : typeof stateDict}`);
+        if (typeof prefix !== 'string') throw new TypeError(`${fn}: prefix must be a string, got ${typeof prefix}`);
+        const strip = (obj, skip) => {
+          const entries = Object.keys(obj).filter(k => k !== skip).map(k => [k, obj[k]]);
+          if (!entries.some(([k]) => k.startsWith(prefix))) return;
+          const renamed = new Set(entries.filter(([k]) => k.startsWith(prefix)).map(([k]) => k.slice(prefix.length)));
+          for (const [k] of entries) delete obj[k];
+          for (const [k, v] of entries) {
+            if (k.startsWith(prefix)) obj[k.slice(prefix.length)] = v;
+            else if (!renamed.has(k)) obj[k] = v; // a stripped key wins, as in PyTorch
+          }
+        };
+        strip(stateDict, '_metadata');
+        const meta = stateDict._metadata;
+        if (meta !== null && typeof meta === 'object' && !tensor.isTensor(meta)) {
+          const bare = prefix.replace(/\./g, '');
+          for (const k of Object.keys(meta)) {
+            if (k.length > 0 && k === bare) { meta[''] = meta[k]; delete meta[k]; }
+          }
+          strip(meta);
+        }
+        return stateDict;
+      },
       checkpointWrapper(module) {
         if (!(module instanceof Module)) throw new TypeError(`nn.utils.checkpointWrapper: expects a module, got ${typeof module}`);
         const forward = module.forward.bind(module);
@@ -1575,6 +1605,75 @@
   const dist = native.asWorldGroup(Object.freeze(Object.assign(Object.create(null), zeroeng.dist, {
     DistributedDataParallel: callable(DistributedDataParallel), commHooks, join, newSubgroups, PeriodicModelAverager })));
 
+  // Subset(dataset, indices) is torch.utils.data.Subset: the items of a
+  // map-style dataset (a TensorDataset, an array, or an object with length
+  // and get(i)) at indices, in their order; a DataLoader takes it as any
+  // dataset with length and get(i).
+  class Subset {
+    constructor(dataset, indices) {
+      const n = datasetLength('data.Subset', dataset);
+      if (tensor.isTensor(indices)) indices = indices.tolist();
+      if (!Array.isArray(indices)) throw new TypeError(`data.Subset: indices must be an array of integers, got ${typeof indices}`);
+      for (const i of indices) {
+        if (!Number.isInteger(i) || i < -n || i >= n) throw new RangeError(`data.Subset: index ${i} is out of range for a dataset of length ${n}`);
+      }
+      this.dataset = dataset;
+      this.indices = indices;
+    }
+    get length() { return this.indices.length; }
+    get(i) {
+      if (!Number.isInteger(i) || i < -this.indices.length || i >= this.indices.length) {
+        throw new RangeError(`Subset.get: index ${i} is out of range for a subset of length ${this.indices.length}`);
+      }
+      const j = this.indices[i < 0 ? i + this.indices.length : i];
+      return datasetItem(this.dataset, j < 0 ? j + datasetLength('Subset.get', this.dataset) : j);
+    }
+  }
+  const datasetLength = (fn, ds) => {
+    const n = ds !== null && (typeof ds === 'object' || typeof ds === 'function') ? ds.length : undefined;
+    if (!Number.isInteger(n) || n < 0 || !(Array.isArray(ds) || typeof ds.get === 'function')) {
+      throw new TypeError(`${fn}: expects a map-style dataset (data.TensorDataset, an array, or an object with length and get(i)), got ${ds === null ? 'null' : typeof ds}`);
+    }
+    return n;
+  };
+  const datasetItem = (ds, i) => (Array.isArray(ds) ? ds[i] : ds.get(i));
+
+  // randomSplit(dataset, lengths, { seed }) is torch.utils.data.random_split:
+  // lengths are counts that sum to the dataset's length, or fractions that
+  // sum to 1 (floor(frac × length) each, the remainder handed out one at a
+  // time from the first); the order is tensor.randperm's, from a generator
+  // seeded with seed (torch.Generator().manual_seed(seed)) or the default
+  // generator, so that PyTorch makes the same split from the same seed.
+  function randomSplit(dataset, lengths, opts) {
+    const fn = 'data.randomSplit';
+    const n = datasetLength(fn, dataset);
+    const { seed } = options(fn, opts, 'seed');
+    if (!Array.isArray(lengths) || lengths.some(l => typeof l !== 'number' || !Number.isFinite(l))) {
+      throw new TypeError(`${fn}: lengths must be an array of numbers`);
+    }
+    const total = lengths.reduce((a, b) => a + b, 0);
+    if (Math.abs(total - 1) <= 1e-9 * Math.max(1, Math.abs(total)) && total <= 1) {
+      lengths = lengths.map((frac, i) => {
+        if (frac < 0 || frac > 1) throw new RangeError(`${fn}: fraction at index ${i} is not between 0 and 1`);
+        return Math.floor(n * frac);
+      });
+      const remainder = n - lengths.reduce((a, b) => a + b, 0);
+      for (let i = 0; i < remainder; i++) lengths[i % lengths.length]++;
+    }
+    for (const l of lengths) {
+      if (!Number.isInteger(l) || l < 0) throw new RangeError(`${fn}: lengths must be non-negative integers or fractions summing to 1, got ${l}`);
+    }
+    if (lengths.reduce((a, b) => a + b, 0) !== n) {
+      throw new RangeError(`${fn}: sum of input lengths (${lengths.join(' + ')}) does not equal the length of the input dataset (${n})`);
+    }
+    const perm = tensor.randperm(n, seed === undefined ? {} : { seed });
+    const indices = perm.tolist();
+    perm.release();
+    let offset = 0;
+    return lengths.map(l => new Subset(dataset, indices.slice(offset, offset += l)));
+  }
+  const data = Object.assign(zeroeng.data, { Subset: callable(Subset), randomSplit });
+
   return Object.freeze({
     tensor,
     nn,
@@ -1582,7 +1681,7 @@
     zero,
     hooks,
     io: zeroeng.io,
-    data: zeroeng.data,
+    data,
     dist,
     progress: zeroeng.progress,
     metrics: zeroeng.metrics,

@@ -238,7 +238,7 @@ func (r *Runtime) repr(t *tensor.Tensor) string {
 		fmt.Fprintf(&b, ", device='%v'", dev)
 	}
 	if !t.IsLeaf() {
-		b.WriteString(", grad_fn=<" + gradFnName(t) + ">")
+		b.WriteString(", grad_fn=<" + torchGradFnName(gradFnName(t), t.Dim() == 0) + ">")
 	} else if t.RequiresGrad() {
 		b.WriteString(", requires_grad=True")
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/dop251/goja"
 
@@ -408,7 +409,76 @@ func (r *Runtime) tensorModule() *goja.Object {
 	for _, d := range dtype.All {
 		must(m.Set(d.String(), d.String()))
 	}
+	r.functionForms(m)
 	return m
+}
+
+// functionForms are PyTorch's torch.xxx(t, ...) functions of tensor
+// methods: tensor.argmax(t, 1) is t.argmax(1), for the methods that
+// torch has as functions and the module has no function of its own for.
+var functionForms = []string{
+	"abs", "add", "all", "amax", "any", "argmax", "argmin", "argsort", "bmm", "chunk", "clamp", "clip",
+	"clone", "cos", "cumprod", "cumsum", "detach", "div", "eq", "erf", "exp", "flatten", "flip", "gather",
+	"ge", "gt", "indexSelect", "le", "log", "logSoftmax", "logicalAnd", "logicalNot", "logicalOr", "lt",
+	"maskedFill", "max", "maximum", "mean", "min", "minimum", "mm", "mul", "narrow", "ne", "neg", "norm",
+	"numel", "permute", "pow", "prod", "reciprocal", "relu", "repeatInterleave", "reshape", "rsqrt", "rsub",
+	"scatterAdd", "select", "sigmoid", "sign", "sin", "softmax", "sort", "split", "sqrt", "square",
+	"squeeze", "std", "sub", "sum", "t", "tanh", "topk", "transpose", "unbind", "unsqueeze", "var",
+}
+
+// functionForms adds functionForms to the tensor module m, each calling
+// the method on its first argument with the others.
+func (r *Runtime) functionForms(m *goja.Object) {
+	for _, name := range functionForms {
+		meth, ok := goja.AssertFunction(r.methods[name])
+		if !ok || m.Get(name) != nil {
+			continue
+		}
+		fn := "tensor." + name
+		r.method(m, name, func(call goja.FunctionCall) goja.Value {
+			self := call.Argument(0)
+			if asJSTensor(self) == nil {
+				r.throwf("%s: expects a tensor first, got %s", fn, describe(self))
+			}
+			var args []goja.Value
+			if len(call.Arguments) > 1 {
+				args = call.Arguments[1:]
+			}
+			v, err := meth(self, args...)
+			if err != nil {
+				panic(err) // a JavaScript exception: let it continue unwinding
+			}
+			return v
+		})
+	}
+}
+
+func init() {
+	if _, dup := tensorMethods["argmin"]; dup {
+		panic("script: tensor method argmin is defined twice")
+	}
+	tensorMethods["argmin"] = argminMethod
+}
+
+// argminMethod is t.argmin(dim?, keepdim?): the argmax of a tensor whose
+// order is t's reversed, -t for floating point and ~t (-1 - t, exact
+// for every integer) otherwise, so that ties and NaN go as in argmax: the
+// first index wins, and NaN is the extreme.
+func argminMethod(r *Runtime, _ *jsTensor, t *tensor.Tensor, call goja.FunctionCall) goja.Value {
+	const fn = "tensor.argmin"
+	var rev *tensor.Tensor
+	switch {
+	case t.DType().IsFloat():
+		rev = t.Neg()
+	case t.DType() == dtype.Int64 || t.DType() == dtype.Int32:
+		rev = t.RSubScalar(-1)
+	default: // uint8 and bool, which have no negatives
+		rev = t.To(dtype.Int64).RSubScalar(-1)
+	}
+	if isMissing(call.Argument(0)) {
+		return r.wrap(rev.Reshape(-1).Argmax(0, false))
+	}
+	return r.wrap(rev.Argmax(r.intValue(fn, "dim", call.Argument(0)), boolArg(call, 1, false)))
 }
 
 // callBack calls a script function given to a host function.
@@ -502,4 +572,52 @@ func (r *Runtime) lazyRandom(g *tensor.Generator, f tensor.RandomFill, dt dtype.
 		}
 	}
 	return t
+}
+
+// torchGradFnNames are the engine's autograd op names whose PyTorch 1.13
+// grad_fn is another op's (cross_entropy's is its nll_loss), or one of
+// several overloads that the name alone does not tell apart.
+var torchGradFnNames = map[string]string{
+	"CrossEntropyBackward": "NllLossBackward0",
+	"geluTanhBackward":     "GeluBackward0",
+	"GeluTanhBackward":     "GeluBackward0",
+	"rsub":                 "RsubBackward1", // 1 - t
+	"rdiv":                 "MulBackward0",  // 1 / t is t.reciprocal() * 1
+	"square":               "PowBackward0",
+	"pow":                  "PowBackward0", // t ** 2
+	"PowBackward":          "PowBackward1", // t ** u
+	"NarrowBackward":       "SliceBackward0",
+	"checkpoint":           "CheckpointFunctionBackward",
+}
+
+// torchGradFnName is the name PyTorch 1.13 gives the grad_fn that the
+// engine records as op: "SumBackward" → "SumBackward0", "relu" →
+// "ReluBackward0". PyTorch numbers the overloads of an op: a reduction
+// over every element (a 0-d result, scalar) is sum's and prod's overload
+// 0 and max's and min's overload 1, a reduction over dims the other; a
+// reduction of a 1-d tensor over its one dim is taken for the former.
+func torchGradFnName(op string, scalar bool) string {
+	if name, ok := torchGradFnNames[op]; ok {
+		return name
+	}
+	switch op {
+	case "SumBackward", "ProdBackward":
+		if scalar {
+			return op + "0"
+		}
+		return op + "1"
+	case "MaxBackward", "MinBackward":
+		if scalar {
+			return op + "1"
+		}
+		return op + "0"
+	}
+	if op == "" || op[len(op)-1] >= '0' && op[len(op)-1] <= '9' {
+		return op
+	}
+	name := strings.ToUpper(op[:1]) + op[1:]
+	if !strings.HasSuffix(name, "Backward") {
+		name += "Backward"
+	}
+	return name + "0"
 }
