@@ -314,7 +314,16 @@ const build = () => {
     // Strict: every parameter must be in the file with its shape, and nothing else, so that a file of
     // another configuration or with other names is an error naming the tensor, not a half-loaded model.
     try {
-      m.loadStateDict(io.loadSafetensors(opts.init));
+      const weights = io.loadSafetensors(opts.init);
+      m.loadStateDict(weights);
+      // A file of another dtype (Hugging Face's Llama files are bfloat16) is converted as PyTorch's
+      // load_state_dict converts it: say so, and whether that is exact.
+      const held = [...new Set(Object.values(weights).map(t => t.dtype))].filter(d => d !== opts.dtype);
+      if (held.length && dist.rank === 0) {
+        const exact = held.every(d => opts.dtype === "float32" && (d === "bfloat16" || d === "float16"));
+        console.error(`llama.js: --init ${opts.init} holds ${held.join(", ")} weights and the run is ${opts.dtype}: ` +
+          (exact ? "they are widened, exactly" : `they are converted to ${opts.dtype}, rounding`));
+      }
     } catch (e) {
       console.error(`llama.js: --init ${opts.init}: ${e.message}`);
       process.exit(1);

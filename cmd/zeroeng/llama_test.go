@@ -140,6 +140,9 @@ func TestLlamaSample(t *testing.T) {
 		{[]string{"--seq-len", "65"}, 2, "--seq-len 65 exceeds the tiny model's 64 positions"},
 		{[]string{"--config", "bench", "--init", "samples/testdata/llama/init.safetensors"}, 1,
 			"--init samples/testdata/llama/init.safetensors: Error(s) in loading state_dict"},
+		// A file of another dtype is converted, and the run says so.
+		{[]string{"--init", "samples/testdata/llama/init.safetensors", "--dtype", "bfloat16", "--steps", "1", "--eval-every", "1"}, 0,
+			"--init samples/testdata/llama/init.safetensors holds float32 weights and the run is bfloat16: they are converted to bfloat16, rounding"},
 	} {
 		r := zeroeng(t, "../..", nil, append([]string{"run", "samples/llama.js", "--"}, c.args...)...)
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
