@@ -170,18 +170,19 @@ func fold[T float](dst, src []T, g device.WindowGeom) {
 // kernel's order (the first maximum of the window in row-major order; a
 // NaN wins over any number, and a later NaN over an earlier one).
 func (d *Device) MaxPool2d(dst, indices, src device.View, g device.WindowGeom) error {
+	withIndices := present(indices)
 	if err := checkWindows("max_pool2d", g, dst, indices, src); err != nil {
 		return err
 	}
-	if src.Numel() != g.N*g.C*g.H*g.W || dst.Numel() != g.N*g.C*g.OH*g.OW || indices.Numel() != dst.Numel() ||
-		dst.DType != src.DType || indices.DType != dtype.Int64 {
+	if src.Numel() != g.N*g.C*g.H*g.W || dst.Numel() != g.N*g.C*g.OH*g.OW || dst.DType != src.DType ||
+		withIndices && (indices.Numel() != dst.Numel() || indices.DType != dtype.Int64) {
 		return fmt.Errorf("cpu: max_pool2d: %v %v into %v %v and %v %v for windows %+v", src.DType, src.Shape, dst.DType, dst.Shape, indices.DType, indices.Shape, g)
 	}
 	switch src.DType {
 	case dtype.Float32:
-		maxPool2d(rowsOf[float32](dst), rowsOf[int64](indices), rowsOf[float32](src), g)
+		maxPool2d(rowsOf[float32](dst), optRows[int64](indices), rowsOf[float32](src), g)
 	case dtype.Float64:
-		maxPool2d(rowsOf[float64](dst), rowsOf[int64](indices), rowsOf[float64](src), g)
+		maxPool2d(rowsOf[float64](dst), optRows[int64](indices), rowsOf[float64](src), g)
 	default:
 		return fmt.Errorf("cpu: max_pool2d of %v", src.DType)
 	}
@@ -197,7 +198,17 @@ func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) 
 	parallel.For(g.N*g.C, rowGrain(g.KH*g.KW*outPlane), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
 			x := src[p*plane : (p+1)*plane]
-			y, at := dst[p*outPlane:(p+1)*outPlane], indices[p*outPlane:(p+1)*outPlane]
+			y := dst[p*outPlane : (p+1)*outPlane]
+			if indices == nil && pairs {
+				maxPool2x2Values(y, x, g)
+				continue
+			}
+			var at []int64
+			if indices != nil {
+				at = indices[p*outPlane : (p+1)*outPlane]
+			} else {
+				at = make([]int64, outPlane) // positions nobody reads
+			}
 			if pairs {
 				maxPool2x2(y, at, x, g)
 				continue
@@ -255,6 +266,23 @@ func maxPool2x2[T float](y []T, at []int64, x []T, g device.WindowGeom) {
 				best, where = v, base+g.W+w+1
 			}
 			ys[ow], ats[ow] = best, int64(where)
+		}
+	}
+}
+
+// maxPool2x2Values is maxPool2x2 without the positions (no gradient goes
+// through the pooling: evaluation): the builtin max, which propagates a
+// NaN as PyTorch's does and needs no branch, where finding the position
+// of the maximum takes a data-dependent branch per tap. (Of −0 and +0 it
+// may give +0 where PyTorch keeps the first: the same number.)
+func maxPool2x2Values[T float](y, x []T, g device.WindowGeom) {
+	for oh := range g.OH {
+		r0 := x[2*oh*g.W : (2*oh+1)*g.W]
+		r1 := x[(2*oh+1)*g.W : (2*oh+2)*g.W]
+		ys := y[oh*g.OW : (oh+1)*g.OW]
+		for ow := range ys {
+			w := 2 * ow
+			ys[ow] = max(r0[w], r0[w+1], r1[w], r1[w+1])
 		}
 	}
 }

@@ -134,6 +134,16 @@ func TestMaxPool2dKernel(t *testing.T) {
 					t.Fatal(err)
 				}
 				ys, is := values(t, d, y), values(t, d, idx)
+				// The maxima alone (no indices: evaluation) are the same.
+				y2 := newOperand(t, d, dt, y.Shape, make([]float64, len(ys)), contiguous)
+				if err := d.MaxPool2d(y2, device.View{}, x, g); err != nil {
+					t.Fatal(err)
+				}
+				for i, v := range values(t, d, y2) {
+					if !(v == ys[i] || math.IsNaN(v) && math.IsNaN(ys[i])) {
+						t.Fatalf("without indices, output %d is %v; with them %v", i, v, ys[i])
+					}
+				}
 				for p := range g.N * g.C {
 					for o := range out {
 						best, where := math.Inf(-1), -1

@@ -61,7 +61,8 @@ type MaxPooler interface {
 	// flat position h·W + w of that maximum in its image, all
 	// contiguous. Taps in the padding are skipped; of equal values the
 	// first in row-major window order wins, and a NaN wins over any
-	// number (PyTorch's max_pool2d).
+	// number (PyTorch's max_pool2d). indices may be an empty view (Buf
+	// nil): the maxima alone, for a pooling no gradient goes through.
 	MaxPool2d(dst, indices, src View, g WindowGeom) error
 }
 

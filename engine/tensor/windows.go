@@ -75,29 +75,27 @@ func Unfold2d(x *Tensor, g WindowGeom) *Tensor {
 	return out
 }
 
-// MaxPool2d is torch.nn.functional.max_pool2d_with_indices over x
-// [N, C, H, W] with the windows of g: each window's maximum [N, C, OH,
-// OW] and its flat position h·W + w in its image (int64). The gradient
-// goes to that position. The device must have the kernel
+// MaxPool2d is torch.nn.functional.max_pool2d over x [N, C, H, W] with
+// the windows of g: each window's maximum [N, C, OH, OW]. When the result
+// is recorded for autograd the device also finds each maximum's flat
+// position h·W + w in its image, where the gradient goes; otherwise (no
+// gradient: evaluation) the maxima alone. The device must have the kernel
 // (HasWindowKernels).
-func MaxPool2d(x *Tensor, g WindowGeom) (values, indices *Tensor) {
+func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 	const op = "max_pool2d"
 	rt, bad := check(op, x)
 	if bad != nil {
-		return bad, bad
+		return bad
 	}
 	mp, ok := rt.dev.(device.MaxPooler)
 	if !ok {
-		bad := rt.fail(op, "device %v has no max pooling kernel", rt.dev)
-		return bad, bad
+		return rt.fail(op, "device %v has no max pooling kernel", rt.dev)
 	}
 	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
-		bad := rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
-		return bad, bad
+		return rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
 	}
 	if err := g.Check(); err != nil {
-		bad := rt.failErr(op, err)
-		return bad, bad
+		return rt.failErr(op, err)
 	}
 	xc := x
 	if !x.IsContiguous() {
@@ -105,19 +103,23 @@ func MaxPool2d(x *Tensor, g WindowGeom) (values, indices *Tensor) {
 		defer xc.Release()
 	}
 	shape := []int{g.N, g.C, g.OH, g.OW}
-	values, err1 := rt.empty(x.dt, shape)
-	indices, err2 := rt.empty(Int64, shape)
-	if err := firstError(err1, err2); err != nil {
-		values.Release()
-		indices.Release()
-		bad := rt.failErr(op, err)
-		return bad, bad
+	values, err := rt.empty(x.dt, shape)
+	if err != nil {
+		return rt.failErr(op, err)
 	}
-	if err := kernel(func() error { return mp.MaxPool2d(values.view(), indices.view(), xc.view(), g) }); err != nil {
+	var indices *Tensor
+	var iv device.View
+	if rt.noGrad == 0 && x.requiresGrad {
+		if indices, err = rt.empty(Int64, shape); err != nil {
+			values.Release()
+			return rt.failErr(op, err)
+		}
+		defer indices.Release()
+		iv = indices.view()
+	}
+	if err := kernel(func() error { return mp.MaxPool2d(values.view(), iv, xc.view(), g) }); err != nil {
 		values.Release()
-		indices.Release()
-		bad := rt.failErr(op, err)
-		return bad, bad
+		return rt.failErr(op, err)
 	}
 	if n := values.record("MaxPool2DWithIndicesBackward", x); n != nil {
 		saved := n.save(indices)
@@ -139,5 +141,5 @@ func MaxPool2d(x *Tensor, g WindowGeom) (values, indices *Tensor) {
 			return []*Tensor{out}
 		}
 	}
-	return values, indices
+	return values
 }
