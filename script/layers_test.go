@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,7 +94,9 @@ function runCase(c, make, calls) {
 }
 `
 
-// TestLayersMatchPyTorch: Conv1d, Conv2d, MaxPool2d, BatchNorm1d,
+// TestLayersMatchPyTorch: Conv1d, Conv2d, MaxPool2d, AvgPool2d,
+// AdaptiveAvgPool2d, Dropout2d (the channels dropped drawn as PyTorch's
+// from the same seed), BatchNorm1d,
 // BatchNorm2d, RMSNorm, MultiheadAttention and ModuleDict, and the
 // functional forms, against PyTorch 1.13 (testdata/layers/gen.py): the
 // printed form, the state-dict keys, the initial parameters drawn from the same seed (to
@@ -139,12 +142,25 @@ func TestLayersMatchPyTorch(t *testing.T) {
 		Steps []layerStep
 	}
 	got := map[string]result{}
+	var warnings []string
 	for _, l := range lines {
+		// Python's warnings, which the cases' inputs raise as PyTorch's do.
+		if w, ok := strings.CutPrefix(l, "UserWarning: "); ok {
+			warnings = append(warnings, w)
+			continue
+		}
 		var r result
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("%v: %.200q", err, l)
 		}
 		got[r.Name] = r
+	}
+	// dropout2d warns once about a 3-D input (read as (N, C, L)) and once
+	// about another number of dimensions, as torch 1.13 does.
+	// (Stderr's lines may come before stdout's, so in either order.)
+	slices.Sort(warnings)
+	if len(warnings) != 2 || !strings.HasPrefix(warnings[0], "dropout2d: Received a 2-D input") || !strings.HasPrefix(warnings[1], "dropout2d: Received a 3D input") {
+		t.Errorf("warnings %q, want dropout2d's 3D and 2-D ones, once each", warnings)
 	}
 	for _, c := range fx.Cases {
 		t.Run(c.Name, func(t *testing.T) {
@@ -421,6 +437,19 @@ func TestLayersReject(t *testing.T) {
 		{name: "pool padding", src: `nn.MaxPool2d(2, { padding: 2 }).forward(tensor.randn([1, 1, 4, 4]))`, err: `nn.functional.maxPool2d: pad should be smaller than or equal to half of kernel size`},
 		{name: "pool input dims", src: `F.maxPool2d(tensor.randn([2, 2]), 2)`, err: `nn.functional.maxPool2d: expected 3D or 4D (batch mode) tensor for input`},
 		{name: "pool output too small", src: `F.maxPool2d(tensor.randn([1, 1, 2, 2]), 3)`, err: `Output size is too small`},
+		{name: "avgpool option", src: `nn.AvgPool2d(2, { count_include_pad: false })`, err: `(did you mean countIncludePad?)`},
+		{name: "avgpool divisor zero", src: `F.avgPool2d(tensor.randn([1, 1, 4, 4]), 2, { divisorOverride: 0 })`, err: `nn.functional.avgPool2d: divisor must be not zero`},
+		{name: "avgpool padding", src: `nn.AvgPool2d(3, { padding: 2 }).forward(tensor.randn([1, 1, 6, 6]))`, err: `nn.functional.avgPool2d: pad should be smaller than or equal to half of kernel size`},
+		{name: "avgpool input dims", src: `F.avgPool2d(tensor.randn([4, 4]), 2)`, err: `nn.functional.avgPool2d: expected 3D or 4D (batch mode) tensor for input`},
+		{name: "adaptive output size", src: `nn.AdaptiveAvgPool2d([1, 2, 3])`, err: `nn.AdaptiveAvgPool2d: outputSize must be a non-negative integer or an array of 2`},
+		{name: "F.adaptive output size", src: `F.adaptiveAvgPool2d(tensor.randn([1, 2, 4, 4]), [2])`, err: `nn.functional.adaptiveAvgPool2d: outputSize must be an integer or an array of 2`},
+		{name: "dropout2d p", src: `nn.Dropout2d(1.5)`, err: `nn.Dropout2d: dropout probability has to be between 0 and 1, but got 1.5`},
+		{name: "dropout2d option", src: `nn.Dropout2d(0.5, { inPlace: true })`, err: `(did you mean inplace?)`},
+		{name: "dropout2d inplace with grad", src: `F.dropout2d(tensor.randn([2, 3, 2, 2], { requiresGrad: true }), { inplace: true })`, err: `nn.functional.dropout2d: inplace:`},
+		{name: "dropout2d inplace", src: `const x = tensor.ones([4, 8, 2, 2]); const y = F.dropout2d(x, 0.5, true, true);
+const s = x.sum([2, 3]).flatten().toArray();
+console.log(y === x, s.every(v => v === 0 || v === 8), s.some(v => v === 0), String(nn.Dropout2d({ p: 0.1, inplace: true })))`,
+			want: `true true true Dropout2d(p=0.1, inplace=True)`},
 		{name: "batchnorm option", src: `nn.BatchNorm1d(3, { track_running_stats: false })`, err: `(did you mean trackRunningStats?)`},
 		{name: "batchnorm1d dims", src: `nn.BatchNorm1d(3).forward(tensor.randn([2, 3, 4, 5]))`, err: `nn.BatchNorm1d: expected 2D or 3D input (got 4D input)`},
 		{name: "batchnorm2d dims", src: `nn.BatchNorm2d(3).forward(tensor.randn([2, 3, 4]))`, err: `nn.BatchNorm2d: expected 4D input (got 3D input)`},

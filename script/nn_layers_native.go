@@ -15,7 +15,7 @@ import (
 
 // nativeLayers installs the functional forms of the convolution, pooling
 // and normalisation layers (nn.functional.conv1d, conv2d, maxPool2d,
-// rmsNorm, batchNorm), SyncBatchNorm's synchronised batch norm, and the
+// avgPool2d, adaptiveAvgPool2d, dropout2d, rmsNorm, batchNorm), SyncBatchNorm's synchronised batch norm, and the
 // initialisations of Conv and MultiheadAttention, which prelude.js's
 // module classes build on. The arithmetic lives in engine/nn/functional.
 func (r *Runtime) nativeLayers(native, F *goja.Object) {
@@ -71,6 +71,97 @@ func (r *Runtime) nativeLayers(native, F *goja.Object) {
 			CeilMode:   !isMissing(ceil) && r.toBool(fn, "ceilMode", ceil),
 		}
 		return r.layerResult(fn, functional.MaxPool2d(x, opts))
+	})
+
+	r.fn(F, "avgPool2d", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.avgPool2d"
+		x := r.unwrap(fn, "input", call.Argument(0))
+		if isMissing(call.Argument(1)) {
+			r.throwf("%s: kernelSize is missing", fn)
+		}
+		// (x, kernelSize, { stride, padding, ceilMode, countIncludePad,
+		// divisorOverride }) or PyTorch's positional order.
+		stride, padding, ceil, include, divisor := call.Argument(2), call.Argument(3), call.Argument(4), call.Argument(5), call.Argument(6)
+		if o := r.optionsOf(fn, call, 2, "stride", "padding", "ceilMode", "countIncludePad", "divisorOverride"); o != nil {
+			stride, padding, ceil, include, divisor = o.Get("stride"), o.Get("padding"), o.Get("ceilMode"), o.Get("countIncludePad"), o.Get("divisorOverride")
+		}
+		opts := functional.AvgPoolOptions{
+			KernelSize: r.intsOrOne(fn, "kernelSize", call.Argument(1)),
+			Stride:     r.intsOrOne(fn, "stride", stride),
+			Padding:    r.intsOrOne(fn, "padding", padding),
+			CeilMode:   !isMissing(ceil) && r.toBool(fn, "ceilMode", ceil),
+			ExcludePad: !isMissing(include) && !r.toBool(fn, "countIncludePad", include),
+		}
+		if !isMissing(divisor) {
+			if opts.DivisorOverride = r.intValue(fn, "divisorOverride", divisor); opts.DivisorOverride == 0 {
+				r.throwRangef("%s: divisor must be not zero", fn)
+			}
+		}
+		return r.layerResult(fn, functional.AvgPool2d(x, opts))
+	})
+
+	r.fn(F, "adaptiveAvgPool2d", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.adaptiveAvgPool2d"
+		x := r.unwrap(fn, "input", call.Argument(0))
+		v := call.Argument(1)
+		if isMissing(v) {
+			r.throwf("%s: outputSize is missing", fn)
+		}
+		// An integer, or [h, w] whose null entries (PyTorch's None) keep
+		// the input's size: -1 for functional.AdaptiveAvgPool2d.
+		var size []int
+		if r.isArray(v) {
+			obj := v.ToObject(r.vm)
+			if n := r.arrayLength(fn, "outputSize", obj, 0); n != 2 {
+				r.throwRangef("%s: outputSize must be an integer or an array of 2 (integers or null), got %d entries", fn, n)
+			}
+			for i := range 2 {
+				e := obj.Get(fmt.Sprint(i))
+				if isMissing(e) {
+					size = append(size, -1)
+					continue
+				}
+				size = append(size, r.intValue(fn, fmt.Sprintf("outputSize[%d]", i), e))
+			}
+		} else {
+			size = []int{r.intValue(fn, "outputSize", v)}
+		}
+		for _, d := range size {
+			if d < -1 {
+				r.throwRangef("%s: outputSize must be non-negative, got %d", fn, d)
+			}
+		}
+		return r.layerResult(fn, functional.AdaptiveAvgPool2d(x, size))
+	})
+
+	r.fn(F, "dropout2d", func(call goja.FunctionCall) goja.Value {
+		const fn = "nn.functional.dropout2d"
+		x := r.unwrap(fn, "input", call.Argument(0))
+		// (x, p, training, inplace) or (x, { p, training, inplace }).
+		pv, training, inplace := call.Argument(1), call.Argument(2), call.Argument(3)
+		if o := r.optionsOf(fn, call, 1, "p", "training", "inplace"); o != nil {
+			pv, training, inplace = o.Get("p"), o.Get("training"), o.Get("inplace")
+		}
+		p := 0.5
+		if !isMissing(pv) {
+			p = r.numberValue(fn, "p", pv)
+		}
+		train := isMissing(training) || r.toBool(fn, "training", training)
+		y := functional.Dropout2d(x, p, train)
+		if !isMissing(inplace) && r.toBool(fn, "inplace", inplace) && y.Err() == nil {
+			// PyTorch's feature_dropout_ writes into the input and returns
+			// it. Here that is a copy back, which autograd does not record:
+			// CopyFrom refuses an input that requires a gradient.
+			if train && p > 0 {
+				err := x.CopyFrom(y)
+				y.Release()
+				if err != nil {
+					r.throw(fmt.Errorf("%s: inplace: %w", fn, err))
+				}
+			}
+			return call.Argument(0)
+		}
+		return r.layerResult(fn, y)
 	})
 
 	r.fn(F, "rmsNorm", func(call goja.FunctionCall) goja.Value {

@@ -491,6 +491,75 @@
     }
   }
 
+  // AvgPool2d(kernelSize, { stride = kernelSize, padding, ceilMode,
+  // countIncludePad = true, divisorOverride }).
+  class AvgPool2d extends Module {
+    constructor(kernelSize, opts) {
+      super();
+      const fn = 'nn.AvgPool2d';
+      const { stride = null, padding = 0, ceilMode = false, countIncludePad = true, divisorOverride = null } =
+        options(fn, opts, 'stride', 'padding', 'ceilMode', 'countIncludePad', 'divisorOverride');
+      ntuple(fn, 'kernelSize', kernelSize, 2);
+      if (stride !== null) ntuple(fn, 'stride', stride, 2);
+      ntuple(fn, 'padding', padding, 2);
+      if (divisorOverride !== null && !Number.isInteger(divisorOverride)) {
+        throw new TypeError(`${fn}: divisorOverride must be an integer or null, got ${divisorOverride}`);
+      }
+      hidden(this, 'kernelSize', kernelSize);
+      hidden(this, 'stride', stride ?? kernelSize);
+      hidden(this, 'padding', padding);
+      hidden(this, 'ceilMode', Boolean(ceilMode));
+      hidden(this, 'countIncludePad', Boolean(countIncludePad));
+      hidden(this, 'divisorOverride', divisorOverride);
+    }
+    forward(x) {
+      return F.avgPool2d(x, this.kernelSize, {
+        stride: this.stride, padding: this.padding, ceilMode: this.ceilMode,
+        countIncludePad: this.countIncludePad, divisorOverride: this.divisorOverride,
+      });
+    }
+    // PyTorch prints only these three, whatever the other options are.
+    extraRepr() {
+      return `kernel_size=${pyIntOrTuple(this.kernelSize)}, stride=${pyIntOrTuple(this.stride)}, padding=${pyIntOrTuple(this.padding)}`;
+    }
+  }
+
+  // AdaptiveAvgPool2d(outputSize): an integer, or [h, w] where null keeps
+  // the input's size.
+  class AdaptiveAvgPool2d extends Module {
+    constructor(outputSize) {
+      super();
+      const fn = 'nn.AdaptiveAvgPool2d';
+      const ok = v => v === null || (Number.isInteger(v) && v >= 0);
+      if (Array.isArray(outputSize) ? outputSize.length !== 2 || !outputSize.every(ok) : !(Number.isInteger(outputSize) && outputSize >= 0)) {
+        throw new TypeError(`${fn}: outputSize must be a non-negative integer or an array of 2 (non-negative integers or null), got ${JSON.stringify(outputSize)}`);
+      }
+      hidden(this, 'outputSize', Array.isArray(outputSize) ? [...outputSize] : outputSize);
+    }
+    forward(x) { return F.adaptiveAvgPool2d(x, this.outputSize); }
+    extraRepr() {
+      const s = this.outputSize;
+      return `output_size=${Array.isArray(s) ? pyTuple(s.map(v => (v === null ? 'None' : v))) : s}`;
+    }
+  }
+
+  // Dropout2d(p = 0.5, { inplace }), or Dropout2d({ p, inplace }): whole
+  // channels zeroed (nn.functional.dropout2d).
+  class Dropout2d extends Module {
+    constructor(p = 0.5, opts) {
+      super();
+      const fn = 'nn.Dropout2d';
+      let inplace;
+      if (p !== null && typeof p === 'object') ({ p = 0.5, inplace = false } = options(fn, p, 'p', 'inplace'));
+      else ({ inplace = false } = options(fn, opts, 'inplace'));
+      if (!(p >= 0 && p <= 1)) throw new RangeError(`${fn}: dropout probability has to be between 0 and 1, but got ${p}`);
+      hidden(this, 'p', p);
+      hidden(this, 'inplace', Boolean(inplace));
+    }
+    forward(x) { return F.dropout2d(x, this.p, this.training, this.inplace); }
+    extraRepr() { return `p=${this.p}, inplace=${pyBool(this.inplace)}`; }
+  }
+
   // RMSNorm(shape, eps?) or RMSNorm(shape, { eps, elementwiseAffine }),
   // PyTorch 2.4's: eps null takes the input's machine epsilon at forward.
   class RMSNorm extends Module {
@@ -899,6 +968,26 @@
     }
     throw new RangeError(`${fn}: reduction must be 'mean', 'sum' or 'none', got ${reduction}`);
   };
+  // dropout2d warns as PyTorch 1.13 does (once per message, as Python's
+  // warnings do per call site) about the inputs it reads other than as
+  // (N, C, H, W): a 3-D input is taken as (N, C, L), not as unbatched.
+  const nativeDropout2d = F.dropout2d;
+  const warned = new Set();
+  const warnOnce = msg => {
+    if (warned.has(msg)) return;
+    warned.add(msg);
+    console.warn(`UserWarning: ${msg}`);
+  };
+  F.dropout2d = function dropout2d(input, ...rest) {
+    const d = tensor.isTensor(input) ? input.shape.length : null;
+    if (d !== null && d !== 3 && d !== 4) {
+      warnOnce(`dropout2d: Received a ${d}-D input to dropout2d, which is deprecated and will result in an error in a future release. To retain the behavior and silence this warning, please use dropout instead. Note that dropout2d exists to provide channel-wise dropout on inputs with 2 spatial dimensions, a channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs).`);
+    }
+    if (d === 3) {
+      warnOnce('dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior is desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior will change in a future release to interpret the input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using dropout1d instead.');
+    }
+    return nativeDropout2d(input, ...rest);
+  };
   const asTensor = (v, like) => (v === undefined || v === null || tensor.isTensor(v) ? v : tensor.tensor(v, { dtype: like.dtype }));
   F.l1Loss = function l1Loss(input, target, opts) {
     const fn = 'nn.functional.l1Loss';
@@ -1065,6 +1154,9 @@
     Conv1d: callable(Conv1d),
     Conv2d: callable(Conv2d),
     MaxPool2d: callable(MaxPool2d),
+    AvgPool2d: callable(AvgPool2d),
+    AdaptiveAvgPool2d: callable(AdaptiveAvgPool2d),
+    Dropout2d: callable(Dropout2d),
     BatchNorm1d: callable(BatchNorm1d),
     BatchNorm2d: callable(BatchNorm2d),
     SyncBatchNorm: callable(SyncBatchNorm),

@@ -199,6 +199,14 @@ func TestLayerErrors(t *testing.T) {
 		{"pool padding", functional.MaxPool2d(x4, functional.PoolOptions{KernelSize: []int{2}, Padding: []int{2}}), "pad should be smaller than or equal to half of kernel size"},
 		{"pool stride", functional.MaxPool2d(x4, functional.PoolOptions{KernelSize: []int{2}, Stride: []int{0}}), "stride should be greater than zero"},
 		{"pool integer input", functional.MaxPool2d(x4.To(tensor.Int64), functional.PoolOptions{KernelSize: []int{2}}), "expected a floating-point input"},
+		{"avg pool kernel", functional.AvgPool2d(x4, functional.AvgPoolOptions{}), "kernel_size must either be a single int, or a tuple of two ints"},
+		{"avg pool padding", functional.AvgPool2d(x4, functional.AvgPoolOptions{KernelSize: []int{3}, Padding: []int{2}}), "pad should be smaller than or equal to half of kernel size"},
+		{"avg pool too small", functional.AvgPool2d(x4, functional.AvgPoolOptions{KernelSize: []int{6}}), "Output size is too small"},
+		{"avg pool dims", functional.AvgPool2d(rt.Randn(tensor.Float32, 5, 5), functional.AvgPoolOptions{KernelSize: []int{2}}), "nn: avg_pool2d: expected 3D or 4D (batch mode) tensor for input"},
+		{"adaptive size", functional.AdaptiveAvgPool2d(x4, []int{1, 2, 3}), "output_size must be 2"},
+		{"adaptive zero", functional.AdaptiveAvgPool2d(x4, []int{0}), "output_size must be positive"},
+		{"dropout2d p", functional.Dropout2d(x4, 1.5, true), "dropout probability has to be between 0 and 1, but got 1.5"},
+		{"dropout2d dims", functional.Dropout2d(rt.Randn(tensor.Float32, 5), 0.5, true), "Feature dropout requires at least 2 dimensions in the input"},
 		{"rms shape", functional.RMSNorm(x4, []int{4}, nil, 1e-6), "nn: rms_norm: given normalized_shape=[4], expected input with shape [*, 4], but got input of size [2 3 5 5]"},
 		{"rms weight", functional.RMSNorm(x4, []int{5}, rt.Ones(tensor.Float32, 4), 1e-6), "expected weight to be of same shape as normalized_shape"},
 		{"batch norm eval", functional.BatchNorm(x4, functional.BatchNormOptions{}), "running_mean and running_var must be defined in evaluation mode"},
@@ -210,6 +218,142 @@ func TestLayerErrors(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, c.err)
 			}
 		})
+	}
+}
+
+func TestAvgPool2dMatchesDirectLoops(t *testing.T) {
+	rt := newRT()
+	for _, c := range []struct {
+		name                      string
+		h, w, k, stride, pad, out int
+		ceil, excludePad          bool
+		divisor                   int
+	}{
+		{"2", 6, 6, 2, 2, 0, 3, false, false, 0},
+		{"padding counted", 7, 7, 3, 2, 1, 4, false, false, 0},
+		{"padding not counted", 7, 7, 3, 2, 1, 4, false, true, 0},
+		// The last window starts at 5 and is clipped to the padded
+		// input's end (7): PyTorch divides by 2·3, not 3·3.
+		{"ceil clips to the padded input", 6, 6, 3, 2, 1, 4, true, false, 0},
+		{"ceil not counted", 6, 6, 3, 2, 1, 4, true, true, 0},
+		{"divisor override", 5, 5, 3, 1, 1, 5, false, false, 7},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x := rt.Randn(tensor.Float64, 2, c.h, c.w)
+			xs := values(t, x)
+			y := functional.AvgPool2d(x, functional.AvgPoolOptions{KernelSize: []int{c.k}, Stride: []int{c.stride}, Padding: []int{c.pad},
+				CeilMode: c.ceil, ExcludePad: c.excludePad, DivisorOverride: c.divisor})
+			if s := y.Shape(); len(s) != 3 || s[1] != c.out || s[2] != c.out {
+				t.Fatalf("shape %v, want [2 %d %d]", s, c.out, c.out)
+			}
+			got := values(t, y)
+			for ch := range 2 {
+				for i := range c.out {
+					for j := range c.out {
+						// PyTorch's avg_pool2d kernel, written out.
+						h0, w0 := i*c.stride-c.pad, j*c.stride-c.pad
+						h1, w1 := min(h0+c.k, c.h+c.pad), min(w0+c.k, c.w+c.pad)
+						size := (h1 - h0) * (w1 - w0)
+						h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, c.h), min(w1, c.w)
+						sum := 0.0
+						for y := h0; y < h1; y++ {
+							for z := w0; z < w1; z++ {
+								sum += xs[(ch*c.h+y)*c.w+z]
+							}
+						}
+						div := float64(size)
+						switch {
+						case c.divisor != 0:
+							div = float64(c.divisor)
+						case c.excludePad:
+							div = float64((h1 - h0) * (w1 - w0))
+						}
+						if v, want := got[(ch*c.out+i)*c.out+j], sum/div; math.Abs(v-want) > 1e-12 {
+							t.Fatalf("channel %d output (%d, %d) is %v, want %v", ch, i, j, v, want)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAdaptiveAvgPool2dMatchesDirectLoops(t *testing.T) {
+	rt := newRT()
+	for _, c := range []struct {
+		h, w   int
+		size   []int
+		oh, ow int
+	}{
+		{7, 5, []int{3, 2}, 3, 2},
+		{3, 4, []int{4, 6}, 4, 6}, // larger than the input: windows repeat rows
+		{4, 7, []int{-1, 2}, 4, 2},
+		{5, 4, []int{1}, 1, 1},
+	} {
+		x := rt.Randn(tensor.Float64, 1, 2, c.h, c.w)
+		xs := values(t, x)
+		y := functional.AdaptiveAvgPool2d(x, c.size)
+		if s := y.Shape(); len(s) != 4 || s[2] != c.oh || s[3] != c.ow {
+			t.Fatalf("%v from %dx%d: shape %v, want [1 2 %d %d]", c.size, c.h, c.w, s, c.oh, c.ow)
+		}
+		got := values(t, y)
+		for ch := range 2 {
+			for i := range c.oh {
+				for j := range c.ow {
+					h0, h1 := i*c.h/c.oh, ((i+1)*c.h+c.oh-1)/c.oh
+					w0, w1 := j*c.w/c.ow, ((j+1)*c.w+c.ow-1)/c.ow
+					sum := 0.0
+					for y := h0; y < h1; y++ {
+						for z := w0; z < w1; z++ {
+							sum += xs[(ch*c.h+y)*c.w+z]
+						}
+					}
+					want := sum / float64((h1-h0)*(w1-w0))
+					if v := got[(ch*c.oh+i)*c.ow+j]; math.Abs(v-want) > 1e-12 {
+						t.Fatalf("%v from %dx%d: channel %d output (%d, %d) is %v, want %v", c.size, c.h, c.w, ch, i, j, v, want)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDropout2dZeroesWholeChannels: in training every channel of every
+// sample is either all zero or all scaled by 1/(1−p); in eval, and with
+// p 0, the input is unchanged.
+func TestDropout2dZeroesWholeChannels(t *testing.T) {
+	rt := newRT()
+	const n, c, hw, p = 8, 16, 6, 0.5
+	x := rt.Ones(tensor.Float64, n, c, 2, 3)
+	got := values(t, functional.Dropout2d(x, p, true))
+	dropped := 0
+	for ch := range n * c {
+		first := got[ch*hw]
+		if first != 0 && first != 1/(1-p) {
+			t.Fatalf("channel %d holds %v, want 0 or %v", ch, first, 1/(1-p))
+		}
+		for _, v := range got[ch*hw : (ch+1)*hw] {
+			if v != first {
+				t.Fatalf("channel %d holds %v, not zeroed or kept as a whole", ch, got[ch*hw:(ch+1)*hw])
+			}
+		}
+		if first == 0 {
+			dropped++
+		}
+	}
+	if dropped == 0 || dropped == n*c {
+		t.Errorf("%d of %d channels dropped with p = %v", dropped, n*c, p)
+	}
+	for _, training := range []bool{false, true} {
+		pp := 0.0
+		if !training {
+			pp = p
+		}
+		for i, v := range values(t, functional.Dropout2d(x, pp, training)) {
+			if v != 1 {
+				t.Fatalf("training %v, p %v: element %d is %v, want the input's 1", training, pp, i, v)
+			}
+		}
 	}
 }
 

@@ -1,5 +1,5 @@
 """PyTorch 1.13 reference values for the layers of script/prelude.js and their functional forms:
-Conv1d, Conv2d, MaxPool2d, BatchNorm1d, BatchNorm2d, RMSNorm (PyTorch 2.4's formula, written here
+Conv1d, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Dropout2d, BatchNorm1d, BatchNorm2d, RMSNorm (PyTorch 2.4's formula, written here
 in PyTorch ops: torch 1.13 has none), MultiheadAttention and ModuleDict.
 
 Each case builds a module right after torch.manual_seed(seed) and records its state dict in
@@ -172,6 +172,57 @@ for name, make, js, x in [
 case("F.maxPool2d positional", 0, nn.Identity, "nn.Identity()", [
     (True, [(randn(1, 2, 7, 6), True)], lambda m, a: F.max_pool2d(a[0], 3, 2, 1, 1, True),
      "nn.functional.maxPool2d(a[0], 3, 2, 1, 1, true)"),
+])
+
+# Average pooling: padding counted (clipped to the padded input in ceil mode) or not, divisor override.
+for name, make, js, x in [
+    ("avgpool2d 2", lambda: nn.AvgPool2d(2), "nn.AvgPool2d(2)", randn(2, 3, 6, 6)),
+    ("avgpool2d 3 stride 2 padding 1", lambda: nn.AvgPool2d(3, stride=2, padding=1), "nn.AvgPool2d(3, { stride: 2, padding: 1 })", randn(1, 2, 7, 7)),
+    ("avgpool2d ceil padding", lambda: nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True),
+     "nn.AvgPool2d(3, { stride: 2, padding: 1, ceilMode: true })", randn(1, 2, 6, 6)),
+    ("avgpool2d ceil padding not counted", lambda: nn.AvgPool2d((3, 2), stride=(2, 3), padding=1, ceil_mode=True, count_include_pad=False),
+     "nn.AvgPool2d([3, 2], { stride: [2, 3], padding: 1, ceilMode: true, countIncludePad: false })", randn(2, 2, 7, 8)),
+    ("avgpool2d padding not counted", lambda: nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False),
+     "nn.AvgPool2d(3, { stride: 1, padding: 1, countIncludePad: false })", randn(1, 2, 4, 5)),
+    ("avgpool2d divisor override", lambda: nn.AvgPool2d(3, stride=(1, 2), padding=(1, 0), divisor_override=5),
+     "nn.AvgPool2d(3, { stride: [1, 2], padding: [1, 0], divisorOverride: 5 })", randn(1, 2, 5, 7)),
+    ("avgpool2d unbatched", lambda: nn.AvgPool2d(2, stride=1), "nn.AvgPool2d(2, { stride: 1 })", randn(3, 4, 4)),
+]:
+    case(name, 0, make, js, [(True, [(x, True)], fwd, ONE)])
+case("F.avgPool2d", 0, nn.Identity, "nn.Identity()", [
+    (True, [(randn(2, 2, 7, 6), True)], lambda m, a: F.avg_pool2d(a[0], 3, 2, 1, True, False),
+     "nn.functional.avgPool2d(a[0], 3, 2, 1, true, false)"),
+    (True, [(randn(1, 3, 5, 5), True)], lambda m, a: F.avg_pool2d(a[0], (2, 3), padding=1, ceil_mode=True, divisor_override=4),
+     "nn.functional.avgPool2d(a[0], [2, 3], { padding: 1, ceilMode: true, divisorOverride: 4 })"),
+])
+
+# Adaptive average pooling: windows floor(i*H/oh) to ceil((i+1)*H/oh), overlapping when they do not divide.
+for name, make, js, x in [
+    ("adaptiveavgpool2d 1", lambda: nn.AdaptiveAvgPool2d(1), "nn.AdaptiveAvgPool2d(1)", randn(2, 3, 5, 4)),
+    ("adaptiveavgpool2d (3, 2) from 7x5", lambda: nn.AdaptiveAvgPool2d((3, 2)), "nn.AdaptiveAvgPool2d([3, 2])", randn(2, 2, 7, 5)),
+    ("adaptiveavgpool2d (None, 2)", lambda: nn.AdaptiveAvgPool2d((None, 2)), "nn.AdaptiveAvgPool2d([null, 2])", randn(1, 2, 4, 7)),
+    ("adaptiveavgpool2d larger than input", lambda: nn.AdaptiveAvgPool2d((4, 6)), "nn.AdaptiveAvgPool2d([4, 6])", randn(1, 2, 3, 4)),
+    ("adaptiveavgpool2d unbatched", lambda: nn.AdaptiveAvgPool2d(3), "nn.AdaptiveAvgPool2d(3)", randn(2, 5, 5)),
+]:
+    case(name, 0, make, js, [(True, [(x, True)], fwd, ONE)])
+case("F.adaptiveAvgPool2d", 0, nn.Identity, "nn.Identity()", [
+    (True, [(randn(2, 2, 7, 5), True)], lambda m, a: F.adaptive_avg_pool2d(a[0], (2, None)), "nn.functional.adaptiveAvgPool2d(a[0], [2, null])"),
+    (True, [(randn(2, 3, 4, 4), True)], lambda m, a: F.adaptive_avg_pool2d(a[0], 1), "nn.functional.adaptiveAvgPool2d(a[0], 1)"),
+])
+
+# Dropout2d: the channels kept are PyTorch's from the same seed (the engine's bernoulli draws are
+# torch's CPU ones); a 3-D input is (N, C, L) in torch 1.13, a 2-D one (N, C).
+for name, seed, make, js, x, dtype, tol in [
+    ("dropout2d", 21, lambda: nn.Dropout2d(0.4), "nn.Dropout2d(0.4)", randn(4, 5, 3, 3), torch.float64, 1e-12),
+    ("dropout2d 3D is (N, C, L)", 22, lambda: nn.Dropout2d(), "nn.Dropout2d()", randn(3, 6, 4), torch.float64, 1e-12),
+    ("dropout2d float32", 23, lambda: nn.Dropout2d(0.3), "nn.Dropout2d(0.3)", torch.randn(4, 6, 2, 2), torch.float32, 0),
+]:
+    case(name, seed, make, js, [(True, [(x, True)], fwd, ONE), (True, [(x, True)], fwd, ONE), (False, [(x, True)], fwd, ONE)], dtype=dtype, tol=tol)
+case("F.dropout2d", 24, lambda: nn.Dropout2d(0.2, inplace=True), "nn.Dropout2d(0.2, { inplace: true })", [
+    (True, [(randn(3, 4, 2, 2), True)], lambda m, a: F.dropout2d(a[0], 0.3, True), "nn.functional.dropout2d(a[0], 0.3, true)"),
+    (True, [(randn(5, 6), True)], lambda m, a: F.dropout2d(a[0], p=0.5), "nn.functional.dropout2d(a[0], { p: 0.5 })"),
+    (True, [(randn(2, 3, 2, 2), True)], lambda m, a: F.dropout2d(a[0], 1.0), "nn.functional.dropout2d(a[0], 1)"),
+    (True, [(randn(2, 3, 2, 2), True)], lambda m, a: F.dropout2d(a[0], 0.5, False), "nn.functional.dropout2d(a[0], 0.5, false)"),
 ])
 
 # RMSNorm, in float64 and, where the default eps matters, in float32.
