@@ -10,6 +10,7 @@
 #   bench/sidebyside.sh checkpoint         # GPT-2 124M + AdamW saved and loaded (not in the default set)
 #   bench/sidebyside.sh llama              # samples/llama.js beside bench/torch_llama.py (not in the default set)
 #   bench/sidebyside.sh cnn                # bench/cnn.js beside bench/torch_cnn.py (not in the default set)
+#   bench/sidebyside.sh resnet             # samples/resnet.js beside bench/torch_resnet.py (not in the default set)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
@@ -126,6 +127,11 @@ for w in "${workloads[@]}"; do
         torch_sides $PY bench/torch_cnn.py
         ./bin/zeroeng run --quiet bench/cnn.js | tail -n 1 | tag zeroeng
         ;;
+      resnet)
+        # samples/resnet.js beside bench/torch_resnet.py: a small ResNet on synthetic 32x32 images, batch 32.
+        torch_sides $PY bench/torch_resnet.py 30
+        ./bin/zeroeng run --quiet samples/resnet.js -- --steps 30 | tail -n 1 | tag zeroeng-js
+        ;;
       checkpoint)
         # GPT-2 124M's weights and AdamW state (1.49 GB) saved and loaded: torch.save/torch.load with
         # and without an fsync (zeroeng's save always syncs), against checkpoint.save/load.
@@ -145,7 +151,7 @@ done
 $PY - "$out" <<'PY'
 import json, statistics, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1])]
-key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "checkpoint": "save_ms_median", "mlp": "step_ms_median", "gpt": "step_ms_median", "llama": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s", "cnn": "step_ms"}
+key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "checkpoint": "save_ms_median", "mlp": "step_ms_median", "gpt": "step_ms_median", "llama": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s", "cnn": "step_ms", "resnet": "step_ms_median"}
 by = collections.defaultdict(list)
 for r in rows:
     by[(r["workload"], r["side"])].append(r[key[r["workload"]]])
