@@ -39,6 +39,9 @@ func gptLosses(t *testing.T, ranks int, args ...string) (map[int]float64, string
 // generators all restored), and nearly the same on another world size
 // with the same global batch (ZeRO's state resharded).
 func TestGPTResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains gpt.js 6 times with checkpoints, 13 s (-short skips it; make test-all runs it)")
+	}
 	common := []string{"--steps", "12", "--eval-every", "100", "--checkpoint-every", "6"}
 	for _, c := range []struct {
 		name               string

@@ -64,6 +64,9 @@ func TestGPTSampleLearns(t *testing.T) {
 // up to rounding (the loader hands out the same windows, gradients are
 // averaged the same way, clipping sees the same norm).
 func TestGPTSampleParallelForms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains gpt.js in every parallel form, 5 s (-short skips it; make test-all runs it)")
+	}
 	common := []string{"--steps", "8", "--eval-every", "8", "--eval-batches", "2"}
 	want := runGPT(t, 1, append([]string{"--batch", "8"}, common...)...)[0]
 	for _, c := range []struct {
