@@ -33,15 +33,11 @@ func Unfold2d(x *Tensor, g WindowGeom) *Tensor {
 	if !ok {
 		return rt.fail(op, "device %v has no unfold kernel", rt.dev)
 	}
-	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
-		return rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
+	xc, bad := windowInput(op, x, g)
+	if bad != nil {
+		return bad
 	}
-	if err := g.Check(); err != nil {
-		return rt.failErr(op, err)
-	}
-	xc := x
-	if !x.IsContiguous() {
-		rt.NoGrad(func() { xc = x.Contiguous() })
+	if xc != x {
 		defer xc.Release()
 	}
 	out, err := rt.empty(x.dt, []int{g.N, g.C * g.KH * g.KW, g.OH * g.OW})
@@ -91,15 +87,11 @@ func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 	if !ok {
 		return rt.fail(op, "device %v has no max pooling kernel", rt.dev)
 	}
-	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
-		return rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
+	xc, bad := windowInput(op, x, g)
+	if bad != nil {
+		return bad
 	}
-	if err := g.Check(); err != nil {
-		return rt.failErr(op, err)
-	}
-	xc := x
-	if !x.IsContiguous() {
-		rt.NoGrad(func() { xc = x.Contiguous() })
+	if xc != x {
 		defer xc.Release()
 	}
 	shape := []int{g.N, g.C, g.OH, g.OW}
@@ -142,4 +134,22 @@ func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 		}
 	}
 	return values
+}
+
+// windowInput checks that x is the [N, C, H, W] input g's windows are
+// over and that g can run, and returns x contiguous (a copy the caller
+// releases when it is not x), or a tensor carrying why not.
+func windowInput(op string, x *Tensor, g WindowGeom) (xc, bad *Tensor) {
+	rt := x.rt
+	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
+		return nil, rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
+	}
+	if err := g.Check(); err != nil {
+		return nil, rt.failErr(op, err)
+	}
+	if x.IsContiguous() {
+		return x, nil
+	}
+	rt.NoGrad(func() { xc = x.Contiguous() })
+	return xc, nil
 }
