@@ -1,7 +1,9 @@
 // Package bench is the zeroeng side of the side-by-side benchmarks whose
-// PyTorch side lives in bench/torch_cpu.py: the same workloads, built
-// on the engine, timed the same way (warm-up steps, then the median of
-// timed steps), reported as the same JSON line.
+// PyTorch side lives in bench/torch_*.py (torch_cpu.py, torch_gpu.py,
+// torch_allreduce.py, ...): the same workloads, built on the engine, timed
+// the same way (warm-up steps, then the median of timed steps), reported
+// as the same JSON line; and the engine's own measurements that
+// `zeroeng bench` runs (ZeRO's memory per rank by stage, zeromem.go).
 package bench
 
 import (

@@ -105,7 +105,7 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 	}
 	params := model.Parameters()
 	var d *ddp.DDP
-	if stage < 2 {
+	if !(zero.Options{Stage: stage}).ShardsGradients() { // DDP averages the gradients
 		var named []ddp.Param
 		for _, p := range model.NamedParameters() {
 			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})
@@ -118,6 +118,7 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 	cfg := optim.DefaultAdamW()
 	var plain *optim.Optimizer
 	var z *zero.Optimizer
+	var plan *zero.Plan // stage 3's units
 	var opt Optimizer
 	switch stage {
 	case 0:
@@ -131,11 +132,13 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 		opt = z
 	case 3:
 		// One unit per layer, gathered around its forward and backward.
-		var units []zero.UnitSpec
+		plan = zero.NewPlan()
 		for _, l := range mods {
-			units = append(units, zero.UnitSpec{Params: l.(*nn.Linear).Parameters(), ReshardAfterForward: true})
+			if _, err := plan.FullyShard(l.(*nn.Linear).Parameters(), true); err != nil {
+				return zero.Memory{}, 0, 0, err
+			}
 		}
-		z, err = zero.New(pg, optim.AdamW, params, cfg.Group(), zero.Options{Stage: 3, Units: units})
+		z, err = zero.New(pg, optim.AdamW, params, cfg.Group(), zero.Options{Stage: 3, Plan: plan})
 		opt = z
 	}
 	if err != nil {
@@ -146,21 +149,16 @@ func zeroMemoryRank(pg dist.ProcessGroup, stage, layers, width int) (_ zero.Memo
 	dev.ResetPeakMemStats()
 	y := x
 	for i, l := range mods {
-		var u *zero.Unit // stage 3's
-		if z != nil {
-			u = z.Unit(i)
+		if plan == nil {
+			y = l.Forward(y)
+			continue
 		}
-		if u != nil {
-			if err := u.BeforeForward(); err != nil {
-				return zero.Memory{}, 0, 0, err
-			}
+		// Stage 3: the layer's parameters gathered around its forward.
+		out, err := plan.Forward(i, func() ([]*tensor.Tensor, error) { return []*tensor.Tensor{l.Forward(y)}, nil })
+		if err != nil {
+			return zero.Memory{}, 0, 0, err
 		}
-		y = l.Forward(y)
-		if u != nil {
-			if err := u.AfterForward([]*tensor.Tensor{y}); err != nil {
-				return zero.Memory{}, 0, 0, err
-			}
-		}
+		y = out[0]
 	}
 	if err := tensor.MSELoss(y, x, tensor.ReduceMean).Backward(); err != nil {
 		return zero.Memory{}, 0, 0, err
@@ -291,7 +289,7 @@ func zeroPeakRank(pg dist.ProcessGroup, c ZeroPeakConfig) (accounted, peak int64
 	}
 	params := model.Parameters()
 	var d *ddp.DDP
-	if c.Stage < 2 {
+	if !(zero.Options{Stage: c.Stage}).ShardsGradients() { // DDP averages the gradients
 		var named []ddp.Param
 		for _, p := range model.NamedParameters() {
 			named = append(named, ddp.Param{Name: p.Name, Tensor: p.Tensor})

@@ -9,7 +9,6 @@ import (
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/zero"
 )
 
 // ampModule is require("zeroeng").amp, torch.amp's mixed precision:
@@ -229,11 +228,23 @@ func (s *gradScaler) scaleValue(v goja.Value) goja.Value {
 	return nil
 }
 
-// shardedGrads is opt as a ZeRO optimizer of stage 2 or 3, whose
-// gradients live in its slices rather than on the parameters.
-func shardedGrads(opt scriptOptimizer) (*zero.Optimizer, bool) {
-	z, ok := opt.(*zero.Optimizer)
-	return z, ok && z.Options().Stage >= 2
+// shardingOptimizer is what the scaler asks of an optimizer that shards
+// (ZeRO's, *zero.Optimizer): its parameters, to refuse one that steps
+// inside backward, and, when it keeps its own slices of the gradients
+// rather than the parameters' (ShardsGradients: stages 2 and 3), the
+// unscale and the skipped step it does itself, agreeing across ranks.
+type shardingOptimizer interface {
+	Params() []*tensor.Tensor
+	ShardsGradients() bool
+	UnscaleGrads(inv float64) (foundInf bool, err error)
+	SkipStep() error
+}
+
+// shardedGrads is opt as an optimizer whose gradients live in its slices
+// rather than on the parameters.
+func shardedGrads(opt scriptOptimizer) (shardingOptimizer, bool) {
+	z, ok := opt.(shardingOptimizer)
+	return z, ok && z.ShardsGradients()
 }
 
 func (s *gradScaler) stage(opt scriptOptimizer) *scalerStage {
@@ -257,7 +268,7 @@ func (s *gradScaler) unscale(fn string, opt scriptOptimizer) {
 	case st.stepped:
 		r.throwf("%s: unscale_() is being called after step()", fn)
 	}
-	if z, ok := opt.(*zero.Optimizer); ok {
+	if z, ok := opt.(shardingOptimizer); ok {
 		r.refuseSteppedInBackward(fn, "a GradScaler checks the whole gradient for inf and NaN before the step (and unscales it)", z.Params())
 	}
 	inv := float64(float32(1 / float64(s.scale)))

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/optim"
 )
 
 var updateAPIRef = stdflag.Bool("update", false, "rewrite docs/api-reference.md from the API and its descriptions")
@@ -226,6 +228,21 @@ func readDescriptions(t *testing.T) map[string]apiDescription {
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
+	}
+	// The optimizers' constructors are described by engine/optim's
+	// registry (Algorithm.Doc), not in the file.
+	for _, a := range optim.Algorithms() {
+		name := "optim." + a.Name
+		if prev, dup := out[name]; dup {
+			t.Errorf("script/%s:%d: %s is described by engine/optim's registry", apiDescriptionsPath, prev.line, name)
+		}
+		sig := name + "(params, opts?)"
+		for _, o := range a.Options {
+			if o.Required {
+				sig = name + "(params, opts)"
+			}
+		}
+		out[name] = apiDescription{name: name, signature: sig, meaning: a.Doc}
 	}
 	return out
 }

@@ -189,11 +189,11 @@ func (r *Runtime) checkpointParts(fn string, v goja.Value, forLoad bool) (st *ch
 			st.Optimizers = append(st.Optimizers, checkpoint.Optimizer{Key: key, Opt: r.optimizerArg(fn, o)})
 		case isObj && r.vm.InstanceOf(o, moduleClass):
 			mod := checkpoint.Module{Key: key, Tensors: r.moduleTensors(fn, key, o)}
-			if r.stage3 != nil {
+			if z := r.stage3(); z != nil {
 				for _, n := range mod.Tensors {
-					if _, ok := r.unitOf[n.Tensor]; ok {
+					if _, ok := r.zeroPlan().UnitOf(n.Tensor); ok {
 						// Each rank saves and loads its own slices.
-						mod.Sharded = r.stage3
+						mod.Sharded = z
 						break
 					}
 				}

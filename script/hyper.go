@@ -19,65 +19,115 @@ type hyperParam struct {
 	set  func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value)
 }
 
-func number(name string, field func(g *optim.ParamGroup) *float64) hyperParam {
-	return hyperParam{name: name,
-		get: func(g *optim.ParamGroup) any { return *field(g) },
-		set: func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) { *field(g) = r.numberValue(fn, name, v) }}
+// camelCase is a PyTorch option's name as scripts write it:
+// weight_decay is weightDecay, momentum_decay momentumDecay.
+func camelCase(name string) string {
+	parts := strings.Split(name, "_")
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != "" {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+	}
+	return strings.Join(parts, "")
 }
 
-func flag(name string, field func(g *optim.ParamGroup) *bool) hyperParam {
-	return hyperParam{name: name,
-		get: func(g *optim.ParamGroup) any { return *field(g) },
-		set: func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) { *field(g) = r.toBool(fn, name, v) }}
-}
-
-// hyperParams are every algorithm's hyper-parameters; optimizerOptions
-// says which belong to which.
-var hyperParams = []hyperParam{
-	number("lr", func(g *optim.ParamGroup) *float64 { return &g.LR }),
-	number("weightDecay", func(g *optim.ParamGroup) *float64 { return &g.WeightDecay }),
-	flag("maximize", func(g *optim.ParamGroup) *bool { return &g.Maximize }),
-	number("momentum", func(g *optim.ParamGroup) *float64 { return &g.Momentum }),
-	number("dampening", func(g *optim.ParamGroup) *float64 { return &g.Dampening }),
-	flag("nesterov", func(g *optim.ParamGroup) *bool { return &g.Nesterov }),
-	{name: "betas",
-		get: func(g *optim.ParamGroup) any { return []any{g.Beta1, g.Beta2} },
-		set: func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) {
-			b := r.floatList(fn, "betas", v)
+// optionParam is the script face of an algorithm's option: its camelCase
+// name, read and written through the group by PyTorch's name, as the
+// option's type says (a number, a boolean, a pair of numbers).
+func optionParam(o optim.Option) hyperParam {
+	name := camelCase(o.Name)
+	h := hyperParam{name: name, get: func(g *optim.ParamGroup) any {
+		v := g.Get(o.Name)
+		if b, ok := v.([2]float64); ok {
+			return []any{b[0], b[1]}
+		}
+		return v
+	}}
+	switch o.Default.(type) {
+	case float64:
+		h.set = func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) {
+			must(g.Set(o.Name, r.numberValue(fn, name, v)))
+		}
+	case bool:
+		h.set = func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) {
+			must(g.Set(o.Name, r.toBool(fn, name, v)))
+		}
+	case [2]float64:
+		h.set = func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) {
+			b := r.floatList(fn, name, v)
 			if len(b) != 2 {
-				r.throwf("%s: betas must be a pair of numbers", fn)
+				r.throwf("%s: %s must be a pair of numbers", fn, name)
 			}
-			g.Beta1, g.Beta2 = b[0], b[1]
-		}},
-	number("eps", func(g *optim.ParamGroup) *float64 { return &g.Eps }),
-	flag("amsgrad", func(g *optim.ParamGroup) *bool { return &g.AMSGrad }),
-	number("alpha", func(g *optim.ParamGroup) *float64 { return &g.Alpha }),
-	flag("centered", func(g *optim.ParamGroup) *bool { return &g.Centered }),
-	number("lrDecay", func(g *optim.ParamGroup) *float64 { return &g.LRDecay }),
-	number("initialAccumulatorValue", func(g *optim.ParamGroup) *float64 { return &g.InitialAccumulatorValue }),
-	number("initialLr", func(g *optim.ParamGroup) *float64 { return &g.InitialLR }),
+			must(g.Set(o.Name, [2]float64{b[0], b[1]}))
+		}
+	}
+	return h
 }
+
+// hyperParams are every algorithm's hyper-parameters (engine/optim's
+// registry), once each, and initialLr (set by schedulers);
+// optimizerOptions says which belong to which.
+var hyperParams = func() []hyperParam {
+	var out []hyperParam
+	seen := map[string]bool{}
+	for _, a := range optim.Algorithms() {
+		for _, o := range a.Options {
+			if !seen[o.Name] {
+				seen[o.Name] = true
+				out = append(out, optionParam(o))
+			}
+		}
+	}
+	return append(out, hyperParam{name: "initialLr",
+		get: func(g *optim.ParamGroup) any { return g.InitialLR },
+		set: func(r *Runtime, fn string, g *optim.ParamGroup, v goja.Value) {
+			g.InitialLR = r.numberValue(fn, "initialLr", v)
+		}})
+}()
 
 // implementationSwitches are PyTorch's options that choose an
-// implementation, not the result: accepted, without effect.
-var implementationSwitches = []string{"foreach", "fused", "capturable", "differentiable"}
+// implementation, not the result (foreach, fused, ...): accepted, without
+// effect.
+var implementationSwitches = func() []string {
+	var out []string
+	for _, a := range optim.Algorithms() {
+		for _, s := range a.Switches {
+			if !slices.Contains(out, s.Name) {
+				out = append(out, s.Name)
+			}
+		}
+	}
+	return out
+}()
 
-// optimizerOptions are the hyper-parameters each algorithm's constructor
-// takes, PyTorch 1.13's arguments in camelCase.
-var optimizerOptions = map[optim.Kind][]string{
-	optim.SGD:     {"lr", "momentum", "dampening", "weightDecay", "nesterov", "maximize"},
-	optim.Adam:    {"lr", "betas", "eps", "weightDecay", "amsgrad", "maximize"},
-	optim.AdamW:   {"lr", "betas", "eps", "weightDecay", "amsgrad", "maximize"},
-	optim.RMSprop: {"lr", "alpha", "eps", "weightDecay", "momentum", "centered", "maximize"},
-	optim.Adagrad: {"lr", "lrDecay", "weightDecay", "initialAccumulatorValue", "eps", "maximize"},
-	optim.Adamax:  {"lr", "betas", "eps", "weightDecay", "maximize"},
+// optimizerOptions are the hyper-parameters kind's constructor takes,
+// PyTorch 1.13's arguments in camelCase.
+func optimizerOptions(kind optim.Kind) []string {
+	var out []string
+	if a := kind.Algorithm(); a != nil {
+		for _, o := range a.Options {
+			out = append(out, camelCase(o.Name))
+		}
+	}
+	return out
+}
+
+// requireOptions throws for an option of kind that PyTorch requires (SGD's
+// lr) and ops lacks; what follows the message names the optimizer where
+// the function does not ("for sgd").
+func (r *Runtime) requireOptions(fn string, kind optim.Kind, ops *goja.Object, what string) {
+	for _, o := range kind.Algorithm().Options {
+		if o.Required && optValue(ops, camelCase(o.Name)) == nil {
+			r.throwf("%s: %s is required%s", fn, camelCase(o.Name), what)
+		}
+	}
 }
 
 // allOptimizerOptions are the keys of every built-in optimizer, once each.
 func allOptimizerOptions() []string {
 	var out []string
-	for _, kind := range optim.Kinds {
-		for _, k := range optimizerOptions[kind] {
+	for _, kind := range optim.Kinds() {
+		for _, k := range optimizerOptions(kind) {
 			if !slices.Contains(out, k) {
 				out = append(out, k)
 			}
@@ -98,7 +148,7 @@ func hyperParamNamed(name string) (hyperParam, bool) {
 // groupKeys are the keys of a kind group's script object: its params, its
 // hyper-parameters and initialLr (set by a scheduler).
 func groupKeys(kind optim.Kind) []string {
-	return slices.Concat([]string{"params"}, optimizerOptions[kind], []string{"initialLr"})
+	return slices.Concat([]string{"params"}, optimizerOptions(kind), []string{"initialLr"})
 }
 
 // groupOptions applies the options object o to g, a group of a kind
@@ -113,7 +163,7 @@ func (r *Runtime) groupOptions(fn string, kind optim.Kind, g *optim.ParamGroup, 
 	if o == nil {
 		return
 	}
-	keys := optimizerOptions[kind]
+	keys := optimizerOptions(kind)
 	allowed := slices.Concat(keys, implementationSwitches)
 	if group {
 		allowed = append(allowed, "params", "initialLr")

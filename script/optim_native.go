@@ -12,16 +12,20 @@ import (
 	"github.com/zeroeng/zeroeng/engine/trace"
 )
 
-// nativeOptim installs the optimizers (optim.SGD, Adam, AdamW, RMSprop,
-// Adagrad, Adamax), their live
+// nativeOptim installs the optimizers, one constructor per algorithm of
+// engine/optim's registry (optim.SGD, optim.Adam, ..., optim.NAdam; their
+// names in native.optim.algorithms, which prelude.js exports), their live
 // parameter groups, state dicts and the learning-rate schedulers.
 func (r *Runtime) nativeOptim(native *goja.Object) {
 	o := r.vm.NewObject()
 	must(native.Set("optim", o))
-	for _, kind := range optim.Kinds {
+	var names []any
+	for _, kind := range optim.Kinds() {
 		kind := kind
 		r.fn(o, kind.String(), func(call goja.FunctionCall) goja.Value { return r.newOptimizer(kind, call) })
+		names = append(names, kind.String())
 	}
+	must(o.Set("algorithms", r.vm.NewArray(names...)))
 	sched := r.vm.NewObject()
 	must(o.Set("lrScheduler", sched))
 	r.fn(sched, "StepLR", func(call goja.FunctionCall) goja.Value {
@@ -264,15 +268,13 @@ func (r *Runtime) floatList(fn, what string, v goja.Value) []float64 {
 	return out
 }
 
-// newOptimizer is optim.SGD/Adam/AdamW(params, options): params is an array
+// newOptimizer is optim.SGD/Adam/...(params, options): params is an array
 // of tensors, or of groups {params, ...options}.
 func (r *Runtime) newOptimizer(kind optim.Kind, call goja.FunctionCall) goja.Value {
 	fn := "optim." + kind.String()
 	defaults := defaultGroup(kind)
 	ops := r.options(call, 1)
-	if kind == optim.SGD && optValue(ops, "lr") == nil {
-		r.throwf("%s: lr is required", fn)
-	}
+	r.requireOptions(fn, kind, ops, "")
 	r.groupOptions(fn, kind, &defaults, ops, false)
 	opt, err := optim.New(kind, nil, defaults)
 	if err != nil {

@@ -1656,14 +1656,13 @@
   const optim = {
     Optimizer,
     required,
-    SGD: (params, options) => native.optim.SGD(Array.from(params), options),
-    Adam: (params, options) => native.optim.Adam(Array.from(params), options),
-    AdamW: (params, options) => native.optim.AdamW(Array.from(params), options),
-    RMSprop: (params, options) => native.optim.RMSprop(Array.from(params), options),
-    Adagrad: (params, options) => native.optim.Adagrad(Array.from(params), options),
-    Adamax: (params, options) => native.optim.Adamax(Array.from(params), options),
     lrScheduler: native.optim.lrScheduler,
   };
+  // optim.SGD, optim.Adam, ..., optim.NAdam: one constructor per algorithm
+  // of engine/optim's registry, named as PyTorch's class.
+  for (const name of native.optim.algorithms) {
+    optim[name] = { [name]: (params, options) => native.optim[name](Array.from(params), options) }[name];
+  }
 
   // The dist module is the group of all ranks: it stands for that group
   // wherever a process group is taken or given (zopt.processGroup).

@@ -1,9 +1,12 @@
 // Package script owns the JavaScript side of zeroeng: one goja runtime per
 // rank with CommonJS require, console and process, the built-in module
 // require("zeroeng") that exposes the engine with PyTorch's names in
-// camelCase (tensor, nn, optim, io, dist), the lifetime rules that give the
-// engine's memory back deterministically, and the formatting of script
-// errors with file:line:column and the JS stack.
+// camelCase (tensor, nn, optim, io, dist, zero, amp, ...; docs/api.md), the
+// lifetime rules that give the engine's memory back deterministically, and
+// the formatting of script errors with file:line:column and the JS stack.
+// It also runs training programs compiled to WebAssembly, with the same
+// host API (program.go, docs/wasm-program-abi.md), and loads Wasm comm
+// hooks and schedules through hooks/wasm.
 //
 // A Runtime is not safe for concurrent use (goja runtimes are not); each
 // rank runs its own on its own goroutine.
@@ -108,12 +111,10 @@ type Runtime struct {
 
 	ddps []*ddp.DDP // the models the script wrapped, finished at its end
 
-	// ZeRO stage 3 (zero_stage3.go): the units zero.fullyShard marked, the
-	// unit of each of their parameters, and the stage-3 optimizer that
-	// shards them once it is made.
-	zeroUnits []zero.UnitSpec
-	unitOf    map[*tensor.Tensor]int
-	stage3    *zero.Optimizer
+	// ZeRO stage 3 (zero_stage3.go): the plan of the units zero.fullyShard
+	// marked, which knows the stage-3 optimizer that shards them once it
+	// is made (zeroPlan, stage3).
+	plan *zero.Plan
 	// lazyInit counts the zero.init calls running: while one does, new
 	// tensors of the factories and of the layers' initialisations are
 	// lazy (tensor.Lazy), as are loaded safetensors files.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/dop251/goja"
 
@@ -54,19 +56,21 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 			// An unknown key first: { optimzer: "adamw" } is a misspelled
 			// optimizer, not a missing one.
 			r.checkKeys(fn, ops, slices.Concat(zeroOptionKeys, allOptimizerOptions(), implementationSwitches)...)
-			r.throwf("%s: options.optimizer is required: \"adamw\", \"adam\", \"sgd\", \"rmsprop\", \"adagrad\", \"adamax\" or an optimizer class (a subclass of optim.Optimizer)", fn)
+			var names []string
+			for _, k := range optim.Kinds() {
+				names = append(names, strconv.Quote(strings.ToLower(k.String())))
+			}
+			r.throwf("%s: options.optimizer is required: %s or an optimizer class (a subclass of optim.Optimizer)", fn, strings.Join(names, ", "))
 		}
 		kind, err := optim.ParseKind(name)
 		if err != nil {
 			r.throwf("%s: %v", fn, err)
 		}
 		defaults := defaultGroup(kind)
-		if kind == optim.SGD && optValue(ops, "lr") == nil {
-			r.throwf("%s: lr is required for sgd", fn)
-		}
+		r.requireOptions(fn, kind, ops, " for "+strings.ToLower(kind.String()))
 		// One options object holds ZeRO's options and the optimizer's:
 		// a key that is neither is an error naming the one meant.
-		r.checkKeys(fn, ops, slices.Concat(zeroOptionKeys, optimizerOptions[kind], implementationSwitches)...)
+		r.checkKeys(fn, ops, slices.Concat(zeroOptionKeys, optimizerOptions(kind), implementationSwitches)...)
 		hyper := r.vm.NewObject()
 		if ops != nil {
 			for _, k := range ops.Keys() {
@@ -102,17 +106,15 @@ func (r *Runtime) nativeZero(native *goja.Object) {
 		default:
 			r.throwf("%s: offload must be \"cpu\" or \"none\", got %q", fn, off)
 		}
-		if opts.Stage == 3 {
-			if r.stage3 != nil {
+		if opts.ShardsParameters() {
+			if r.stage3() != nil {
 				r.throwf("%s: this script has a stage-3 optimizer already (one shards the units zero.fullyShard marked)", fn)
 			}
-			opts.Units = r.zeroUnits
+			// The optimizer takes the units and becomes the plan's.
+			opts.Plan = r.zeroPlan()
 		}
 		pg := r.processGroupOption(fn, ops)
 		z := r.newZero(fn, pg, kind, defaults, opts, call.Argument(0))
-		if opts.Stage == 3 {
-			r.stage3 = z
-		}
 		if opts.Schedule != nil {
 			// Its steps run inside backward (refuseSteppedInBackward).
 			r.steppedInBackward = append(r.steppedInBackward, z)
@@ -331,8 +333,11 @@ func (r *Runtime) localOptimizer(z *zero.Optimizer, rank int) goja.Value {
 			mine = append(mine, pv)
 			entry := map[string]any{}
 			if st := z.State(p); st != nil {
-				if z.Kind() != optim.SGD {
+				if !z.Kind().Algorithm().NoStep {
 					entry["step"] = st.Step
+				}
+				for k, v := range st.Scalars {
+					entry[k] = v
 				}
 				for _, t := range st.Tensors() {
 					entry[t.Name] = r.borrow(t.Tensor)
@@ -344,7 +349,7 @@ func (r *Runtime) localOptimizer(z *zero.Optimizer, rank int) goja.Value {
 		}
 		h := g.Hyper()
 		hyper := map[string]any{"params": r.vm.NewArray(mine...)}
-		for _, k := range optimizerOptions[z.Kind()] {
+		for _, k := range optimizerOptions(z.Kind()) {
 			hp, _ := hyperParamNamed(k)
 			hyper[k] = hp.get(&h)
 		}
@@ -593,7 +598,7 @@ func (r *Runtime) refuseSteppedInBackward(fn, what string, params []*tensor.Tens
 	for _, z := range r.steppedInBackward {
 		sched, _ := z.StepsInBackward()
 		how, instead := "overlapWithDDP", "the overlap hook"
-		if z.Options().Stage == 2 {
+		if z.ShardsGradients() {
 			how, instead = "stage 2", "the schedule option"
 		}
 		for _, p := range params {

@@ -31,6 +31,23 @@ import (
 // zero.init), as FSDP2's are not, but a script marks its units first and
 // makes its optimizer next, as in PyTorch.
 
+// zeroPlan is the script's stage-3 plan (zero.Plan): the units
+// zero.fullyShard marked and, once made, the optimizer that shards them.
+func (r *Runtime) zeroPlan() *zero.Plan {
+	if r.plan == nil {
+		r.plan = zero.NewPlan()
+	}
+	return r.plan
+}
+
+// stage3 is the script's stage-3 optimizer, or nil before it is made.
+func (r *Runtime) stage3() *zero.Optimizer {
+	if r.plan == nil {
+		return nil
+	}
+	return r.plan.Optimizer()
+}
+
 // nativeStage3 adds the unit functions to native.zero.
 func (r *Runtime) nativeStage3(o *goja.Object) {
 	r.stage3Natives(o)
@@ -49,22 +66,14 @@ func (r *Runtime) nativeStage3(o *goja.Object) {
 	})
 	r.fn(o, "unit", func(call goja.FunctionCall) goja.Value {
 		const fn = "zero.fullyShard"
-		if r.stage3 != nil {
+		if r.stage3() != nil {
 			r.throwf("%s: the stage-3 optimizer is made already: mark every unit (each block, then the model) before making it", fn)
 		}
 		params := r.tensorList(fn, call.Argument(0))
-		if r.unitOf == nil {
-			r.unitOf = map[*tensor.Tensor]int{}
+		id, err := r.zeroPlan().FullyShard(params, call.Argument(1).ToBoolean())
+		if err != nil {
+			r.throwf("%s: %v", fn, err)
 		}
-		id := len(r.zeroUnits)
-		var own []*tensor.Tensor
-		for _, p := range params {
-			if _, taken := r.unitOf[p]; !taken {
-				r.unitOf[p] = id
-				own = append(own, p)
-			}
-		}
-		r.zeroUnits = append(r.zeroUnits, zero.UnitSpec{Params: own, ReshardAfterForward: call.Argument(1).ToBoolean()})
 		return r.vm.ToValue(id)
 	})
 	r.fn(o, "beforeForward", func(call goja.FunctionCall) goja.Value {
@@ -98,22 +107,17 @@ func (r *Runtime) nativeStage3(o *goja.Object) {
 func (r *Runtime) stage3Natives(o *goja.Object) {
 	// sharded(params): whether a stage-3 optimizer shards any of them.
 	r.fn(o, "sharded", func(call goja.FunctionCall) goja.Value {
-		if r.stage3 == nil {
+		if r.stage3() == nil {
 			return r.vm.ToValue(false)
 		}
-		for _, p := range r.tensorList("stateDict", call.Argument(0)) {
-			if _, ok := r.unitOf[p]; ok {
-				return r.vm.ToValue(true)
-			}
-		}
-		return r.vm.ToValue(false)
+		return r.vm.ToValue(r.zeroPlan().Sharded(r.tensorList("stateDict", call.Argument(0))))
 	})
 	r.fn(o, "stateDict", r.stage3StateDict)
 	r.fn(o, "loadStateDict", r.stage3LoadStateDict)
 	// withFullParams(writeBack, fn): fn with the whole model gathered.
 	r.fn(o, "withFullParams", func(call goja.FunctionCall) goja.Value {
 		f, _ := goja.AssertFunction(call.Argument(1))
-		return r.callWithFullParams(r.stage3, call.Argument(0).ToBoolean(), f)
+		return r.callWithFullParams(r.stage3(), call.Argument(0).ToBoolean(), f)
 	})
 }
 
@@ -134,7 +138,7 @@ func (pl paramPlace) mine(n int) (s, e int) {
 // stage3Places maps every parameter the stage-3 optimizer shards to its
 // place (nil without one).
 func (r *Runtime) stage3Places() map[*tensor.Tensor]paramPlace {
-	z := r.stage3
+	z := r.stage3()
 	if z == nil {
 		return nil
 	}
@@ -192,8 +196,8 @@ func (r *Runtime) stage3StateDict(call goja.FunctionCall) goja.Value {
 		anySharded = anySharded || sharded
 	}
 	rank := r.opts.Rank
-	if r.stage3 != nil {
-		rank = r.stage3.ProcessGroup().Rank()
+	if r.stage3() != nil {
+		rank = r.stage3().ProcessGroup().Rank()
 	}
 	if !anySharded {
 		if rank0Only.ToBoolean() && rank != 0 {
@@ -202,7 +206,7 @@ func (r *Runtime) stage3StateDict(call goja.FunctionCall) goja.Value {
 		return raw
 	}
 	out := r.vm.NewObject()
-	z := r.stage3
+	z := r.stage3()
 	if typ == "sharded" {
 		for i, k := range names {
 			t := tensors[i]
@@ -370,7 +374,7 @@ func (r *Runtime) stage3LoadStateDict(call goja.FunctionCall) goja.Value {
 	if err := nn.LoadStateDictError(strict, missing, unexpected, msgs); err != nil {
 		r.throwf("Error(s) in loading state_dict:\n\t%v", err)
 	}
-	z := r.stage3
+	z := r.stage3()
 	sc := r.rt.OpenScope()
 	defer sc.Close()
 	var err error
@@ -438,8 +442,8 @@ func (r *Runtime) rethrow(err error) {
 // stage3Unit is unit id of the stage-3 optimizer, or nil before there is
 // one.
 func (r *Runtime) stage3Unit(id goja.Value) *zero.Unit {
-	if r.stage3 == nil {
+	if r.stage3() == nil {
 		return nil
 	}
-	return r.stage3.Unit(int(id.ToInteger()))
+	return r.stage3().Unit(int(id.ToInteger()))
 }

@@ -26,7 +26,7 @@ func (z *Optimizer) ClipGradNorm(maxNorm, normType float64) (float64, error) {
 	if err := z.refuseSchedule("clipGradNorm", "clipping needs the norm of the whole gradient before the step"); err != nil {
 		return 0, err
 	}
-	if z.opts.Stage < 2 || z.flat == nil {
+	if !z.opts.ShardsGradients() || z.flat == nil {
 		return optim.ClipGradNorm(z.Params(), maxNorm, normType)
 	}
 	if normType != 2 {

@@ -185,7 +185,7 @@ func (f *flatLayout) attach(b *flatBucket) error {
 	sc := z.rt.OpenScope() // the views below
 	defer sc.Close()
 	dt := b.params[0].DType()
-	if z.opts.Stage == 3 {
+	if z.opts.ShardsParameters() {
 		if err := f.shardBucket(b); err != nil {
 			return err
 		}
@@ -206,7 +206,7 @@ func (f *flatLayout) attach(b *flatBucket) error {
 			}
 		}
 	}
-	if z.opts.Stage >= 2 {
+	if z.opts.ShardsGradients() {
 		b.gradShard = z.rt.Zeros(dt, b.slice).Persist()
 		b.ready = make([]bool, len(b.params))
 		if f.where == nil {
@@ -280,7 +280,7 @@ func (f *flatLayout) retire(b *flatBucket) {
 	}
 	b.grads.Release()
 	b.grads = nil
-	if f.z.opts.Offload != nil && f.err == nil {
+	if f.z.opts.Offloads() && f.err == nil {
 		f.err = f.sendDown(b)
 	}
 }
@@ -478,7 +478,7 @@ func (f *flatLayout) step() (err error) {
 	}
 	sc := z.rt.OpenScope()
 	defer sc.Close()
-	if z.opts.Stage >= 2 {
+	if z.opts.ShardsGradients() {
 		f.clipped = false
 		if f.reduced {
 			f.reduced = false
@@ -494,7 +494,7 @@ func (f *flatLayout) step() (err error) {
 		// last one was launched (in backward, or in finishPass above).
 		return f.sched.finish()
 	}
-	if z.opts.Stage == 3 && z.opts.Offload != nil {
+	if z.opts.ShardsParameters() && z.opts.Offloads() {
 		return f.startHostStep()
 	}
 	var inflight []*gathering // oldest first
@@ -591,7 +591,7 @@ func (g *gathering) finish() error {
 // offload).
 func (f *flatLayout) update(b *flatBucket) error {
 	z := f.z
-	if z.opts.Offload != nil {
+	if z.opts.Offloads() {
 		// The host steps the slice and sends it back.
 		return f.offloadStep(b, z.Groups)
 	}
@@ -599,7 +599,7 @@ func (f *flatLayout) update(b *flatBucket) error {
 	defer sc.Close()
 	for _, pc := range b.pieces {
 		var g *tensor.Tensor
-		if z.opts.Stage >= 2 {
+		if z.opts.ShardsGradients() {
 			g = b.gradShard.Narrow(0, pc.in, pc.n)
 		} else {
 			full := pc.param.Grad()
@@ -720,7 +720,7 @@ func (f *flatLayout) memory(m *Memory) {
 		if b.grads != nil {
 			m.Gradients += int64(b.grads.Numel()) * es
 		}
-		if f.z.opts.Offload != nil {
+		if f.z.opts.Offloads() {
 			continue // the host's bytes are counted below
 		}
 		for _, pc := range b.pieces {
@@ -729,7 +729,7 @@ func (f *flatLayout) memory(m *Memory) {
 			}
 		}
 	}
-	if f.z.opts.Offload != nil {
+	if f.z.opts.Offloads() {
 		m.HostState = f.hostBytes()
 	}
 }

@@ -337,11 +337,17 @@ func closeTo(t *testing.T, got, want [][]float64, what string) {
 	}
 }
 
-var kinds = func() []struct {
+// kindCase is an optimizer ZeRO's tests run: its algorithm and settings.
+type kindCase struct {
 	name  string
 	kind  optim.Kind
 	hyper optim.ParamGroup
-} {
+}
+
+// kinds are the algorithms of engine/optim's registry: those below with
+// settings of their own, every other one (NAdam, RAdam, ...) with
+// PyTorch's defaults.
+var kinds = func() []kindCase {
 	sgd := optim.SGDConfig{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-3}.Group()
 	sgdMax := sgd.Hyper()
 	sgdMax.Maximize = true
@@ -352,12 +358,14 @@ var kinds = func() []struct {
 	rms := optim.RMSpropConfig{LR: 1e-3, Alpha: 0.9, Eps: 1e-8, Momentum: 0.5, Centered: true}.Group()
 	adagrad := optim.AdagradConfig{LR: 1e-2, LRDecay: 0.01, InitialAccumulatorValue: 0.1, Eps: 1e-10}.Group()
 	adamax := optim.DefaultAdamax().Group()
-	return []struct {
-		name  string
-		kind  optim.Kind
-		hyper optim.ParamGroup
-	}{{"SGD", optim.SGD, sgd}, {"SGD maximize", optim.SGD, sgdMax}, {"Adam", optim.Adam, adam}, {"AdamW", optim.AdamW, adamW},
+	out := []kindCase{{"SGD", optim.SGD, sgd}, {"SGD maximize", optim.SGD, sgdMax}, {"Adam", optim.Adam, adam}, {"AdamW", optim.AdamW, adamW},
 		{"RMSprop", optim.RMSprop, rms}, {"Adagrad", optim.Adagrad, adagrad}, {"Adamax", optim.Adamax, adamax}}
+	for _, a := range optim.Algorithms() {
+		if !slices.ContainsFunc(out, func(k kindCase) bool { return k.kind == a.Kind }) {
+			out = append(out, kindCase{a.Name, a.Kind, optim.Defaults(a.Kind)})
+		}
+	}
+	return out
 }()
 
 // small DDP buckets, so that the MLP spans three of them.

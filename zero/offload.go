@@ -46,7 +46,7 @@ type offloaded struct {
 // stateRuntime is where the optimizer state lives: the host under
 // offload, else the device.
 func (z *Optimizer) stateRuntime() *tensor.Runtime {
-	if z.opts.Offload != nil {
+	if z.opts.Offloads() {
 		return z.opts.Offload
 	}
 	return z.rt

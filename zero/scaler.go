@@ -24,7 +24,7 @@ import (
 // an error too: the step runs during backward, before anyone unscales.
 func (z *Optimizer) UnscaleGrads(inv float64) (foundInf bool, err error) {
 	f := z.flat
-	if z.opts.Stage < 2 || f == nil {
+	if !z.opts.ShardsGradients() || f == nil {
 		return false, fmt.Errorf("zero: unscaleGrads: stage %d keeps whole gradients on the parameters; unscale those", z.opts.Stage)
 	}
 	if err := z.refuseSchedule("unscaleGrads", "a GradScaler checks the whole gradient for inf and NaN before the step (and unscales it)"); err != nil {
@@ -66,7 +66,7 @@ func (z *Optimizer) UnscaleGrads(inv float64) (foundInf bool, err error) {
 // during backward.
 func (z *Optimizer) SkipStep() error {
 	f := z.flat
-	if z.opts.Stage < 2 || f == nil {
+	if !z.opts.ShardsGradients() || f == nil {
 		return nil // nothing is pending: the gradients are the parameters'
 	}
 	if err := z.refuseSchedule("skipStep", "a step cannot be skipped"); err != nil {

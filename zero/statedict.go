@@ -3,26 +3,17 @@ package zero
 import (
 	"bytes"
 	"encoding/gob"
-	"errors"
 	"fmt"
 	"slices"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
-// Chunk is what one rank holds of one parameter's optimizer state: all of
-// it (greedy partition), or the piece inside the rank's slice (flat
-// partition). Consolidation sends a rank's chunks to the target rank;
-// checkpoints write each rank's chunks to its own file.
-type Chunk struct {
-	Index int // the parameter's global index
-	At    int // first element, in the flattened parameter
-	Step  int64
-	N     int      // elements in each entry
-	Names []string // "exp_avg", ...
-	Data  [][]byte // each entry's N elements in optim.StateDType, little-endian
-}
+// Chunk is what one rank holds of one parameter's optimizer state
+// (shard.Chunk, where engine/checkpoint sees it too).
+type Chunk = shard.Chunk
 
 // ConsolidateStateDict gathers every rank's optimizer state on rank to
 // (consolidate_state_dict). It is collective: every rank calls it. Each
@@ -291,7 +282,7 @@ func (z *Optimizer) LoadStateDict(sd *optim.StateDict) error {
 
 // ErrOtherLayout is LoadShard's answer to chunks saved under another
 // world size or partition; the consolidated state dict serves those.
-var ErrOtherLayout = errors.New("zero: the chunks were saved under another partition")
+var ErrOtherLayout = shard.ErrOtherLayout
 
 // ownPiece is one parameter, or piece of one, whose state this rank keeps:
 // where its state lives and the shape it has there.
@@ -360,7 +351,7 @@ func (z *Optimizer) matchChunks(pieces []ownPiece, chunks []Chunk) ([]int, bool)
 // Chunks that are not exactly this rank's pieces give ErrOtherLayout;
 // nothing changes unless everything is valid.
 func (z *Optimizer) LoadShard(paramGroups []map[string]any, chunks []Chunk) error {
-	l, err := z.BeginLoadShard(paramGroups, chunks)
+	l, err := z.beginLoadShard(paramGroups, chunks)
 	if err != nil {
 		return err
 	}
@@ -384,11 +375,11 @@ func (z *Optimizer) LoadShard(paramGroups []map[string]any, chunks []Chunk) erro
 	return l.Commit()
 }
 
-// ShardLoad is LoadShard in two steps, for a reader that fills the state
-// tensors itself (a checkpoint, read from its files straight into them):
-// BeginLoadShard checks the chunks' layout and entries and makes the
-// tensors, the reader fills each Entry, then Commit installs them or
-// Abort frees them. The optimizer changes only at Commit.
+// ShardLoad is LoadShard in two steps (a shard.Load), for a reader that
+// fills the state tensors itself (a checkpoint, read from its files
+// straight into them): BeginLoadShard checks the chunks' layout and
+// entries and makes the tensors, the reader fills each Entry, then Commit
+// installs them or Abort frees them. The optimizer changes only at Commit.
 type ShardLoad struct {
 	z      *Optimizer
 	hyper  []optim.ParamGroup
@@ -403,8 +394,22 @@ type ShardLoad struct {
 // hyper-parameters, that the chunks are this rank's pieces (else
 // ErrOtherLayout), and that each holds exactly the entries its parameter's
 // state keeps under them (optim.CheckStateNames), and makes the state
-// tensors for the reader to fill.
-func (z *Optimizer) BeginLoadShard(paramGroups []map[string]any, chunks []Chunk) (*ShardLoad, error) {
+// tensors for the reader to fill. The load is a *ShardLoad.
+func (z *Optimizer) BeginLoadShard(paramGroups []map[string]any, chunks []Chunk) (shard.Load, error) {
+	l, err := z.beginLoadShard(paramGroups, chunks)
+	if err != nil {
+		return nil, err // not a nil *ShardLoad in the interface
+	}
+	return l, nil
+}
+
+// ShardLayout is the partition and stage the state is cut under, as a
+// checkpoint's manifest records them.
+func (z *Optimizer) ShardLayout() shard.Layout {
+	return shard.Layout{Partition: z.opts.Partition, Stage: z.opts.Stage}
+}
+
+func (z *Optimizer) beginLoadShard(paramGroups []map[string]any, chunks []Chunk) (*ShardLoad, error) {
 	if err := z.settle(); err != nil {
 		return nil, err
 	}

@@ -1,20 +1,41 @@
 // Package zero owns ZeRO sharding: the ZeroRedundancyOptimizer, which
-// partitions the optimizer state (stage 1) and the gradients (stage 2)
-// across the ranks of a process group, updates only this rank's shard and
-// sends the updated parameters to the others; and the DDP comm-hook
-// wrappers that overlap that step with backward (overlap.go).
+// partitions the optimizer state (stage 1), the gradients (stage 2) and
+// the parameters (stage 3) across the ranks of a process group, updates
+// only this rank's shard and sends the updated parameters to the others;
+// and the DDP comm-hook wrappers that overlap that step with backward
+// (overlap.go).
 //
 // Two partitions exist. "greedy" is PyTorch's: whole parameters, largest
 // first, each to the least-loaded rank; updated parameters are broadcast
 // from their owners. "flat" (flat.go) is llm.c's and DeepSpeed's: the
 // parameters are laid out in flat buckets, each cut into one equal slice
 // per rank; each rank updates its slice and the slices are all-gathered.
-// Stage 2 needs the flat partition: gradients are reduce-scattered into
-// the slices during backward instead of all-reduced, and each rank keeps
-// only its gradient slice.
+// Stages 2 and 3 need the flat partition: gradients are reduce-scattered
+// into the slices during backward instead of all-reduced, and each rank
+// keeps only its gradient slice.
+//
+// Stage 3 (stage3.go) is FSDP's: each unit's parameters (a block of the
+// model, then the model itself) exist whole only while the unit's forward
+// or backward runs, gathered from the ranks' slices just before. The
+// units are a Plan's (plan.go): Plan.FullyShard marks them, as the
+// script's zero.fullyShard does, and Plan.Forward runs a unit's forward
+// between its gather and its release, so that a Go program shards a
+// model as a script does. What a stage shards is asked by name
+// (Options.ShardsGradients, ShardsParameters, Offloads), not by number.
+//
+// Under stages 2 and 3 the host can keep the master weights and the state
+// and run the step (Options.Offload, offload.go), and under stage 2 a
+// schedule (schedule.go; Go, JavaScript or WebAssembly) decides when each
+// bucket is stepped and sent during backward. The optimizer clips and
+// unscales its own gradient slices (clip.go, scaler.go), gives PyTorch's
+// state dicts (statedict.go), and hands its shards to engine/checkpoint
+// through checkpoint.ShardedOptimizer and checkpoint.ShardedParams, whose
+// methods name only the engine's types (shardstate.go): checkpoint does
+// not import this package.
 //
 // The behaviour reproduced is PyTorch's ZeroRedundancyOptimizer and
-// DeepSpeed's stages; docs/pytorch-parity.md says where it differs.
+// FSDP, and DeepSpeed's stages; docs/pytorch-parity.md says where it
+// differs.
 package zero
 
 import (
@@ -51,6 +72,10 @@ type Options struct {
 	// Units are stage 3's units (zero.fullyShard), the root last. Every
 	// parameter of the optimizer must be in exactly one unit.
 	Units []UnitSpec
+	// Plan, instead of Units, is a plan the units were marked in
+	// (Plan.FullyShard); the optimizer made takes them and becomes the
+	// plan's (Plan.Optimizer, Plan.Forward). Stage 0 with a plan means 3.
+	Plan *Plan
 	// LimitAllGathers (stage 3) bounds the units gathered or being
 	// gathered at once (those kept from forward to backward aside): while
 	// a unit computes, the next one's all-gather is issued (prefetch,
@@ -129,6 +154,21 @@ type Optimizer struct {
 // group has the hyper-parameters of defaults, sharded over pg. Every rank
 // of pg must call it with the same parameters (in the same order).
 func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, defaults optim.ParamGroup, opts Options) (*Optimizer, error) {
+	if opts.Plan != nil {
+		switch {
+		case opts.Stage == 0:
+			opts.Stage = 3
+		case !opts.ShardsParameters():
+			return nil, fmt.Errorf("zero: a plan of units is stage 3's, not stage %d's", opts.Stage)
+		}
+		switch {
+		case len(opts.Units) > 0:
+			return nil, fmt.Errorf("zero: units and a plan: the plan has the units")
+		case opts.Plan.z != nil:
+			return nil, fmt.Errorf("zero: the plan's units are sharded by an optimizer already: one plan, one stage-3 optimizer")
+		}
+		opts.Units = opts.Plan.Units()
+	}
 	switch opts.Stage {
 	case 0:
 		opts.Stage = 1
@@ -136,7 +176,7 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	default:
 		return nil, fmt.Errorf("zero: stage %d is not supported (1: optimizer state, 2: gradients too, 3: parameters too)", opts.Stage)
 	}
-	if opts.Offload != nil && opts.Stage < 2 {
+	if opts.Offloads() && !opts.ShardsGradients() {
 		return nil, fmt.Errorf("zero: offload needs stage 2 or 3 (the host steps this rank's slices of the flat partition)")
 	}
 	switch {
@@ -144,11 +184,11 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 		if opts.StrictSchedule {
 			return nil, fmt.Errorf("zero: strictSchedule without a schedule")
 		}
-	case opts.Stage == 1:
+	case !opts.ShardsGradients():
 		return nil, fmt.Errorf("zero: a schedule under stage 1 runs in the DDP comm hook: make the optimizer with overlapWithDDP and pass the schedule to hookWithZeroSchedule (HookWithZeroSchedule); the schedule option is stage 2's")
-	case opts.Stage == 3:
+	case opts.ShardsParameters():
 		return nil, fmt.Errorf("zero: stage 3 keeps its built-in order (each unit is gathered, reduce-scattered and stepped around its own forward and backward): the schedule option is stage 2's")
-	case opts.Offload != nil:
+	case opts.Offloads():
 		return nil, fmt.Errorf("zero: a schedule with offload: the host steps the slices after backward, in its own order; use stage 2 on the device for a schedule, or offload without one")
 	case assigns(opts.Schedule) != nil:
 		return nil, fmt.Errorf("zero: schedule %v assigns owners, but under stage 2 every rank steps its slice of every bucket: assign is stage 1's (hookWithZeroSchedule)", opts.Schedule)
@@ -159,23 +199,23 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	if opts.LimitAllGathers < 0 {
 		return nil, fmt.Errorf("zero: limitAllGathers must be 1 or more, got %d", opts.LimitAllGathers)
 	}
-	if opts.Stage == 3 && len(opts.Units) == 0 {
+	if opts.ShardsParameters() && len(opts.Units) == 0 {
 		return nil, fmt.Errorf("zero: stage 3 shards the parameters of units: call zero.fullyShard on each block of the model and then on the model itself before making the optimizer")
 	}
 	switch opts.Partition {
 	case "":
 		opts.Partition = "greedy"
-		if opts.Stage >= 2 {
+		if opts.ShardsGradients() {
 			opts.Partition = "flat"
 		}
 	case "greedy", "flat":
 	default:
 		return nil, fmt.Errorf("zero: unknown partition %q (greedy or flat)", opts.Partition)
 	}
-	if opts.Stage >= 2 && opts.Partition != "flat" {
+	if opts.ShardsGradients() && opts.Partition != "flat" {
 		return nil, fmt.Errorf("zero: stage %d reduce-scatters gradients into equal slices and needs partition \"flat\", not %q", opts.Stage, opts.Partition)
 	}
-	if opts.OverlapWithDDP && (opts.Partition != "greedy" || opts.Stage != 1) {
+	if opts.OverlapWithDDP && (opts.Partition != "greedy" || opts.ShardsGradients()) {
 		return nil, fmt.Errorf("zero: overlapWithDDP works with stage 1 and the greedy partition (stage 2 overlaps its reduce-scatters with backward by itself)")
 	}
 	if opts.BucketCapMB == 0 {
@@ -199,7 +239,7 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 		if opts.Schedule != nil {
 			z.flat.sched = newFlatSchedule(z.flat, opts.Schedule, opts.StrictSchedule)
 		}
-		if opts.Stage == 3 {
+		if opts.ShardsParameters() {
 			if err := z.flat.assignUnits(opts.Units, params); err != nil {
 				return nil, err
 			}
@@ -212,6 +252,9 @@ func New(pg dist.ProcessGroup, kind optim.Kind, params []*tensor.Tensor, default
 	g.Params = params
 	if err := z.AddParamGroup(g); err != nil {
 		return nil, err
+	}
+	if opts.Plan != nil {
+		opts.Plan.z = z
 	}
 	return z, nil
 }
@@ -291,7 +334,7 @@ func (z *Optimizer) AddParamGroup(g optim.ParamGroup) error {
 	}
 	switch {
 	case z.flat != nil:
-		if z.opts.Stage >= 2 {
+		if z.opts.ShardsGradients() {
 			// Without DDP, nobody else makes the replicas start equal.
 			if err := z.broadcastFrom0(ng.Params); err != nil {
 				return err

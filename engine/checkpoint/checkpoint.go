@@ -47,12 +47,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 	"github.com/zeroeng/zeroeng/internal/safefile"
-	"github.com/zeroeng/zeroeng/zero"
 )
 
 // Names of the files a checkpoint directory holds.
@@ -116,8 +116,45 @@ type ShardedParams interface {
 	GatherParam(p *tensor.Tensor, lo, hi, to int) ([]byte, error)
 }
 
+// ShardedOptimizer is what a sharded optimizer implements (ZeRO's,
+// *zero.Optimizer, does) for checkpoints to save and restore it: each rank
+// writes its own chunks of the state to its own file and reads them back
+// straight into fresh state tensors. Checkpoints find it by an interface
+// assertion, as database/sql finds a driver's optional capabilities, so a
+// new sharded optimizer needs no edit here; its methods name only the
+// engine's types and package shard's.
+//
+// An optimizer that also tells its partition is resharded when the world
+// size or the partition differs: NumFlatBuckets and FlatBucket (the flat
+// partition's buckets and this rank's slice of each, as ShardedParams
+// says), or Owner (the greedy partition's owner of each parameter, -1 while
+// undecided). Without either, a checkpoint under another layout loads only
+// through LoadStateDict (every rank keeping the whole state).
+type ShardedOptimizer interface {
+	Kind() optim.Kind
+	// ParamGroups are the global groups, every parameter in each, in
+	// the order of the chunks' indices.
+	ParamGroups() []*optim.ParamGroup
+	Params() []*tensor.Tensor
+	// ProcessGroup is the group the state is sharded over (the
+	// checkpoint's, every rank).
+	ProcessGroup() dist.ProcessGroup
+	ShardLayout() shard.Layout
+	// LocalChunks is this rank's state; the data may share the state's
+	// memory until the optimizer steps or loads again.
+	LocalChunks() ([]shard.Chunk, error)
+	// BeginLoadShard checks that chunks (entries described, no data)
+	// are exactly this rank's pieces under paramGroups, or answers
+	// shard.ErrOtherLayout, and makes the tensors to read them into.
+	BeginLoadShard(paramGroups []map[string]any, chunks []shard.Chunk) (shard.Load, error)
+	// LoadStateDict and State load and find the whole state, for a
+	// partition that has not cut it yet.
+	LoadStateDict(*optim.StateDict) error
+	State(*tensor.Tensor) *optim.State
+}
+
 // Optimizer is an optimizer under a key: an *optim.Optimizer or a
-// *zero.Optimizer.
+// ShardedOptimizer (a *zero.Optimizer).
 type Optimizer struct {
 	Key string
 	Opt any
@@ -237,12 +274,12 @@ func optimizerInfo(key string, opt any, world int) (OptimizerInfo, error) {
 	switch o := opt.(type) {
 	case *optim.Optimizer:
 		return OptimizerInfo{Key: key, Kind: o.Kind().String(), Shards: 1}, nil
-	case *zero.Optimizer:
+	case ShardedOptimizer:
 		if n := o.ProcessGroup().Size(); n != world {
 			return OptimizerInfo{}, fmt.Errorf("checkpoint: optimizer %q is sharded over %d of the %d ranks; checkpoints support ZeRO over every rank", key, n, world)
 		}
-		opts := o.Options()
-		return OptimizerInfo{Key: key, Kind: o.Kind().String(), Shards: world, Partition: opts.Partition, Stage: opts.Stage}, nil
+		l := o.ShardLayout()
+		return OptimizerInfo{Key: key, Kind: o.Kind().String(), Shards: world, Partition: l.Partition, Stage: l.Stage}, nil
 	}
 	return OptimizerInfo{}, fmt.Errorf("checkpoint: optimizer %q: %T cannot be saved", key, opt)
 }

@@ -11,10 +11,10 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/zero"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -169,7 +169,7 @@ const optimizerMetaKey = "zeroeng.optimizer"
 // optimizerChunks is what a rank saves of opt: its kind, its
 // hyper-parameters (PyTorch's param_groups) and its chunks (all of a plain
 // optimizer's state, one chunk per parameter), with its parameters.
-func optimizerChunks(opt any) (meta optimizerMeta, chunks []zero.Chunk, params []*tensor.Tensor, err error) {
+func optimizerChunks(opt any) (meta optimizerMeta, chunks []shard.Chunk, params []*tensor.Tensor, err error) {
 	var kind optim.Kind
 	var groups []*optim.ParamGroup
 	switch o := opt.(type) {
@@ -180,7 +180,7 @@ func optimizerChunks(opt any) (meta optimizerMeta, chunks []zero.Chunk, params [
 			if s == nil {
 				continue
 			}
-			c := zero.Chunk{Index: id, Step: s.Step, N: params[id].Numel()}
+			c := shard.Chunk{Index: id, Step: s.Step, N: params[id].Numel()}
 			for _, e := range s.Tensors() {
 				b, err := tensor.SharedBytes(e.Tensor)
 				if err != nil {
@@ -191,8 +191,8 @@ func optimizerChunks(opt any) (meta optimizerMeta, chunks []zero.Chunk, params [
 			}
 			chunks = append(chunks, c)
 		}
-	case *zero.Optimizer:
-		kind, groups, params = o.Kind(), o.Groups, o.Params()
+	case ShardedOptimizer:
+		kind, groups, params = o.Kind(), o.ParamGroups(), o.Params()
 		if chunks, err = o.LocalChunks(); err != nil {
 			return meta, nil, nil, err
 		}

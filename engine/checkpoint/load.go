@@ -11,11 +11,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/zero"
 )
 
 // Restore loads the newest checkpoint under dir (or dir itself, when it is
@@ -166,13 +166,13 @@ type pending struct {
 
 // shardLoad is a rank's own part of a ZeRO optimizer's state, loaded
 // without communication: the optimizer's new state tensors (made and
-// checked by zero's BeginLoadShard when read plans the load) and where
+// checked by the optimizer's BeginLoadShard when read plans the load) and where
 // each chunk's entries lie in the files, read straight into them by
 // apply.
 type shardLoad struct {
 	file   string // for messages
-	load   *zero.ShardLoad
-	chunks []zero.Chunk
+	load   shard.Load
+	chunks []shard.Chunk
 	parts  [][][]statePart // by chunk, then entry
 }
 
@@ -193,9 +193,9 @@ func (p *pending) release() {
 
 // begin starts z's load of sh's chunks under groups (the saved
 // hyper-parameters); false when they are not this rank's pieces.
-func (sh *shardLoad) begin(z *zero.Optimizer, groups []map[string]any, where string) (bool, error) {
+func (sh *shardLoad) begin(z ShardedOptimizer, groups []map[string]any, where string) (bool, error) {
 	ld, err := z.BeginLoadShard(groups, sh.chunks)
-	if errors.Is(err, zero.ErrOtherLayout) {
+	if errors.Is(err, shard.ErrOtherLayout) {
 		return false, nil
 	}
 	if err != nil {
@@ -260,7 +260,7 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 			if err != nil {
 				return nil, err
 			}
-			ok, err := sh.begin(o.Opt.(*zero.Optimizer), groups, filepath.Join(path, file))
+			ok, err := sh.begin(o.Opt.(ShardedOptimizer), groups, filepath.Join(path, file))
 			if err != nil {
 				return nil, err
 			}
@@ -277,7 +277,7 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 			if err != nil {
 				return nil, err
 			}
-			if ok, err := sh.begin(o.Opt.(*zero.Optimizer), groups, filepath.Join(path, sh.file)); err != nil || !ok {
+			if ok, err := sh.begin(o.Opt.(ShardedOptimizer), groups, filepath.Join(path, sh.file)); err != nil || !ok {
 				// The pieces are the optimizer's own: another layout
 				// here is this package's mistake.
 				return nil, cmp.Or(err, fmt.Errorf("checkpoint: %s: optimizer %q: the state read does not fit the optimizer's partition", path, o.Key))
@@ -296,18 +296,18 @@ func read(pg dist.ProcessGroup, rt *tensor.Runtime, path string, m *Manifest, st
 	return p, nil
 }
 
-// ownShard tells whether o, a ZeRO optimizer, was saved under this world
-// size and partition, so that each rank can read its own shard only.
+// ownShard tells whether o, a sharded optimizer, was saved under this
+// world size and partition, so that each rank can read its own shard only.
 func ownShard(o Optimizer, info *OptimizerInfo, pg dist.ProcessGroup) bool {
-	z, ok := o.Opt.(*zero.Optimizer)
-	return ok && info.Shards > 1 && info.Shards == pg.Size() && info.Partition == z.Options().Partition
+	z, ok := o.Opt.(ShardedOptimizer)
+	return ok && info.Shards > 1 && info.Shards == pg.Size() && info.Partition == z.ShardLayout().Partition
 }
 
 func optimizerParams(o Optimizer) ([]*tensor.Tensor, error) {
 	switch opt := o.Opt.(type) {
 	case *optim.Optimizer:
 		return opt.Params(), nil
-	case *zero.Optimizer:
+	case ShardedOptimizer:
 		return opt.Params(), nil
 	}
 	return nil, fmt.Errorf("checkpoint: optimizer %q: %T cannot be restored", o.Key, o.Opt)

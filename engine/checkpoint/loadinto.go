@@ -11,11 +11,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/zero"
 )
 
 // A load reads each file twice and never holds one in memory. read plans
@@ -276,7 +276,7 @@ func readShard(rd *reader, name string, params []*tensor.Tensor) ([]map[string]a
 	for i, sc := range saved {
 		idx := meta.Chunks[i].Index
 		dt := optim.StateDType(params[idx])
-		sh.chunks = append(sh.chunks, zero.Chunk{Index: idx, At: sc.at, Step: sc.step, N: max(sc.n, 0), Names: sc.names})
+		sh.chunks = append(sh.chunks, shard.Chunk{Index: idx, At: sc.at, Step: sc.step, N: max(sc.n, 0), Names: sc.names})
 		entries := make([][]statePart, len(sc.names))
 		for k, entry := range sc.names {
 			src := &srcTensor{dt: dt, shape: []int{sc.n}, numel: sc.n, file: f, at: sc.offsets[k]}
@@ -435,8 +435,8 @@ func readState(rd *reader, info *OptimizerInfo, o Optimizer, params []*tensor.Te
 	switch opt := o.Opt.(type) {
 	case *optim.Optimizer:
 		kind, own = opt.Kind(), opt.Groups
-	case *zero.Optimizer:
-		kind, own = opt.Kind(), opt.Groups
+	case ShardedOptimizer:
+		kind, own = opt.Kind(), opt.ParamGroups()
 	}
 	hyper, _, err := optim.ReadStateDict(kind, own, &optim.StateDict{ParamGroups: groups})
 	if err != nil {
@@ -533,11 +533,11 @@ func (sl *stateLoad) apply(rt *tensor.Runtime, opt any) error {
 			return err
 		}
 		stateOf = o.State
-	case *zero.Optimizer:
+	case ShardedOptimizer:
 		// Under the greedy partition before its owners are assigned:
 		// every rank keeps the whole state (State has it). The flat
 		// partition's pieces load as shards (ownPieces).
-		if o.NumFlatBuckets() > 0 {
+		if fb, ok := o.(flatBuckets); ok && fb.NumFlatBuckets() > 0 {
 			return fmt.Errorf("the flat partition's state loads in pieces, not whole")
 		}
 		if err := o.LoadStateDict(sd); err != nil {

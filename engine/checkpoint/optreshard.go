@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
 	"github.com/zeroeng/zeroeng/engine/optim"
 	"github.com/zeroeng/zeroeng/engine/safetensors"
 	"github.com/zeroeng/zeroeng/engine/tensor"
-	"github.com/zeroeng/zeroeng/zero"
 )
 
 // Resharding a sharded optimizer's state: each rank works out which parts
@@ -172,7 +172,7 @@ func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, piece
 	sh := &shardLoad{file: shardName(info.Key, 0, info.Shards)}
 	for _, pc := range pieces {
 		dt := optim.StateDType(params[pc.index])
-		c := zero.Chunk{Index: pc.index, At: pc.at, N: pc.n}
+		c := shard.Chunk{Index: pc.index, At: pc.at, N: pc.n}
 		var entries [][]statePart
 		covered := map[string]int{}
 		found := false

@@ -24,7 +24,10 @@ import (
 )
 
 // *zero.Optimizer is what holds a stage-3 model's slices.
-var _ ShardedParams = (*zero.Optimizer)(nil)
+var (
+	_ ShardedParams    = (*zero.Optimizer)(nil)
+	_ ShardedOptimizer = (*zero.Optimizer)(nil)
+)
 
 // s3 is how a run of the sharded-model tests is made: ZeRO stage 3 over
 // units (one per layer), ZeRO stage 2 over a whole model, or plain AdamW

@@ -1,6 +1,6 @@
 // Package device owns the contract between the tensor layer and the hardware
-// back ends: the Device interface that the CPU (engine/cpu) and, later, CUDA
-// (gpu/) devices implement, and the plain descriptions of memory regions
+// back ends: the Device interface that the CPU (engine/cpu) and CUDA (gpu/)
+// devices implement, and the plain descriptions of memory regions
 // (View, GemmOperand) that kernels receive.
 //
 // The tensor layer validates user input (shapes, dtypes, dims) and lays out

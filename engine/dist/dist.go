@@ -1,8 +1,11 @@
 // Package dist owns communication between ranks: the ProcessGroup
-// interface that every backend implements (in-process today, NCCL and
-// multi-process later), reduce operations, asynchronous work handles,
-// collective timeouts and the consistency checks that turn a mismatched
-// call into an error instead of corrupted data or a hang.
+// interface that every backend implements (the in-process one here, whose
+// ranks are goroutines of one process; NCCL's in nccl/, over GPUs; MPI's
+// in mpi/, one rank per process), reduce operations, asynchronous work
+// handles, collective timeouts and the consistency checks that turn a
+// mismatched call into an error instead of corrupted data or a hang.
+// Everything above it (ddp, zero, the hooks, the script API) talks to a
+// ProcessGroup only, and runs unchanged on every backend.
 //
 // Every collective is asynchronous: it is queued on the rank's
 // communication queue and returns a *Work at once, so that computation on

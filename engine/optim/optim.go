@@ -1,82 +1,27 @@
-// Package optim owns zeroeng's optimizers: SGD, Adam and AdamW with
-// PyTorch 1.13's update formulas, both in functional form (Update: one step
-// over explicit lists of parameters, gradients and state, where a nil
-// gradient means "leave this parameter alone" — the form ZeRO shards) and as
-// stateful optimizers with parameter groups, zero_grad and state dicts in
-// PyTorch's layout; learning-rate schedulers; and gradient-norm clipping.
+// Package optim owns zeroeng's optimizers: SGD, Adam, AdamW, RMSprop,
+// Adagrad, Adamax, NAdam and RAdam with PyTorch 1.13's update formulas,
+// defaults and state names, each described by one Algorithm in its own
+// file (sgd.go, adam.go, ...) that everything else derives from; both in
+// functional form (Update: one step over explicit lists of parameters,
+// gradients and state, where a nil gradient means "leave this parameter
+// alone" — the form ZeRO shards) and as stateful optimizers with parameter
+// groups, zero_grad and state dicts in PyTorch's layout; learning-rate
+// schedulers; and gradient-norm clipping.
 package optim
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
-	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/nn"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
-// Kind is an optimizer algorithm.
-type Kind int
-
-const (
-	SGD Kind = iota
-	Adam
-	AdamW
-	RMSprop
-	Adagrad
-	Adamax
-)
-
-// Kinds lists every optimizer algorithm.
-var Kinds = []Kind{SGD, Adam, AdamW, RMSprop, Adagrad, Adamax}
-
-func (k Kind) String() string {
-	switch k {
-	case SGD:
-		return "SGD"
-	case Adam:
-		return "Adam"
-	case AdamW:
-		return "AdamW"
-	case RMSprop:
-		return "RMSprop"
-	case Adagrad:
-		return "Adagrad"
-	case Adamax:
-		return "Adamax"
-	}
-	return fmt.Sprintf("Kind(%d)", int(k))
-}
-
-// ParseKind accepts an optimizer's name ("sgd", "adamw", "RMSprop") in any
-// case.
-func ParseKind(s string) (Kind, error) {
-	for _, k := range Kinds {
-		if equalFold(s, k.String()) {
-			return k, nil
-		}
-	}
-	return 0, fmt.Errorf("optim: unknown optimizer %q (sgd, adam, adamw, rmsprop, adagrad, adamax)", s)
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
 // ParamGroup is a set of parameters with their hyper-parameters: the union
-// of what the algorithms use, each reading its own. Extra
-// holds any other numeric keys (for schedulers or user code); they travel
-// through state dicts.
+// of what the algorithms use, each reading its own (Get reads any by
+// PyTorch's name). An option of an algorithm that has no field here
+// (NAdam's momentum_decay) lives in Opts. Extra holds any other numeric
+// keys (for schedulers or user code); they travel through state dicts.
 type ParamGroup struct {
 	Params []*tensor.Tensor
 
@@ -99,15 +44,102 @@ type ParamGroup struct {
 	// Adagrad
 	LRDecay, InitialAccumulatorValue float64
 
+	// Opts holds the options without a field above, under PyTorch's
+	// names: float64, bool or [2]float64 values.
+	Opts map[string]any
+
 	// InitialLR is set by the first scheduler attached (initial_lr).
 	InitialLR float64
 	Extra     map[string]float64
+}
+
+// fields are the options that have a field of ParamGroup.
+var fields = map[string]struct {
+	num  func(g *ParamGroup) *float64
+	flag func(g *ParamGroup) *bool
+}{
+	"lr":                        {num: func(g *ParamGroup) *float64 { return &g.LR }},
+	"weight_decay":              {num: func(g *ParamGroup) *float64 { return &g.WeightDecay }},
+	"maximize":                  {flag: func(g *ParamGroup) *bool { return &g.Maximize }},
+	"momentum":                  {num: func(g *ParamGroup) *float64 { return &g.Momentum }},
+	"dampening":                 {num: func(g *ParamGroup) *float64 { return &g.Dampening }},
+	"nesterov":                  {flag: func(g *ParamGroup) *bool { return &g.Nesterov }},
+	"eps":                       {num: func(g *ParamGroup) *float64 { return &g.Eps }},
+	"amsgrad":                   {flag: func(g *ParamGroup) *bool { return &g.AMSGrad }},
+	"alpha":                     {num: func(g *ParamGroup) *float64 { return &g.Alpha }},
+	"centered":                  {flag: func(g *ParamGroup) *bool { return &g.Centered }},
+	"lr_decay":                  {num: func(g *ParamGroup) *float64 { return &g.LRDecay }},
+	"initial_accumulator_value": {num: func(g *ParamGroup) *float64 { return &g.InitialAccumulatorValue }},
+}
+
+// Get returns the hyper-parameter name (PyTorch's) of g: a float64, a
+// bool or, for betas, a [2]float64; nil when no algorithm has it.
+func (g *ParamGroup) Get(name string) any {
+	if name == "betas" {
+		return [2]float64{g.Beta1, g.Beta2}
+	}
+	if f, ok := fields[name]; ok {
+		if f.num != nil {
+			return *f.num(g)
+		}
+		return *f.flag(g)
+	}
+	if v, ok := g.Opts[name]; ok {
+		return v
+	}
+	if o, ok := knownOption(name); ok {
+		return o.Default
+	}
+	return nil
+}
+
+// Float is the number option name of g (0 if it is not one).
+func (g *ParamGroup) Float(name string) float64 { return number(g.Get(name)) }
+
+// Set sets the hyper-parameter name (PyTorch's) of g to v, which must have
+// the option's type (float64, bool, [2]float64).
+func (g *ParamGroup) Set(name string, v any) error {
+	o, ok := knownOption(name)
+	if !ok {
+		return fmt.Errorf("optim: no optimizer has the option %q", name)
+	}
+	if fmt.Sprintf("%T", v) != fmt.Sprintf("%T", o.Default) {
+		return fmt.Errorf("optim: option %q is a %T, not %T", name, o.Default, v)
+	}
+	g.set(name, v)
+	return nil
+}
+
+func (g *ParamGroup) set(name string, v any) {
+	if name == "betas" {
+		b := v.([2]float64)
+		g.Beta1, g.Beta2 = b[0], b[1]
+		return
+	}
+	if f, ok := fields[name]; ok {
+		if f.num != nil {
+			*f.num(g) = v.(float64)
+		} else {
+			*f.flag(g) = v.(bool)
+		}
+		return
+	}
+	if g.Opts == nil {
+		g.Opts = map[string]any{}
+	}
+	g.Opts[name] = v
 }
 
 // Hyper returns a copy of g's hyper-parameters without its parameters.
 func (g *ParamGroup) Hyper() ParamGroup {
 	h := *g
 	h.Params = nil
+	if g.Opts != nil {
+		h.Opts = make(map[string]any, len(g.Opts))
+		for k, v := range g.Opts {
+			h.Opts[k] = v
+		}
+	}
 	if g.Extra != nil {
 		h.Extra = make(map[string]float64, len(g.Extra))
 		for k, v := range g.Extra {
@@ -117,150 +149,13 @@ func (g *ParamGroup) Hyper() ParamGroup {
 	return h
 }
 
-// SGDConfig holds torch.optim.SGD's arguments; LR has no default.
-type SGDConfig struct {
-	LR, Momentum, Dampening, WeightDecay float64
-	Nesterov, Maximize                   bool
-}
-
-// AdamConfig holds torch.optim.Adam/AdamW's arguments; start from
-// DefaultAdam or DefaultAdamW.
-type AdamConfig struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float64
-	AMSGrad, Maximize                  bool
-}
-
-// DefaultAdam is torch.optim.Adam's defaults.
-func DefaultAdam() AdamConfig { return AdamConfig{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
-
-// DefaultAdamW is torch.optim.AdamW's defaults (weight decay 1e-2).
-func DefaultAdamW() AdamConfig {
-	c := DefaultAdam()
-	c.WeightDecay = 1e-2
-	return c
-}
-
-// RMSpropConfig holds torch.optim.RMSprop's arguments; start from
-// DefaultRMSprop.
-type RMSpropConfig struct {
-	LR, Alpha, Eps, WeightDecay, Momentum float64
-	Centered, Maximize                    bool
-}
-
-// DefaultRMSprop is torch.optim.RMSprop's defaults.
-func DefaultRMSprop() RMSpropConfig { return RMSpropConfig{LR: 1e-2, Alpha: 0.99, Eps: 1e-8} }
-
-// Group is the configuration as a parameter group's hyper-parameters.
-func (c RMSpropConfig) Group() ParamGroup {
-	return ParamGroup{LR: c.LR, Alpha: c.Alpha, Eps: c.Eps, WeightDecay: c.WeightDecay, Momentum: c.Momentum,
-		Centered: c.Centered, Maximize: c.Maximize}
-}
-
-// AdagradConfig holds torch.optim.Adagrad's arguments; start from
-// DefaultAdagrad.
-type AdagradConfig struct {
-	LR, LRDecay, WeightDecay, InitialAccumulatorValue, Eps float64
-	Maximize                                               bool
-}
-
-// DefaultAdagrad is torch.optim.Adagrad's defaults.
-func DefaultAdagrad() AdagradConfig { return AdagradConfig{LR: 1e-2, Eps: 1e-10} }
-
-// Group is the configuration as a parameter group's hyper-parameters.
-func (c AdagradConfig) Group() ParamGroup {
-	return ParamGroup{LR: c.LR, LRDecay: c.LRDecay, WeightDecay: c.WeightDecay,
-		InitialAccumulatorValue: c.InitialAccumulatorValue, Eps: c.Eps, Maximize: c.Maximize}
-}
-
-// DefaultAdamax is torch.optim.Adamax's defaults, in an AdamConfig
-// (AMSGrad does not apply).
-func DefaultAdamax() AdamConfig { return AdamConfig{LR: 2e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8} }
-
-// Defaults returns PyTorch's default hyper-parameters for kind (SGD has no
-// default learning rate: 0).
-func Defaults(kind Kind) ParamGroup {
-	switch kind {
-	case Adam:
-		return DefaultAdam().Group()
-	case AdamW:
-		return DefaultAdamW().Group()
-	case RMSprop:
-		return DefaultRMSprop().Group()
-	case Adagrad:
-		return DefaultAdagrad().Group()
-	case Adamax:
-		return DefaultAdamax().Group()
-	}
-	return ParamGroup{}
-}
-
-// Group is the configuration as a parameter group's hyper-parameters.
-func (c SGDConfig) Group() ParamGroup {
-	return ParamGroup{LR: c.LR, Momentum: c.Momentum, Dampening: c.Dampening, WeightDecay: c.WeightDecay,
-		Nesterov: c.Nesterov, Maximize: c.Maximize}
-}
-
-// Group is the configuration as a parameter group's hyper-parameters.
-func (c AdamConfig) Group() ParamGroup {
-	return ParamGroup{LR: c.LR, Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay,
-		AMSGrad: c.AMSGrad, Maximize: c.Maximize}
-}
-
-// Validate checks g's hyper-parameters for kind with PyTorch's messages.
-func (g *ParamGroup) Validate(kind Kind) error {
-	switch {
-	case !(g.LR >= 0):
-		return fmt.Errorf("optim: invalid learning rate: %v", g.LR)
-	case !(g.WeightDecay >= 0):
-		return fmt.Errorf("optim: invalid weight_decay value: %v", g.WeightDecay)
-	}
-	switch kind {
-	case SGD:
-		if !(g.Momentum >= 0) {
-			return fmt.Errorf("optim: invalid momentum value: %v", g.Momentum)
-		}
-		if g.Nesterov && (g.Momentum <= 0 || g.Dampening != 0) {
-			return fmt.Errorf("optim: nesterov momentum requires a momentum and zero dampening")
-		}
-	case Adam, AdamW, Adamax:
-		if !(g.Eps >= 0) {
-			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
-		}
-		if !(g.Beta1 >= 0 && g.Beta1 < 1) {
-			return fmt.Errorf("optim: invalid beta parameter at index 0: %v", g.Beta1)
-		}
-		if !(g.Beta2 >= 0 && g.Beta2 < 1) {
-			return fmt.Errorf("optim: invalid beta parameter at index 1: %v", g.Beta2)
-		}
-	case RMSprop:
-		switch {
-		case !(g.Eps >= 0):
-			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
-		case !(g.Momentum >= 0):
-			return fmt.Errorf("optim: invalid momentum value: %v", g.Momentum)
-		case !(g.Alpha >= 0):
-			return fmt.Errorf("optim: invalid alpha value: %v", g.Alpha)
-		}
-	case Adagrad:
-		switch {
-		case !(g.LRDecay >= 0):
-			return fmt.Errorf("optim: invalid lr_decay value: %v", g.LRDecay)
-		case !(g.InitialAccumulatorValue >= 0):
-			return fmt.Errorf("optim: invalid initial_accumulator_value value: %v", g.InitialAccumulatorValue)
-		case !(g.Eps >= 0):
-			return fmt.Errorf("optim: invalid epsilon value: %v", g.Eps)
-		}
-	default:
-		return fmt.Errorf("optim: unknown optimizer kind %v", kind)
-	}
-	return nil
-}
-
 // State is the per-parameter state, in PyTorch's terms: step (every
 // algorithm but SGD), exp_avg, exp_avg_sq, max_exp_avg_sq (amsgrad),
 // momentum_buffer (SGD and RMSprop with momentum), square_avg and grad_avg
-// (RMSprop, centered), sum (Adagrad), exp_inf (Adamax). Tensors are
-// persistent and live on the parameter's device.
+// (RMSprop, centered), sum (Adagrad), exp_inf (Adamax), and any other
+// entry an algorithm declares (StateField finds each by name); 0-d
+// entries beside step (NAdam's mu_product) are numbers in Scalars.
+// Tensors are persistent and live on the parameter's device.
 //
 // A half-precision (bfloat16, float16) parameter also has master_param:
 // its float32 master copy, which the update runs on; the other state
@@ -277,6 +172,22 @@ type State struct {
 	Sum            *tensor.Tensor
 	ExpInf         *tensor.Tensor
 	Master         *tensor.Tensor
+
+	// Scalars holds the 0-d entries beside step (Algorithm.Scalars).
+	Scalars map[string]float64
+
+	// more holds the entries of an algorithm without a field above.
+	more map[string]*slot
+}
+
+type slot struct{ t *tensor.Tensor }
+
+// Entry returns the state tensor name (nil if s has none).
+func (s *State) Entry(name string) *tensor.Tensor {
+	if f, ok := stateField(s, name); ok {
+		return *f
+	}
+	return nil
 }
 
 // StateDType is the dtype of p's state tensors: float32 for a
@@ -301,6 +212,16 @@ func (s *State) Tensors() []nn.NamedTensor {
 		if e.Tensor != nil {
 			out = append(out, e)
 		}
+	}
+	names := make([]string, 0, len(s.more))
+	for name, sl := range s.more {
+		if sl.t != nil {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		out = append(out, nn.NamedTensor{Name: name, Tensor: s.more[name].t})
 	}
 	return out
 }
@@ -394,71 +315,25 @@ func label(p *tensor.Tensor, i int) string {
 }
 
 func step(kind Kind, h *ParamGroup, p, g *tensor.Tensor, s *State) error {
+	a := kind.Algorithm()
+	if a == nil {
+		return fmt.Errorf("unknown optimizer kind %v", kind)
+	}
 	if isHalf(p.DType()) {
 		return masterStep(kind, h, p, g, s)
-	}
-	dev := p.Device()
-	pc, gc := p, g
-	var cleanup []*tensor.Tensor
-	defer func() {
-		for _, t := range cleanup {
-			t.Release()
-		}
-	}()
-	contiguous := func(t *tensor.Tensor) *tensor.Tensor {
-		if t.IsContiguous() {
-			return t
-		}
-		c := t.Contiguous()
-		cleanup = append(cleanup, c)
-		return c
 	}
 	if !p.IsContiguous() {
 		return fmt.Errorf("parameters must be contiguous")
 	}
-	gc = contiguous(g)
+	gc := g
+	if !g.IsContiguous() {
+		gc = g.Contiguous()
+		defer gc.Release()
+	}
 	if err := gc.Err(); err != nil {
 		return err
 	}
-	switch kind {
-	case SGD:
-		hyper := device.SGDHyper{LR: h.LR, Momentum: h.Momentum, Dampening: h.Dampening, WeightDecay: h.WeightDecay,
-			Nesterov: h.Nesterov, Maximize: h.Maximize}
-		var buf device.View
-		if h.Momentum != 0 {
-			if s.MomentumBuffer == nil {
-				if s.MomentumBuffer = zerosLike(p); s.MomentumBuffer.Err() != nil {
-					return s.dropFailed()
-				}
-				hyper.FirstStep = true
-			}
-			buf = tensor.WritableView(s.MomentumBuffer)
-		}
-		return dev.SGDStep(tensor.WritableView(pc), tensor.DeviceView(gc), buf, hyper)
-	case Adam, AdamW:
-		if s.ExpAvg == nil {
-			s.ExpAvg, s.ExpAvgSq = zerosLike(p), zerosLike(p)
-		}
-		if h.AMSGrad && s.MaxExpAvgSq == nil {
-			s.MaxExpAvgSq = zerosLike(p)
-		}
-		if err := s.dropFailed(); err != nil {
-			return err
-		}
-		s.Step++
-		t := float64(s.Step)
-		hyper := device.AdamHyper{LR: h.LR, Beta1: h.Beta1, Beta2: h.Beta2, Eps: h.Eps, WeightDecay: h.WeightDecay,
-			BiasCorrection1: 1 - math.Pow(h.Beta1, t), BiasCorrection2: 1 - math.Pow(h.Beta2, t),
-			Decoupled: kind == AdamW, AMSGrad: h.AMSGrad, Maximize: h.Maximize}
-		var vmax device.View
-		if h.AMSGrad {
-			vmax = tensor.WritableView(s.MaxExpAvgSq)
-		}
-		return dev.AdamStep(tensor.WritableView(pc), tensor.DeviceView(gc), tensor.WritableView(s.ExpAvg), tensor.WritableView(s.ExpAvgSq), vmax, hyper)
-	case RMSprop, Adagrad, Adamax:
-		return tensorStep(kind, h, pc, gc, s)
-	}
-	return fmt.Errorf("unknown optimizer kind %v", kind)
+	return a.Step(h, p, gc, s)
 }
 
 // masterStep updates a half-precision parameter through its float32

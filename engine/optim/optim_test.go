@@ -64,42 +64,23 @@ type trajectoryMeta struct {
 	} `json:"state_dict"`
 }
 
-// group turns PyTorch keyword arguments into a param group over defaults.
+// group turns PyTorch keyword arguments into a param group over defaults,
+// through the algorithm's options (ParamGroup.Set, by PyTorch's names).
 func group(t *testing.T, kind optim.Kind, base optim.ParamGroup, kw map[string]any) optim.ParamGroup {
 	t.Helper()
-	g := base
+	g := base.Hyper()
 	for k, v := range kw {
-		switch k {
-		case "lr":
-			g.LR = v.(float64)
-		case "momentum":
-			g.Momentum = v.(float64)
-		case "dampening":
-			g.Dampening = v.(float64)
-		case "weight_decay":
-			g.WeightDecay = v.(float64)
-		case "nesterov":
-			g.Nesterov = v.(bool)
-		case "maximize":
-			g.Maximize = v.(bool)
-		case "amsgrad":
-			g.AMSGrad = v.(bool)
-		case "eps":
-			g.Eps = v.(float64)
-		case "betas":
-			b := v.([]any)
-			g.Beta1, g.Beta2 = b[0].(float64), b[1].(float64)
-		case "alpha":
-			g.Alpha = v.(float64)
-		case "centered":
-			g.Centered = v.(bool)
-		case "lr_decay":
-			g.LRDecay = v.(float64)
-		case "initial_accumulator_value":
-			g.InitialAccumulatorValue = v.(float64)
-		case "params":
-		default:
-			t.Fatalf("unknown keyword %q", k)
+		if k == "params" {
+			continue
+		}
+		if _, ok := kind.Algorithm().Option(k); !ok {
+			t.Fatalf("unknown keyword %q for %v", k, kind)
+		}
+		if pair, ok := v.([]any); ok {
+			v = [2]float64{pair[0].(float64), pair[1].(float64)}
+		}
+		if err := g.Set(k, v); err != nil {
+			t.Fatal(err)
 		}
 	}
 	return g
@@ -180,21 +161,26 @@ func TestOptimizersMatchPyTorch(t *testing.T) {
 					prefix := fmt.Sprintf("%s/step%d/p%d/", name, s, j)
 					closeTo(t, prefix+"param", p, fx.t[prefix+"param"], 1e-5)
 					st := opt.State(p)
-					for _, key := range []string{"exp_avg", "exp_avg_sq", "max_exp_avg_sq", "momentum_buffer", "master_param",
-						"square_avg", "grad_avg", "sum", "exp_inf"} {
+					for _, key := range append(slices.Clone(kind.Algorithm().Entries), "master_param") {
 						want, ok := fx.t[prefix+key]
 						if !ok {
 							continue
 						}
 						var got *tensor.Tensor
 						if st != nil {
-							for _, e := range st.Tensors() {
-								if e.Name == key {
-									got = e.Tensor
-								}
-							}
+							got = st.Entry(key)
 						}
 						closeTo(t, prefix+key, got, want, 1e-5)
+					}
+					for _, key := range kind.Algorithm().Scalars {
+						want, ok := fx.t[prefix+key]
+						if !ok {
+							continue
+						}
+						w, _ := want.Item()
+						if g, ok := st.Scalars[key]; !ok || g != w {
+							t.Fatalf("%s%s = %v (kept: %v), PyTorch %v", prefix, key, g, ok, w)
+						}
 					}
 				}
 			}

@@ -3,6 +3,7 @@ package optim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/zeroeng/zeroeng/engine/nn"
@@ -16,36 +17,6 @@ type Optimizer struct {
 	defaults ParamGroup
 	Groups   []*ParamGroup
 	state    map[*tensor.Tensor]*State
-}
-
-// NewSGD is torch.optim.SGD(params, ...).
-func NewSGD(params []*tensor.Tensor, c SGDConfig) (*Optimizer, error) {
-	return New(SGD, params, c.Group())
-}
-
-// NewAdam is torch.optim.Adam(params, ...).
-func NewAdam(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
-	return New(Adam, params, c.Group())
-}
-
-// NewAdamW is torch.optim.AdamW(params, ...).
-func NewAdamW(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
-	return New(AdamW, params, c.Group())
-}
-
-// NewRMSprop is torch.optim.RMSprop(params, ...).
-func NewRMSprop(params []*tensor.Tensor, c RMSpropConfig) (*Optimizer, error) {
-	return New(RMSprop, params, c.Group())
-}
-
-// NewAdagrad is torch.optim.Adagrad(params, ...).
-func NewAdagrad(params []*tensor.Tensor, c AdagradConfig) (*Optimizer, error) {
-	return New(Adagrad, params, c.Group())
-}
-
-// NewAdamax is torch.optim.Adamax(params, ...).
-func NewAdamax(params []*tensor.Tensor, c AdamConfig) (*Optimizer, error) {
-	return New(Adamax, params, c.Group())
 }
 
 // New makes an optimizer of kind whose first group holds params with the
@@ -103,18 +74,15 @@ func (o *Optimizer) AddParamGroup(g ParamGroup) error {
 		}
 		seen[p] = true
 	}
-	if o.kind == Adagrad {
-		// PyTorch's Adagrad makes its state when it gets its parameters:
-		// step 0 and the sum filled with initial_accumulator_value, in the
+	if init := o.kind.Algorithm().Init; init != nil {
+		// The state made when the parameters join (Adagrad's), in the
 		// state dict before any step.
 		for _, p := range g.Params {
-			sc := p.Runtime().OpenScope()
-			sum := tensor.ZerosLike(p).To(StateDType(p)).AddScalar(g.InitialAccumulatorValue).Persist()
-			sc.Close()
-			if err := sum.Err(); err != nil {
+			s, err := init(&g, p)
+			if err != nil {
 				return err
 			}
-			o.state[p] = &State{Sum: sum}
+			o.state[p] = s
 		}
 	}
 	ng := g
@@ -208,8 +176,11 @@ func MakeStateDict(kind Kind, groups []*ParamGroup, stateOf func(*tensor.Tensor)
 			ids[i] = idx
 			if s := stateOf(p); s != nil {
 				entry := map[string]*tensor.Tensor{}
-				if kind != SGD {
+				if a := kind.Algorithm(); a == nil || !a.NoStep {
 					entry["step"] = p.Runtime().Scalar(tensor.Float32, float64(s.Step)).Persist()
+				}
+				for name, v := range s.Scalars {
+					entry[name] = p.Runtime().Scalar(tensor.Float32, v).Persist()
 				}
 				for _, t := range s.Tensors() {
 					entry[t.Name] = t.Tensor
@@ -224,24 +195,21 @@ func MakeStateDict(kind Kind, groups []*ParamGroup, stateOf func(*tensor.Tensor)
 }
 
 // groupToMap writes a group's hyper-parameters under the names PyTorch 1.13
-// uses for kind (including the flags zeroeng does not act on, such as
-// foreach, with PyTorch's default values).
+// uses for kind: its options and its implementation switches (which
+// zeroeng does not act on) with PyTorch's default values.
 func groupToMap(kind Kind, g *ParamGroup, ids []int) map[string]any {
-	m := map[string]any{"lr": g.LR, "weight_decay": g.WeightDecay, "maximize": g.Maximize, "foreach": nil, "params": ids}
-	switch kind {
-	case SGD:
-		m["momentum"], m["dampening"], m["nesterov"], m["differentiable"] = g.Momentum, g.Dampening, g.Nesterov, false
-	case Adam:
-		m["betas"], m["eps"], m["amsgrad"] = []float64{g.Beta1, g.Beta2}, g.Eps, g.AMSGrad
-		m["capturable"], m["differentiable"], m["fused"] = false, false, false
-	case AdamW:
-		m["betas"], m["eps"], m["amsgrad"], m["capturable"] = []float64{g.Beta1, g.Beta2}, g.Eps, g.AMSGrad, false
-	case RMSprop:
-		m["alpha"], m["eps"], m["momentum"], m["centered"], m["differentiable"] = g.Alpha, g.Eps, g.Momentum, g.Centered, false
-	case Adagrad:
-		m["lr_decay"], m["eps"], m["initial_accumulator_value"] = g.LRDecay, g.Eps, g.InitialAccumulatorValue
-	case Adamax:
-		m["betas"], m["eps"] = []float64{g.Beta1, g.Beta2}, g.Eps
+	m := map[string]any{"params": ids}
+	if a := kind.Algorithm(); a != nil {
+		for _, o := range a.Options {
+			v := g.Get(o.Name)
+			if b, ok := v.([2]float64); ok {
+				v = []float64{b[0], b[1]}
+			}
+			m[o.Name] = v
+		}
+		for _, s := range a.Switches {
+			m[s.Name] = s.Value
+		}
 	}
 	if g.InitialLR != 0 {
 		m["initial_lr"] = g.InitialLR
@@ -252,75 +220,60 @@ func groupToMap(kind Kind, g *ParamGroup, ids []int) map[string]any {
 	return m
 }
 
-// applyMap sets a group's hyper-parameters from a state-dict map.
+// applyMap sets a group's hyper-parameters from a state-dict map: the
+// options of any algorithm by their names, initial_lr, and any other
+// number into Extra.
 func applyMap(g *ParamGroup, m map[string]any) error {
-	num := func(key string, dst *float64) error {
-		v, ok := m[key]
-		if !ok {
-			return nil
-		}
-		f, ok := toFloat(v)
-		if !ok {
-			return fmt.Errorf("optim: param group key %q: %v is not a number", key, v)
-		}
-		*dst = f
-		return nil
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	flag := func(key string, dst *bool) error {
-		v, ok := m[key]
-		if !ok {
-			return nil
-		}
-		b, ok := v.(bool)
-		if !ok {
-			return fmt.Errorf("optim: param group key %q: %v is not a boolean", key, v)
-		}
-		*dst = b
-		return nil
-	}
-	for _, f := range []struct {
-		key string
-		dst *float64
-	}{{"lr", &g.LR}, {"weight_decay", &g.WeightDecay}, {"momentum", &g.Momentum}, {"dampening", &g.Dampening},
-		{"eps", &g.Eps}, {"initial_lr", &g.InitialLR}, {"alpha", &g.Alpha}, {"lr_decay", &g.LRDecay},
-		{"initial_accumulator_value", &g.InitialAccumulatorValue}} {
-		if err := num(f.key, f.dst); err != nil {
-			return err
-		}
-	}
-	for _, f := range []struct {
-		key string
-		dst *bool
-	}{{"maximize", &g.Maximize}, {"nesterov", &g.Nesterov}, {"amsgrad", &g.AMSGrad}, {"centered", &g.Centered}} {
-		if err := flag(f.key, f.dst); err != nil {
-			return err
-		}
-	}
-	if b, ok := m["betas"]; ok {
-		pair, ok := toFloats(b)
-		if !ok || len(pair) != 2 {
-			return fmt.Errorf("optim: param group key \"betas\": %v is not a pair of numbers", b)
-		}
-		g.Beta1, g.Beta2 = pair[0], pair[1]
-	}
-	for k, v := range m {
-		if known[k] {
-			continue
-		}
-		if f, ok := toFloat(v); ok {
-			if g.Extra == nil {
-				g.Extra = map[string]float64{}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := m[k]
+		switch {
+		case k == "params" || knownSwitch(k):
+		case k == "initial_lr":
+			f, ok := toFloat(v)
+			if !ok {
+				return fmt.Errorf("optim: param group key %q: %v is not a number", k, v)
 			}
-			g.Extra[k] = f
+			g.InitialLR = f
+		default:
+			o, ok := knownOption(k)
+			if !ok {
+				if f, ok := toFloat(v); ok {
+					if g.Extra == nil {
+						g.Extra = map[string]float64{}
+					}
+					g.Extra[k] = f
+				}
+				continue
+			}
+			switch o.Default.(type) {
+			case float64:
+				f, ok := toFloat(v)
+				if !ok {
+					return fmt.Errorf("optim: param group key %q: %v is not a number", k, v)
+				}
+				g.set(k, f)
+			case bool:
+				b, ok := v.(bool)
+				if !ok {
+					return fmt.Errorf("optim: param group key %q: %v is not a boolean", k, v)
+				}
+				g.set(k, b)
+			case [2]float64:
+				pair, ok := toFloats(v)
+				if !ok || len(pair) != 2 {
+					return fmt.Errorf("optim: param group key %q: %v is not a pair of numbers", k, v)
+				}
+				g.set(k, [2]float64{pair[0], pair[1]})
+			}
 		}
 	}
 	return nil
 }
-
-var known = map[string]bool{"lr": true, "weight_decay": true, "momentum": true, "dampening": true, "eps": true,
-	"initial_lr": true, "maximize": true, "nesterov": true, "amsgrad": true, "betas": true, "params": true,
-	"foreach": true, "capturable": true, "differentiable": true, "fused": true, "alpha": true, "centered": true,
-	"lr_decay": true, "initial_accumulator_value": true}
 
 func toFloat(v any) (float64, bool) {
 	switch x := v.(type) {
@@ -412,6 +365,9 @@ func (o *Optimizer) LoadStateDict(sd *StateDict) error {
 // global index, in new tensors of the parameter's dtype that the caller
 // owns. Nothing is returned unless everything is valid.
 func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup, map[int]*State, error) {
+	if kind.Algorithm() == nil {
+		return nil, nil, fmt.Errorf("optim: unknown optimizer kind %v", kind)
+	}
 	if len(sd.ParamGroups) != len(groups) {
 		return nil, nil, fmt.Errorf("optim: loaded state dict has a different number of parameter groups (%d, optimizer has %d)", len(sd.ParamGroups), len(groups))
 	}
@@ -476,6 +432,15 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 				step = v
 				continue
 			}
+			if slices.Contains(kind.Algorithm().Scalars, name) {
+				if t.Numel() != 1 {
+					return nil, nil, fmt.Errorf("optim: state %d: %s must hold one number, has shape %v", k, name, t.Shape())
+				}
+				if v, err := t.Item(); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+					return nil, nil, fmt.Errorf("optim: state %d: %s is %v (%v), not a finite number", k, name, v, err)
+				}
+				continue
+			}
 			if _, ok := stateField(&State{}, name); !ok {
 				return nil, nil, fmt.Errorf("optim: state %d: unknown entry %q for %v", k, name, kind)
 			}
@@ -497,12 +462,19 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 		p := params[k]
 		s := &State{}
 		for name, t := range sd.State[k] {
-			if name == "step" {
+			if name == "step" || slices.Contains(kind.Algorithm().Scalars, name) {
 				v, err := t.Item()
 				if err != nil {
 					return nil, nil, err
 				}
-				s.Step = int64(v)
+				if name == "step" {
+					s.Step = int64(v)
+				} else {
+					if s.Scalars == nil {
+						s.Scalars = map[string]float64{}
+					}
+					s.Scalars[name] = v
+				}
 				continue
 			}
 			field, _ := stateField(s, name)
@@ -546,5 +518,17 @@ func stateField(s *State, name string) (**tensor.Tensor, bool) {
 	case "master_param":
 		return &s.Master, true
 	}
-	return nil, false
+	if !knownEntry(name) {
+		return nil, false
+	}
+	// An entry of an algorithm that has no field of its own.
+	if s.more == nil {
+		s.more = map[string]*slot{}
+	}
+	sl := s.more[name]
+	if sl == nil {
+		sl = &slot{}
+		s.more[name] = sl
+	}
+	return &sl.t, true
 }

@@ -132,10 +132,18 @@ func NewOneCycleLR(o LRGroups, kind Kind, opts OneCycleOptions) (*Scheduler, err
 	var baseMom, maxMom []float64
 	useBeta1 := false
 	if opts.CycleMomentum {
-		switch kind {
-		case Adam, AdamW, Adamax:
+		// PyTorch's rule: β₁ where the optimizer has betas, else its
+		// momentum.
+		a := kind.Algorithm()
+		if a == nil {
+			return nil, fmt.Errorf("optim: OneCycleLR: unknown optimizer kind %v", kind)
+		}
+		_, betas := a.Option("betas")
+		_, momentum := a.Option("momentum")
+		switch {
+		case betas:
 			useBeta1 = true
-		case SGD, RMSprop:
+		case momentum:
 		default:
 			return nil, fmt.Errorf("optim: OneCycleLR: %v has no momentum to cycle; pass cycleMomentum: false", kind)
 		}

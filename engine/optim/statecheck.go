@@ -19,29 +19,14 @@ import (
 
 // RequiredState lists the entries a parameter's state must hold under
 // kind and the group's hyper-parameters h, once it holds any (half: the
-// parameter is bfloat16 or float16 and has a float32 master copy).
-// SGD's momentum_buffer is not among them: PyTorch starts it from the
-// gradient when a state lacks it, and so does this package.
+// parameter is bfloat16 or float16 and has a float32 master copy): the
+// algorithm's Keeps. SGD's momentum_buffer is not among them: PyTorch
+// starts it from the gradient when a state lacks it, and so does this
+// package.
 func RequiredState(kind Kind, h *ParamGroup, half bool) []string {
 	var names []string
-	switch kind {
-	case Adam, AdamW:
-		names = []string{"exp_avg", "exp_avg_sq"}
-		if h.AMSGrad {
-			names = append(names, "max_exp_avg_sq")
-		}
-	case RMSprop:
-		names = []string{"square_avg"}
-		if h.Momentum > 0 {
-			names = append(names, "momentum_buffer")
-		}
-		if h.Centered {
-			names = append(names, "grad_avg")
-		}
-	case Adagrad:
-		names = []string{"sum"}
-	case Adamax:
-		names = []string{"exp_avg", "exp_inf"}
+	if a := kind.Algorithm(); a != nil {
+		names, _ = a.keeps(h)
 	}
 	if half {
 		names = append(names, "master_param")
@@ -52,27 +37,29 @@ func RequiredState(kind Kind, h *ParamGroup, half bool) []string {
 // CheckStateNames checks that names, the entries of one parameter's
 // loaded state after step steps, are what kind keeps under h: none
 // (a parameter never stepped) or every one RequiredState lists, and
-// nothing else.
+// nothing else but the optional ones.
 func CheckStateNames(kind Kind, h *ParamGroup, half bool, step int64, names []string) error {
 	if step < 0 {
 		return fmt.Errorf("step is %d", step)
 	}
-	allowed := RequiredState(kind, h, half)
-	if kind == SGD && h.Momentum != 0 {
-		allowed = append(allowed, "momentum_buffer")
+	a := kind.Algorithm()
+	if a == nil {
+		return fmt.Errorf("unknown optimizer kind %v", kind)
 	}
+	_, optional := a.keeps(h)
+	allowed := append(RequiredState(kind, h, half), optional...)
 	for i, name := range names {
 		if !slices.Contains(allowed, name) {
-			if _, known := stateField(&State{}, name); !known {
+			if !knownEntry(name) {
 				return fmt.Errorf("unknown entry %q for %v", name, kind)
 			}
-			return fmt.Errorf("entry %q, which %v%s does not keep", name, kind, settings(kind, h, half))
+			return fmt.Errorf("entry %q, which %v%s does not keep", name, kind, settings(a, h, half))
 		}
 		if slices.Contains(names[:i], name) {
 			return fmt.Errorf("entry %q twice", name)
 		}
 	}
-	if len(names) == 0 && (step == 0 || kind == SGD) {
+	if len(names) == 0 && (step == 0 || a.NoStep) {
 		return nil
 	}
 	var missing []string
@@ -82,22 +69,17 @@ func CheckStateNames(kind Kind, h *ParamGroup, half bool, step int64, names []st
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("no %s: %v%s keeps it from the first step (step %d)", strings.Join(missing, " or "), kind, settings(kind, h, half), step)
+		return fmt.Errorf("no %s: %v%s keeps it from the first step (step %d)", strings.Join(missing, " or "), kind, settings(a, h, half), step)
 	}
 	return nil
 }
 
 // settings names the hyper-parameters and the precision that decide
-// which entries kind keeps.
-func settings(kind Kind, h *ParamGroup, half bool) string {
+// which entries a keeps.
+func settings(a *Algorithm, h *ParamGroup, half bool) string {
 	var s []string
-	switch kind {
-	case SGD:
-		s = append(s, fmt.Sprintf("momentum=%v", h.Momentum))
-	case Adam, AdamW:
-		s = append(s, fmt.Sprintf("amsgrad=%v", h.AMSGrad))
-	case RMSprop:
-		s = append(s, fmt.Sprintf("momentum=%v", h.Momentum), fmt.Sprintf("centered=%v", h.Centered))
+	for _, name := range a.Deciding {
+		s = append(s, fmt.Sprintf("%s=%v", name, h.Get(name)))
 	}
 	if half {
 		s = append(s, "half-precision parameter")
@@ -109,11 +91,12 @@ func settings(kind Kind, h *ParamGroup, half bool) string {
 }
 
 // NonNegativeState tells whether every value of the entry name is ≥ 0 in
-// any run: the second moments and accumulators.
+// any run: the second moments and accumulators (Algorithm.NonNegative).
 func NonNegativeState(name string) bool {
-	switch name {
-	case "exp_avg_sq", "max_exp_avg_sq", "square_avg", "sum", "exp_inf":
-		return true
+	for _, a := range registry {
+		if a != nil && slices.Contains(a.NonNegative, name) {
+			return true
+		}
 	}
 	return false
 }

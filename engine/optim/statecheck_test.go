@@ -48,6 +48,9 @@ func TestCheckStateNames(t *testing.T) {
 		{"rmsprop centered without grad_avg", RMSprop, rmsAll, false, 2, []string{"square_avg", "momentum_buffer"}, `no "grad_avg"`},
 		{"adagrad", Adagrad, Defaults(Adagrad), false, 2, []string{"sum"}, ""},
 		{"adamax without exp_inf", Adamax, Defaults(Adamax), false, 2, []string{"exp_avg"}, `no "exp_inf"`},
+		{"nadam without exp_avg_sq", NAdam, Defaults(NAdam), false, 2, []string{"exp_avg"}, `no "exp_avg_sq": NAdam keeps it`},
+		{"nadam complete", NAdam, Defaults(NAdam), false, 2, []string{"exp_avg", "exp_avg_sq"}, ""},
+		{"radam with exp_inf", RAdam, Defaults(RAdam), false, 2, []string{"exp_avg", "exp_avg_sq", "exp_inf"}, `entry "exp_inf", which RAdam does not keep`},
 		{"negative step", Adam, adam, false, -1, nil, "step is -1"},
 	}
 	for _, c := range cases {

@@ -39,10 +39,10 @@ def jsonable(v, names):
     return v
 
 
-def trajectory(name, cls, groups, skip=None, **kwargs):
-    """Runs STEPS steps of cls over three seeded parameters. groups lists the parameter indices of each
-    param group with its own options (None: one group with kwargs); skip maps a parameter index to the
-    steps (1-based) on which its .grad is None."""
+def trajectory(name, cls, groups, skip=None, steps=STEPS, **kwargs):
+    """Runs steps steps (STEPS unless said) of cls over three seeded parameters. groups lists the
+    parameter indices of each param group with its own options (None: one group with kwargs); skip maps
+    a parameter index to the steps (1-based) on which its .grad is None."""
     skip = skip or {}
     torch.manual_seed(sum(map(ord, name)))
     params = [torch.nn.Parameter(torch.randn(s)) for s in SHAPES]
@@ -53,7 +53,7 @@ def trajectory(name, cls, groups, skip=None, **kwargs):
     else:
         opt = cls([{"params": [params[j] for j in idx], **extra} for idx, extra in groups], **kwargs)
     names = {}
-    for s in range(1, STEPS + 1):
+    for s in range(1, steps + 1):
         for j, p in enumerate(params):
             g = torch.randn(p.shape)
             if s in skip.get(j, ()):
@@ -71,7 +71,7 @@ def trajectory(name, cls, groups, skip=None, **kwargs):
         "optimizer": cls.__name__,
         "kwargs": kwargs,
         "groups": None if groups is None else [{"params": idx, **extra} for idx, extra in groups],
-        "steps": STEPS,
+        "steps": steps,
         "no_grad": {str(j): steps for j, steps in skip.items()},
         "state_dict": jsonable(opt.state_dict(), names),
     })
@@ -112,9 +112,20 @@ trajectory("adamax_weight_decay", Adamax, None, weight_decay=0.1)
 trajectory("adamax_betas_eps", Adamax, None, betas=(0.8, 0.9), eps=1e-6)
 trajectory("adamax_maximize", Adamax, None, maximize=True)
 trajectory("adamax_skip", Adamax, None, skip={1: [2, 4]})
+# NAdam keeps mu_product, a 0-d float32 tensor, beside step. RAdam rectifies its update only once
+# rho_t > 5, from step 6 with beta2 = 0.999 (from step 7 with beta2 = 0.9): its runs have 8 steps.
+NAdam, RAdam = torch.optim.NAdam, torch.optim.RAdam
+trajectory("nadam", NAdam, None)
+trajectory("nadam_weight_decay", NAdam, None, weight_decay=0.1)
+trajectory("nadam_momentum_decay", NAdam, None, momentum_decay=0.1, betas=(0.8, 0.9), eps=1e-6)
+trajectory("nadam_skip", NAdam, None, skip={1: [2, 4]})
+trajectory("radam", RAdam, None, steps=8)
+trajectory("radam_weight_decay", RAdam, None, steps=8, weight_decay=0.1)
+trajectory("radam_betas_eps", RAdam, None, steps=8, betas=(0.8, 0.9), eps=1e-6)
+trajectory("radam_skip", RAdam, None, steps=8, skip={1: [2, 7]})
 
 # ---- mixed precision: half-precision parameters with float32 master weights ---------------------------
-def master_trajectory(name, cls, dt, skip=None, **kwargs):
+def master_trajectory(name, cls, dt, skip=None, steps=STEPS, **kwargs):
     """Like trajectory, for parameters of dtype dt (bfloat16, float16) updated through float32 master
     copies, as DeepSpeed's bf16 optimizer and llm.c do: the optimizer runs on the masters with the
     gradients widened to float32, and each parameter is its master rounded to dt after every step.
@@ -127,7 +138,7 @@ def master_trajectory(name, cls, dt, skip=None, **kwargs):
         put(f"{name}/p{j}/init", p)
     opt = cls(masters, **kwargs)
     names = {}
-    for s in range(1, STEPS + 1):
+    for s in range(1, steps + 1):
         for j, m in enumerate(masters):
             g = torch.randn(m.shape).to(dt)
             if s in skip.get(j, ()):
@@ -153,7 +164,7 @@ def master_trajectory(name, cls, dt, skip=None, **kwargs):
         "dtype": str(dt).removeprefix("torch."),
         "kwargs": kwargs,
         "groups": None,
-        "steps": STEPS,
+        "steps": steps,
         "no_grad": {str(j): steps for j, steps in skip.items()},
         "state_dict": jsonable(sd, names),
     })
@@ -165,6 +176,8 @@ master_trajectory("bf16_sgd_momentum", SGD, torch.bfloat16, lr=0.01, momentum=0.
 master_trajectory("fp16_adam", Adam, torch.float16, lr=1e-4)
 master_trajectory("bf16_rmsprop", RMSprop, torch.bfloat16, lr=1e-3, momentum=0.9)
 master_trajectory("bf16_adamax", Adamax, torch.bfloat16)
+master_trajectory("bf16_nadam", NAdam, torch.bfloat16)
+master_trajectory("bf16_radam", RAdam, torch.bfloat16, steps=8)
 
 # ---- clip_grad_norm_ ----------------------------------------------------------------------------------
 torch.manual_seed(7)
