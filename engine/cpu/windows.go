@@ -3,8 +3,11 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"sync/atomic"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -69,44 +72,90 @@ func rowSpan(n, o0, s, w int) (lo, hi int) {
 }
 
 func unfold[T any](dst, src []T, g device.WindowGeom) {
-	plane, outPlane := g.H*g.W, g.OH*g.OW
-	k := g.KH * g.KW
-	var zero T
-	parallel.For(g.N*g.C, rowGrain(k*outPlane), func(p0, p1 int) {
+	plane, cols := g.H*g.W, g.KH*g.KW*g.OH*g.OW
+	parallel.For(g.N*g.C, rowGrain(cols), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
-			x := src[p*plane : (p+1)*plane]
-			cols := dst[p*k*outPlane : (p+1)*k*outPlane]
-			for i := range g.KH {
-				for j := range g.KW {
-					row := cols[(i*g.KW+j)*outPlane : (i*g.KW+j+1)*outPlane]
-					w0 := j*g.DW - g.PW
-					lo, hi := rowSpan(g.OW, w0, g.SW, g.W)
-					for oh := range g.OH {
-						out := row[oh*g.OW : (oh+1)*g.OW]
-						ih := oh*g.SH - g.PH + i*g.DH
-						if ih < 0 || ih >= g.H {
-							clear(out)
-							continue
-						}
-						in := x[ih*g.W : (ih+1)*g.W]
-						for ow := range lo {
-							out[ow] = zero
-						}
-						if g.SW == 1 {
-							copy(out[lo:hi], in[lo+w0:hi+w0])
-						} else {
-							for ow := lo; ow < hi; ow++ {
-								out[ow] = in[ow*g.SW+w0]
-							}
-						}
-						for ow := hi; ow < g.OW; ow++ {
-							out[ow] = zero
-						}
+			unfoldPlane(dst[p*cols:(p+1)*cols], src[p*plane:(p+1)*plane], g)
+		}
+	})
+}
+
+// unfoldPlane writes the KH·KW rows of OH·OW columns of one image plane
+// x into cols.
+func unfoldPlane[T any](cols, x []T, g device.WindowGeom) {
+	outPlane := g.OH * g.OW
+	// With strides of 1 and output rows as long as the input's ("same"
+	// padding), a tap's row is one run of the plane shifted by the tap's
+	// offset: one copy, then the columns that read the padding zeroed.
+	flat := g.SH == 1 && g.SW == 1 && g.OW == g.W
+	var zero T
+	for i := range g.KH {
+		for j := range g.KW {
+			row := cols[(i*g.KW+j)*outPlane : (i*g.KW+j+1)*outPlane]
+			w0 := j*g.DW - g.PW
+			lo, hi := rowSpan(g.OW, w0, g.SW, g.W)
+			if flat {
+				unfoldShifted(row, x, g, i*g.DH-g.PH, w0, lo, hi)
+				continue
+			}
+			for oh := range g.OH {
+				out := row[oh*g.OW : (oh+1)*g.OW]
+				ih := oh*g.SH - g.PH + i*g.DH
+				if ih < 0 || ih >= g.H {
+					clear(out)
+					continue
+				}
+				in := x[ih*g.W : (ih+1)*g.W]
+				for ow := range lo {
+					out[ow] = zero
+				}
+				if g.SW == 1 {
+					copy(out[lo:hi], in[lo+w0:hi+w0])
+				} else {
+					for ow := lo; ow < hi; ow++ {
+						out[ow] = in[ow*g.SW+w0]
 					}
+				}
+				for ow := hi; ow < g.OW; ow++ {
+					out[ow] = zero
 				}
 			}
 		}
-	})
+	}
+}
+
+// unfoldShifted writes the row of a tap h0 rows and w0 columns off each
+// window's origin when the strides are 1 and OW = W: output position q
+// (of row oh = q/OW) reads plane element q + h0·W + w0 where that row
+// oh + h0 is in the input and its column in [lo, hi).
+func unfoldShifted[T any](row, x []T, g device.WindowGeom, h0, w0, lo, hi int) {
+	ohLo, ohHi := max(0, -h0), min(g.OH, g.H-h0)
+	if ohHi <= ohLo {
+		clear(row)
+		return
+	}
+	clear(row[:ohLo*g.OW])
+	clear(row[ohHi*g.OW:])
+	q0, q1 := ohLo*g.OW, ohHi*g.OW
+	s0, s1 := q0+h0*g.W+w0, q1+h0*g.W+w0
+	// Positions whose element would lie before or after the plane read
+	// the padding: they are in the columns zeroed below.
+	if s0 < 0 {
+		q0, s0 = q0-s0, 0
+	}
+	if plane := g.H * g.W; s1 > plane {
+		q1, s1 = q1-(s1-plane), plane
+	}
+	if q0 < q1 {
+		copy(row[q0:q1], x[s0:s1])
+	}
+	if lo > 0 || hi < g.OW {
+		for oh := ohLo; oh < ohHi; oh++ {
+			r := row[oh*g.OW : (oh+1)*g.OW]
+			clear(r[:lo])
+			clear(r[hi:])
+		}
+	}
 }
 
 // Fold is device.Unfolder's: float32 and float64.
@@ -130,40 +179,95 @@ func (d *Device) Fold(dst, src device.View, g device.WindowGeom) error {
 }
 
 func fold[T float](dst, src []T, g device.WindowGeom) {
-	plane, outPlane := g.H*g.W, g.OH*g.OW
-	k := g.KH * g.KW
-	parallel.For(g.N*g.C, rowGrain(k*outPlane), func(p0, p1 int) {
+	plane, cols := g.H*g.W, g.KH*g.KW*g.OH*g.OW
+	parallel.For(g.N*g.C, rowGrain(cols), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
-			x := dst[p*plane : (p+1)*plane]
-			clear(x)
-			cols := src[p*k*outPlane : (p+1)*k*outPlane]
-			for i := range g.KH {
-				for j := range g.KW {
-					row := cols[(i*g.KW+j)*outPlane : (i*g.KW+j+1)*outPlane]
-					w0 := j*g.DW - g.PW
-					lo, hi := rowSpan(g.OW, w0, g.SW, g.W)
-					for oh := range g.OH {
-						ih := oh*g.SH - g.PH + i*g.DH
-						if ih < 0 || ih >= g.H {
-							continue
-						}
-						in := x[ih*g.W : (ih+1)*g.W]
-						out := row[oh*g.OW : (oh+1)*g.OW]
-						if g.SW == 1 {
-							in, out := in[lo+w0:hi+w0], out[lo:hi]
-							for q := range out {
-								in[q] += out[q]
-							}
-						} else {
-							for ow := lo; ow < hi; ow++ {
-								in[ow*g.SW+w0] += out[ow]
-							}
-						}
+			foldPlane(dst[p*plane:(p+1)*plane], src[p*cols:(p+1)*cols], g, false)
+		}
+	})
+}
+
+// foldPlane overwrites one image plane x with the sum of the entries of
+// its KH·KW rows of OH·OW columns cols that unfoldPlane would have read
+// from each element.
+//
+// With mutable set, cols is scratch that foldPlane may overwrite: with
+// strides of 1 and OW = W, each tap's row is then added as one run (its
+// entries that fall in the padding zeroed first), as unfoldPlane copies
+// it.
+func foldPlane[T float](x, cols []T, g device.WindowGeom, mutable bool) {
+	outPlane := g.OH * g.OW
+	flat := mutable && g.SH == 1 && g.SW == 1 && g.OW == g.W
+	clear(x)
+	for i := range g.KH {
+		for j := range g.KW {
+			row := cols[(i*g.KW+j)*outPlane : (i*g.KW+j+1)*outPlane]
+			w0 := j*g.DW - g.PW
+			lo, hi := rowSpan(g.OW, w0, g.SW, g.W)
+			if flat {
+				foldShifted(x, row, g, i*g.DH-g.PH, w0, lo, hi)
+				continue
+			}
+			for oh := range g.OH {
+				ih := oh*g.SH - g.PH + i*g.DH
+				if ih < 0 || ih >= g.H {
+					continue
+				}
+				in := x[ih*g.W : (ih+1)*g.W]
+				out := row[oh*g.OW : (oh+1)*g.OW]
+				if g.SW == 1 {
+					in, out := in[lo+w0:hi+w0], out[lo:hi]
+					for q := range out {
+						in[q] += out[q]
+					}
+				} else {
+					for ow := lo; ow < hi; ow++ {
+						in[ow*g.SW+w0] += out[ow]
 					}
 				}
 			}
 		}
-	})
+	}
+}
+
+// foldShifted adds the row of a tap h0 rows and w0 columns off each
+// window's origin into the plane x, the adjoint of unfoldShifted; it
+// zeroes the row's entries that read the padding.
+func foldShifted[T float](x, row []T, g device.WindowGeom, h0, w0, lo, hi int) {
+	ohLo, ohHi := max(0, -h0), min(g.OH, g.H-h0)
+	if ohHi <= ohLo {
+		return
+	}
+	if lo > 0 || hi < g.OW {
+		for oh := ohLo; oh < ohHi; oh++ {
+			r := row[oh*g.OW : (oh+1)*g.OW]
+			clear(r[:lo])
+			clear(r[hi:])
+		}
+	}
+	q0, q1 := ohLo*g.OW, ohHi*g.OW
+	s0, s1 := q0+h0*g.W+w0, q1+h0*g.W+w0
+	if s0 < 0 {
+		q0, s0 = q0-s0, 0
+	}
+	if plane := g.H * g.W; s1 > plane {
+		q1, s1 = q1-(s1-plane), plane
+	}
+	if q0 < q1 {
+		addInto(x[s0:s1], row[q0:q1])
+	}
+}
+
+// addInto adds src to dst element by element.
+func addInto[T float](dst, src []T) {
+	if d, ok := any(dst).([]float32); ok {
+		vmath.Add(d, d, any(src).([]float32))
+		return
+	}
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
 }
 
 // MaxPool2d is device.MaxPooler's: float32 and float64, PyTorch's CPU
@@ -246,28 +350,77 @@ func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) 
 
 // maxPool2x2 is maxPool2d's plane of 2×2 windows 2 apart, none in the
 // padding: the same order (row-major taps, the first maximum, the last
-// NaN).
+// NaN). Which tap holds the maximum is random for most data, so a branch
+// per tap is mispredicted half the time: the maximum is found with the
+// builtin max (no branch), and its first tap from the bit mask of the
+// taps equal to it.
 func maxPool2x2[T float](y []T, at []int64, x []T, g device.WindowGeom) {
 	for oh := range g.OH {
 		r0 := x[2*oh*g.W : (2*oh+1)*g.W]
 		r1 := x[(2*oh+1)*g.W : (2*oh+2)*g.W]
 		ys, ats := y[oh*g.OW:(oh+1)*g.OW], at[oh*g.OW:(oh+1)*g.OW]
 		base := 2 * oh * g.W
+		// Tap k's offset from its window's first element.
+		offsets := [4]int{0, 1, g.W, g.W + 1}
 		for ow := range ys {
 			w := 2 * ow
-			best, where := r0[w], base+w
-			if v := r0[w+1]; v > best || v != v {
-				best, where = v, base+w+1
+			taps := [4]T{r0[w], r0[w+1], r1[w], r1[w+1]}
+			best := max(taps[0], taps[1], taps[2], taps[3])
+			k := 0
+			if best == best {
+				mask := b2u(taps[0] == best) | b2u(taps[1] == best)<<1 | b2u(taps[2] == best)<<2 | b2u(taps[3] == best)<<3
+				k = bits.TrailingZeros8(mask)
+			} else {
+				// A NaN: the last one, as a sequential scan keeps it.
+				mask := b2u(taps[0] != taps[0]) | b2u(taps[1] != taps[1])<<1 | b2u(taps[2] != taps[2])<<2 | b2u(taps[3] != taps[3])<<3
+				k = bits.Len8(mask) - 1
 			}
-			if v := r1[w]; v > best || v != v {
-				best, where = v, base+g.W+w
-			}
-			if v := r1[w+1]; v > best || v != v {
-				best, where = v, base+g.W+w+1
-			}
-			ys[ow], ats[ow] = best, int64(where)
+			ys[ow], ats[ow] = taps[k&3], int64(base+w+offsets[k&3])
 		}
 	}
+}
+
+// MaxPool2dBackward is device.MaxPooler's: float32 and float64.
+func (d *Device) MaxPool2dBackward(dx, dy, indices device.View, g device.WindowGeom) error {
+	if err := checkWindows("max_pool2d backward", g, dx, dy, indices); err != nil {
+		return err
+	}
+	if dx.Numel() != g.N*g.C*g.H*g.W || dy.Numel() != g.N*g.C*g.OH*g.OW || dx.DType != dy.DType ||
+		indices.Numel() != dy.Numel() || indices.DType != dtype.Int64 {
+		return fmt.Errorf("cpu: max_pool2d backward: %v %v and %v %v into %v %v for windows %+v", dy.DType, dy.Shape, indices.DType, indices.Shape, dx.DType, dx.Shape, g)
+	}
+	var bad atomic.Bool
+	switch dx.DType {
+	case dtype.Float32:
+		maxPool2dBackward(rowsOf[float32](dx), rowsOf[float32](dy), rowsOf[int64](indices), g, &bad)
+	case dtype.Float64:
+		maxPool2dBackward(rowsOf[float64](dx), rowsOf[float64](dy), rowsOf[int64](indices), g, &bad)
+	default:
+		return fmt.Errorf("cpu: max_pool2d backward of %v", dx.DType)
+	}
+	if bad.Load() {
+		return fmt.Errorf("cpu: max_pool2d backward: an index lies outside its %d×%d image", g.H, g.W)
+	}
+	return nil
+}
+
+func maxPool2dBackward[T float](dx, dy []T, indices []int64, g device.WindowGeom, bad *atomic.Bool) {
+	plane, outPlane := g.H*g.W, g.OH*g.OW
+	parallel.For(g.N*g.C, rowGrain(plane+outPlane), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			x := dx[p*plane : (p+1)*plane]
+			clear(x)
+			at := indices[p*outPlane : (p+1)*outPlane]
+			for q, v := range dy[p*outPlane : (p+1)*outPlane] {
+				i := at[q]
+				if uint64(i) >= uint64(len(x)) {
+					bad.Store(true)
+					return
+				}
+				x[i] += v
+			}
+		}
+	})
 }
 
 // maxPool2x2Values is maxPool2x2 without the positions (no gradient goes

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/device"
@@ -167,7 +168,40 @@ func TestMaxPool2dKernel(t *testing.T) {
 						}
 					}
 				}
+
+				// The backward adds each window's gradient at its maximum
+				// (overlapping windows may share one).
+				dys := make([]float64, len(ys))
+				for i := range dys {
+					dys[i] = float64(r.IntN(16) - 8)
+				}
+				want := make([]float64, len(xs))
+				for i, v := range dys {
+					want[i/out*plane+int(is[i])] += v
+				}
+				dy := newOperand(t, d, dt, y.Shape, dys, contiguous)
+				dx := emptyOperand(t, d, dt, x.Shape, contiguous)
+				poison(t, d, dx)
+				if err := d.MaxPool2dBackward(dx, dy, idx, g); err != nil {
+					t.Fatal(err)
+				}
+				assertClose(t, "dx", values(t, d, dx), want, 0)
 			})
+		}
+	}
+}
+
+// TestMaxPool2dBackwardRefuses: an index outside its image (not one
+// MaxPool2d wrote) is an error, not a write elsewhere.
+func TestMaxPool2dBackwardRefuses(t *testing.T) {
+	d := New(Options{})
+	g := device.WindowGeom{N: 1, C: 2, H: 4, W: 4, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, OH: 2, OW: 2}
+	for _, bad := range []float64{16, -1} {
+		idx := newOperand(t, d, dtype.Int64, []int{1, 2, 2, 2}, []float64{0, 1, 4, 5, 0, 2, 8, bad}, contiguous)
+		dy := newOperand(t, d, dtype.Float32, []int{1, 2, 2, 2}, make([]float64, 8), contiguous)
+		dx := emptyOperand(t, d, dtype.Float32, []int{1, 2, 4, 4}, contiguous)
+		if err := d.MaxPool2dBackward(dx, dy, idx, g); err == nil || !strings.Contains(err.Error(), "outside") {
+			t.Errorf("index %v: %v", bad, err)
 		}
 	}
 }

@@ -64,6 +64,10 @@ type MaxPooler interface {
 	// number (PyTorch's max_pool2d). indices may be an empty view (Buf
 	// nil): the maxima alone, for a pooling no gradient goes through.
 	MaxPool2d(dst, indices, src View, g WindowGeom) error
+	// MaxPool2dBackward overwrites dx [N, C, H, W] with max pooling's
+	// gradient: each element of dy [N, C, OH, OW] added at the position
+	// in its image that indices (MaxPool2d's) holds for it.
+	MaxPool2dBackward(dx, dy, indices View, g WindowGeom) error
 }
 
 // BatchNormer is implemented by devices with fused kernels for batch
@@ -86,4 +90,20 @@ type BatchNormer interface {
 	//
 	// and with fixed (running) statistics dx = dy·invstd·w.
 	BatchNormBackward(dx, dw, db, dy, x, mean, invstd, w View, training bool) error
+}
+
+// Convolver is implemented by devices with kernels for a 2-d convolution
+// (groups 1) that never hold the whole batch's columns: each sample's
+// im2col is made and used while it is in cache. Over x [N, C, H, W],
+// w [O, C·KH·KW] and cols(n) = the sample's Unfold [C·KH·KW, OH·OW], all
+// contiguous, with bias [O] optional (an empty view):
+type Convolver interface {
+	// Conv2d writes y[n] [O, OH·OW] = w · cols(n) (+ bias per row).
+	Conv2d(y, x, w, bias View, g WindowGeom) error
+	// Conv2dBackward writes, for dy [N, O, OH·OW], each of the present
+	// (non-empty) views: dx[n] = Fold(wᵀ · dy[n]), dw = Σn dy[n] · cols(n)ᵀ
+	// and dbias = Σ over n and positions of dy. The sums over samples run
+	// in an order that depends on N and the shapes alone, never on the
+	// threads, so that results repeat bit for bit.
+	Conv2dBackward(dx, dw, dbias, dy, x, w View, g WindowGeom) error
 }

@@ -248,6 +248,10 @@ func (t *Tensor) Squeeze(dims ...int) *Tensor {
 			strides = append(strides, t.strides[i])
 		}
 	}
+	if len(dims) > 0 {
+		// PyTorch's squeeze(dim), overload 1 (squeeze() is 0).
+		return t.viewAs("SqueezeBackward1", shape, strides)
+	}
 	return t.viewAs("SqueezeBackward", shape, strides)
 }
 

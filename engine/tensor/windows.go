@@ -116,21 +116,22 @@ func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 	if n := values.record("MaxPool2DWithIndicesBackward", x); n != nil {
 		saved := n.save(indices)
 		in := x.shape
-		planes, plane, outPlane := g.N*g.C, g.H*g.W, g.OH*g.OW
 		n.backward = func(gr *Tensor) []*Tensor {
 			rt := gr.rt
-			dx := rt.Zeros(gr.dt, planes, plane)
-			at := saved.Reshape(planes, outPlane)
-			src := gr.Reshape(planes, outPlane)
-			defer at.Release()
-			defer src.Release()
-			if r := dx.scatterAdd(1, at, src); r.err != nil {
-				dx.Release()
-				return []*Tensor{r}
+			gc := gr
+			if !gr.IsContiguous() {
+				gc = gr.Contiguous()
+				defer gc.Release()
 			}
-			out := dx.Reshape(in...)
-			dx.Release()
-			return []*Tensor{out}
+			dx, err := rt.empty(gr.dt, in)
+			if err != nil {
+				return []*Tensor{rt.failErr(op, err)}
+			}
+			if err := kernel(func() error { return mp.MaxPool2dBackward(dx.view(), gc.view(), saved.view(), g) }); err != nil {
+				dx.Release()
+				return []*Tensor{rt.failErr(op, err)}
+			}
+			return []*Tensor{dx}
 		}
 	}
 	return values
@@ -152,4 +153,117 @@ func windowInput(op string, x *Tensor, g WindowGeom) (xc, bad *Tensor) {
 	}
 	rt.NoGrad(func() { xc = x.Contiguous() })
 	return xc, nil
+}
+
+// HasConvKernel reports whether rt's device has its own kernels for a
+// 2-d convolution (device.Convolver) for tensors of dt (float32 and
+// float64). nn's convolutions compose Unfold2d and a matmul, or other
+// ops, where it has not.
+func (rt *Runtime) HasConvKernel(dt DType) bool {
+	_, ok := rt.dev.(device.Convolver)
+	return ok && (dt == Float32 || dt == Float64)
+}
+
+// Conv2d is torch.nn.functional.conv2d with groups 1 over x [N, C, H, W]
+// with the windows of g, weight [O, C, KH, KW] and bias [O] (nil for
+// none): [N, O, OH, OW], computed by the device's kernels
+// (HasConvKernel). It records one node, ConvolutionBackward0, as
+// PyTorch does, whose backward is the device's.
+func Conv2d(x, weight, bias *Tensor, g WindowGeom) *Tensor {
+	const op = "conv2d"
+	rt, bad := check(op, x, weight)
+	if bad != nil {
+		return bad
+	}
+	if bias != nil {
+		if _, bad := check(op, bias); bad != nil {
+			return bad
+		}
+	}
+	cv, ok := rt.dev.(device.Convolver)
+	if !ok {
+		return rt.fail(op, "device %v has no convolution kernels", rt.dev)
+	}
+	ws := weight.shape
+	if len(ws) != 4 || ws[1] != g.C || ws[2] != g.KH || ws[3] != g.KW {
+		return rt.fail(op, "weight of shape %v for windows of %d×%d over %d channels", ws, g.KH, g.KW, g.C)
+	}
+	if bias != nil && (len(bias.shape) != 1 || bias.shape[0] != ws[0]) {
+		return rt.fail(op, "bias of shape %v for %d output channels", bias.shape, ws[0])
+	}
+	if weight.dt != x.dt || bias != nil && bias.dt != x.dt {
+		return rt.fail(op, "input %v, weight %v: the dtypes must match", x.dt, weight.dt)
+	}
+	xc, bad := windowInput(op, x, g)
+	if bad != nil {
+		return bad
+	}
+	if xc != x {
+		defer xc.Release()
+	}
+	wc := weight
+	if !weight.IsContiguous() {
+		rt.NoGrad(func() { wc = weight.Contiguous() })
+		defer wc.Release()
+	}
+	var bv device.View
+	if bias != nil {
+		bc := bias
+		if !bias.IsContiguous() {
+			rt.NoGrad(func() { bc = bias.Contiguous() })
+			defer bc.Release()
+		}
+		bv = bc.view()
+	}
+	y, err := rt.empty(x.dt, []int{g.N, ws[0], g.OH, g.OW})
+	if err != nil {
+		return rt.failErr(op, err)
+	}
+	if err := kernel(func() error { return cv.Conv2d(y.view(), xc.view(), wc.view(), bv, g) }); err != nil {
+		y.Release()
+		return rt.failErr(op, err)
+	}
+	if n := y.record("ConvolutionBackward", x, weight, bias); n != nil {
+		sx, sw := n.save(xc), n.save(wc)
+		xShape, wShape := x.shape, weight.shape
+		hasBias := bias != nil
+		n.backward = func(gr *Tensor) []*Tensor {
+			rt := gr.rt
+			gc := gr
+			if !gr.IsContiguous() {
+				gc = gr.Contiguous()
+				defer gc.Release()
+			}
+			grads := make([]*Tensor, 3)
+			var views [3]device.View
+			for i, shape := range [][]int{xShape, wShape, {wShape[0]}} {
+				if !n.needs(i) || i == 2 && !hasBias {
+					continue
+				}
+				t, err := rt.empty(gr.dt, shape)
+				if err != nil {
+					release(grads)
+					return []*Tensor{rt.failErr(op, err)}
+				}
+				grads[i], views[i] = t, t.view()
+			}
+			if err := kernel(func() error {
+				return cv.Conv2dBackward(views[0], views[1], views[2], gc.view(), sx.view(), sw.view(), g)
+			}); err != nil {
+				release(grads)
+				return []*Tensor{rt.failErr(op, err)}
+			}
+			return grads
+		}
+	}
+	return y
+}
+
+// release releases the tensors of ts that are not nil.
+func release(ts []*Tensor) {
+	for _, t := range ts {
+		if t != nil {
+			t.Release()
+		}
+	}
 }

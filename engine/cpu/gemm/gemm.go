@@ -33,6 +33,21 @@ func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int
 	gemm(kernels64.cur, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, parallel.Threads())
 }
 
+// SgemmSerial is Sgemm on the calling goroutine alone, for callers that
+// divide their work among the threads themselves: a convolution runs one
+// product per sample, each sample on one thread, so that the sample's
+// columns stay in that core's cache between their making and their use.
+func SgemmSerial(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm("SgemmSerial", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	gemm(kernels32.cur, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1)
+}
+
+// DgemmSerial is SgemmSerial for float64.
+func DgemmSerial(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
+	checkGemm("DgemmSerial", transA, transB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc)
+	gemm(kernels64.cur, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1)
+}
+
 // SgemmBatched computes batch independent products
 //
 //	C[i] = alpha·op(A[i])·op(B[i]) + beta·C[i],  i = 0 … batch-1,

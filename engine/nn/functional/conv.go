@@ -45,8 +45,9 @@ func floorDiv(a, b int) int {
 	return q
 }
 
-// conv lowers a convolution over nd spatial dimensions to engine ops that
-// exist on every device: the input, flattened per sample and given one
+// conv runs a convolution of groups 1 over 1 or 2 spatial dimensions on
+// the device's convolution kernels where it has them (tensor.Conv2d);
+// otherwise it lowers it to engine ops that exist on every device: the input, flattened per sample and given one
 // extra zero element, is gathered into columns [N, C·K, L] (K kernel
 // taps, L output positions; taps that fall in the padding read the zero)
 // with one index_select whose indices are computed here on the host, and
@@ -156,6 +157,19 @@ func conv(op string, nd int, x, weight, bias *tensor.Tensor, o ConvOptions) *ten
 
 	sc := rt.OpenScope()
 	defer sc.Close()
+	if g, ok := windowGeom(n, c, in, kernel, outSize, stride, dilation, before); ok && groups == 1 && rt.HasConvKernel(x.DType()) {
+		// The device's convolution: im2col and a GEMM per sample, the
+		// columns never all in memory at once.
+		y := tensor.Conv2d(x.Reshape(n, c, g.H, g.W), weight.Reshape(out, c, g.KH, g.KW), bias, g)
+		if nd == 1 {
+			y = y.Reshape(n, out, outSize[0])
+		}
+		if unbatched {
+			y = y.Squeeze(0)
+		}
+		sc.Keep(y)
+		return y
+	}
 	spatial, taps, positions := prod(in), prod(kernel), prod(outSize)
 	cg := c / groups
 	var cols *tensor.Tensor // [N, C·K, L]

@@ -1,0 +1,221 @@
+package cpu
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/device"
+	"github.com/zeroeng/zeroeng/engine/dtype"
+)
+
+// convCases are windowCases's geometries with output channels, and
+// batches large enough to split the weight gradient into several blocks.
+func convCases() []struct {
+	g device.WindowGeom
+	o int
+} {
+	cases := []struct {
+		g device.WindowGeom
+		o int
+	}{}
+	for i, g := range windowCases {
+		cases = append(cases, struct {
+			g device.WindowGeom
+			o int
+		}{g, 1 + i%4})
+	}
+	big := device.WindowGeom{N: 37, C: 4, H: 9, W: 8, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 9, OW: 8}
+	direct := device.WindowGeom{N: 21, C: 5, H: 3, W: 4, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, OH: 3, OW: 4}
+	// "Same" convolutions whose taps reach past the whole image, and
+	// dilated ones: the unfolding of shifted runs of the plane.
+	wide := device.WindowGeom{N: 3, C: 2, H: 3, W: 3, KH: 7, KW: 7, SH: 1, SW: 1, PH: 3, PW: 3, DH: 1, DW: 1, OH: 3, OW: 3}
+	dilated := device.WindowGeom{N: 2, C: 2, H: 6, W: 5, KH: 3, KW: 3, SH: 1, SW: 1, PH: 2, PW: 2, DH: 2, DW: 2, OH: 6, OW: 5}
+	for _, c := range []struct {
+		g device.WindowGeom
+		o int
+	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}} {
+		cases = append(cases, c)
+	}
+	return cases
+}
+
+// convRef is the convolution in float64 from its definition, tap by tap:
+// y, and for dy the gradients of input, weight and bias.
+func convRef(g device.WindowGeom, o int, x, w, b, dy []float64) (y, dx, dw, db []float64) {
+	k, plane, out := g.KH*g.KW, g.H*g.W, g.OH*g.OW
+	ck := g.C * k
+	y = make([]float64, g.N*o*out)
+	dx, dw, db = make([]float64, len(x)), make([]float64, len(w)), make([]float64, o)
+	for n := range g.N {
+		for r := range o {
+			for p := range out {
+				s := 0.0
+				if b != nil {
+					s = b[r]
+				}
+				g0 := dy[(n*o+r)*out+p]
+				db[r] += g0
+				for c := range g.C {
+					for i := range g.KH {
+						for j := range g.KW {
+							at, in := tapAt(g, i, j, p/g.OW, p%g.OW)
+							if !in {
+								continue
+							}
+							xi := (n*g.C+c)*plane + at
+							wi := r*ck + (c*g.KH+i)*g.KW + j
+							s += w[wi] * x[xi]
+							dx[xi] += w[wi] * g0
+							dw[wi] += x[xi] * g0
+						}
+					}
+				}
+				y[(n*o+r)*out+p] = s
+			}
+		}
+	}
+	return y, dx, dw, db
+}
+
+// TestConv2dKernel: device.Convolver's forward and backward against the
+// definition, for every geometry of the window kernels (padding, strides,
+// dilations, one-row images, 1×1 kernels that need no columns) and
+// batches split into blocks; with and without bias, in float32 and
+// float64, each gradient alone or all at once.
+func TestConv2dKernel(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(3, 4))
+	for ci, tc := range convCases() {
+		g, o := tc.g, tc.o
+		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+			for _, withBias := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%d/%v/bias=%v", ci, dt, withBias), func(t *testing.T) {
+					ck, out := g.C*g.KH*g.KW, g.OH*g.OW
+					xs := randn(r, g.N*g.C*g.H*g.W, 1, dt)
+					ws := randn(r, o*ck, 1, dt)
+					dys := randn(r, g.N*o*out, 1, dt)
+					var bs []float64
+					var bias device.View
+					if withBias {
+						bs = randn(r, o, 1, dt)
+						bias = newOperand(t, d, dt, []int{o}, bs, contiguous)
+					}
+					wantY, wantDx, wantDw, wantDb := convRef(g, o, xs, ws, bs, dys)
+					x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, xs, contiguous)
+					w := newOperand(t, d, dt, []int{o, g.C, g.KH, g.KW}, ws, contiguous)
+					dy := newOperand(t, d, dt, []int{g.N, o, g.OH, g.OW}, dys, contiguous)
+					y := emptyOperand(t, d, dt, dy.Shape, contiguous)
+					poison(t, d, y)
+					if err := d.Conv2d(y, x, w, bias, g); err != nil {
+						t.Fatal(err)
+					}
+					tol := 10 * tolerance(dt)
+					assertClose(t, "y", values(t, d, y), wantY, tol)
+
+					dx := emptyOperand(t, d, dt, x.Shape, contiguous)
+					dw := emptyOperand(t, d, dt, w.Shape, contiguous)
+					db := emptyOperand(t, d, dt, []int{o}, contiguous)
+					for _, v := range []device.View{dx, dw, db} {
+						poison(t, d, v)
+					}
+					if err := d.Conv2dBackward(dx, dw, db, dy, x, w, g); err != nil {
+						t.Fatal(err)
+					}
+					assertClose(t, "dx", values(t, d, dx), wantDx, tol)
+					assertClose(t, "dw", values(t, d, dw), wantDw, tol)
+					assertClose(t, "dbias", values(t, d, db), wantDb, tol)
+					all := [][]byte{rawBits(t, d, dx), rawBits(t, d, dw)}
+
+					// Each gradient alone is the same, bit for bit.
+					for i, v := range []device.View{dx, dw} {
+						poison(t, d, v)
+						views := []device.View{{}, {}}
+						views[i] = v
+						if err := d.Conv2dBackward(views[0], views[1], device.View{}, dy, x, w, g); err != nil {
+							t.Fatal(err)
+						}
+						if !bytes.Equal(rawBits(t, d, v), all[i]) {
+							t.Errorf("gradient %d alone differs from its value beside the other", i)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestConv2dKernelThreads: the forward and both gradients are the same
+// bit for bit on 1, 2, 3 and 8 threads (the weight gradient's sum over
+// samples runs in blocks chosen from the batch alone), both when the
+// batch splits into blocks and when it is one block.
+func TestConv2dKernelThreads(t *testing.T) {
+	d := New(Options{})
+	defer parallel.SetThreads(0)
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, g := range []device.WindowGeom{
+		{N: 23, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 10, OW: 9},
+		{N: 1, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5},
+	} {
+		o := 5
+		ck, out := g.C*g.KH*g.KW, g.OH*g.OW
+		x := newOperand(t, d, dtype.Float32, []int{g.N, g.C, g.H, g.W}, randn(r, g.N*g.C*g.H*g.W, 1, dtype.Float32), contiguous)
+		w := newOperand(t, d, dtype.Float32, []int{o, ck}, randn(r, o*ck, 1, dtype.Float32), contiguous)
+		b := newOperand(t, d, dtype.Float32, []int{o}, randn(r, o, 1, dtype.Float32), contiguous)
+		dy := newOperand(t, d, dtype.Float32, []int{g.N, o, out}, randn(r, g.N*o*out, 1, dtype.Float32), contiguous)
+		var first [][]byte
+		for _, threads := range []int{1, 2, 3, 8} {
+			parallel.SetThreads(threads)
+			y := emptyOperand(t, d, dtype.Float32, dy.Shape, contiguous)
+			dx := emptyOperand(t, d, dtype.Float32, x.Shape, contiguous)
+			dw := emptyOperand(t, d, dtype.Float32, w.Shape, contiguous)
+			db := emptyOperand(t, d, dtype.Float32, b.Shape, contiguous)
+			if err := d.Conv2d(y, x, w, b, g); err != nil {
+				t.Fatal(err)
+			}
+			if err := d.Conv2dBackward(dx, dw, db, dy, x, w, g); err != nil {
+				t.Fatal(err)
+			}
+			got := [][]byte{rawBits(t, d, y), rawBits(t, d, dx), rawBits(t, d, dw), rawBits(t, d, db)}
+			if first == nil {
+				first = got
+				continue
+			}
+			for i, name := range []string{"y", "dx", "dw", "dbias"} {
+				if !bytes.Equal(got[i], first[i]) {
+					t.Errorf("N=%d: %s on %d threads differs from 1 thread", g.N, name, threads)
+				}
+			}
+		}
+	}
+}
+
+// TestConv2dKernelRefuses: operands that do not match the geometry are
+// errors naming the shapes, never a panic.
+func TestConv2dKernelRefuses(t *testing.T) {
+	d := New(Options{})
+	g := device.WindowGeom{N: 2, C: 3, H: 5, W: 5, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, OH: 3, OW: 3}
+	f32 := func(shape ...int) device.View {
+		return emptyOperand(t, d, dtype.Float32, shape, contiguous)
+	}
+	x, w, y := f32(2, 3, 5, 5), f32(4, 3, 3, 3), f32(2, 4, 3, 3)
+	for name, err := range map[string]error{
+		"input":      d.Conv2d(y, f32(2, 3, 5, 4), w, device.View{}, g),
+		"weight":     d.Conv2d(y, x, f32(4, 3, 3, 2), device.View{}, g),
+		"output":     d.Conv2d(f32(2, 4, 3, 2), x, w, device.View{}, g),
+		"bias":       d.Conv2d(y, x, w, f32(3), g),
+		"dtype":      d.Conv2d(y, x, emptyOperand(t, d, dtype.Float64, w.Shape, contiguous), device.View{}, g),
+		"bfloat16":   d.Conv2d(emptyOperand(t, d, dtype.BFloat16, y.Shape, contiguous), emptyOperand(t, d, dtype.BFloat16, x.Shape, contiguous), emptyOperand(t, d, dtype.BFloat16, w.Shape, contiguous), device.View{}, g),
+		"dx":         d.Conv2dBackward(f32(2, 3, 5), device.View{}, device.View{}, y, x, w, g),
+		"dw":         d.Conv2dBackward(device.View{}, f32(4, 3, 3), device.View{}, y, x, w, g),
+		"dbias":      d.Conv2dBackward(device.View{}, device.View{}, f32(5), y, x, w, g),
+		"geometry":   d.Conv2d(y, x, w, device.View{}, device.WindowGeom{N: 2, C: 3, H: 5, W: 5, KH: 3, KW: 3, SH: 0, SW: 1, DH: 1, DW: 1, OH: 3, OW: 3}),
+		"transposed": d.Conv2d(y, x, emptyOperand(t, d, dtype.Float32, w.Shape, strided), device.View{}, g),
+	} {
+		if err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
