@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/gob"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/zeroeng/zeroeng/engine/checkpoint/shard"
@@ -85,6 +86,11 @@ func (a *Assembly) Add(from string, chunks []Chunk) error {
 			a.full[c.Index] = s
 			a.covered[c.Index] = map[string]int{}
 		}
+		if s.Scalars == nil || c.Step > s.Step {
+			// The scalars (mu_product) of the chunk with the latest
+			// step; every chunk of a parameter holds the same.
+			s.Scalars = maps.Clone(c.Scalars)
+		}
 		s.Step = max(s.Step, c.Step)
 		dt := optim.StateDType(p)
 		for i, name := range c.Names {
@@ -152,16 +158,17 @@ func (a *Assembly) Release() {
 }
 
 // LocalChunks lists this rank's state, one chunk per parameter or piece
-// that has state, in bucket (flat) or index order (greedy). The data
-// shares the state's memory where that is host memory: it is valid until
-// the optimizer steps or loads again.
+// that has state, in bucket (flat) or index order (greedy), each with the
+// step and the 0-d entries (Scalars: NAdam's mu_product) of its piece's
+// state. The data shares the state's memory where that is host memory: it
+// is valid until the optimizer steps or loads again.
 func (z *Optimizer) LocalChunks() ([]Chunk, error) {
 	if err := z.settle(); err != nil {
 		return nil, err
 	}
 	var out []Chunk
 	add := func(p *tensor.Tensor, at, n int, s *optim.State) error {
-		c := Chunk{Index: z.index[p], At: at, Step: s.Step, N: n}
+		c := Chunk{Index: z.index[p], At: at, Step: s.Step, Scalars: maps.Clone(s.Scalars), N: n}
 		for _, e := range s.Tensors() {
 			b, err := tensor.SharedBytes(e.Tensor)
 			if err != nil {
@@ -248,7 +255,7 @@ func (z *Optimizer) LoadStateDict(sd *optim.StateDict) error {
 				if s == nil {
 					continue
 				}
-				pc.state = &optim.State{Step: s.Step}
+				pc.state = &optim.State{Step: s.Step, Scalars: maps.Clone(s.Scalars)}
 				for _, e := range s.Tensors() {
 					field, _ := optim.StateField(pc.state, e.Name)
 					*field = e.Tensor.View(-1).Narrow(0, pc.at, pc.n).Clone().Persist()
@@ -390,11 +397,14 @@ type ShardLoad struct {
 }
 
 // BeginLoadShard starts a LoadShard of chunks that describe their entries
-// (Index, At, Step, Names, N) and may hold no Data: it checks the
+// (Index, At, Step, Scalars, Names, N) and may hold no Data: it checks the
 // hyper-parameters, that the chunks are this rank's pieces (else
-// ErrOtherLayout), and that each holds exactly the entries its parameter's
-// state keeps under them (optim.CheckStateNames), and makes the state
-// tensors for the reader to fill. The load is a *ShardLoad.
+// ErrOtherLayout), that each holds exactly the entries its parameter's
+// state keeps under them (optim.CheckStateNames) and scalars it keeps
+// with values a run can have (optim.CheckStateScalars; a chunk without
+// them, from an older checkpoint, leaves NAdam to recompute mu_product
+// from the step), and makes the state tensors for the reader to fill.
+// The load is a *ShardLoad.
 func (z *Optimizer) BeginLoadShard(paramGroups []map[string]any, chunks []Chunk) (shard.Load, error) {
 	l, err := z.beginLoadShard(paramGroups, chunks)
 	if err != nil {
@@ -437,7 +447,11 @@ func (z *Optimizer) beginLoadShard(paramGroups []map[string]any, chunks []Chunk)
 			l.Abort()
 			return nil, fmt.Errorf("zero: loadShard: %s: %w", paramLabel(pc.param, c.Index), err)
 		}
-		s := &optim.State{Step: c.Step}
+		if err := optim.CheckStateScalars(z.kind, c.Scalars); err != nil {
+			l.Abort()
+			return nil, fmt.Errorf("zero: loadShard: %s: %w", paramLabel(pc.param, c.Index), err)
+		}
+		s := &optim.State{Step: c.Step, Scalars: maps.Clone(c.Scalars)}
 		l.states[at[ci]] = s
 		for _, name := range c.Names {
 			field, _ := optim.StateField(s, name)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -149,9 +150,13 @@ func (r *reader) close() {
 }
 
 // optimizerMeta is the "zeroeng.optimizer" metadata of an optimizer file:
-// the hyper-parameters in PyTorch's state-dict layout, and where each
-// chunk's elements start in its flattened parameter. The chunk's entries
-// are the tensors named state.<index>.<entry> (exp_avg, ...).
+// the hyper-parameters in PyTorch's state-dict layout, and for each chunk
+// where its elements start in its flattened parameter, its step and its
+// state's 0-d entries beside the step ("scalars": NAdam's mu_product,
+// which the step count alone does not give once β₁ or momentum_decay
+// changed during the run). The chunk's entries are the tensors named
+// state.<index>.<entry> (exp_avg, ...). Files written before chunks had
+// "scalars" load as before: NAdam recomputes mu_product from the step.
 type optimizerMeta struct {
 	Kind        string           `json:"kind"`
 	ParamGroups []map[string]any `json:"param_groups"`
@@ -159,9 +164,10 @@ type optimizerMeta struct {
 }
 
 type chunkMeta struct {
-	Index int   `json:"index"`
-	At    int   `json:"at"`
-	Step  int64 `json:"step"`
+	Index   int                `json:"index"`
+	At      int                `json:"at"`
+	Step    int64              `json:"step"`
+	Scalars map[string]float64 `json:"scalars,omitempty"`
 }
 
 const optimizerMetaKey = "zeroeng.optimizer"
@@ -180,7 +186,7 @@ func optimizerChunks(opt any) (meta optimizerMeta, chunks []shard.Chunk, params 
 			if s == nil {
 				continue
 			}
-			c := shard.Chunk{Index: id, Step: s.Step, N: params[id].Numel()}
+			c := shard.Chunk{Index: id, Step: s.Step, Scalars: maps.Clone(s.Scalars), N: params[id].Numel()}
 			for _, e := range s.Tensors() {
 				b, err := tensor.SharedBytes(e.Tensor)
 				if err != nil {
@@ -202,7 +208,7 @@ func optimizerChunks(opt any) (meta optimizerMeta, chunks []shard.Chunk, params 
 	meta.Kind = kind.String()
 	meta.ParamGroups = optim.MakeStateDict(kind, groups, func(*tensor.Tensor) *optim.State { return nil }).ParamGroups
 	for _, c := range chunks {
-		meta.Chunks = append(meta.Chunks, chunkMeta{Index: c.Index, At: c.At, Step: c.Step})
+		meta.Chunks = append(meta.Chunks, chunkMeta{Index: c.Index, At: c.At, Step: c.Step, Scalars: c.Scalars})
 	}
 	return meta, chunks, params, nil
 }

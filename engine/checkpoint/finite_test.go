@@ -193,7 +193,7 @@ func TestNonFiniteSlice(t *testing.T) {
 		var warnings []string
 		opts := SaveOptions{Keep: 1, Consolidated: consolidated, Warn: func(msg string) { warnings = append(warnings, msg) }}
 		err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
-			rs, err := newS3(t, s3{2, 3, 0}, pg, 0, s3Width, 3, 0)
+			rs, err := newS3(t, s3{2, 3, 0, false}, pg, 0, s3Width, 3, 0)
 			if err != nil {
 				return err
 			}

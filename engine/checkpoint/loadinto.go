@@ -276,7 +276,7 @@ func readShard(rd *reader, name string, params []*tensor.Tensor) ([]map[string]a
 	for i, sc := range saved {
 		idx := meta.Chunks[i].Index
 		dt := optim.StateDType(params[idx])
-		sh.chunks = append(sh.chunks, shard.Chunk{Index: idx, At: sc.at, Step: sc.step, N: max(sc.n, 0), Names: sc.names})
+		sh.chunks = append(sh.chunks, shard.Chunk{Index: idx, At: sc.at, Step: sc.step, Scalars: maps.Clone(sc.scalars), N: max(sc.n, 0), Names: sc.names})
 		entries := make([][]statePart, len(sc.names))
 		for k, entry := range sc.names {
 			src := &srcTensor{dt: dt, shape: []int{sc.n}, numel: sc.n, file: f, at: sc.offsets[k]}
@@ -317,10 +317,12 @@ func stateKey(index int, entry string) string { return fmt.Sprintf("state.%d.%s"
 
 // stateValueSpans checks what can be checked of an optimizer file (one
 // with the "zeroeng.optimizer" metadata) without its optimizer: its kind
-// and hyper-parameters, and that each chunk holds the entries the kind
-// keeps under its group's (master weights allowed either way: the
-// parameters' dtypes are not in the file). It lists every entry's bytes
-// with the check of their values. Any other file has none.
+// and hyper-parameters, that each chunk holds the entries the kind keeps
+// under its group's (master weights allowed either way: the parameters'
+// dtypes are not in the file), and that its scalars are ones the kind
+// keeps, with values a run can have (optim.CheckStateScalars). It lists
+// every entry's bytes with the check of their values. Any other file has
+// none.
 func stateValueSpans(h *safetensors.Header, f *rangeFile) ([]valueSpan, error) {
 	path := f.path
 	text, ok := h.Metadata[optimizerMetaKey]
@@ -373,6 +375,9 @@ func stateValueSpans(h *safetensors.Header, f *rangeFile) ([]valueSpan, error) {
 		if err := optim.CheckStateNames(kind, &groups[g], half, c.Step, names); err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: parameter %d's state: %w", path, c.Index, err)
 		}
+		if err := optim.CheckStateScalars(kind, c.Scalars); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: parameter %d's state: %w", path, c.Index, err)
+		}
 	}
 	return values, nil
 }
@@ -388,9 +393,10 @@ type stateLoad struct {
 }
 
 type savedState struct {
-	step  int64
-	names []string // the entries, as the first chunk lists them
-	parts map[string][]statePart
+	step    int64
+	scalars map[string]float64 // the 0-d entries (nil in older files)
+	names   []string           // the entries, as the first chunk lists them
+	parts   map[string][]statePart
 }
 
 // statePart is the elements [at, at+src.numel) of an entry: the saved
@@ -455,6 +461,9 @@ func readState(rd *reader, info *OptimizerInfo, o Optimizer, params []*tensor.Te
 		if err := optim.CheckStateNames(kind, &hyper[groupOf[idx]], optim.StateDType(p) != p.DType(), s.step, s.names); err != nil {
 			return nil, fmt.Errorf("checkpoint: %s: optimizer %q: parameter %d's state: %w", where, info.Key, idx, err)
 		}
+		if err := optim.CheckStateScalars(kind, s.scalars); err != nil {
+			return nil, fmt.Errorf("checkpoint: %s: optimizer %q: parameter %d's state: %w", where, info.Key, idx, err)
+		}
 	}
 	return &stateLoad{groups: groups, params: params, states: states}, nil
 }
@@ -468,7 +477,10 @@ func stateParts(where string, saved map[int][]*savedChunk, params []*tensor.Tens
 		chunks, p := saved[idx], params[idx]
 		dt := optim.StateDType(p)
 		s := &savedState{parts: map[string][]statePart{}}
-		for _, c := range chunks {
+		for i, c := range chunks {
+			if i == 0 || c.step > s.step {
+				s.scalars = maps.Clone(c.scalars) // the latest step's
+			}
 			s.step = max(s.step, c.step)
 			for k, name := range c.names {
 				if _, ok := optim.StateField(&optim.State{}, name); !ok {
@@ -518,6 +530,9 @@ func (sl *stateLoad) apply(rt *tensor.Runtime, opt any) error {
 		p := sl.params[idx]
 		dt := optim.StateDType(p)
 		entry := map[string]*tensor.Tensor{"step": rt.Scalar(tensor.Float64, float64(s.step))}
+		for name, v := range s.scalars {
+			entry[name] = rt.Scalar(tensor.Float64, v) // exact: a float64 0-d tensor
+		}
 		for _, name := range s.names {
 			if zeros[dt] == nil {
 				zeros[dt] = rt.Zeros(dt)

@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -77,6 +78,7 @@ func ownPieces(opt any, params []*tensor.Tensor, rank int) ([]statePiece, bool) 
 type savedChunk struct {
 	at, n   int
 	step    int64
+	scalars map[string]float64 // the state's 0-d entries (nil in older files)
 	names   []string
 	file    *rangeFile
 	offsets []int64 // of element at, per name
@@ -103,7 +105,7 @@ func optimizerLayout(h *safetensors.Header, f *rangeFile, params []*tensor.Tenso
 		if byIndex[c.Index] != nil {
 			return nil, nil, nil, fmt.Errorf("checkpoint: %s: two chunks of parameter %d", path, c.Index)
 		}
-		sc := &savedChunk{at: c.At, n: -1, step: c.Step, file: f}
+		sc := &savedChunk{at: c.At, n: -1, step: c.Step, scalars: c.Scalars, file: f}
 		byIndex[c.Index] = sc
 		chunks = append(chunks, sc)
 	}
@@ -180,6 +182,11 @@ func readOverlap(rd *reader, info *OptimizerInfo, params []*tensor.Tensor, piece
 			s, e := max(pc.at, sc.at), min(pc.at+pc.n, sc.at+sc.n)
 			if s >= e {
 				continue
+			}
+			if !found || sc.step > c.Step {
+				// The scalars (mu_product) of the latest step's chunk;
+				// every chunk of a parameter holds the same.
+				c.Scalars = maps.Clone(sc.scalars)
 			}
 			if !found {
 				found = true

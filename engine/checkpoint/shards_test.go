@@ -31,16 +31,21 @@ var (
 
 // s3 is how a run of the sharded-model tests is made: ZeRO stage 3 over
 // units (one per layer), ZeRO stage 2 over a whole model, or plain AdamW
-// (stage 0, one rank).
+// (stage 0, one rank). With nadam the optimizer is NAdam, its β₁ changed
+// before every step (nadamBeta1).
 type s3 struct {
 	ranks, stage int
 	dt           dtype.DType
+	nadam        bool
 }
 
 func (l s3) String() string {
 	s := fmt.Sprintf("stage%d×%d", l.stage, l.ranks)
 	if l.dt == dtype.BFloat16 {
 		s += "/bf16"
+	}
+	if l.nadam {
+		s += "/nadam"
 	}
 	return s
 }
@@ -96,7 +101,11 @@ func newS3(t testing.TB, l s3, pg dist.ProcessGroup, init float64, width, layers
 		}
 	}
 	rs := &s3Rank{l: l, rt: rt, pg: pg, model: m, buf: rt.FromValues(dtype.Float32, []float64{init, 1, 2, 3, float64(pg.Rank())}, 5).Persist()}
-	hyper := optim.DefaultAdamW().Group()
+	kind, hyper := optim.AdamW, optim.DefaultAdamW().Group()
+	if l.nadam {
+		kind, hyper = optim.NAdam, optim.Defaults(optim.NAdam)
+		hyper.Beta1 = 0.5 // the checkpoint's β₁ replaces it
+	}
 	hyper.LR = 0.01 + init
 	switch l.stage {
 	case 3:
@@ -108,16 +117,16 @@ func newS3(t testing.TB, l s3, pg dist.ProcessGroup, init float64, width, layers
 				units = append(units, zero.UnitSpec{Params: ps, ReshardAfterForward: true})
 			}
 		}
-		rs.z, err = zero.New(pg, optim.AdamW, m.Parameters(), hyper, zero.Options{Stage: 3, Units: units})
+		rs.z, err = zero.New(pg, kind, m.Parameters(), hyper, zero.Options{Stage: 3, Units: units})
 		rs.opt = rs.z
 	case 2:
-		rs.z, err = zero.New(pg, optim.AdamW, m.Parameters(), hyper, zero.Options{Stage: 2, BucketCapMB: 0.001})
+		rs.z, err = zero.New(pg, kind, m.Parameters(), hyper, zero.Options{Stage: 2, BucketCapMB: 0.001})
 		rs.opt = rs.z
 	default:
 		if l.ranks != 1 {
 			t.Fatalf("plain AdamW on one rank only")
 		}
-		rs.opt, err = optim.New(optim.AdamW, m.Parameters(), hyper)
+		rs.opt, err = optim.New(kind, m.Parameters(), hyper)
 	}
 	return rs, err
 }
@@ -159,6 +168,17 @@ func (rs *s3Rank) trainStep(step int) error {
 	}
 	if err := x.Mul(x).SumAll().Backward(); err != nil {
 		return err
+	}
+	if rs.l.nadam {
+		var groups []*optim.ParamGroup
+		if o, ok := rs.opt.(*optim.Optimizer); ok {
+			groups = o.Groups
+		} else {
+			groups = rs.z.ParamGroups()
+		}
+		for _, g := range groups {
+			g.Beta1 = nadamBeta1(step)
+		}
 	}
 	if err := rs.opt.Step(); err != nil {
 		return err
@@ -255,21 +275,33 @@ func (s *snapshot) diff(o *snapshot) error {
 // parameter and every optimizer state exactly the saved ones.
 func TestShardedResume(t *testing.T) {
 	bf16 := func(l s3) s3 { l.dt = dtype.BFloat16; return l }
+	nadam := func(l s3) s3 { l.nadam = true; return l }
 	for _, c := range []struct {
 		save, resume s3
 		consolidated bool
 	}{
-		{s3{2, 3, 0}, s3{2, 3, 0}, false},
-		{s3{3, 3, 0}, s3{3, 3, 0}, true},
-		{bf16(s3{2, 3, 0}), bf16(s3{2, 3, 0}), false},
-		{s3{3, 3, 0}, s3{2, 3, 0}, false},
-		{s3{2, 3, 0}, s3{3, 3, 0}, false},
-		{s3{2, 3, 0}, s3{1, 3, 0}, false},
-		{s3{2, 3, 0}, s3{3, 3, 0}, true}, // from the consolidated file
-		{s3{3, 3, 0}, s3{2, 2, 0}, false},
-		{s3{2, 3, 0}, s3{1, 0, 0}, false},
-		{s3{1, 0, 0}, s3{2, 3, 0}, false},
-		{s3{2, 2, 0}, s3{3, 3, 0}, false},
+		{s3{2, 3, 0, false}, s3{2, 3, 0, false}, false},
+		{s3{3, 3, 0, false}, s3{3, 3, 0, false}, true},
+		{bf16(s3{2, 3, 0, false}), bf16(s3{2, 3, 0, false}), false},
+		{s3{3, 3, 0, false}, s3{2, 3, 0, false}, false},
+		{s3{2, 3, 0, false}, s3{3, 3, 0, false}, false},
+		{s3{2, 3, 0, false}, s3{1, 3, 0, false}, false},
+		{s3{2, 3, 0, false}, s3{3, 3, 0, false}, true}, // from the consolidated file
+		{s3{3, 3, 0, false}, s3{2, 2, 0, false}, false},
+		{s3{2, 3, 0, false}, s3{1, 0, 0, false}, false},
+		{s3{1, 0, 0, false}, s3{2, 3, 0, false}, false},
+		{s3{2, 2, 0, false}, s3{3, 3, 0, false}, false},
+		// NAdam, β₁ changing every step: each parameter's mu_product
+		// (per piece of it) comes back with its state.
+		{nadam(s3{2, 3, 0, false}), nadam(s3{2, 3, 0, false}), false},
+		{nadam(s3{2, 2, 0, false}), nadam(s3{2, 2, 0, false}), false},
+		{nadam(bf16(s3{2, 2, 0, false})), nadam(bf16(s3{2, 2, 0, false})), false},
+		{nadam(s3{1, 0, 0, false}), nadam(s3{1, 0, 0, false}), false},
+		{nadam(s3{2, 3, 0, false}), nadam(s3{3, 3, 0, false}), false},
+		{nadam(s3{2, 3, 0, false}), nadam(s3{1, 3, 0, false}), true},
+		{nadam(s3{2, 2, 0, false}), nadam(s3{3, 2, 0, false}), false},
+		{nadam(s3{2, 2, 0, false}), nadam(s3{1, 0, 0, false}), false},
+		{nadam(s3{1, 0, 0, false}), nadam(s3{2, 2, 0, false}), false},
 	} {
 		t.Run(fmt.Sprintf("%s→%s/consolidated=%v", c.save, c.resume, c.consolidated), func(t *testing.T) {
 			dir := t.TempDir()
@@ -320,12 +352,29 @@ func TestShardedResume(t *testing.T) {
 				if err != nil {
 					return err
 				}
+				// Rank 0's verdict on every rank: a rank that returned
+				// alone would leave the others waiting in the next step.
+				var verdict []byte
 				if rank == 0 {
 					if err := saved.diff(got); err != nil {
-						return fmt.Errorf("after the resume: %v", err)
+						verdict = []byte(err.Error())
+					}
+					for idx, entries := range got.state {
+						if _, ok := entries["mu_product"]; c.resume.nadam && !ok {
+							verdict = fmt.Appendf(nil, "parameter %d's NAdam state has no mu_product", idx)
+						}
 					}
 				}
-				if v, _ := rs.buf.Float64s(); v[0] != 0 || (c.resume.ranks == c.save.ranks && v[4] != float64(rank)) {
+				if verdict, err = pg.BroadcastObject(verdict, 0); err != nil {
+					return err
+				}
+				if len(verdict) > 0 {
+					return fmt.Errorf("after the resume: %s", verdict)
+				}
+				// Each rank's buffer comes back from its own file under stage
+				// 3 on the same ranks; from rank 0's model file otherwise.
+				own := c.resume.ranks == c.save.ranks && c.save.stage == 3 && c.resume.stage == 3
+				if v, _ := rs.buf.Float64s(); v[0] != 0 || (own && v[4] != float64(rank)) {
 					return fmt.Errorf("the buffer is %v after the resume", v)
 				}
 				if err := rs.train(3, 5); err != nil {
@@ -364,7 +413,7 @@ func TestShardedSaveMemory(t *testing.T) {
 			// the whole model on top.
 			capped := int64(0)
 			err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
-				rs, err := newS3(t, s3{2, 3, 0}, pg, 0, width, layers, 0)
+				rs, err := newS3(t, s3{2, 3, 0, false}, pg, 0, width, layers, 0)
 				if err != nil {
 					return err
 				}
@@ -400,7 +449,7 @@ func TestShardedSaveMemory(t *testing.T) {
 			for _, ranks := range []int{2, 3} {
 				again := t.TempDir()
 				err = onRanks(ranks, func(rank int, pg dist.ProcessGroup) error {
-					rs, err := newS3(t, s3{ranks, 3, 0}, pg, 0.5, width, layers, capped)
+					rs, err := newS3(t, s3{ranks, 3, 0, false}, pg, 0.5, width, layers, capped)
 					if err != nil {
 						return err
 					}
@@ -458,7 +507,7 @@ func TestDamagedSliceFile(t *testing.T) {
 			dir := t.TempDir()
 			var ckpt string
 			err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
-				rs, err := newS3(t, s3{2, 3, 0}, pg, 0, s3Width, 2, 0)
+				rs, err := newS3(t, s3{2, 3, 0, false}, pg, 0, s3Width, 2, 0)
 				if err != nil {
 					return err
 				}
@@ -477,7 +526,7 @@ func TestDamagedSliceFile(t *testing.T) {
 			file := filepath.Join(ckpt, "model.rank-00001-of-00002.safetensors")
 			c.damage(t, file)
 			err = onRanks(c.ranks, func(rank int, pg dist.ProcessGroup) error {
-				rs, err := newS3(t, s3{c.ranks, 3, 0}, pg, 0.5, s3Width, 2, 0)
+				rs, err := newS3(t, s3{c.ranks, 3, 0, false}, pg, 0.5, s3Width, 2, 0)
 				if err != nil {
 					return err
 				}
@@ -509,7 +558,7 @@ func TestExportModule(t *testing.T) {
 	dir := t.TempDir()
 	var ckpt string
 	err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
-		rs, err := newS3(t, s3{2, 3, 0}, pg, 0, s3Width, 3, 0)
+		rs, err := newS3(t, s3{2, 3, 0, false}, pg, 0, s3Width, 3, 0)
 		if err != nil {
 			return err
 		}
@@ -527,7 +576,7 @@ func TestExportModule(t *testing.T) {
 	}
 	plain := t.TempDir()
 	err = onRanks(1, func(rank int, pg dist.ProcessGroup) error {
-		rs, err := newS3(t, s3{1, 0, 0}, pg, 0, s3Width, 3, 0)
+		rs, err := newS3(t, s3{1, 0, 0, false}, pg, 0, s3Width, 3, 0)
 		if err != nil {
 			return err
 		}
@@ -619,7 +668,7 @@ func savedSlices(t testing.TB) string {
 	dir := t.TempDir()
 	var path string
 	err := onRanks(2, func(rank int, pg dist.ProcessGroup) error {
-		rs, err := newS3(t, s3{2, 3, 0}, pg, 0, 4, 2, 0)
+		rs, err := newS3(t, s3{2, 3, 0, false}, pg, 0, 4, 2, 0)
 		if err != nil {
 			return err
 		}

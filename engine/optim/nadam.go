@@ -10,7 +10,9 @@ import (
 // Nesterov momentum, written with tensor ops (tensorstep.go). Its state
 // keeps mu_product, the product of the momentum coefficients μ₁…μₜ, a 0-d
 // float32 tensor in PyTorch, here a number rounded to float32 as
-// PyTorch's is at each step.
+// PyTorch's is at each step. It travels with the state everywhere the
+// step count does: state dicts (a 0-d tensor), ZeRO's chunks and
+// resharding (shard.Chunk.Scalars), checkpoints (each chunk's "scalars").
 const NAdam Kind = 6
 
 func init() {
@@ -26,6 +28,9 @@ func init() {
 		NonNegative: []string{"exp_avg_sq"},
 		Step:        tensorOps(nadamStep),
 	})
+	// Each μ is in [0, 1) (β₁ in [0, 1), ψ ≥ 0), so is their product;
+	// it reaches 0 in float32 after some hundred steps, as PyTorch's.
+	scalarRanges["mu_product"] = scalarRange{0, 1, "the product of NAdam's momentum coefficients μ₁…μₜ"}
 }
 
 // nadamMu is μₜ = β₁(1 − ½·0.96^(t·ψ)).
@@ -41,9 +46,11 @@ func nadamStep(h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 	}
 	muProduct, ok := s.Scalars["mu_product"]
 	if !ok {
-		// A state that lost mu_product on its way (ZeRO's resharding and
-		// checkpoints carry tensors and the step only): the product of
-		// the steps so far, exact unless β₁ or ψ changed on the way.
+		// Only a state from a checkpoint written before chunks carried
+		// their scalars (or a state dict without mu_product) lacks it:
+		// the product of the steps so far under the current β₁ and ψ,
+		// exact unless they changed during the run (a scheduler cycling
+		// β₁), as such a checkpoint has no better value.
 		muProduct = 1
 		for i := int64(1); i <= s.Step; i++ {
 			muProduct = float64(float32(muProduct) * float32(nadamMu(h, float64(i))))

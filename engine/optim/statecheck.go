@@ -3,6 +3,7 @@ package optim
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -89,6 +90,45 @@ func settings(a *Algorithm, h *ParamGroup, half bool) string {
 	}
 	return " (" + strings.Join(s, ", ") + ")"
 }
+
+// CheckStateScalars checks the 0-d entries beside step of one
+// parameter's loaded state (State.Scalars: NAdam's mu_product), wherever
+// they come from (a checkpoint's chunk, a ZeRO shard): each is one that
+// kind keeps (Algorithm.Scalars), finite, and inside the range any run
+// keeps it in (scalarRanges). A state may lack them: a checkpoint written
+// before they were saved holds none, and the step then recomputes them
+// from the step count (nadam.go).
+func CheckStateScalars(kind Kind, scalars map[string]float64) error {
+	a := kind.Algorithm()
+	if a == nil {
+		return fmt.Errorf("unknown optimizer kind %v", kind)
+	}
+	for _, name := range slices.Sorted(maps.Keys(scalars)) {
+		v := scalars[name]
+		if !slices.Contains(a.Scalars, name) {
+			if knownScalar(name) {
+				return fmt.Errorf("scalar %q, which %v does not keep", name, kind)
+			}
+			return fmt.Errorf("unknown scalar %q for %v", name, kind)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%q is %v: optimizer state is finite in any run that can go on", name, v)
+		}
+		if r, ok := scalarRanges[name]; ok && !(v >= r.lo && v <= r.hi) {
+			return fmt.Errorf("%q is %v: it is %s, in [%v, %v] in any run", name, v, r.what, r.lo, r.hi)
+		}
+	}
+	return nil
+}
+
+// scalarRange is the range a 0-d state entry stays in in any run, which
+// loads check; each algorithm's file declares its scalars' (nadam.go).
+type scalarRange struct {
+	lo, hi float64
+	what   string // what the value is, for the message
+}
+
+var scalarRanges = map[string]scalarRange{}
 
 // NonNegativeState tells whether every value of the entry name is ≥ 0 in
 // any run: the second moments and accumulators (Algorithm.NonNegative).

@@ -23,9 +23,14 @@ type Chunk struct {
 	Index int // the parameter's global index
 	At    int // first element, in the flattened parameter
 	Step  int64
-	N     int      // elements in each entry
-	Names []string // "exp_avg", ...
-	Data  [][]byte // each entry's N elements in optim.StateDType, little-endian
+	// Scalars are the state's 0-d entries beside Step, by name
+	// (optim.State.Scalars: NAdam's mu_product), the same in every
+	// chunk of a parameter; nil when it keeps none, and in checkpoints
+	// written before chunks carried them.
+	Scalars map[string]float64
+	N       int      // elements in each entry
+	Names   []string // "exp_avg", ...
+	Data    [][]byte // each entry's N elements in optim.StateDType, little-endian
 }
 
 // Layout is how a sharded optimizer cuts its state, as a checkpoint's
