@@ -1,6 +1,7 @@
 package optim_test
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -95,6 +96,14 @@ func TestNAdamWithoutMuProduct(t *testing.T) {
 	sd, _ := a.StateDict()
 	if _, ok := sd.State[0]["mu_product"]; !ok {
 		t.Fatal("no mu_product in the state dict")
+	}
+	// An impossible mu_product is refused, naming it, and changes nothing.
+	for _, bad := range []float64{-0.5, 1.5, math.NaN()} {
+		sd.State[0]["mu_product"] = rt.Scalar(tensor.Float32, bad)
+		c, _ := mk()
+		if err := c.LoadStateDict(sd); err == nil || !strings.Contains(err.Error(), "mu_product") {
+			t.Errorf("mu_product %v: %v", bad, err)
+		}
 	}
 	delete(sd.State[0], "mu_product")
 	b, pb := mk()

@@ -436,8 +436,12 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 				if t.Numel() != 1 {
 					return nil, nil, fmt.Errorf("optim: state %d: %s must hold one number, has shape %v", k, name, t.Shape())
 				}
-				if v, err := t.Item(); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-					return nil, nil, fmt.Errorf("optim: state %d: %s is %v (%v), not a finite number", k, name, v, err)
+				v, err := t.Item()
+				if err != nil {
+					return nil, nil, fmt.Errorf("optim: state %d: %s: %w", k, name, err)
+				}
+				if err := CheckStateScalars(kind, map[string]float64{name: v}); err != nil {
+					return nil, nil, fmt.Errorf("optim: state %d: %w", k, err)
 				}
 				continue
 			}
