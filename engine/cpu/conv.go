@@ -101,10 +101,7 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi int, mm func(transA, tr
 			// PyTorch's slow_conv2d: the output starts as the bias and
 			// the product is added to it.
 			for r, b := range bias {
-				row := yn[r*c.l : (r+1)*c.l]
-				for i := range row {
-					row[i] = b
-				}
+				fillDoubling(yn[r*c.l:(r+1)*c.l], b)
 			}
 			beta = 1
 		}
@@ -378,4 +375,17 @@ func sumBlocks[T float](dw, partials []T, blocks int) {
 			}
 		}
 	})
+}
+
+// fillDoubling sets every element of row to v: one element, then copies
+// of what is filled so far, each twice as long (memmove's vector moves,
+// where a loop stores one element at a time).
+func fillDoubling[T any](row []T, v T) {
+	if len(row) == 0 {
+		return
+	}
+	row[0] = v
+	for n := 1; n < len(row); n *= 2 {
+		copy(row[n:], row[:n])
+	}
 }

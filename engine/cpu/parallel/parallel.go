@@ -60,6 +60,9 @@ func worker(q chan *job, stop chan struct{}) {
 	}
 }
 
+// running counts the loops in For, on every goroutine.
+var running atomic.Int32
+
 type job struct {
 	fn     func(lo, hi int)
 	n      int
@@ -118,8 +121,15 @@ func For(n, grain int, fn func(lo, hi int)) {
 	chunks = (n + chunk - 1) / chunk
 	j := &job{fn: fn, n: n, chunk: chunk}
 	j.wg.Add(chunks)
+	// The threads are shared among the loops running at once (in-process
+	// ranks each run their own): a loop recruits at most its share, so that
+	// two ranks on two cores run a goroutine each rather than three
+	// between them; a loop running alone takes every thread.
+	callers := int(running.Add(1))
+	defer running.Add(-1)
+	share := max(1, t/callers)
 recruit:
-	for i := 0; i < min(chunks-1, t-1); i++ {
+	for i := 0; i < min(chunks-1, share-1); i++ {
 		select {
 		case q <- j:
 		default: // every worker is busy: the caller does the rest itself

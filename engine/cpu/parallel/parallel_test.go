@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestForCoversEveryIndexOnce(t *testing.T) {
@@ -83,5 +84,36 @@ func TestBlocks(t *testing.T) {
 	})
 	if total.Load() != 1000 {
 		t.Fatal(total.Load())
+	}
+}
+
+// TestSharedAmongCallers: a loop that runs while another is running
+// recruits no more than its share of the workers: with as many loops as
+// threads, each runs on its caller alone.
+func TestSharedAmongCallers(t *testing.T) {
+	SetThreads(2)
+	defer SetThreads(0)
+	inner := make(chan int, 1)
+	For(2, 1, func(lo, hi int) {
+		if lo != 0 {
+			return
+		}
+		// This loop runs inside another: two loops, two threads.
+		var mu sync.Mutex
+		var now, most int
+		For(8, 1, func(lo, hi int) {
+			mu.Lock()
+			now++
+			most = max(most, now)
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			now--
+			mu.Unlock()
+		})
+		inner <- most
+	})
+	if most := <-inner; most != 1 {
+		t.Errorf("a loop beside another ran %d chunks at once on 2 threads, want 1", most)
 	}
 }
