@@ -232,7 +232,6 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 	if !f.active {
 		f.start(p)
 	}
-	f.releaseScattered()
 	w := f.where[p]
 	b := f.buckets[w[0]]
 	if b.ready[w[1]] {
@@ -253,17 +252,6 @@ func (f *flatLayout) ready(p *tensor.Tensor) {
 	f.launchReady()
 	if f.err == nil && b.unit != nil && b.pending == 0 {
 		f.err = b.unit.backwardDone()
-	}
-}
-
-// releaseScattered gives back the full gradients of the buckets whose
-// reduce-scatter has completed, during backward: only the buckets in
-// flight hold full gradients (under stage 3, a unit or two at a time).
-func (f *flatLayout) releaseScattered() {
-	for _, b := range f.buckets {
-		if b.scatter != nil && b.scatter.IsCompleted() {
-			f.retire(b)
-		}
 	}
 }
 
@@ -402,21 +390,28 @@ func (f *flatLayout) launchReady() {
 const maxScattering = 2
 
 // bound waits for the oldest reduce-scatters while more than maxScattering
-// are in flight. A schedule is told of each (BucketReduced) right after,
-// unless it waited for it already: the bound, not a reduce-scatter seen
-// completed, decides, so that the events come at the same point on every
-// rank.
+// are in flight, and gives back their full gradients (retire). A schedule
+// is told of each (BucketReduced) right after, unless it waited for it
+// already.
+//
+// The bound, never a reduce-scatter seen completed, decides when a
+// bucket's gradients go back, so that the events come at the same point on
+// every rank and the memory of backward is the same whatever the timing:
+// exactly maxScattering buckets' gradients in flight and the one filling.
+// Freeing a bucket whose reduce-scatter happened to be done already (as
+// this once did) made the peak depend on how fast the other ranks were: a
+// rank slowed by a loaded machine peaked a bucket lower, and a memory cap
+// (--max-memory) measured on such a run failed on the next one.
 func (f *flatLayout) bound() {
 	for len(f.inflight) > maxScattering {
 		b := f.inflight[0]
 		f.inflight = f.inflight[1:]
 		if f.sched != nil {
 			f.sched.wait(b.index)
-		} else if b.scatter != nil {
-			_ = b.scatter.Wait() // releaseScattered reports its error
+		} else {
+			f.retire(b)
 		}
 	}
-	f.releaseScattered()
 	if f.sched != nil {
 		f.sched.tell()
 	}

@@ -18,9 +18,10 @@ import (
 // and the parameter slice up, each step). On a CPU rank the host is a
 // second CPU device, which is how the tests exercise it.
 //
-// A bucket's gradient slice goes down as soon as its reduce-scatter has
-// completed, while backward goes on (sendDown, DeepSpeed's overlap of the
-// gradient transfers). The host step itself starts at Step, after a
+// A bucket's gradient slice goes down once its reduce-scatter is retired
+// (waited for by the in-flight bound, maxScattering launches later, at the
+// same point whatever the timing), while backward goes on (sendDown,
+// DeepSpeed's overlap of the gradient transfers). The host step itself starts at Step, after a
 // possible clipping (which scales the slices that came down alike): it
 // needs the whole gradient's norm and the learning rate the script sets
 // after backward, so it cannot start earlier without changing the result.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/ddp"
@@ -447,4 +448,134 @@ func TestTakenGradientsBitForBit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPeakIndependentOfTiming: under stages 2 and 3 a rank's peak is set
+// by the schedule (maxScattering reduce-scatters in flight and the bucket
+// filling, the units gathered), not by how fast the other ranks are: with
+// one rank slowed between its gradients (its reduce-scatters then complete
+// before its next gradient, where they used to be freed at once), every
+// rank peaks exactly as in the run without it, and a run capped at the
+// peak one timing measured fits under any other timing. Before the fix
+// the slowed rank peaked one bucket lower, and a cap taken from it ran
+// out of memory on a run without the delay (checkpoint's
+// TestShardedSaveMemory, on a loaded machine).
+func TestPeakIndependentOfTiming(t *testing.T) {
+	for _, stage := range []int{2, 3} {
+		t.Run(fmt.Sprintf("stage%d", stage), func(t *testing.T) {
+			// The slowed rank (-1: none) of each run, which is capped at
+			// rank 0's peak in the run before (as checkpoint's test caps
+			// its runs): a timing that lowers a peak makes a cap that
+			// another timing exceeds.
+			var prev []int64
+			capped := int64(0)
+			for _, slow := range []int{0, -1, 1, -1} {
+				peaks := timingRun(t, stage, slow, capped)
+				t.Logf("rank %d slowed, cap %d: peaks %v", slow, capped, peaks)
+				if prev != nil {
+					for r := range peaks {
+						if peaks[r] != prev[r] {
+							t.Errorf("rank %d slowed: rank %d peaked at %d bytes, %d in the run before (cap %d)", slow, r, peaks[r], prev[r], capped)
+						}
+					}
+				}
+				prev = peaks
+				capped = peaks[0]
+			}
+		})
+	}
+}
+
+// timingRun trains a stack of Linear layers (each layer a stage-3 unit, or
+// a stage-2 bucket) for a few steps on 2 ranks, each device capped at
+// maxMemory (0: none), rank slow sleeping after each of its gradients, and
+// returns each rank's highest peak of the steps after the first.
+func timingRun(t *testing.T, stage, slow int, maxMemory int64) []int64 {
+	t.Helper()
+	const ranks, width, layers, steps = 2, 32, 6, 4
+	w, err := dist.NewWorld(ranks, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	peaks := make([]int64, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for rank := range ranks {
+		wg.Go(func() {
+			peaks[rank], errs[rank] = timingRank(w.Group(rank), stage, rank == slow, maxMemory, width, layers, steps)
+			if errs[rank] != nil {
+				w.Abort(errs[rank])
+			}
+		})
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("stage %d, rank %d slowed, cap %d: rank %d: %v", stage, slow, maxMemory, r, err)
+		}
+	}
+	return peaks
+}
+
+func timingRank(pg dist.ProcessGroup, stage int, slow bool, maxMemory int64, width, layers, steps int) (peak int64, _ error) {
+	dev := cpu.New(cpu.Options{Index: pg.Rank(), MaxMemory: maxMemory})
+	rt := tensor.NewRuntime(dev, 1)
+	var ls []nn.Layer
+	for range layers {
+		l, err := nn.NewLinear(rt, width, width, true)
+		if err != nil {
+			return 0, err
+		}
+		ls = append(ls, l, nn.Tanh())
+	}
+	m, err := nn.NewSequential(ls...)
+	if err != nil {
+		return 0, err
+	}
+	units, owner := layerUnits(m, true)
+	opts := Options{Stage: stage, Partition: "flat", BucketCapMB: float64((width*width+width)*4) / (1 << 20)}
+	if stage == 3 {
+		opts.Units = units
+	}
+	z, err := New(pg, optim.AdamW, m.Parameters(), optim.DefaultAdamW().Group(), opts)
+	if err != nil {
+		return 0, err
+	}
+	defer z.Close()
+	if slow {
+		// After ZeRO's own hook: the reduce-scatter just launched has
+		// time to complete before this rank's next gradient.
+		for _, p := range m.Parameters() {
+			defer p.OnGradReady(func(*tensor.Tensor) { time.Sleep(2 * time.Millisecond) })()
+		}
+	}
+	for step := range steps {
+		sc := rt.OpenScope()
+		xs := make([]float64, 2*width)
+		for i := range xs {
+			xs[i] = math.Sin(float64(step*13 + pg.Rank()*7 + i))
+		}
+		x := rt.FromValues(dtype.Float32, xs, 2, width)
+		dev.ResetPeakMemStats()
+		if stage == 3 {
+			x, err = forwardUnits(z, m, owner, x, nil, nil)
+		} else {
+			x = m.Forward(x)
+		}
+		if err == nil {
+			err = x.Mul(x).SumAll().Backward()
+		}
+		if err == nil {
+			err = z.Step()
+		}
+		sc.Close()
+		if err != nil {
+			return 0, fmt.Errorf("step %d: %w", step, err)
+		}
+		if step > 0 {
+			peak = max(peak, dev.MemStats().PeakBytes)
+		}
+	}
+	return peak, nil
 }

@@ -188,8 +188,9 @@ func TestStage3UnitsDisagree(t *testing.T) {
 }
 
 // TestOffloadOverlapsBackward: under offload a bucket's gradient slice
-// goes down to the host as soon as its reduce-scatter has completed, during
-// backward; the step sends the last ones and the parameter slices up.
+// goes down to the host once the in-flight bound retires its
+// reduce-scatter, during backward; the step sends the last ones and the
+// parameter slices up.
 func TestOffloadOverlapsBackward(t *testing.T) {
 	onRanks(t, 2, func(rank int, pg dist.ProcessGroup, rt *tensor.Runtime) error {
 		m := mlp(t, rt)
