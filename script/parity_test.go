@@ -32,6 +32,7 @@ func TestParityWithPyTorch(t *testing.T) {
 	if err := json.Unmarshal(b, &fx); err != nil {
 		t.Fatal(err)
 	}
+	dir := parityScripts(t, fx)
 	type run struct {
 		script, scenario string
 		variants         []string
@@ -83,7 +84,7 @@ func TestParityWithPyTorch(t *testing.T) {
 					args = append(args, v)
 				}
 				t.Run(name, func(t *testing.T) {
-					got := runParity(t, r.script, world, args)
+					got := runParity(t, filepath.Join(dir, r.script), world, args)
 					for rank := range world {
 						var g, w any
 						if err := json.Unmarshal([]byte(got[rank]), &g); err != nil {
@@ -112,18 +113,54 @@ func parityTolerance(scenario string) float64 {
 	return 1e-5
 }
 
-// runParity runs testdata/parity/script on world in-process ranks with
-// args and returns each rank's output line.
-func runParity(t *testing.T, script string, world int, args []string) []string {
+// parityScripts copies the scripts of testdata/parity into a temporary
+// directory beside a fixtures.json that holds only what they read (the
+// model's initial weights and the batch), and returns the directory. Every
+// rank of every run require()s fixtures.json, and parsing the whole file,
+// whose expected results only the test reads, was three quarters of the
+// test's time.
+func parityScripts(t *testing.T, fx parityFixtures) string {
 	t.Helper()
-	path, err := filepath.Abs(filepath.Join("testdata", "parity", script))
+	dir := t.TempDir()
+	inputs := parityFixtures{}
+	for _, k := range []string{"init", "x", "y"} {
+		v, ok := fx[k]
+		if !ok {
+			t.Fatalf("fixtures.json has no %q", k)
+		}
+		inputs[k] = v
+	}
+	b, err := json.Marshal(inputs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, "fixtures.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scripts, err := filepath.Glob(filepath.Join("testdata", "parity", "*.js"))
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no scripts in testdata/parity (%v)", err)
+	}
+	for _, s := range scripts {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(s)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runParity runs the parity script at path on world in-process ranks
+// with args and returns each rank's output line.
+func runParity(t *testing.T, path string, world int, args []string) []string {
+	t.Helper()
 	var out bytes.Buffer
-	err = RunJob(context.Background(), path, JobOptions{Ranks: world, Rank: Options{Stdout: &out, Stderr: &out, AutoRelease: true, Args: args}})
+	err := RunJob(context.Background(), path, JobOptions{Ranks: world, Rank: Options{Stdout: &out, Stderr: &out, AutoRelease: true, Args: args}})
 	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", script, args, err, out.String())
+		t.Fatalf("%s %v: %v\n%s", filepath.Base(path), args, err, out.String())
 	}
 	lines := make([]string, world)
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {

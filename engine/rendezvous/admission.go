@@ -189,10 +189,11 @@ func (c *conn) helloed(f frame) {
 func (s *Server) refuse(c *conn, why error) {
 	from := c.nc.RemoteAddr()
 	s.mu.Lock()
-	if c.evicted && !errors.Is(why, errEvicted) {
-		s.mu.Unlock() // counted when it was evicted
+	if c.refused || c.evicted && !errors.Is(why, errEvicted) {
+		s.mu.Unlock() // counted already (when refused, or evicted)
 		return
 	}
+	c.refused = true
 	s.refused++
 	s.refusals.Total++
 	switch {

@@ -277,6 +277,7 @@ type conn struct {
 	hello   bool   // it has said hello
 	claim   int    // the rank its hello claimed, or -1
 	evicted bool   // the store closed it to make room
+	refused bool   // counted among the refusals (under the store's mu)
 	// dropKey and dropValue, when dropKey is set, are stored when the
 	// connection ends (opOnDrop), guarded by s.mu.
 	dropKey   string
@@ -408,8 +409,10 @@ func (c *conn) handshake(f frame) (admitted bool, err error) {
 			return false, errors.New("not a rendezvous client (bad hello)")
 		}
 		if v := f.fields[1]; len(v) != 1 || v[0] != protoVersion {
+			err := errors.New("client of another protocol version")
+			c.s.refuse(c, err) // counted before the client hears it
 			c.refuseWith(f.id, fmt.Sprintf("the store speaks protocol version %d, this client another", protoVersion))
-			return false, errors.New("client of another protocol version")
+			return false, err
 		}
 		if c.s.secret == nil {
 			if !c.admit() {
@@ -428,6 +431,9 @@ func (c *conn) handshake(f frame) (admitted bool, err error) {
 	}
 	clientNonce, mac := f.fields[0], f.fields[1]
 	if !hmac.Equal(mac, proof(c.s.secret, "client", c.challenge, clientNonce)) {
+		// Counted before the client hears it: a job that sees the
+		// stranger fail finds it in Refused and in its timeout messages.
+		c.s.refuse(c, errWrongSecret)
 		c.refuseWith(f.id, "authentication failed: this process does not have the job's secret (ZEROENG_JOB_TOKEN)")
 		return false, errWrongSecret
 	}
