@@ -142,7 +142,7 @@ func (in *instance) instantiate(ctx context.Context, m *Module, prefix string, s
 		WithStdout(in.stdout).WithStderr(in.stderr)
 	// Instantiation runs the module's start function, if it has one:
 	// under the time limit too, and watched like any call.
-	ictx := ctx
+	ictx := withGuestMemory(ctx)
 	if t := m.cfg.Timeout; t > 0 {
 		var cancel context.CancelFunc
 		ictx, cancel = context.WithTimeout(ictx, t)

@@ -316,7 +316,7 @@ func (p *Program) Run(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		cfg = cfg.WithFSConfig(fs)
 	}
-	mod, err := p.rt.rt.InstantiateModule(ctx, p.cm, cfg)
+	mod, err := p.rt.rt.InstantiateModule(withGuestMemory(ctx), p.cm, cfg)
 	if err != nil {
 		return ExitStatus(err)
 	}
