@@ -131,3 +131,63 @@ func TestNAdamWithoutMuProduct(t *testing.T) {
 		t.Fatalf("with mu_product kept %v (%v), recomputed %v (%v)", va, a.State(pa).Scalars, vb, b.State(pb).Scalars)
 	}
 }
+
+// TestStateDictFromAnotherRuntime: a state dict made on one runtime (an
+// in-process rank) loads into an optimizer on another and goes on as the
+// original does, to the last bit, for every algorithm.
+func TestStateDictFromAnotherRuntime(t *testing.T) {
+	for _, a := range optim.Algorithms() {
+		t.Run(a.Name, func(t *testing.T) {
+			mk := func(rt *tensor.Runtime) (*optim.Optimizer, *tensor.Tensor) {
+				p := rt.Arange(tensor.Float32, 0, 6, 1).Persist()
+				_ = p.SetRequiresGrad(true)
+				h := optim.Defaults(a.Kind)
+				h.LR = 0.05
+				o, err := optim.New(a.Kind, []*tensor.Tensor{p}, h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return o, p
+			}
+			grad := func(rt *tensor.Runtime, s int) *tensor.Tensor {
+				return rt.Arange(tensor.Float32, 0, 6, 1).MulScalar(0.3 * float64(s)).SubScalar(0.7)
+			}
+			rtA, rtB := newRT(), newRT()
+			a, pa := mk(rtA)
+			for s := 1; s <= 3; s++ {
+				_ = pa.SetGrad(grad(rtA, s))
+				if err := a.Step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sd, err := a.StateDict()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, pb := mk(rtB)
+			va, _ := pa.Float64s()
+			rtB.NoGrad(func() { err = pb.CopyFrom(rtB.FromValues(tensor.Float32, va, 6)) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.LoadStateDict(sd); err != nil {
+				t.Fatal(err)
+			}
+			for s := 4; s <= 5; s++ {
+				_ = pa.SetGrad(grad(rtA, s))
+				_ = pb.SetGrad(grad(rtB, s))
+				if err := a.Step(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Step(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			va, _ = pa.Float64s()
+			vb, _ := pb.Float64s()
+			if !slices.Equal(va, vb) {
+				t.Fatalf("loaded on another runtime: %v, the original %v", vb, va)
+			}
+		})
+	}
+}

@@ -482,7 +482,24 @@ func ReadStateDict(kind Kind, groups []*ParamGroup, sd *StateDict) ([]ParamGroup
 				continue
 			}
 			field, _ := stateField(s, name)
-			c := t.To(StateDType(p)).Clone()
+			src := t
+			if t.Runtime() != p.Runtime() {
+				// A dict made on another runtime (another in-process
+				// rank's): its bytes, on the parameter's.
+				b, err := t.Bytes()
+				if err != nil {
+					s.Release()
+					for _, o := range states {
+						o.Release()
+					}
+					return nil, nil, fmt.Errorf("optim: state %d %q: %w", k, name, err)
+				}
+				src = p.Runtime().FromBytes(t.DType(), b, t.Shape()...)
+			}
+			c := src.To(StateDType(p)).Clone()
+			if src != t {
+				src.Release()
+			}
 			if err := c.Err(); err != nil {
 				s.Release()
 				for _, o := range states {
