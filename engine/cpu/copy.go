@@ -59,6 +59,10 @@ func copyStrided[T any](w *walk, dst, src []T) {
 		switch {
 		case ds == 1 && ss == 1:
 			copy(dst[o0:o0+n], src[o1:o1+n])
+		case ss == 0 && ds == 1:
+			// A broadcast value into a row (the gradient of a sum made
+			// contiguous): memmove's vector stores, not one at a time.
+			fillDoubling(dst[o0:o0+n], src[o1])
 		case ss == 0:
 			v := src[o1]
 			for i := 0; i < n; i++ {
