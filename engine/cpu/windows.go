@@ -129,32 +129,54 @@ func unfoldPlane[T any](cols, x []T, g device.WindowGeom) {
 // (of row oh = q/OW) reads plane element q + h0·W + w0 where that row
 // oh + h0 is in the input and its column in [lo, hi).
 func unfoldShifted[T any](row, x []T, g device.WindowGeom, h0, w0, lo, hi int) {
-	ohLo, ohHi := max(0, -h0), min(g.OH, g.H-h0)
-	if ohHi <= ohLo {
+	sp, ok := shiftedSpan(g, h0, w0)
+	if !ok {
 		clear(row)
 		return
 	}
-	clear(row[:ohLo*g.OW])
-	clear(row[ohHi*g.OW:])
-	q0, q1 := ohLo*g.OW, ohHi*g.OW
-	s0, s1 := q0+h0*g.W+w0, q1+h0*g.W+w0
-	// Positions whose element would lie before or after the plane read
-	// the padding: they are in the columns zeroed below.
-	if s0 < 0 {
-		q0, s0 = q0-s0, 0
+	clear(row[:sp.ohLo*g.OW])
+	clear(row[sp.ohHi*g.OW:])
+	copy(row[sp.q0:sp.q1], x[sp.s0:sp.s1])
+	clearPadding(row, g, sp, lo, hi)
+}
+
+// shifted is the run a shifted tap row shares with its plane: output rows
+// [ohLo, ohHi) are in the input, and row positions [q0, q1) read plane
+// elements [s0, s1) (the positions clipped off its ends read the
+// padding, in the columns outside [lo, hi)).
+type shifted struct{ ohLo, ohHi, q0, q1, s0, s1 int }
+
+// shiftedSpan is the run of the tap h0 rows and w0 columns off each
+// window's origin, or false when no output row is in the input.
+func shiftedSpan(g device.WindowGeom, h0, w0 int) (shifted, bool) {
+	sp := shifted{ohLo: max(0, -h0), ohHi: min(g.OH, g.H-h0)}
+	if sp.ohHi <= sp.ohLo {
+		return sp, false
 	}
-	if plane := g.H * g.W; s1 > plane {
-		q1, s1 = q1-(s1-plane), plane
+	sp.q0, sp.q1 = sp.ohLo*g.OW, sp.ohHi*g.OW
+	sp.s0, sp.s1 = sp.q0+h0*g.W+w0, sp.q1+h0*g.W+w0
+	if sp.s0 < 0 {
+		sp.q0, sp.s0 = sp.q0-sp.s0, 0
 	}
-	if q0 < q1 {
-		copy(row[q0:q1], x[s0:s1])
+	if plane := g.H * g.W; sp.s1 > plane {
+		sp.q1, sp.s1 = sp.q1-(sp.s1-plane), plane
 	}
-	if lo > 0 || hi < g.OW {
-		for oh := ohLo; oh < ohHi; oh++ {
-			r := row[oh*g.OW : (oh+1)*g.OW]
-			clear(r[:lo])
-			clear(r[hi:])
-		}
+	if sp.q0 > sp.q1 {
+		sp.q1, sp.s1 = sp.q0, sp.s0 // all of it clipped
+	}
+	return sp, true
+}
+
+// clearPadding zeroes the positions of the run's rows whose columns are
+// outside [lo, hi), which read the padding.
+func clearPadding[T any](row []T, g device.WindowGeom, sp shifted, lo, hi int) {
+	if lo == 0 && hi == g.OW {
+		return
+	}
+	for oh := sp.ohLo; oh < sp.ohHi; oh++ {
+		r := row[oh*g.OW : (oh+1)*g.OW]
+		clear(r[:lo])
+		clear(r[hi:])
 	}
 }
 
@@ -234,28 +256,12 @@ func foldPlane[T float](x, cols []T, g device.WindowGeom, mutable bool) {
 // window's origin into the plane x, the adjoint of unfoldShifted; it
 // zeroes the row's entries that read the padding.
 func foldShifted[T float](x, row []T, g device.WindowGeom, h0, w0, lo, hi int) {
-	ohLo, ohHi := max(0, -h0), min(g.OH, g.H-h0)
-	if ohHi <= ohLo {
+	sp, ok := shiftedSpan(g, h0, w0)
+	if !ok {
 		return
 	}
-	if lo > 0 || hi < g.OW {
-		for oh := ohLo; oh < ohHi; oh++ {
-			r := row[oh*g.OW : (oh+1)*g.OW]
-			clear(r[:lo])
-			clear(r[hi:])
-		}
-	}
-	q0, q1 := ohLo*g.OW, ohHi*g.OW
-	s0, s1 := q0+h0*g.W+w0, q1+h0*g.W+w0
-	if s0 < 0 {
-		q0, s0 = q0-s0, 0
-	}
-	if plane := g.H * g.W; s1 > plane {
-		q1, s1 = q1-(s1-plane), plane
-	}
-	if q0 < q1 {
-		addInto(x[s0:s1], row[q0:q1])
-	}
+	clearPadding(row, g, sp, lo, hi)
+	addInto(x[sp.s0:sp.s1], row[sp.q0:sp.q1])
 }
 
 // addInto adds src to dst element by element.

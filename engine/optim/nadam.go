@@ -73,15 +73,7 @@ func nadamStep(h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 	// param.addcdiv_(exp_avg, denom, value=-lr*mu_next/(1-mu_product_next))
 	q := p.Add(g.MulScalar(-h.LR * (1. - mu) / (1. - muProduct)).Div(denom))
 	q = q.Add(m.MulScalar(-h.LR * muNext / (1. - muProductNext)).Div(denom))
-	for _, t := range []*tensor.Tensor{m, v, q} {
-		if err := t.Err(); err != nil {
-			return err
-		}
-	}
-	if err := s.ExpAvg.CopyFrom(m); err != nil {
-		return err
-	}
-	if err := s.ExpAvgSq.CopyFrom(v); err != nil {
+	if err := commit([]*tensor.Tensor{s.ExpAvg, s.ExpAvgSq, p}, m, v, q); err != nil {
 		return err
 	}
 	if s.Scalars == nil {
@@ -89,5 +81,5 @@ func nadamStep(h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 	}
 	s.Step++
 	s.Scalars["mu_product"] = muProduct
-	return p.CopyFrom(q)
+	return nil
 }

@@ -51,17 +51,9 @@ func radamStep(h *ParamGroup, p, g *tensor.Tensor, s *State) error {
 	}
 	// param.add_(update, alpha=-1)
 	q := p.Sub(update)
-	for _, t := range []*tensor.Tensor{m, v, q} {
-		if err := t.Err(); err != nil {
-			return err
-		}
-	}
-	if err := s.ExpAvg.CopyFrom(m); err != nil {
-		return err
-	}
-	if err := s.ExpAvgSq.CopyFrom(v); err != nil {
+	if err := commit([]*tensor.Tensor{s.ExpAvg, s.ExpAvgSq, p}, m, v, q); err != nil {
 		return err
 	}
 	s.Step++
-	return p.CopyFrom(q)
+	return nil
 }

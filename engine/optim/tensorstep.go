@@ -61,3 +61,20 @@ func axpy(a, b *tensor.Tensor, s float64) *tensor.Tensor {
 	wide := func(t *tensor.Tensor) *tensor.Tensor { return t.To(tensor.Float64) }
 	return wide(a).Add(wide(b).MulScalar(float64(float32(s)))).To(tensor.Float32)
 }
+
+// commit copies each computed value into its destination (dsts[i] ←
+// values[i]) once none of them failed, so that an update lands whole or
+// not at all.
+func commit(dsts []*tensor.Tensor, values ...*tensor.Tensor) error {
+	for _, v := range values {
+		if err := v.Err(); err != nil {
+			return err
+		}
+	}
+	for i, v := range values {
+		if err := dsts[i].CopyFrom(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}

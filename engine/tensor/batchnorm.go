@@ -42,11 +42,8 @@ func BatchNorm(x *Tensor, a BatchNormArgs) *Tensor {
 	}
 	c := x.shape[1]
 	count := x.Numel() / max(c, 1)
-	xc := x
-	if !x.IsContiguous() {
-		rt.NoGrad(func() { xc = x.Contiguous() })
-		defer xc.Release()
-	}
+	xc, release := dense(x)
+	defer release()
 	var mean, invstd *Tensor
 	var err error
 	rt.NoGrad(func() {
@@ -117,11 +114,8 @@ func BatchNorm(x *Tensor, a BatchNormArgs) *Tensor {
 		training, shape := a.Training, x.shape
 		n.backward = func(g *Tensor) []*Tensor {
 			rt := g.rt
-			gc := g
-			if !g.IsContiguous() {
-				gc = g.Contiguous()
-				defer gc.Release()
-			}
+			gc, release := dense(g)
+			defer release()
 			var dx, dw, db *Tensor
 			var dxv, dwv, dbv, swv device.View
 			var err error

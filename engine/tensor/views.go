@@ -370,6 +370,18 @@ func (t *Tensor) ExpandAs(other *Tensor) *Tensor {
 	return t.Expand(other.shape...)
 }
 
+// dense returns t when it is contiguous, else a contiguous copy made
+// outside autograd, and the function that releases that copy (nothing for
+// t itself): the operand a device kernel reads.
+func dense(t *Tensor) (*Tensor, func()) {
+	if t.IsContiguous() {
+		return t, func() {}
+	}
+	var c *Tensor
+	t.rt.NoGrad(func() { c = t.Clone() })
+	return c, c.Release
+}
+
 // Contiguous returns t if it is contiguous (as an alias) and a contiguous
 // copy otherwise.
 func (t *Tensor) Contiguous() *Tensor {

@@ -33,13 +33,11 @@ func Unfold2d(x *Tensor, g WindowGeom) *Tensor {
 	if !ok {
 		return rt.fail(op, "device %v has no unfold kernel", rt.dev)
 	}
-	xc, bad := windowInput(op, x, g)
+	xc, release, bad := windowInput(op, x, g)
 	if bad != nil {
 		return bad
 	}
-	if xc != x {
-		defer xc.Release()
-	}
+	defer release()
 	out, err := rt.empty(x.dt, []int{g.N, g.C * g.KH * g.KW, g.OH * g.OW})
 	if err != nil {
 		return rt.failErr(op, err)
@@ -52,11 +50,8 @@ func Unfold2d(x *Tensor, g WindowGeom) *Tensor {
 		in := x.shape
 		n.backward = func(gr *Tensor) []*Tensor {
 			rt := gr.rt
-			gc := gr
-			if !gr.IsContiguous() {
-				gc = gr.Contiguous()
-				defer gc.Release()
-			}
+			gc, release := dense(gr)
+			defer release()
 			dx, err := rt.empty(gr.dt, in)
 			if err != nil {
 				return []*Tensor{rt.failErr("fold", err)}
@@ -87,13 +82,11 @@ func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 	if !ok {
 		return rt.fail(op, "device %v has no max pooling kernel", rt.dev)
 	}
-	xc, bad := windowInput(op, x, g)
+	xc, release, bad := windowInput(op, x, g)
 	if bad != nil {
 		return bad
 	}
-	if xc != x {
-		defer xc.Release()
-	}
+	defer release()
 	shape := []int{g.N, g.C, g.OH, g.OW}
 	values, err := rt.empty(x.dt, shape)
 	if err != nil {
@@ -118,11 +111,8 @@ func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 		in := x.shape
 		n.backward = func(gr *Tensor) []*Tensor {
 			rt := gr.rt
-			gc := gr
-			if !gr.IsContiguous() {
-				gc = gr.Contiguous()
-				defer gc.Release()
-			}
+			gc, release := dense(gr)
+			defer release()
 			dx, err := rt.empty(gr.dt, in)
 			if err != nil {
 				return []*Tensor{rt.failErr(op, err)}
@@ -138,21 +128,18 @@ func MaxPool2d(x *Tensor, g WindowGeom) *Tensor {
 }
 
 // windowInput checks that x is the [N, C, H, W] input g's windows are
-// over and that g can run, and returns x contiguous (a copy the caller
-// releases when it is not x), or a tensor carrying why not.
-func windowInput(op string, x *Tensor, g WindowGeom) (xc, bad *Tensor) {
+// over and that g can run, and returns x contiguous (dense) with its
+// release, or a tensor carrying why not.
+func windowInput(op string, x *Tensor, g WindowGeom) (xc *Tensor, release func(), bad *Tensor) {
 	rt := x.rt
 	if len(x.shape) != 4 || x.shape[0] != g.N || x.shape[1] != g.C || x.shape[2] != g.H || x.shape[3] != g.W {
-		return nil, rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
+		return nil, nil, rt.fail(op, "input of shape %v for windows over [%d, %d, %d, %d]", x.shape, g.N, g.C, g.H, g.W)
 	}
 	if err := g.Check(); err != nil {
-		return nil, rt.failErr(op, err)
+		return nil, nil, rt.failErr(op, err)
 	}
-	if x.IsContiguous() {
-		return x, nil
-	}
-	rt.NoGrad(func() { xc = x.Contiguous() })
-	return xc, nil
+	xc, release = dense(x)
+	return xc, release, nil
 }
 
 // HasConvKernel reports whether rt's device has its own kernels for a
@@ -194,25 +181,17 @@ func Conv2d(x, weight, bias *Tensor, g WindowGeom) *Tensor {
 	if weight.dt != x.dt || bias != nil && bias.dt != x.dt {
 		return rt.fail(op, "input %v, weight %v: the dtypes must match", x.dt, weight.dt)
 	}
-	xc, bad := windowInput(op, x, g)
+	xc, release, bad := windowInput(op, x, g)
 	if bad != nil {
 		return bad
 	}
-	if xc != x {
-		defer xc.Release()
-	}
-	wc := weight
-	if !weight.IsContiguous() {
-		rt.NoGrad(func() { wc = weight.Contiguous() })
-		defer wc.Release()
-	}
+	defer release()
+	wc, releaseW := dense(weight)
+	defer releaseW()
 	var bv device.View
 	if bias != nil {
-		bc := bias
-		if !bias.IsContiguous() {
-			rt.NoGrad(func() { bc = bias.Contiguous() })
-			defer bc.Release()
-		}
+		bc, releaseB := dense(bias)
+		defer releaseB()
 		bv = bc.view()
 	}
 	y, err := rt.empty(x.dt, []int{g.N, ws[0], g.OH, g.OW})
@@ -229,11 +208,8 @@ func Conv2d(x, weight, bias *Tensor, g WindowGeom) *Tensor {
 		hasBias := bias != nil
 		n.backward = func(gr *Tensor) []*Tensor {
 			rt := gr.rt
-			gc := gr
-			if !gr.IsContiguous() {
-				gc = gr.Contiguous()
-				defer gc.Release()
-			}
+			gc, release := dense(gr)
+			defer release()
 			grads := make([]*Tensor, 3)
 			var views [3]device.View
 			for i, shape := range [][]int{xShape, wShape, {wShape[0]}} {
@@ -242,7 +218,7 @@ func Conv2d(x, weight, bias *Tensor, g WindowGeom) *Tensor {
 				}
 				t, err := rt.empty(gr.dt, shape)
 				if err != nil {
-					release(grads)
+					releaseAll(grads)
 					return []*Tensor{rt.failErr(op, err)}
 				}
 				grads[i], views[i] = t, t.view()
@@ -250,7 +226,7 @@ func Conv2d(x, weight, bias *Tensor, g WindowGeom) *Tensor {
 			if err := kernel(func() error {
 				return cv.Conv2dBackward(views[0], views[1], views[2], gc.view(), sx.view(), sw.view(), g)
 			}); err != nil {
-				release(grads)
+				releaseAll(grads)
 				return []*Tensor{rt.failErr(op, err)}
 			}
 			return grads
@@ -259,8 +235,8 @@ func Conv2d(x, weight, bias *Tensor, g WindowGeom) *Tensor {
 	return y
 }
 
-// release releases the tensors of ts that are not nil.
-func release(ts []*Tensor) {
+// releaseAll releases the tensors of ts that are not nil.
+func releaseAll(ts []*Tensor) {
 	for _, t := range ts {
 		if t != nil {
 			t.Release()
