@@ -67,44 +67,9 @@ func MaxPool2d(x *tensor.Tensor, o PoolOptions) *tensor.Tensor {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if kernel[0] <= 0 || kernel[1] <= 0 {
-		return fail("kernel size should be greater than zero, but got kH: %d kW: %d", kernel[0], kernel[1])
-	}
-	if stride[0] <= 0 || stride[1] <= 0 {
-		return fail("stride should be greater than zero, but got dH: %d dW: %d", stride[0], stride[1])
-	}
-	if dilation[0] <= 0 || dilation[1] <= 0 {
-		return fail("dilation should be greater than zero, but got dilationH: %d dilationW: %d", dilation[0], dilation[1])
-	}
-	if pad[0] < 0 || pad[1] < 0 {
-		return fail("pad must be non-negative, but got padH: %d padW: %d", pad[0], pad[1])
-	}
-	if pad[0] > kernel[0]/2 || pad[1] > kernel[1]/2 {
-		return fail("pad should be smaller than or equal to half of kernel size, but got padW = %d, padH = %d, kW = %d, kH = %d", pad[1], pad[0], kernel[1], kernel[0])
-	}
-	xs := x.Shape()
-	if len(xs) != 3 && len(xs) != 4 {
-		return fail("expected 3D or 4D (batch mode) tensor for input, but got input of size %v", xs)
-	}
-	if !x.DType().IsFloat() {
-		return fail("expected a floating-point input, got %v", x.DType())
-	}
-	unbatched := len(xs) == 3
-	if unbatched {
-		xs = append([]int{1}, xs...)
-	}
-	for _, d := range xs[1:] {
-		if d == 0 {
-			return fail("expected input with non-zero sizes for the non-batch dimensions, but got input of size %v", x.Shape())
-		}
-	}
-	n, c, in := xs[0], xs[1], xs[2:]
-	outSize := make([]int, 2)
-	for i := range 2 {
-		outSize[i] = PoolOutputSize(in[i], kernel[i], pad[i], stride[i], dilation[i], o.CeilMode)
-	}
-	if outSize[0] < 1 || outSize[1] < 1 {
-		return fail("given input size: (%dx%dx%d). Calculated output size: (%dx%dx%d). Output size is too small", c, in[0], in[1], c, outSize[0], outSize[1])
+	n, c, in, outSize, unbatched, bad := poolWindows(op, x, kernel, stride, pad, dilation, o.CeilMode)
+	if bad != nil {
+		return bad
 	}
 
 	sc := rt.OpenScope()
@@ -194,28 +159,9 @@ func AvgPool2d(x *tensor.Tensor, o AvgPoolOptions) *tensor.Tensor {
 	if err != nil {
 		return fail("padding must either be a single int, or a tuple of two ints, got %v", o.Padding)
 	}
-	if kernel[0] <= 0 || kernel[1] <= 0 {
-		return fail("kernel size should be greater than zero, but got kH: %d kW: %d", kernel[0], kernel[1])
-	}
-	if stride[0] <= 0 || stride[1] <= 0 {
-		return fail("stride should be greater than zero, but got dH: %d dW: %d", stride[0], stride[1])
-	}
-	if pad[0] < 0 || pad[1] < 0 {
-		return fail("pad must be non-negative, but got padH: %d padW: %d", pad[0], pad[1])
-	}
-	if pad[0] > kernel[0]/2 || pad[1] > kernel[1]/2 {
-		return fail("pad should be smaller than or equal to half of kernel size, but got padW = %d, padH = %d, kW = %d, kH = %d", pad[1], pad[0], kernel[1], kernel[0])
-	}
-	n, c, in, unbatched, bad := poolInput(x, op)
+	n, c, in, outSize, unbatched, bad := poolWindows(op, x, kernel, stride, pad, []int{1, 1}, o.CeilMode)
 	if bad != nil {
 		return bad
-	}
-	outSize := make([]int, 2)
-	for i := range 2 {
-		outSize[i] = PoolOutputSize(in[i], kernel[i], pad[i], stride[i], 1, o.CeilMode)
-	}
-	if outSize[0] < 1 || outSize[1] < 1 {
-		return fail("given input size: (%dx%dx%d). Calculated output size: (%dx%dx%d). Output size is too small", c, in[0], in[1], c, outSize[0], outSize[1])
 	}
 	var taps [2][][]int
 	var divisors [2][]float64
@@ -320,6 +266,42 @@ func AdaptiveAvgPool2d(x *tensor.Tensor, outputSize []int) *tensor.Tensor {
 		}
 	}
 	return windowMean(x, n, c, in, taps, outer(divisors), unbatched)
+}
+
+// poolWindows checks a 2-d pooling's windows as PyTorch's pooling does
+// (positive kernel, stride and dilation; padding at most half the
+// kernel) and its input (poolInput), and returns the input's extents and
+// the output's [OH, OW].
+func poolWindows(op string, x *tensor.Tensor, kernel, stride, pad, dilation []int, ceilMode bool) (n, c int, in, outSize []int, unbatched bool, bad *tensor.Tensor) {
+	fail := func(format string, args ...any) *tensor.Tensor {
+		return x.Runtime().Failed(fmt.Errorf("nn: "+op+": "+format, args...))
+	}
+	switch {
+	case kernel[0] <= 0 || kernel[1] <= 0:
+		bad = fail("kernel size should be greater than zero, but got kH: %d kW: %d", kernel[0], kernel[1])
+	case stride[0] <= 0 || stride[1] <= 0:
+		bad = fail("stride should be greater than zero, but got dH: %d dW: %d", stride[0], stride[1])
+	case dilation[0] <= 0 || dilation[1] <= 0:
+		bad = fail("dilation should be greater than zero, but got dilationH: %d dilationW: %d", dilation[0], dilation[1])
+	case pad[0] < 0 || pad[1] < 0:
+		bad = fail("pad must be non-negative, but got padH: %d padW: %d", pad[0], pad[1])
+	case pad[0] > kernel[0]/2 || pad[1] > kernel[1]/2:
+		bad = fail("pad should be smaller than or equal to half of kernel size, but got padW = %d, padH = %d, kW = %d, kH = %d", pad[1], pad[0], kernel[1], kernel[0])
+	}
+	if bad != nil {
+		return 0, 0, nil, nil, false, bad
+	}
+	if n, c, in, unbatched, bad = poolInput(x, op); bad != nil {
+		return 0, 0, nil, nil, false, bad
+	}
+	outSize = make([]int, 2)
+	for i := range 2 {
+		outSize[i] = PoolOutputSize(in[i], kernel[i], pad[i], stride[i], dilation[i], ceilMode)
+	}
+	if outSize[0] < 1 || outSize[1] < 1 {
+		return 0, 0, nil, nil, false, fail("given input size: (%dx%dx%d). Calculated output size: (%dx%dx%d). Output size is too small", c, in[0], in[1], c, outSize[0], outSize[1])
+	}
+	return n, c, in, outSize, unbatched, nil
 }
 
 // poolInput checks a 2-D pooling's input, [N, C, H, W] or [C, H, W], and
