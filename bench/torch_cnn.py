@@ -15,15 +15,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def make_model():
+    """The CNN of bench/cnn.js (and of bench/torch_cnn_ranks.py)."""
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+
+
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 40
     if os.environ.get("TORCH_THREADS"):
         torch.set_num_threads(int(os.environ["TORCH_THREADS"]))
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    model = make_model()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.rand(64, 1, 28, 28)
     y = torch.randint(0, 10, (64,))

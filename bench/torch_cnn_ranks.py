@@ -18,6 +18,8 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 
+from torch_cnn import make_model  # bench/ is the script's directory, first on sys.path
+
 
 def run(rank, world, steps, port):
     if world > 1:
@@ -27,10 +29,7 @@ def run(rank, world, steps, port):
     elif os.environ.get("TORCH_THREADS"):
         torch.set_num_threads(int(os.environ["TORCH_THREADS"]))
     torch.manual_seed(0)
-    model = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    model = make_model()
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
