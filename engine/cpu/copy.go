@@ -243,3 +243,16 @@ func fillStrided[T any](w *walk, dst []T, v T) {
 		}
 	})
 }
+
+// fillDoubling sets every element of row to v: one element, then copies
+// of what is filled so far, each twice as long (memmove's vector moves,
+// where a loop stores one element at a time).
+func fillDoubling[T any](row []T, v T) {
+	if len(row) == 0 {
+		return
+	}
+	row[0] = v
+	for n := 1; n < len(row); n *= 2 {
+		copy(row[n:], row[:n])
+	}
+}

@@ -571,11 +571,7 @@ func (u *unpickler) run(op byte) error {
 		}
 		u.push(g)
 	case opStackGlobal:
-		name, err := u.pop()
-		if err != nil {
-			return err
-		}
-		module, err := u.pop()
+		module, name, err := u.pop2()
 		if err != nil {
 			return err
 		}
@@ -590,11 +586,7 @@ func (u *unpickler) run(op byte) error {
 		}
 		u.push(g)
 	case opReduce:
-		args, err := u.pop()
-		if err != nil {
-			return err
-		}
-		fn, err := u.pop()
+		fn, args, err := u.pop2()
 		if err != nil {
 			return err
 		}
@@ -712,6 +704,17 @@ func (u *unpickler) pop() (any, error) {
 	v := u.stack[len(u.stack)-1]
 	u.stack = u.stack[:len(u.stack)-1]
 	return v, nil
+}
+
+// pop2 pops the top two values: below is the one that was under top.
+func (u *unpickler) pop2() (below, top any, err error) {
+	if top, err = u.pop(); err != nil {
+		return nil, nil, err
+	}
+	if below, err = u.pop(); err != nil {
+		return nil, nil, err
+	}
+	return below, top, nil
 }
 
 func (u *unpickler) top() (any, error) {

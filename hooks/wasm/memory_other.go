@@ -1,15 +1,9 @@
-//go:build !unix
+//go:build !linux
 
 package wasm
 
-import (
-	"context"
-
-	"github.com/tetratelabs/wazero/experimental"
-)
+import "context"
 
 // withGuestMemory leaves guests' memories to wazero (Go's heap) where
-// there are no anonymous mappings (memory_unix.go).
+// there are no anonymous mappings (memory_linux.go).
 func withGuestMemory(ctx context.Context) context.Context { return ctx }
-
-var _ experimental.LinearMemory = (*heapMemory)(nil)

@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package wasm
 
@@ -67,3 +67,16 @@ func (m *mappedMemory) Free() {
 		m.b = nil
 	}
 }
+
+// heapMemory is a guest memory in Go's heap, reserved at its limit: the
+// fallback when no mapping can be had.
+type heapMemory struct{ b []byte }
+
+func (m *heapMemory) Reallocate(size uint64) []byte {
+	if size > uint64(cap(m.b)) {
+		return nil
+	}
+	return m.b[:size]
+}
+
+func (m *heapMemory) Free() { m.b = nil }
