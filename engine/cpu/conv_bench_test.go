@@ -28,7 +28,10 @@ func BenchmarkConv2d(b *testing.B) {
 	}{
 		{"cnn-conv1", device.WindowGeom{N: 64, C: 1, H: 28, W: 28, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 28, OW: 28}, 16},
 		{"cnn-conv2", device.WindowGeom{N: 64, C: 16, H: 14, W: 14, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 14, OW: 14}, 32},
+		{"resnet-stem", device.WindowGeom{N: 32, C: 3, H: 32, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 32, OW: 32}, 16},
+		{"resnet-16", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 32, OW: 32}, 16},
 		{"resnet-32", device.WindowGeom{N: 32, C: 32, H: 16, W: 16, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 16, OW: 16}, 32},
+		{"resnet-down", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 16, OW: 16}, 32},
 	} {
 		g, o := tc.g, tc.o
 		ck, l := g.C*g.KH*g.KW, g.OH*g.OW
@@ -72,6 +75,8 @@ func BenchmarkConv2d(b *testing.B) {
 				return nil
 			}},
 			{"backward", 2, func() error { return d.Conv2dBackward(dx, dw, device.View{}, dy, x, w, g) }},
+			{"backward-dx", 1, func() error { return d.Conv2dBackward(dx, device.View{}, device.View{}, dy, x, w, g) }},
+			{"backward-dw", 1, func() error { return d.Conv2dBackward(device.View{}, dw, device.View{}, dy, x, w, g) }},
 			{"backward-gemm", 2, func() error {
 				perSample(func(n int) {
 					gemm.SgemmSerial(false, true, o, ck, l, 1, dyv[n*o*l:], l, cv[n*ck*l:], l, 0, dwParts[n*o*ck:], ck)

@@ -32,11 +32,20 @@ func convCases() []struct {
 	// "Same" convolutions whose taps reach past the whole image, and
 	// dilated ones: the unfolding of shifted runs of the plane.
 	wide := device.WindowGeom{N: 3, C: 2, H: 3, W: 3, KH: 7, KW: 7, SH: 1, SW: 1, PH: 3, PW: 3, DH: 1, DW: 1, OH: 3, OW: 3}
-	dilated := device.WindowGeom{N: 2, C: 2, H: 6, W: 5, KH: 3, KW: 3, SH: 1, SW: 1, PH: 2, PW: 2, DH: 2, DW: 2, OH: 6, OW: 5}
+	dilated := device.WindowGeom{N: 2, C: 4, H: 6, W: 5, KH: 3, KW: 3, SH: 1, SW: 1, PH: 2, PW: 2, DH: 2, DW: 2, OH: 6, OW: 5}
+	// Padding wider than the kernel reaches: outputs that read nothing
+	// but padding (the input gradient cannot be a windows product).
+	overpadded := device.WindowGeom{N: 2, C: 2, H: 3, W: 4, KH: 1, KW: 3, SH: 1, SW: 1, PH: 1, PW: 2, DH: 1, DW: 1, OH: 5, OW: 6}
+	// Output rows longer than any kernel tile, and not a multiple of one.
+	long := device.WindowGeom{N: 3, C: 5, H: 4, W: 37, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 37}
+	// A window past the input's end on each side (one more output than
+	// the padding makes), and 7 taps reaching over the whole image.
+	after := device.WindowGeom{N: 2, C: 4, H: 4, W: 5, KH: 2, KW: 2, SH: 1, SW: 1, DH: 1, DW: 1, OH: 4, OW: 5}
+	reach := device.WindowGeom{N: 2, C: 6, H: 3, W: 3, KH: 7, KW: 7, SH: 1, SW: 1, PH: 3, PW: 3, DH: 1, DW: 1, OH: 3, OW: 3}
 	for _, c := range []struct {
 		g device.WindowGeom
 		o int
-	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}} {
+	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}} {
 		cases = append(cases, c)
 	}
 	return cases

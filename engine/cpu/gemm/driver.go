@@ -181,17 +181,7 @@ func (g *job[T]) tiles(lo, hi int) {
 				// A partial tile: the kernel writes a whole tile into the
 				// scratch tile, of which the valid part is merged into C.
 				fn(kc, ap, bp, &edge[0], nr, g.alpha, 0)
-				for r := 0; r < rows; r++ {
-					dst := g.c[off+r*g.ldc:][:cols]
-					src := edge[r*nr:][:cols]
-					if g.beta == 0 {
-						copy(dst, src)
-						continue
-					}
-					for x, v := range src {
-						dst[x] = v + g.beta*dst[x]
-					}
-				}
+				mergeEdge(g.c[off:], g.ldc, edge, nr, rows, cols, g.beta)
 			}
 		}
 	}
@@ -207,12 +197,21 @@ type workspace[T scalar] struct {
 	packFn  func(lo, hi int)
 	tileFn  func(lo, hi int)
 	backing [3][]T
+
+	// The windows and rows products' calls (windows.go).
+	windows   windowsJob[T]
+	rows      rowsJob[T]
+	windowsFn func(lo, hi int)
+	rowsFn    func(lo, hi int)
+	offs      []int32 // GemmRows's row offsets, whole panels
 }
 
 func newWorkspace[T scalar]() *workspace[T] {
 	ws := &workspace[T]{}
 	ws.packFn = func(lo, hi int) { ws.job.pack(lo, hi) }
 	ws.tileFn = func(lo, hi int) { ws.job.tiles(lo, hi) }
+	ws.windowsFn = func(lo, hi int) { ws.windows.tiles(lo, hi) }
+	ws.rowsFn = func(lo, hi int) { ws.rows.tiles(lo, hi) }
 	return ws
 }
 

@@ -2,8 +2,9 @@
 
 //go:build amd64
 
-// GEMM micro-kernels for AVX2 and FMA3; see kernel.go for the contract and
-// pack.go for the packed layouts they read.
+// GEMM micro-kernels for AVX2 and FMA3; see kernel.go for the contract,
+// pack.go for the packed layouts they read and windows.go for the B
+// operand the windows kernels read in place.
 
 #include "textflag.h"
 
@@ -314,5 +315,659 @@ dgemmAVX2_store0:
 	DGEMMAVX2_ROW0(Y6, Y7)
 	DGEMMAVX2_ROW0(Y8, Y9)
 	DGEMMAVX2_ROW0(Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func sgemmWindowsAVX2(k int, a, b *float32, offs *int32, c *float32, ldc int, alpha, beta float32)
+//
+// C[6×16] = alpha·A·B + beta·C for a packed A panel (6 rows) of depth k and
+// a B whose row p is the 16 elements at b + offs[p]. C is not read when
+// beta == 0.
+//
+// Registers:
+//   SI        packed A, 24 bytes (6 elements) per depth step
+//   BX        b, the origin of the B rows
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Y0–Y11    accumulators: tile row i in Y(2i) … Y(2i+1), 8 columns each
+//   Y12, Y13  the B row of the current depth step
+//   Y14–Y15   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Y14) and beta (Y15) at the end
+
+// SGEMMWINDOWSAVX2_STEP is one depth step: 12 FMAs, with A at ao(SI) and B at BX plus
+// the offset at bo(R9).
+#define SGEMMWINDOWSAVX2_STEP(ao, bo) \
+	MOVLQSX bo(R9), R10; \
+	VMOVUPS 0(BX)(R10*4), Y12; \
+	VMOVUPS 32(BX)(R10*4), Y13; \
+	VBROADCASTSS ao+0(SI), Y14; \
+	VFMADD231PS Y12, Y14, Y0; \
+	VFMADD231PS Y13, Y14, Y1; \
+	VBROADCASTSS ao+4(SI), Y15; \
+	VFMADD231PS Y12, Y15, Y2; \
+	VFMADD231PS Y13, Y15, Y3; \
+	VBROADCASTSS ao+8(SI), Y14; \
+	VFMADD231PS Y12, Y14, Y4; \
+	VFMADD231PS Y13, Y14, Y5; \
+	VBROADCASTSS ao+12(SI), Y15; \
+	VFMADD231PS Y12, Y15, Y6; \
+	VFMADD231PS Y13, Y15, Y7; \
+	VBROADCASTSS ao+16(SI), Y14; \
+	VFMADD231PS Y12, Y14, Y8; \
+	VFMADD231PS Y13, Y14, Y9; \
+	VBROADCASTSS ao+20(SI), Y15; \
+	VFMADD231PS Y12, Y15, Y10; \
+	VFMADD231PS Y13, Y15, Y11
+
+// SGEMMWINDOWSAVX2_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMWINDOWSAVX2_ROW(x0, x1) \
+	VFMADD231PS 0(DI), Y15, x0; \
+	VFMADD231PS 32(DI), Y15, x1; \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 32(DI); \
+	ADDQ DX, DI
+
+// SGEMMWINDOWSAVX2_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMWINDOWSAVX2_ROW0(x0, x1) \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 32(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmWindowsAVX2(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ offs+24(FP), R9
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+
+	// Zero the accumulators.
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmWindowsAVX2_tail
+
+sgemmWindowsAVX2_loop4:
+	SGEMMWINDOWSAVX2_STEP(0, 0)
+	SGEMMWINDOWSAVX2_STEP(24, 4)
+	SGEMMWINDOWSAVX2_STEP(48, 8)
+	SGEMMWINDOWSAVX2_STEP(72, 12)
+	ADDQ $96, SI
+	ADDQ $16, R9
+	DECQ AX
+	JNZ  sgemmWindowsAVX2_loop4
+
+sgemmWindowsAVX2_tail:
+	ANDQ $3, CX
+	JZ   sgemmWindowsAVX2_epilogue
+
+sgemmWindowsAVX2_loop1:
+	SGEMMWINDOWSAVX2_STEP(0, 0)
+	ADDQ $24, SI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  sgemmWindowsAVX2_loop1
+
+sgemmWindowsAVX2_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Y14
+	VMULPS Y14, Y0, Y0
+	VMULPS Y14, Y1, Y1
+	VMULPS Y14, Y2, Y2
+	VMULPS Y14, Y3, Y3
+	VMULPS Y14, Y4, Y4
+	VMULPS Y14, Y5, Y5
+	VMULPS Y14, Y6, Y6
+	VMULPS Y14, Y7, Y7
+	VMULPS Y14, Y8, Y8
+	VMULPS Y14, Y9, Y9
+	VMULPS Y14, Y10, Y10
+	VMULPS Y14, Y11, Y11
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmWindowsAVX2_store0
+	VBROADCASTSS beta+52(FP), Y15
+	SGEMMWINDOWSAVX2_ROW(Y0, Y1)
+	SGEMMWINDOWSAVX2_ROW(Y2, Y3)
+	SGEMMWINDOWSAVX2_ROW(Y4, Y5)
+	SGEMMWINDOWSAVX2_ROW(Y6, Y7)
+	SGEMMWINDOWSAVX2_ROW(Y8, Y9)
+	SGEMMWINDOWSAVX2_ROW(Y10, Y11)
+	VZEROUPPER
+	RET
+
+sgemmWindowsAVX2_store0:
+	SGEMMWINDOWSAVX2_ROW0(Y0, Y1)
+	SGEMMWINDOWSAVX2_ROW0(Y2, Y3)
+	SGEMMWINDOWSAVX2_ROW0(Y4, Y5)
+	SGEMMWINDOWSAVX2_ROW0(Y6, Y7)
+	SGEMMWINDOWSAVX2_ROW0(Y8, Y9)
+	SGEMMWINDOWSAVX2_ROW0(Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func dgemmWindowsAVX2(k int, a, b *float64, offs *int32, c *float64, ldc int, alpha, beta float64)
+//
+// C[6×8] = alpha·A·B + beta·C for a packed A panel (6 rows) of depth k and
+// a B whose row p is the 8 elements at b + offs[p]. C is not read when
+// beta == 0.
+//
+// Registers:
+//   SI        packed A, 48 bytes (6 elements) per depth step
+//   BX        b, the origin of the B rows
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Y0–Y11    accumulators: tile row i in Y(2i) … Y(2i+1), 4 columns each
+//   Y12, Y13  the B row of the current depth step
+//   Y14–Y15   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Y14) and beta (Y15) at the end
+
+// DGEMMWINDOWSAVX2_STEP is one depth step: 12 FMAs, with A at ao(SI) and B at BX plus
+// the offset at bo(R9).
+#define DGEMMWINDOWSAVX2_STEP(ao, bo) \
+	MOVLQSX bo(R9), R10; \
+	VMOVUPD 0(BX)(R10*8), Y12; \
+	VMOVUPD 32(BX)(R10*8), Y13; \
+	VBROADCASTSD ao+0(SI), Y14; \
+	VFMADD231PD Y12, Y14, Y0; \
+	VFMADD231PD Y13, Y14, Y1; \
+	VBROADCASTSD ao+8(SI), Y15; \
+	VFMADD231PD Y12, Y15, Y2; \
+	VFMADD231PD Y13, Y15, Y3; \
+	VBROADCASTSD ao+16(SI), Y14; \
+	VFMADD231PD Y12, Y14, Y4; \
+	VFMADD231PD Y13, Y14, Y5; \
+	VBROADCASTSD ao+24(SI), Y15; \
+	VFMADD231PD Y12, Y15, Y6; \
+	VFMADD231PD Y13, Y15, Y7; \
+	VBROADCASTSD ao+32(SI), Y14; \
+	VFMADD231PD Y12, Y14, Y8; \
+	VFMADD231PD Y13, Y14, Y9; \
+	VBROADCASTSD ao+40(SI), Y15; \
+	VFMADD231PD Y12, Y15, Y10; \
+	VFMADD231PD Y13, Y15, Y11
+
+// DGEMMWINDOWSAVX2_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define DGEMMWINDOWSAVX2_ROW(x0, x1) \
+	VFMADD231PD 0(DI), Y15, x0; \
+	VFMADD231PD 32(DI), Y15, x1; \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 32(DI); \
+	ADDQ DX, DI
+
+// DGEMMWINDOWSAVX2_ROW0 stores one row of the tile without reading C (beta == 0).
+#define DGEMMWINDOWSAVX2_ROW0(x0, x1) \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 32(DI); \
+	ADDQ DX, DI
+
+TEXT ·dgemmWindowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ offs+24(FP), R9
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $3, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+
+	// Zero the accumulators.
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   dgemmWindowsAVX2_tail
+
+dgemmWindowsAVX2_loop4:
+	DGEMMWINDOWSAVX2_STEP(0, 0)
+	DGEMMWINDOWSAVX2_STEP(48, 4)
+	DGEMMWINDOWSAVX2_STEP(96, 8)
+	DGEMMWINDOWSAVX2_STEP(144, 12)
+	ADDQ $192, SI
+	ADDQ $16, R9
+	DECQ AX
+	JNZ  dgemmWindowsAVX2_loop4
+
+dgemmWindowsAVX2_tail:
+	ANDQ $3, CX
+	JZ   dgemmWindowsAVX2_epilogue
+
+dgemmWindowsAVX2_loop1:
+	DGEMMWINDOWSAVX2_STEP(0, 0)
+	ADDQ $48, SI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  dgemmWindowsAVX2_loop1
+
+dgemmWindowsAVX2_epilogue:
+	// Scale by alpha.
+	VBROADCASTSD alpha+48(FP), Y14
+	VMULPD Y14, Y0, Y0
+	VMULPD Y14, Y1, Y1
+	VMULPD Y14, Y2, Y2
+	VMULPD Y14, Y3, Y3
+	VMULPD Y14, Y4, Y4
+	VMULPD Y14, Y5, Y5
+	VMULPD Y14, Y6, Y6
+	VMULPD Y14, Y7, Y7
+	VMULPD Y14, Y8, Y8
+	VMULPD Y14, Y9, Y9
+	VMULPD Y14, Y10, Y10
+	VMULPD Y14, Y11, Y11
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVQ beta+56(FP), AX
+	SHLQ $1, AX
+	JZ   dgemmWindowsAVX2_store0
+	VBROADCASTSD beta+56(FP), Y15
+	DGEMMWINDOWSAVX2_ROW(Y0, Y1)
+	DGEMMWINDOWSAVX2_ROW(Y2, Y3)
+	DGEMMWINDOWSAVX2_ROW(Y4, Y5)
+	DGEMMWINDOWSAVX2_ROW(Y6, Y7)
+	DGEMMWINDOWSAVX2_ROW(Y8, Y9)
+	DGEMMWINDOWSAVX2_ROW(Y10, Y11)
+	VZEROUPPER
+	RET
+
+dgemmWindowsAVX2_store0:
+	DGEMMWINDOWSAVX2_ROW0(Y0, Y1)
+	DGEMMWINDOWSAVX2_ROW0(Y2, Y3)
+	DGEMMWINDOWSAVX2_ROW0(Y4, Y5)
+	DGEMMWINDOWSAVX2_ROW0(Y6, Y7)
+	DGEMMWINDOWSAVX2_ROW0(Y8, Y9)
+	DGEMMWINDOWSAVX2_ROW0(Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func sgemmRowsAVX2(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+//
+// C[6×16] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// a + offs[i] and a packed B panel (16 columns) of depth k. C is not read
+// when beta == 0.
+//
+// Registers:
+//   SI        a plus the depth step, 4 bytes per step
+//   R8–R13    the offsets of the rows, in elements
+//   BX        packed B, 64 bytes (16 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Y0–Y11    accumulators: tile row i in Y(2i) … Y(2i+1), 8 columns each
+//   Y12, Y13  the B row of the current depth step
+//   Y14–Y15   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Y14) and beta (Y15) at the end
+
+// SGEMMROWSAVX2_STEP is one depth step: 12 FMAs, with row i of A at ao(SI) plus its
+// offset, and B at bo(BX).
+#define SGEMMROWSAVX2_STEP(ao, bo) \
+	VMOVUPS bo+0(BX), Y12; \
+	VMOVUPS bo+32(BX), Y13; \
+	VBROADCASTSS ao(SI)(R8*4), Y14; \
+	VFMADD231PS Y12, Y14, Y0; \
+	VFMADD231PS Y13, Y14, Y1; \
+	VBROADCASTSS ao(SI)(R9*4), Y15; \
+	VFMADD231PS Y12, Y15, Y2; \
+	VFMADD231PS Y13, Y15, Y3; \
+	VBROADCASTSS ao(SI)(R10*4), Y14; \
+	VFMADD231PS Y12, Y14, Y4; \
+	VFMADD231PS Y13, Y14, Y5; \
+	VBROADCASTSS ao(SI)(R11*4), Y15; \
+	VFMADD231PS Y12, Y15, Y6; \
+	VFMADD231PS Y13, Y15, Y7; \
+	VBROADCASTSS ao(SI)(R12*4), Y14; \
+	VFMADD231PS Y12, Y14, Y8; \
+	VFMADD231PS Y13, Y14, Y9; \
+	VBROADCASTSS ao(SI)(R13*4), Y15; \
+	VFMADD231PS Y12, Y15, Y10; \
+	VFMADD231PS Y13, Y15, Y11
+
+// SGEMMROWSAVX2_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMROWSAVX2_ROW(x0, x1) \
+	VFMADD231PS 0(DI), Y15, x0; \
+	VFMADD231PS 32(DI), Y15, x1; \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 32(DI); \
+	ADDQ DX, DI
+
+// SGEMMROWSAVX2_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMROWSAVX2_ROW0(x0, x1) \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 32(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmRowsAVX2(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+
+	// The rows' offsets, once the prefetches are done with R8.
+	MOVQ offs+16(FP), AX
+	MOVLQSX 0(AX), R8
+	MOVLQSX 4(AX), R9
+	MOVLQSX 8(AX), R10
+	MOVLQSX 12(AX), R11
+	MOVLQSX 16(AX), R12
+	MOVLQSX 20(AX), R13
+
+	// Zero the accumulators.
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmRowsAVX2_tail
+
+sgemmRowsAVX2_loop4:
+	SGEMMROWSAVX2_STEP(0, 0)
+	SGEMMROWSAVX2_STEP(4, 64)
+	SGEMMROWSAVX2_STEP(8, 128)
+	SGEMMROWSAVX2_STEP(12, 192)
+	ADDQ $16, SI
+	ADDQ $256, BX
+	DECQ AX
+	JNZ  sgemmRowsAVX2_loop4
+
+sgemmRowsAVX2_tail:
+	ANDQ $3, CX
+	JZ   sgemmRowsAVX2_epilogue
+
+sgemmRowsAVX2_loop1:
+	SGEMMROWSAVX2_STEP(0, 0)
+	ADDQ $4, SI
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  sgemmRowsAVX2_loop1
+
+sgemmRowsAVX2_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Y14
+	VMULPS Y14, Y0, Y0
+	VMULPS Y14, Y1, Y1
+	VMULPS Y14, Y2, Y2
+	VMULPS Y14, Y3, Y3
+	VMULPS Y14, Y4, Y4
+	VMULPS Y14, Y5, Y5
+	VMULPS Y14, Y6, Y6
+	VMULPS Y14, Y7, Y7
+	VMULPS Y14, Y8, Y8
+	VMULPS Y14, Y9, Y9
+	VMULPS Y14, Y10, Y10
+	VMULPS Y14, Y11, Y11
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmRowsAVX2_store0
+	VBROADCASTSS beta+52(FP), Y15
+	SGEMMROWSAVX2_ROW(Y0, Y1)
+	SGEMMROWSAVX2_ROW(Y2, Y3)
+	SGEMMROWSAVX2_ROW(Y4, Y5)
+	SGEMMROWSAVX2_ROW(Y6, Y7)
+	SGEMMROWSAVX2_ROW(Y8, Y9)
+	SGEMMROWSAVX2_ROW(Y10, Y11)
+	VZEROUPPER
+	RET
+
+sgemmRowsAVX2_store0:
+	SGEMMROWSAVX2_ROW0(Y0, Y1)
+	SGEMMROWSAVX2_ROW0(Y2, Y3)
+	SGEMMROWSAVX2_ROW0(Y4, Y5)
+	SGEMMROWSAVX2_ROW0(Y6, Y7)
+	SGEMMROWSAVX2_ROW0(Y8, Y9)
+	SGEMMROWSAVX2_ROW0(Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func dgemmRowsAVX2(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
+//
+// C[6×8] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// a + offs[i] and a packed B panel (8 columns) of depth k. C is not read
+// when beta == 0.
+//
+// Registers:
+//   SI        a plus the depth step, 8 bytes per step
+//   R8–R13    the offsets of the rows, in elements
+//   BX        packed B, 64 bytes (8 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Y0–Y11    accumulators: tile row i in Y(2i) … Y(2i+1), 4 columns each
+//   Y12, Y13  the B row of the current depth step
+//   Y14–Y15   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Y14) and beta (Y15) at the end
+
+// DGEMMROWSAVX2_STEP is one depth step: 12 FMAs, with row i of A at ao(SI) plus its
+// offset, and B at bo(BX).
+#define DGEMMROWSAVX2_STEP(ao, bo) \
+	VMOVUPD bo+0(BX), Y12; \
+	VMOVUPD bo+32(BX), Y13; \
+	VBROADCASTSD ao(SI)(R8*8), Y14; \
+	VFMADD231PD Y12, Y14, Y0; \
+	VFMADD231PD Y13, Y14, Y1; \
+	VBROADCASTSD ao(SI)(R9*8), Y15; \
+	VFMADD231PD Y12, Y15, Y2; \
+	VFMADD231PD Y13, Y15, Y3; \
+	VBROADCASTSD ao(SI)(R10*8), Y14; \
+	VFMADD231PD Y12, Y14, Y4; \
+	VFMADD231PD Y13, Y14, Y5; \
+	VBROADCASTSD ao(SI)(R11*8), Y15; \
+	VFMADD231PD Y12, Y15, Y6; \
+	VFMADD231PD Y13, Y15, Y7; \
+	VBROADCASTSD ao(SI)(R12*8), Y14; \
+	VFMADD231PD Y12, Y14, Y8; \
+	VFMADD231PD Y13, Y14, Y9; \
+	VBROADCASTSD ao(SI)(R13*8), Y15; \
+	VFMADD231PD Y12, Y15, Y10; \
+	VFMADD231PD Y13, Y15, Y11
+
+// DGEMMROWSAVX2_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define DGEMMROWSAVX2_ROW(x0, x1) \
+	VFMADD231PD 0(DI), Y15, x0; \
+	VFMADD231PD 32(DI), Y15, x1; \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 32(DI); \
+	ADDQ DX, DI
+
+// DGEMMROWSAVX2_ROW0 stores one row of the tile without reading C (beta == 0).
+#define DGEMMROWSAVX2_ROW0(x0, x1) \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 32(DI); \
+	ADDQ DX, DI
+
+TEXT ·dgemmRowsAVX2(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $3, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+
+	// The rows' offsets, once the prefetches are done with R8.
+	MOVQ offs+16(FP), AX
+	MOVLQSX 0(AX), R8
+	MOVLQSX 4(AX), R9
+	MOVLQSX 8(AX), R10
+	MOVLQSX 12(AX), R11
+	MOVLQSX 16(AX), R12
+	MOVLQSX 20(AX), R13
+
+	// Zero the accumulators.
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   dgemmRowsAVX2_tail
+
+dgemmRowsAVX2_loop4:
+	DGEMMROWSAVX2_STEP(0, 0)
+	DGEMMROWSAVX2_STEP(8, 64)
+	DGEMMROWSAVX2_STEP(16, 128)
+	DGEMMROWSAVX2_STEP(24, 192)
+	ADDQ $32, SI
+	ADDQ $256, BX
+	DECQ AX
+	JNZ  dgemmRowsAVX2_loop4
+
+dgemmRowsAVX2_tail:
+	ANDQ $3, CX
+	JZ   dgemmRowsAVX2_epilogue
+
+dgemmRowsAVX2_loop1:
+	DGEMMROWSAVX2_STEP(0, 0)
+	ADDQ $8, SI
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  dgemmRowsAVX2_loop1
+
+dgemmRowsAVX2_epilogue:
+	// Scale by alpha.
+	VBROADCASTSD alpha+48(FP), Y14
+	VMULPD Y14, Y0, Y0
+	VMULPD Y14, Y1, Y1
+	VMULPD Y14, Y2, Y2
+	VMULPD Y14, Y3, Y3
+	VMULPD Y14, Y4, Y4
+	VMULPD Y14, Y5, Y5
+	VMULPD Y14, Y6, Y6
+	VMULPD Y14, Y7, Y7
+	VMULPD Y14, Y8, Y8
+	VMULPD Y14, Y9, Y9
+	VMULPD Y14, Y10, Y10
+	VMULPD Y14, Y11, Y11
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVQ beta+56(FP), AX
+	SHLQ $1, AX
+	JZ   dgemmRowsAVX2_store0
+	VBROADCASTSD beta+56(FP), Y15
+	DGEMMROWSAVX2_ROW(Y0, Y1)
+	DGEMMROWSAVX2_ROW(Y2, Y3)
+	DGEMMROWSAVX2_ROW(Y4, Y5)
+	DGEMMROWSAVX2_ROW(Y6, Y7)
+	DGEMMROWSAVX2_ROW(Y8, Y9)
+	DGEMMROWSAVX2_ROW(Y10, Y11)
+	VZEROUPPER
+	RET
+
+dgemmRowsAVX2_store0:
+	DGEMMROWSAVX2_ROW0(Y0, Y1)
+	DGEMMROWSAVX2_ROW0(Y2, Y3)
+	DGEMMROWSAVX2_ROW0(Y4, Y5)
+	DGEMMROWSAVX2_ROW0(Y6, Y7)
+	DGEMMROWSAVX2_ROW0(Y8, Y9)
+	DGEMMROWSAVX2_ROW0(Y10, Y11)
 	VZEROUPPER
 	RET

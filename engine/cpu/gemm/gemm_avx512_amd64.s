@@ -2,8 +2,9 @@
 
 //go:build amd64
 
-// GEMM micro-kernels for AVX-512F; see kernel.go for the contract and
-// pack.go for the packed layouts they read.
+// GEMM micro-kernels for AVX-512F; see kernel.go for the contract,
+// pack.go for the packed layouts they read and windows.go for the B
+// operand the windows kernels read in place.
 
 #include "textflag.h"
 
@@ -470,5 +471,481 @@ dgemmAVX512_store0:
 	DGEMMAVX512_ROW0(Z18, Z19)
 	DGEMMAVX512_ROW0(Z20, Z21)
 	DGEMMAVX512_ROW0(Z22, Z23)
+	VZEROUPPER
+	RET
+
+// func sgemmWindowsAVX512(k int, a, b *float32, offs *int32, c *float32, ldc int, alpha, beta float32)
+//
+// C[12×32] = alpha·A·B + beta·C for a packed A panel (12 rows) of depth k and
+// a B whose row p is the 32 elements at b + offs[p]. C is not read when
+// beta == 0.
+//
+// Registers:
+//   SI        packed A, 48 bytes (12 elements) per depth step
+//   BX        b, the origin of the B rows
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z23    accumulators: tile row i in Z(2i) … Z(2i+1), 16 columns each
+//   Z24, Z25  the B row of the current depth step
+//   Z26–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// SGEMMWINDOWSAVX512_STEP is one depth step: 24 FMAs, with A at ao(SI) and B at BX plus
+// the offset at bo(R9).
+#define SGEMMWINDOWSAVX512_STEP(ao, bo) \
+	MOVLQSX bo(R9), R10; \
+	VMOVUPS 0(BX)(R10*4), Z24; \
+	VMOVUPS 64(BX)(R10*4), Z25; \
+	VBROADCASTSS ao+0(SI), Z26; \
+	VFMADD231PS Z24, Z26, Z0; \
+	VFMADD231PS Z25, Z26, Z1; \
+	VBROADCASTSS ao+4(SI), Z27; \
+	VFMADD231PS Z24, Z27, Z2; \
+	VFMADD231PS Z25, Z27, Z3; \
+	VBROADCASTSS ao+8(SI), Z28; \
+	VFMADD231PS Z24, Z28, Z4; \
+	VFMADD231PS Z25, Z28, Z5; \
+	VBROADCASTSS ao+12(SI), Z29; \
+	VFMADD231PS Z24, Z29, Z6; \
+	VFMADD231PS Z25, Z29, Z7; \
+	VBROADCASTSS ao+16(SI), Z30; \
+	VFMADD231PS Z24, Z30, Z8; \
+	VFMADD231PS Z25, Z30, Z9; \
+	VBROADCASTSS ao+20(SI), Z31; \
+	VFMADD231PS Z24, Z31, Z10; \
+	VFMADD231PS Z25, Z31, Z11; \
+	VBROADCASTSS ao+24(SI), Z26; \
+	VFMADD231PS Z24, Z26, Z12; \
+	VFMADD231PS Z25, Z26, Z13; \
+	VBROADCASTSS ao+28(SI), Z27; \
+	VFMADD231PS Z24, Z27, Z14; \
+	VFMADD231PS Z25, Z27, Z15; \
+	VBROADCASTSS ao+32(SI), Z28; \
+	VFMADD231PS Z24, Z28, Z16; \
+	VFMADD231PS Z25, Z28, Z17; \
+	VBROADCASTSS ao+36(SI), Z29; \
+	VFMADD231PS Z24, Z29, Z18; \
+	VFMADD231PS Z25, Z29, Z19; \
+	VBROADCASTSS ao+40(SI), Z30; \
+	VFMADD231PS Z24, Z30, Z20; \
+	VFMADD231PS Z25, Z30, Z21; \
+	VBROADCASTSS ao+44(SI), Z31; \
+	VFMADD231PS Z24, Z31, Z22; \
+	VFMADD231PS Z25, Z31, Z23
+
+// SGEMMWINDOWSAVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMWINDOWSAVX512_ROW(x0, x1) \
+	VFMADD231PS 0(DI), Z31, x0; \
+	VFMADD231PS 64(DI), Z31, x1; \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+// SGEMMWINDOWSAVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMWINDOWSAVX512_ROW0(x0, x1) \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmWindowsAVX512(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ offs+24(FP), R9
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmWindowsAVX512_tail
+
+sgemmWindowsAVX512_loop4:
+	SGEMMWINDOWSAVX512_STEP(0, 0)
+	SGEMMWINDOWSAVX512_STEP(48, 4)
+	SGEMMWINDOWSAVX512_STEP(96, 8)
+	SGEMMWINDOWSAVX512_STEP(144, 12)
+	ADDQ $192, SI
+	ADDQ $16, R9
+	DECQ AX
+	JNZ  sgemmWindowsAVX512_loop4
+
+sgemmWindowsAVX512_tail:
+	ANDQ $3, CX
+	JZ   sgemmWindowsAVX512_epilogue
+
+sgemmWindowsAVX512_loop1:
+	SGEMMWINDOWSAVX512_STEP(0, 0)
+	ADDQ $48, SI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  sgemmWindowsAVX512_loop1
+
+sgemmWindowsAVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Z30
+	VMULPS Z30, Z0, Z0
+	VMULPS Z30, Z1, Z1
+	VMULPS Z30, Z2, Z2
+	VMULPS Z30, Z3, Z3
+	VMULPS Z30, Z4, Z4
+	VMULPS Z30, Z5, Z5
+	VMULPS Z30, Z6, Z6
+	VMULPS Z30, Z7, Z7
+	VMULPS Z30, Z8, Z8
+	VMULPS Z30, Z9, Z9
+	VMULPS Z30, Z10, Z10
+	VMULPS Z30, Z11, Z11
+	VMULPS Z30, Z12, Z12
+	VMULPS Z30, Z13, Z13
+	VMULPS Z30, Z14, Z14
+	VMULPS Z30, Z15, Z15
+	VMULPS Z30, Z16, Z16
+	VMULPS Z30, Z17, Z17
+	VMULPS Z30, Z18, Z18
+	VMULPS Z30, Z19, Z19
+	VMULPS Z30, Z20, Z20
+	VMULPS Z30, Z21, Z21
+	VMULPS Z30, Z22, Z22
+	VMULPS Z30, Z23, Z23
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmWindowsAVX512_store0
+	VBROADCASTSS beta+52(FP), Z31
+	SGEMMWINDOWSAVX512_ROW(Z0, Z1)
+	SGEMMWINDOWSAVX512_ROW(Z2, Z3)
+	SGEMMWINDOWSAVX512_ROW(Z4, Z5)
+	SGEMMWINDOWSAVX512_ROW(Z6, Z7)
+	SGEMMWINDOWSAVX512_ROW(Z8, Z9)
+	SGEMMWINDOWSAVX512_ROW(Z10, Z11)
+	SGEMMWINDOWSAVX512_ROW(Z12, Z13)
+	SGEMMWINDOWSAVX512_ROW(Z14, Z15)
+	SGEMMWINDOWSAVX512_ROW(Z16, Z17)
+	SGEMMWINDOWSAVX512_ROW(Z18, Z19)
+	SGEMMWINDOWSAVX512_ROW(Z20, Z21)
+	SGEMMWINDOWSAVX512_ROW(Z22, Z23)
+	VZEROUPPER
+	RET
+
+sgemmWindowsAVX512_store0:
+	SGEMMWINDOWSAVX512_ROW0(Z0, Z1)
+	SGEMMWINDOWSAVX512_ROW0(Z2, Z3)
+	SGEMMWINDOWSAVX512_ROW0(Z4, Z5)
+	SGEMMWINDOWSAVX512_ROW0(Z6, Z7)
+	SGEMMWINDOWSAVX512_ROW0(Z8, Z9)
+	SGEMMWINDOWSAVX512_ROW0(Z10, Z11)
+	SGEMMWINDOWSAVX512_ROW0(Z12, Z13)
+	SGEMMWINDOWSAVX512_ROW0(Z14, Z15)
+	SGEMMWINDOWSAVX512_ROW0(Z16, Z17)
+	SGEMMWINDOWSAVX512_ROW0(Z18, Z19)
+	SGEMMWINDOWSAVX512_ROW0(Z20, Z21)
+	SGEMMWINDOWSAVX512_ROW0(Z22, Z23)
+	VZEROUPPER
+	RET
+
+// func dgemmWindowsAVX512(k int, a, b *float64, offs *int32, c *float64, ldc int, alpha, beta float64)
+//
+// C[12×16] = alpha·A·B + beta·C for a packed A panel (12 rows) of depth k and
+// a B whose row p is the 16 elements at b + offs[p]. C is not read when
+// beta == 0.
+//
+// Registers:
+//   SI        packed A, 96 bytes (12 elements) per depth step
+//   BX        b, the origin of the B rows
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z23    accumulators: tile row i in Z(2i) … Z(2i+1), 8 columns each
+//   Z24, Z25  the B row of the current depth step
+//   Z26–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// DGEMMWINDOWSAVX512_STEP is one depth step: 24 FMAs, with A at ao(SI) and B at BX plus
+// the offset at bo(R9).
+#define DGEMMWINDOWSAVX512_STEP(ao, bo) \
+	MOVLQSX bo(R9), R10; \
+	VMOVUPD 0(BX)(R10*8), Z24; \
+	VMOVUPD 64(BX)(R10*8), Z25; \
+	VBROADCASTSD ao+0(SI), Z26; \
+	VFMADD231PD Z24, Z26, Z0; \
+	VFMADD231PD Z25, Z26, Z1; \
+	VBROADCASTSD ao+8(SI), Z27; \
+	VFMADD231PD Z24, Z27, Z2; \
+	VFMADD231PD Z25, Z27, Z3; \
+	VBROADCASTSD ao+16(SI), Z28; \
+	VFMADD231PD Z24, Z28, Z4; \
+	VFMADD231PD Z25, Z28, Z5; \
+	VBROADCASTSD ao+24(SI), Z29; \
+	VFMADD231PD Z24, Z29, Z6; \
+	VFMADD231PD Z25, Z29, Z7; \
+	VBROADCASTSD ao+32(SI), Z30; \
+	VFMADD231PD Z24, Z30, Z8; \
+	VFMADD231PD Z25, Z30, Z9; \
+	VBROADCASTSD ao+40(SI), Z31; \
+	VFMADD231PD Z24, Z31, Z10; \
+	VFMADD231PD Z25, Z31, Z11; \
+	VBROADCASTSD ao+48(SI), Z26; \
+	VFMADD231PD Z24, Z26, Z12; \
+	VFMADD231PD Z25, Z26, Z13; \
+	VBROADCASTSD ao+56(SI), Z27; \
+	VFMADD231PD Z24, Z27, Z14; \
+	VFMADD231PD Z25, Z27, Z15; \
+	VBROADCASTSD ao+64(SI), Z28; \
+	VFMADD231PD Z24, Z28, Z16; \
+	VFMADD231PD Z25, Z28, Z17; \
+	VBROADCASTSD ao+72(SI), Z29; \
+	VFMADD231PD Z24, Z29, Z18; \
+	VFMADD231PD Z25, Z29, Z19; \
+	VBROADCASTSD ao+80(SI), Z30; \
+	VFMADD231PD Z24, Z30, Z20; \
+	VFMADD231PD Z25, Z30, Z21; \
+	VBROADCASTSD ao+88(SI), Z31; \
+	VFMADD231PD Z24, Z31, Z22; \
+	VFMADD231PD Z25, Z31, Z23
+
+// DGEMMWINDOWSAVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define DGEMMWINDOWSAVX512_ROW(x0, x1) \
+	VFMADD231PD 0(DI), Z31, x0; \
+	VFMADD231PD 64(DI), Z31, x1; \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 64(DI); \
+	ADDQ DX, DI
+
+// DGEMMWINDOWSAVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define DGEMMWINDOWSAVX512_ROW0(x0, x1) \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·dgemmWindowsAVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ offs+24(FP), R9
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $3, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   dgemmWindowsAVX512_tail
+
+dgemmWindowsAVX512_loop4:
+	DGEMMWINDOWSAVX512_STEP(0, 0)
+	DGEMMWINDOWSAVX512_STEP(96, 4)
+	DGEMMWINDOWSAVX512_STEP(192, 8)
+	DGEMMWINDOWSAVX512_STEP(288, 12)
+	ADDQ $384, SI
+	ADDQ $16, R9
+	DECQ AX
+	JNZ  dgemmWindowsAVX512_loop4
+
+dgemmWindowsAVX512_tail:
+	ANDQ $3, CX
+	JZ   dgemmWindowsAVX512_epilogue
+
+dgemmWindowsAVX512_loop1:
+	DGEMMWINDOWSAVX512_STEP(0, 0)
+	ADDQ $96, SI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  dgemmWindowsAVX512_loop1
+
+dgemmWindowsAVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSD alpha+48(FP), Z30
+	VMULPD Z30, Z0, Z0
+	VMULPD Z30, Z1, Z1
+	VMULPD Z30, Z2, Z2
+	VMULPD Z30, Z3, Z3
+	VMULPD Z30, Z4, Z4
+	VMULPD Z30, Z5, Z5
+	VMULPD Z30, Z6, Z6
+	VMULPD Z30, Z7, Z7
+	VMULPD Z30, Z8, Z8
+	VMULPD Z30, Z9, Z9
+	VMULPD Z30, Z10, Z10
+	VMULPD Z30, Z11, Z11
+	VMULPD Z30, Z12, Z12
+	VMULPD Z30, Z13, Z13
+	VMULPD Z30, Z14, Z14
+	VMULPD Z30, Z15, Z15
+	VMULPD Z30, Z16, Z16
+	VMULPD Z30, Z17, Z17
+	VMULPD Z30, Z18, Z18
+	VMULPD Z30, Z19, Z19
+	VMULPD Z30, Z20, Z20
+	VMULPD Z30, Z21, Z21
+	VMULPD Z30, Z22, Z22
+	VMULPD Z30, Z23, Z23
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVQ beta+56(FP), AX
+	SHLQ $1, AX
+	JZ   dgemmWindowsAVX512_store0
+	VBROADCASTSD beta+56(FP), Z31
+	DGEMMWINDOWSAVX512_ROW(Z0, Z1)
+	DGEMMWINDOWSAVX512_ROW(Z2, Z3)
+	DGEMMWINDOWSAVX512_ROW(Z4, Z5)
+	DGEMMWINDOWSAVX512_ROW(Z6, Z7)
+	DGEMMWINDOWSAVX512_ROW(Z8, Z9)
+	DGEMMWINDOWSAVX512_ROW(Z10, Z11)
+	DGEMMWINDOWSAVX512_ROW(Z12, Z13)
+	DGEMMWINDOWSAVX512_ROW(Z14, Z15)
+	DGEMMWINDOWSAVX512_ROW(Z16, Z17)
+	DGEMMWINDOWSAVX512_ROW(Z18, Z19)
+	DGEMMWINDOWSAVX512_ROW(Z20, Z21)
+	DGEMMWINDOWSAVX512_ROW(Z22, Z23)
+	VZEROUPPER
+	RET
+
+dgemmWindowsAVX512_store0:
+	DGEMMWINDOWSAVX512_ROW0(Z0, Z1)
+	DGEMMWINDOWSAVX512_ROW0(Z2, Z3)
+	DGEMMWINDOWSAVX512_ROW0(Z4, Z5)
+	DGEMMWINDOWSAVX512_ROW0(Z6, Z7)
+	DGEMMWINDOWSAVX512_ROW0(Z8, Z9)
+	DGEMMWINDOWSAVX512_ROW0(Z10, Z11)
+	DGEMMWINDOWSAVX512_ROW0(Z12, Z13)
+	DGEMMWINDOWSAVX512_ROW0(Z14, Z15)
+	DGEMMWINDOWSAVX512_ROW0(Z16, Z17)
+	DGEMMWINDOWSAVX512_ROW0(Z18, Z19)
+	DGEMMWINDOWSAVX512_ROW0(Z20, Z21)
+	DGEMMWINDOWSAVX512_ROW0(Z22, Z23)
 	VZEROUPPER
 	RET

@@ -472,10 +472,18 @@ func TestNoAllocs(t *testing.T) {
 	b := make([]float32, 128*128)
 	c := make([]float32, 128*128)
 	d := make([]float64, 64*64)
+	offs := make([]int32, 64)
+	for i := range offs {
+		offs[i] = int32(3 * i)
+	}
 	for name, f := range map[string]func(){
 		"Sgemm":        func() { Sgemm(false, true, 128, 128, 128, 1, a, 128, b, 128, 0, c, 128) },
 		"Dgemm":        func() { Dgemm(true, false, 64, 64, 64, 1, d, 64, d, 64, 1, d, 64) },
 		"SgemmBatched": func() { SgemmBatched(4, false, false, 64, 64, 64, 1, a, 64, 4096, b, 64, 4096, 0, c, 64, 4096) },
+		"GemmWindows": func() {
+			GemmWindows(16, 120, 64, 1, a, 64, Windows[float32]{b, offs, 12, 20}, 0, c, 120, 1)
+		},
+		"GemmRows": func() { GemmRows(16, 40, 100, 1, Rows[float32]{b, offs}, true, a, 100, 1, c, 40, 1) },
 	} {
 		if n := testing.AllocsPerRun(20, f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", name, n)

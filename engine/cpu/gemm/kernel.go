@@ -9,10 +9,24 @@ import "fmt"
 //
 // where row r of C starts at c + r·ldc. When beta is zero C is only
 // written, never read. k may be zero.
+//
+// Its windows twin reads B in place rather than packed: row p of the B
+// panel is the nr elements at b + offs[p]; its rows kernel reads A in
+// place: row i of the A panel is the k elements at a + offs[i], and its
+// tile may differ (see windows.go).
 type kernel[T scalar] struct {
-	name   string
+	name    string
+	mr, nr  int
+	fn      func(k int, a, b, c *T, ldc int, alpha, beta T)
+	windows func(k int, a, b *T, offs *int32, c *T, ldc int, alpha, beta T)
+	rows    *rowsKernel[T]
+}
+
+// rowsKernel computes an mr×nr tile of C from mr rows of A read in place
+// and a packed B panel.
+type rowsKernel[T scalar] struct {
 	mr, nr int
-	fn     func(k int, a, b, c *T, ldc int, alpha, beta T)
+	fn     func(k int, a *T, offs *int32, b, c *T, ldc int, alpha, beta T)
 }
 
 // kernelSet holds the kernels usable on this machine, best first, and the
@@ -31,8 +45,21 @@ func init() {
 	// asmKernels (per architecture) lists the assembly kernels that this
 	// CPU supports, fastest first; the Go kernel is always last.
 	k32, k64 := asmKernels()
-	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32]})
-	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64]})
+	rows32 := &rowsKernel[float32]{goMR, goNR, kernelGoRows[float32]}
+	rows64 := &rowsKernel[float64]{goMR, goNR, kernelGoRows[float64]}
+	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32], kernelGoWindows[float32], rows32})
+	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64], kernelGoWindows[float64], rows64})
+	// An assembly kernel set without a rows kernel of its own uses Go's.
+	for _, k := range kernels32.all {
+		if k.rows == nil {
+			k.rows = rows32
+		}
+	}
+	for _, k := range kernels64.all {
+		if k.rows == nil {
+			k.rows = rows64
+		}
+	}
 	kernels32.cur = kernels32.all[0]
 	kernels64.cur = kernels64.all[0]
 }

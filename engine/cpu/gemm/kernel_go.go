@@ -57,3 +57,30 @@ func kernelGo[T scalar](k int, a, b, c *T, ldc int, alpha, beta T) {
 	store(cs[2*ldc:], c20, c21, c22, c23)
 	store(cs[3*ldc:], c30, c31, c32, c33)
 }
+
+// kernelGoWindows is kernelGo reading B in place: it gathers the k rows of
+// the B panel (k ≤ kcMax, as the driver's K blocks are) and runs kernelGo,
+// so that the portable kernel stays one loop.
+func kernelGoWindows[T scalar](k int, a, b *T, offs *int32, c *T, ldc int, alpha, beta T) {
+	var panel [kcMax * goNR]T
+	size := unsafe.Sizeof(*b)
+	for p, off := range unsafe.Slice(offs, k) {
+		row := unsafe.Slice((*T)(unsafe.Add(unsafe.Pointer(b), uintptr(off)*size)), goNR)
+		copy(panel[p*goNR:(p+1)*goNR], row)
+	}
+	kernelGo(k, a, &panel[0], c, ldc, alpha, beta)
+}
+
+// kernelGoRows is kernelGo reading A in place: it packs the goMR rows of
+// the A panel (k ≤ kcMax) and runs kernelGo.
+func kernelGoRows[T scalar](k int, a *T, offs *int32, b, c *T, ldc int, alpha, beta T) {
+	var panel [kcMax * goMR]T
+	size := unsafe.Sizeof(*a)
+	for i, off := range unsafe.Slice(offs, goMR) {
+		row := unsafe.Slice((*T)(unsafe.Add(unsafe.Pointer(a), uintptr(off)*size)), k)
+		for p, v := range row {
+			panel[p*goMR+i] = v
+		}
+	}
+	kernelGo(k, &panel[0], b, c, ldc, alpha, beta)
+}
