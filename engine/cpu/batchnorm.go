@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -14,7 +15,9 @@ import (
 // deviations); the output as x·α + β; the backward from two sums per
 // channel (Σdy and Σdy·(x − mean)) and one pass. The composition of
 // reductions and broadcast arithmetic that every device runs made about
-// ten passes over the batch for the forward and backward.
+// ten passes over the batch for the forward and backward. float32 runs
+// each pass as a vmath loop (AVX2 or AVX-512, the same float64
+// accumulation and float32 roundings as the Go loops float64 keeps).
 
 // bnShape reads [N, C, S] from x's shape.
 func bnShape(x device.View) (n, c, s int, err error) {
@@ -56,8 +59,24 @@ func (d *Device) BatchNormStats(mean, varSum, x device.View) error {
 
 func bnStats[T float](mean, varSum []float64, x []T, n, c, s int) {
 	count := float64(n * s)
+	x32, _ := any(x).([]float32)
 	parallel.For(c, channelGrain(n, s), func(c0, c1 int) {
 		for ch := c0; ch < c1; ch++ {
+			if x32 != nil {
+				// The same passes, vectorised (vmath accumulates in
+				// float64 too).
+				var sum float64
+				for i := range n {
+					sum += vmath.Sum64(x32[(i*c+ch)*s : (i*c+ch+1)*s])
+				}
+				mu := sum / count
+				var dev float64
+				for i := range n {
+					dev += vmath.SumSquaredDeviations(x32[(i*c+ch)*s:(i*c+ch+1)*s], mu)
+				}
+				mean[ch], varSum[ch] = mu, dev
+				continue
+			}
 			var s0, s1, s2, s3 float64
 			for i := range n {
 				p := x[(i*c+ch)*s : (i*c+ch+1)*s]
@@ -129,8 +148,12 @@ func bnForward[T float](y, x, mean, invstd, w, b []T, n, c, s int) {
 				beta += b[ch]
 			}
 			in, out := x[p*s:(p+1)*s], y[p*s:(p+1)*s]
+			if in32, ok := any(in).([]float32); ok {
+				vmath.ScaleShift(any(out).([]float32), in32, float32(alpha), float32(beta))
+				continue
+			}
 			for j, v := range in {
-				out[j] = v*alpha + beta
+				out[j] = T(v*alpha) + beta
 			}
 		}
 	})
@@ -170,6 +193,12 @@ func bnBackward[T float](dx, dw, db, dy, x, mean, invstd, w []T, n, c, s int, tr
 			var sum, dot float64
 			for i := range n {
 				g, in := dy[(i*c+ch)*s:(i*c+ch+1)*s], x[(i*c+ch)*s:(i*c+ch+1)*s]
+				if g32, ok := any(g).([]float32); ok {
+					in32 := any(in).([]float32)
+					sum += vmath.Sum64(g32)
+					dot += vmath.DotDeviations(g32, in32, mu)
+					continue
+				}
 				var s0, s1, d0, d1 float64
 				j := 0
 				for ; j+2 <= len(g); j += 2 {
@@ -209,8 +238,12 @@ func bnBackward[T float](dx, dw, db, dy, x, mean, invstd, w []T, n, c, s int, tr
 			at, bt, et := T(a), T(b), T(e)
 			for i := range n {
 				g, in, out := dy[(i*c+ch)*s:(i*c+ch+1)*s], x[(i*c+ch)*s:(i*c+ch+1)*s], dx[(i*c+ch)*s:(i*c+ch+1)*s]
+				if out32, ok := any(out).([]float32); ok {
+					vmath.ScaleAdd2(out32, any(g).([]float32), any(in).([]float32), float32(at), float32(bt), float32(et))
+					continue
+				}
 				for j := range out {
-					out[j] = g[j]*at + in[j]*bt + et
+					out[j] = T(g[j]*at) + T(in[j]*bt) + et
 				}
 			}
 		}

@@ -32,6 +32,10 @@ type kernels struct {
 	expSubSum     func(dst, x []float32, m float32) float64
 	sumExpSub     func(x []float32, m float32) float64
 	subSub        func(dst, x []float32, a, b float32)
+	sumSqDev      func(x []float32, mean float64) float64
+	dotDev        func(y, x []float32, mean float64) float64
+	scaleShift    func(dst, x []float32, a, b float32)
+	scaleAdd2     func(dst, x, y []float32, a, b, c float32)
 	softmaxBwd    func(dx, dy, y []float32, s float32)
 	logSoftmaxBwd func(dx, dy, y []float32, s float32)
 
@@ -74,6 +78,10 @@ var goKernels = kernels{
 	expSubSum:        expSubSumGo,
 	sumExpSub:        sumExpSubGo,
 	subSub:           subSubGo,
+	sumSqDev:         sumSqDevGo,
+	dotDev:           dotDevGo,
+	scaleShift:       scaleShiftGo,
+	scaleAdd2:        scaleAdd2Go,
 	softmaxBwd:       softmaxBwdGo,
 	logSoftmaxBwd:    logSoftmaxBwdGo,
 	adam:             adamGo,
@@ -172,6 +180,18 @@ func (k kernels) fill() *kernels {
 	}
 	if k.subSub == nil {
 		k.subSub = g.subSub
+	}
+	if k.sumSqDev == nil {
+		k.sumSqDev = g.sumSqDev
+	}
+	if k.dotDev == nil {
+		k.dotDev = g.dotDev
+	}
+	if k.scaleShift == nil {
+		k.scaleShift = g.scaleShift
+	}
+	if k.scaleAdd2 == nil {
+		k.scaleAdd2 = g.scaleAdd2
 	}
 	if k.softmaxBwd == nil {
 		k.softmaxBwd = g.softmaxBwd

@@ -201,6 +201,56 @@ func Dot(x, y []float32) float32 {
 	return float32(s + k.dot(x, y))
 }
 
+// SumSquaredDeviations returns Σ (x[i] − mean)², accumulated in float64
+// with the deviations taken in float64: batch norm's second pass over a
+// channel (PyTorch's CPU kernel's formula).
+func SumSquaredDeviations(x []float32, mean float64) float64 {
+	k := impl
+	var s float64
+	for len(x) > chunk {
+		s += k.sumSqDev(x[:chunk], mean)
+		x = x[chunk:]
+	}
+	return s + k.sumSqDev(x, mean)
+}
+
+// DotDeviations returns Σ y[i]·(x[i] − mean), accumulated in float64 with
+// the deviations taken in float64: batch norm's backward sum.
+func DotDeviations(y, x []float32, mean float64) float64 {
+	check2("DotDeviations", y, x)
+	k := impl
+	var s float64
+	for len(y) > chunk {
+		s += k.dotDev(y[:chunk], x[:chunk], mean)
+		y, x = y[chunk:], x[chunk:]
+	}
+	return s + k.dotDev(y, x, mean)
+}
+
+// ScaleShift sets dst[i] = x[i]·a + b, the product rounded before the sum
+// (batch norm's output, x·α + β).
+func ScaleShift(dst, x []float32, a, b float32) {
+	check2("ScaleShift", dst, x)
+	k := impl
+	for len(x) > chunk {
+		k.scaleShift(dst[:chunk], x[:chunk], a, b)
+		dst, x = dst[chunk:], x[chunk:]
+	}
+	k.scaleShift(dst, x, a, b)
+}
+
+// ScaleAdd2 sets dst[i] = (x[i]·a + y[i]·b) + c, each operation rounded
+// in float32 (batch norm's input gradient, dy·a + x·b + e).
+func ScaleAdd2(dst, x, y []float32, a, b, c float32) {
+	check3("ScaleAdd2", dst, x, y)
+	k := impl
+	for len(x) > chunk {
+		k.scaleAdd2(dst[:chunk], x[:chunk], y[:chunk], a, b, c)
+		dst, x, y = dst[chunk:], x[chunk:], y[chunk:]
+	}
+	k.scaleAdd2(dst, x, y, a, b, c)
+}
+
 // SumSquares returns Σ x[i]², in float64 for gradient-norm clipping, where
 // the squares of 25M gradients must not lose the small ones.
 func SumSquares(x []float32) float64 { return splitSum(x, impl.sumSquares) }

@@ -128,6 +128,25 @@ func (g *gen) zeroTail(r int) {
 	}
 }
 
+// zeroTail64 clears the float64 lanes of lo and hi (the low and high
+// halves of a float32 vector, widened) past the tail, using t0 and t1.
+func (g *gen) zeroTail64(lo, hi, t0, t1 int) {
+	switch {
+	case !g.tail:
+	case g.k512:
+		g.op("VMOVAPD.Z %s, K1, %s", g.v(lo), g.v(lo))
+		g.op("KSHIFTRW $8, K1, K2")
+		g.op("VMOVAPD.Z %s, K2, %s", g.v(hi), g.v(hi))
+	default:
+		// The float32 lane mask, sign-extended to 64-bit lanes.
+		g.op("VPMOVSXDQ X15, Y%d", t0)
+		g.op("VEXTRACTI128 $1, Y15, X%d", t1)
+		g.op("VPMOVSXDQ X%d, Y%d", t1, t1)
+		g.op("VANDPD Y%d, %s, %s", t0, g.v(lo), g.v(lo))
+		g.op("VANDPD Y%d, %s, %s", t1, g.v(hi), g.v(hi))
+	}
+}
+
 // selectLT sets dst = a < thr ? small : dst, using tmp on AVX2.
 func (g *gen) selectLT(dst, small, a int, thr string, tmp int) {
 	if g.k512 {
@@ -401,6 +420,20 @@ func reduce64(name string, f func(g *gen)) kernel {
 func zeroAcc(g *gen) {
 	g.op("VXORPS %s, %s, %s", g.v(12), g.v(12), g.v(12))
 	g.op("VXORPS %s, %s, %s", g.v(13), g.v(13), g.v(13))
+}
+
+// zeroAcc4 and finishAcc4 are zeroAcc and finishAcc with a second pair
+// of accumulators, V10:V11, for a second unrolled vector.
+func zeroAcc4(g *gen) {
+	zeroAcc(g)
+	g.op("VXORPS %s, %s, %s", g.v(10), g.v(10), g.v(10))
+	g.op("VXORPS %s, %s, %s", g.v(11), g.v(11), g.v(11))
+}
+
+func finishAcc4(g *gen, ret string) {
+	g.op("VADDPD %s, %s, %s", g.v(10), g.v(12), g.v(12))
+	g.op("VADDPD %s, %s, %s", g.v(11), g.v(13), g.v(13))
+	finishAcc(g, ret)
 }
 
 func finishAcc(g *gen, ret string) {
@@ -846,6 +879,81 @@ func kernels() []kernel {
 			finish: func(g *gen) { finishAcc(g, "ret+32(FP)") },
 		},
 		{
+			// Batch norm's variance: Σ (x - mean)² in float64, each
+			// unrolled vector into accumulators of its own.
+			name: "sumSqDev", goArgs: "(x []float32, mean float64) float64", frame: 40, unroll: 2,
+			ptrs: []string{"SI x_base+0(FP)"}, n: "x_len+8(FP)",
+			setup: func(g *gen) {
+				zeroAcc4(g)
+				g.op("VBROADCASTSD mean+24(FP), %s", g.v(14))
+			},
+			body: func(g *gen, u int) {
+				g.load(0, g.mem("SI", u))
+				g.cvt(0, 1, 2)
+				g.op("VSUBPD %s, %s, %s", g.v(14), g.v(1), g.v(1))
+				g.op("VSUBPD %s, %s, %s", g.v(14), g.v(2), g.v(2))
+				g.zeroTail64(1, 2, 3, 4)
+				g.op("VFMADD231PD %s, %s, %s", g.v(1), g.v(1), g.v(12-2*u))
+				g.op("VFMADD231PD %s, %s, %s", g.v(2), g.v(2), g.v(13-2*u))
+			},
+			finish: func(g *gen) { finishAcc4(g, "ret+32(FP)") },
+		},
+		{
+			// Batch norm's backward: Σ y·(x - mean) in float64 (y's
+			// lanes past the tail load as zero).
+			name: "dotDev", goArgs: "(y, x []float32, mean float64) float64", frame: 64, unroll: 2,
+			ptrs: []string{"SI y_base+0(FP)", "DX x_base+24(FP)"}, n: "y_len+8(FP)",
+			setup: func(g *gen) {
+				zeroAcc4(g)
+				g.op("VBROADCASTSD mean+48(FP), %s", g.v(14))
+			},
+			body: func(g *gen, u int) {
+				g.load(0, g.mem("SI", u))
+				g.load(3, g.mem("DX", u))
+				g.cvt(0, 1, 2)
+				g.cvt(3, 4, 5)
+				g.op("VSUBPD %s, %s, %s", g.v(14), g.v(4), g.v(4))
+				g.op("VSUBPD %s, %s, %s", g.v(14), g.v(5), g.v(5))
+				g.op("VFMADD231PD %s, %s, %s", g.v(4), g.v(1), g.v(12-2*u))
+				g.op("VFMADD231PD %s, %s, %s", g.v(5), g.v(2), g.v(13-2*u))
+			},
+			finish: func(g *gen) { finishAcc4(g, "ret+56(FP)") },
+		},
+		{
+			// x·a + b, rounded twice as the Go loop does.
+			name: "scaleShift", goArgs: "(dst, x []float32, a, b float32)", frame: 56, unroll: 4,
+			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+			setup: func(g *gen) {
+				g.op("VBROADCASTSS a+48(FP), %s", g.v(13))
+				g.op("VBROADCASTSS b+52(FP), %s", g.v(14))
+			},
+			body: func(g *gen, u int) {
+				g.load(u, g.mem("SI", u))
+				g.op("VMULPS %s, %s, %s", g.v(13), g.v(u), g.v(u))
+				g.op("VADDPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
+				g.store(u, g.mem("DI", u))
+			},
+		},
+		{
+			// (x·a + y·b) + c, each operation rounded as the Go loop's.
+			name: "scaleAdd2", goArgs: "(dst, x, y []float32, a, b, c float32)", frame: 84, unroll: 4,
+			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)", "DX y_base+48(FP)"}, n: "x_len+32(FP)",
+			setup: func(g *gen) {
+				g.op("VBROADCASTSS a+72(FP), %s", g.v(12))
+				g.op("VBROADCASTSS b+76(FP), %s", g.v(13))
+				g.op("VBROADCASTSS c+80(FP), %s", g.v(14))
+			},
+			body: func(g *gen, u int) {
+				g.load(2*u, g.mem("SI", u))
+				g.load(2*u+1, g.mem("DX", u))
+				g.op("VMULPS %s, %s, %s", g.v(12), g.v(2*u), g.v(2*u))
+				g.op("VMULPS %s, %s, %s", g.v(13), g.v(2*u+1), g.v(2*u+1))
+				g.op("VADDPS %s, %s, %s", g.v(2*u+1), g.v(2*u), g.v(2*u))
+				g.op("VADDPS %s, %s, %s", g.v(14), g.v(2*u), g.v(2*u))
+				g.store(2*u, g.mem("DI", u))
+			},
+		},
+		{
 			name: "subSub", goArgs: "(dst, x []float32, a, b float32)", frame: 56, unroll: 4,
 			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
 			setup: func(g *gen) {
@@ -923,6 +1031,10 @@ var regDoc = map[string]string{
 	"max":                "V0 x (-Inf past the tail); V12 running max; K3 (AVX-512) or V13 (AVX2) lanes that saw a NaN",
 	"expSubSum":          "V14 m; V0 x-m; V1 exp(x-m); V5:V6 its halves as float64; V12:V13 float64 accumulators",
 	"sumExpSub":          "V14 m; V0 x-m; V1 exp(x-m); V5:V6 its halves as float64; V12:V13 float64 accumulators",
+	"sumSqDev":           "V14 mean; V0 x; V1:V2 its halves as float64, then minus the mean; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors; V3, V4 the tail's float64 masks (AVX2)",
+	"dotDev":             "V14 mean; V0 y, V3 x; V1:V2 and V4:V5 their halves as float64, x's minus the mean; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors",
+	"scaleShift":         "V13 a; V14 b; V(u) x then x·a then x·a+b",
+	"scaleAdd2":          "V12 a; V13 b; V14 c; V(2u) x, x·a, then x·a+y·b+c; V(2u+1) y, y·b",
 	"subSub":             "V13 a; V14 b; V(u) x then (x-a)-b",
 	"softmaxBwd":         "V14 s; V(2u) dy then (dy-s)·y; V(2u+1) y",
 	"logSoftmaxBwd":      "V14 s; V0 y; V1 exp(y); V5 dy then dy - exp(y)·s",

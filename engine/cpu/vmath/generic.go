@@ -343,3 +343,55 @@ func reluBackwardGo(dx, dy, x []float32) {
 		dx[i] = g
 	}
 }
+
+// sumSqDevGo is Σ (x - mean)² in float64, four partial sums.
+func sumSqDevGo(x []float32, mean float64) float64 {
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		d0, d1, d2, d3 := float64(x[i])-mean, float64(x[i+1])-mean, float64(x[i+2])-mean, float64(x[i+3])-mean
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; i < len(x); i++ {
+		d := float64(x[i]) - mean
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// dotDevGo is Σ y·(x - mean) in float64, four partial sums.
+func dotDevGo(y, x []float32, mean float64) float64 {
+	x = x[:len(y)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(y); i += 4 {
+		s0 += float64(y[i]) * (float64(x[i]) - mean)
+		s1 += float64(y[i+1]) * (float64(x[i+1]) - mean)
+		s2 += float64(y[i+2]) * (float64(x[i+2]) - mean)
+		s3 += float64(y[i+3]) * (float64(x[i+3]) - mean)
+	}
+	for ; i < len(y); i++ {
+		s0 += float64(y[i]) * (float64(x[i]) - mean)
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// scaleShiftGo sets dst = x·a + b, two roundings (the conversion keeps
+// the compiler from fusing them).
+func scaleShiftGo(dst, x []float32, a, b float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = float32(v*a) + b
+	}
+}
+
+// scaleAdd2Go sets dst = (x·a + y·b) + c, each operation rounded.
+func scaleAdd2Go(dst, x, y []float32, a, b, c float32) {
+	dst, y = dst[:len(x)], y[:len(x)]
+	for i, v := range x {
+		dst[i] = float32(v*a) + float32(y[i]*b) + c
+	}
+}

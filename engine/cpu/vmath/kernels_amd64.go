@@ -89,6 +89,18 @@ func expSubSumAVX512(dst, x []float32, m float32) float64
 func sumExpSubAVX512(x []float32, m float32) float64
 
 //go:noescape
+func sumSqDevAVX512(x []float32, mean float64) float64
+
+//go:noescape
+func dotDevAVX512(y, x []float32, mean float64) float64
+
+//go:noescape
+func scaleShiftAVX512(dst, x []float32, a, b float32)
+
+//go:noescape
+func scaleAdd2AVX512(dst, x, y []float32, a, b, c float32)
+
+//go:noescape
 func subSubAVX512(dst, x []float32, a, b float32)
 
 //go:noescape
@@ -221,6 +233,18 @@ func expSubSumAVX2(dst, x []float32, m float32) float64
 func sumExpSubAVX2(x []float32, m float32) float64
 
 //go:noescape
+func sumSqDevAVX2(x []float32, mean float64) float64
+
+//go:noescape
+func dotDevAVX2(y, x []float32, mean float64) float64
+
+//go:noescape
+func scaleShiftAVX2(dst, x []float32, a, b float32)
+
+//go:noescape
+func scaleAdd2AVX2(dst, x, y []float32, a, b, c float32)
+
+//go:noescape
 func subSubAVX2(dst, x []float32, a, b float32)
 
 //go:noescape
@@ -298,6 +322,10 @@ var avx512Kernels = kernels{
 	max:              maxAVX512,
 	expSubSum:        expSubSumAVX512,
 	sumExpSub:        sumExpSubAVX512,
+	sumSqDev:         sumSqDevAVX512,
+	dotDev:           dotDevAVX512,
+	scaleShift:       scaleShiftAVX512,
+	scaleAdd2:        scaleAdd2AVX512,
 	subSub:           subSubAVX512,
 	softmaxBwd:       softmaxBwdAVX512,
 	logSoftmaxBwd:    logSoftmaxBwdAVX512,
@@ -369,6 +397,10 @@ var avx2Kernels = kernels{
 	max:              maxAVX2,
 	expSubSum:        expSubSumAVX2,
 	sumExpSub:        sumExpSubAVX2,
+	sumSqDev:         sumSqDevAVX2,
+	dotDev:           dotDevAVX2,
+	scaleShift:       scaleShiftAVX2,
+	scaleAdd2:        scaleAdd2AVX2,
 	subSub:           subSubAVX2,
 	softmaxBwd:       softmaxBwdAVX2,
 	logSoftmaxBwd:    logSoftmaxBwdAVX2,

@@ -82,6 +82,13 @@ var ops = []op{
 	}, scale: 1},
 	{name: "expSubSum", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.expSubSum(o, in[0], 0.5) }, tol: 3e-7, scale: 2},
 	{name: "sumExpSub", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.sumExpSub(in[0], 0.5) }, tol: 3e-7, scale: 2},
+	{name: "sumSqDev", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.sumSqDev(in[0], 0.3) }, tol: 1e-13, abs: 1e-13, scale: 1},
+	{name: "dotDev", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.dotDev(in[0], in[1], -0.7) }, tol: 1e-13, abs: 1e-13, scale: 1},
+	{name: "scaleShift", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.scaleShift(o, in[0], 1.37, -0.21); return 0 }, scale: 1},
+	{name: "scaleAdd2", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 {
+		k.scaleAdd2(o, in[0], in[1], 0.83, -1.9, 0.11)
+		return 0
+	}, scale: 1},
 	{name: "subSub", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.subSub(o, in[0], 0.25, 1.5); return 0 }, scale: 1},
 	{name: "softmaxBwd", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.softmaxBwd(o, in[0], in[1], 0.3); return 0 }, scale: 1},
 	{name: "logSoftmaxBwd", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.logSoftmaxBwd(o, in[0], in[1], 0.7); return 0 }, tol: 1e-6, abs: 1e-6, scale: 1},
@@ -205,7 +212,7 @@ func col(ins [][]float32, i int) []float32 {
 // input in turn and expects the result of the unaliased call.
 func TestAliasing(t *testing.T) {
 	for _, o := range ops {
-		if o.inplace || strings.HasPrefix(o.name, "sum") || o.name == "dot" || o.name == "max" {
+		if o.inplace || strings.HasPrefix(o.name, "sum") || strings.HasPrefix(o.name, "dot") || o.name == "max" {
 			continue
 		}
 		r := newRand(3)
