@@ -15,22 +15,24 @@ import (
 // samples shared among the threads, each thread with buffers of its own
 // that stay in its cache.
 //
-// With strides of 1 the convolution is an implicit GEMM (gemm.Windows):
-// the sample is copied once into a zero-padded buffer, and the GEMM's
-// micro-kernel reads each tap's row of the column matrix from it in place,
-// at the tap's offset. No column matrix is written: im2col would write
-// C·KH·KW × OH·OW elements per sample (9 copies of the input for a 3×3
-// kernel) and the GEMM would copy them again into packed panels. The
-// input's gradient is the same product, of the output gradient padded by
-// the kernel's extent less the padding with the weights flipped and
-// transposed (a transposed convolution as a convolution), so the backward
-// needs no fold (col2im) either.
+// The convolution is an implicit GEMM (gemm.Windows): the sample is
+// copied once into a zero-padded buffer, split into the phases of the
+// strides (convpad.go), and the GEMM's micro-kernel reads each tap's row
+// of the column matrix from it in place, at the tap's offset. No column
+// matrix is written: im2col would write C·KH·KW × OH·OW elements per
+// sample (9 copies of the input for a 3×3 kernel) and the GEMM would copy
+// them again into packed panels. The weight's gradient, a sum over the
+// positions, reads the same buffer with the positions as the depth
+// (gemm.Rows). With strides of 1 the input's gradient is the windows
+// product of the output gradient padded by the kernel's extent less the
+// padding, with the weights flipped and transposed (a transposed
+// convolution as a convolution), so the backward needs no fold (col2im)
+// either.
 //
-// Other strides unfold the sample's columns into the thread's buffer
-// (im2col) and run a packed GEMM on them while they are in cache, the
-// backward folding each sample's column gradient at once: PyTorch's own
-// CPU algorithm (slow_conv2d). The weight's gradient, a sum over the
-// positions, always takes the columns from im2col.
+// The input gradient of other strides, or of fewer than 4 input
+// channels, is a packed GEMM of each sample's column gradient, folded at
+// once while it is in cache: PyTorch's own CPU algorithm (slow_conv2d);
+// so is every product whose offsets would not fit in int32.
 //
 // A 1×1 convolution with stride 1 and no padding needs no columns: the
 // sample itself is the matrix [C, H·W].
@@ -65,13 +67,13 @@ type conv[T float] struct {
 	threaded  func(transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int)
 	plane, in int // elements of one input plane, of one input sample
 
-	// The forward as a windows product (stride 1, not direct): the
-	// sample zero-padded to planes of fwd.h×fwd.w.
+	// The forward as a windows product (not direct): the sample
+	// zero-padded and split into the strides' phases (fwd).
 	windows bool
 	fwd     padding
-	// The input gradient as a windows product (windows, and padding no
-	// wider than the kernel's extent): the output gradient padded to
-	// planes of back.h×back.w, with the flipped weights.
+	// The input gradient as a windows product (windows, strides of 1,
+	// padding no wider than the kernel's extent, 4 or more channels): the
+	// output gradient padded (back), with the flipped weights.
 	windowsBack bool
 	back        padding
 	// The weight gradient as a rows product (windows): row t of A is the
@@ -80,57 +82,6 @@ type conv[T float] struct {
 	// is the gradient transposed, [C·KH·KW, O].
 	windowsGrad bool
 	grad        padding
-}
-
-// padding places a sample's planes (channels of rows×cols) at (top, left)
-// of zeroed planes of h×w, whose taps the windows product reads at offs.
-type padding struct {
-	channels, rows, cols int
-	top, left, h, w      int
-	offs                 []int32
-	slack                int // elements read past the planes
-}
-
-// newPadding lays out a windows product over planes of rows×cols read
-// by windows of kh×kw taps (dilations dh, dw) at out positions, the
-// planes shifted by (top, left): the padded planes are as large as the
-// windows reach. The offsets run channel, kernel row, kernel column.
-func newPadding(channels, rows, cols, top, left, kh, kw, dh, dw, outH, outW int) padding {
-	// The windows product reads WindowsSlack past its last window; the
-	// rows product reads whole padded rows from the last tap's offset,
-	// dw·(kw-1) past the planes.
-	p := padding{channels: channels, rows: rows, cols: cols, top: top, left: left,
-		h: outH + dh*(kh-1), w: outW + dw*(kw-1), slack: max(gemm.WindowsSlack, dw*(kw-1))}
-	p.offs = make([]int32, 0, channels*kh*kw)
-	for ch := range channels {
-		for i := range kh {
-			for j := range kw {
-				p.offs = append(p.offs, int32(ch*p.h*p.w+i*dh*p.w+j*dw))
-			}
-		}
-	}
-	return p
-}
-
-// elems is the size of the padded planes with the slack read past them.
-func (p padding) elems() int { return p.channels*p.h*p.w + p.slack }
-
-// fits reports whether the windows' offsets fit in int32.
-func (p padding) fits() bool { return int64(p.elems()) <= 1<<31-1 }
-
-// padInto copies a sample (channels of rows×cols) into dst, whose padding
-// is zero and stays so: only the rows and columns that fall inside the
-// padded planes are written.
-func padInto[T float](dst, src []T, p padding) {
-	rows := min(p.rows, p.h-p.top)
-	cols := min(p.cols, p.w-p.left)
-	for ch := range p.channels {
-		for r := range rows {
-			from := (ch*p.rows + r) * p.cols
-			to := (ch*p.h+p.top+r)*p.w + p.left
-			copy(dst[to:to+cols], src[from:from+cols])
-		}
-	}
 }
 
 func newConv[T float](g device.WindowGeom, o int) *conv[T] {
@@ -143,24 +94,24 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	case *conv[float64]:
 		p.serial, p.threaded = gemm.DgemmSerial, gemm.Dgemm
 	}
-	if c.direct || g.SH != 1 || g.SW != 1 || c.l == 0 {
+	if c.direct || c.l == 0 {
 		return c
 	}
-	c.fwd = newPadding(g.C, g.H, g.W, g.PH, g.PW, g.KH, g.KW, g.DH, g.DW, g.OH, g.OW)
+	c.fwd = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW)
 	c.windows = c.fwd.fits()
 	// dx[i] = Σ_t w[t]·dy[i - t·d + p]: with t' = K-1-t the flipped
 	// kernel reads dy padded by q = d·(K-1) - p, which must not be
-	// negative (padding wider than the kernel's reach). The product's
-	// rows are the input channels: with fewer than 4 most of a kernel
-	// tile's rows would be wasted, and the fold is faster (a 3×3
-	// convolution of 1 channel: 0.84 ms against 1.1 for 64 samples of
-	// 28×28; equal at 3 channels).
+	// negative (padding wider than the kernel's reach); with strides of
+	// 1 only. The product's rows are the input channels: with fewer than
+	// 4 most of a kernel tile's rows would be wasted, and the fold is
+	// faster (a 3×3 convolution of 1 channel: 0.84 ms against 1.1 for 64
+	// samples of 28×28; equal at 3 channels).
 	qh, qw := g.DH*(g.KH-1)-g.PH, g.DW*(g.KW-1)-g.PW
-	if c.windows && qh >= 0 && qw >= 0 && g.C >= 4 {
-		c.back = newPadding(o, g.OH, g.OW, qh, qw, g.KH, g.KW, g.DH, g.DW, g.H, g.W)
+	if c.windows && g.SH == 1 && g.SW == 1 && qh >= 0 && qw >= 0 && g.C >= 4 {
+		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W)
 		c.windowsBack = c.back.fits()
 	}
-	c.grad = padding{channels: o, rows: g.OH, cols: g.OW, h: g.OH, w: c.fwd.w}
+	c.grad = spread(o, g.OH, g.OW, c.fwd.w)
 	c.windowsGrad = c.windows
 	return c
 }
@@ -368,7 +319,7 @@ func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 	switch {
 	case !dw || c.direct:
 	case c.windowsGrad:
-		gbuf = c.fwd.elems() + c.o*c.g.OH*c.fwd.w
+		gbuf = c.fwd.elems() + c.grad.elems()
 	default:
 		gbuf = c.ck * c.l
 	}

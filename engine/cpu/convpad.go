@@ -1,0 +1,122 @@
+package cpu
+
+import "github.com/zeroeng/zeroeng/engine/cpu/gemm"
+
+// padding is the layout in which a convolution's windows and rows
+// products read a sample: each plane (channels of rows×cols) zero-padded
+// and split into the phases of the strides, so that every tap of every
+// window is at a fixed offset from the window's output position, output
+// rows Stride = w apart and output columns 1 apart, whatever the stride.
+//
+// With strides (sh, sw), input row y = sh·i + a is row i of phase a. Tap
+// row ky reads input row sh·oy + ky·dh − ph = sh·(oy + q) + a, where
+// q = ⌊(ky·dh − ph)/sh⌋ and a is the remainder: row oy + q of phase a.
+// The phase planes are padded to rows q0 … OH−1+q1 of every shift q in
+// [q0, q1], so row oy + q of a phase sits at padded row oy + q − q0;
+// likewise the columns. Only the phases some tap reads are kept (a 1×1
+// convolution of stride 2 reads one phase in four). With strides of 1
+// there is one phase, padded by the padding: the plain zero-padded image.
+type padding struct {
+	channels, rows, cols int     // the sample's planes
+	sh, sw               int     // the strides: phases along rows and columns
+	qy0, qx0             int     // the smallest tap shifts, ⌊−ph/sh⌋ and ⌊−pw/sw⌋
+	h, w                 int     // a padded phase plane
+	slots                []int   // phase a·sw+b's plane within a channel, or −1
+	planes               int     // phase planes kept per channel
+	offs                 []int32 // tap (channel, kernel row, kernel column) → offset
+	slack                int     // elements read past the planes
+}
+
+// newPadding lays out planes of rows×cols for windows of kh×kw taps with
+// strides sh, sw, padding ph, pw and dilations dh, dw, producing outH×outW
+// positions.
+func newPadding(channels, rows, cols, kh, kw, sh, sw, ph, pw, dh, dw, outH, outW int) padding {
+	p := padding{channels: channels, rows: rows, cols: cols, sh: sh, sw: sw}
+	p.qy0, p.qx0 = floorDiv(-ph, sh), floorDiv(-pw, sw)
+	qy1, qx1 := floorDiv((kh-1)*dh-ph, sh), floorDiv((kw-1)*dw-pw, sw)
+	p.h, p.w = outH+qy1-p.qy0, outW+qx1-p.qx0
+	// The windows product reads WindowsSlack past its last window; the
+	// rows product reads whole padded rows from the last tap's offset,
+	// qx1 − qx0 past the planes.
+	p.slack = max(gemm.WindowsSlack, qx1-p.qx0)
+	p.slots = make([]int, sh*sw)
+	for i := range p.slots {
+		p.slots[i] = -1
+	}
+	type tap struct{ slot, qy, qx int }
+	taps := make([]tap, 0, kh*kw)
+	for i := range kh {
+		for j := range kw {
+			ry, rx := i*dh-ph, j*dw-pw
+			qy, qx := floorDiv(ry, sh), floorDiv(rx, sw)
+			phase := (ry-sh*qy)*sw + (rx - sw*qx)
+			if p.slots[phase] < 0 {
+				p.slots[phase] = p.planes
+				p.planes++
+			}
+			taps = append(taps, tap{p.slots[phase], qy, qx})
+		}
+	}
+	plane := p.h * p.w
+	p.offs = make([]int32, 0, channels*kh*kw)
+	for ch := range channels {
+		for _, t := range taps {
+			p.offs = append(p.offs, int32((ch*p.planes+t.slot)*plane+(t.qy-p.qy0)*p.w+t.qx-p.qx0))
+		}
+	}
+	return p
+}
+
+// spread is the layout of a convolution's output gradient for the rows
+// product: channels of rows×cols, each row stretched to w with zeros.
+func spread(channels, rows, cols, w int) padding {
+	return padding{channels: channels, rows: rows, cols: cols, sh: 1, sw: 1, h: rows, w: w, slots: []int{0}, planes: 1}
+}
+
+// floorDiv is ⌊a/b⌋ for b > 0.
+func floorDiv(a, b int) int {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// elems is the size of the padded planes with the slack read past them.
+func (p padding) elems() int { return p.channels*p.planes*p.h*p.w + p.slack }
+
+// fits reports whether the windows' offsets fit in int32.
+func (p padding) fits() bool { return int64(p.elems()) <= 1<<31-1 }
+
+// padInto copies a sample (channels of rows×cols) into dst, whose padding
+// is zero and stays so: only the elements of the phases kept that fall
+// inside their padded planes are written.
+func padInto[T float](dst, src []T, p padding) {
+	plane := p.h * p.w
+	for ch := range p.channels {
+		in := src[ch*p.rows*p.cols : (ch+1)*p.rows*p.cols]
+		for a := range p.sh {
+			for b := range p.sw {
+				slot := p.slots[a*p.sw+b]
+				if slot < 0 {
+					continue
+				}
+				out := dst[(ch*p.planes+slot)*plane : (ch*p.planes+slot+1)*plane]
+				// Input row sh·i + a is padded row i − qy0; column
+				// sw·j + b padded column j − qx0.
+				for i := 0; p.sh*i+a < p.rows && i-p.qy0 < p.h; i++ {
+					row := in[(p.sh*i+a)*p.cols : (p.sh*i+a+1)*p.cols]
+					to := out[(i-p.qy0)*p.w : (i-p.qy0+1)*p.w]
+					n := min((p.cols-b+p.sw-1)/p.sw, p.w+p.qx0)
+					if p.sw == 1 {
+						copy(to[-p.qx0:-p.qx0+n], row[:n])
+						continue
+					}
+					for j := range n {
+						to[j-p.qx0] = row[p.sw*j+b]
+					}
+				}
+			}
+		}
+	}
+}
