@@ -163,6 +163,12 @@ func (c *conv[T]) foldInto(dx, dcols []T, n int) {
 func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 	for n := lo; n < hi; n++ {
 		yn := y[n*c.o*c.l : (n+1)*c.o*c.l]
+		if c.windows {
+			xp := buf[:c.fwd.elems()]
+			padInto(xp, x[n*c.in:(n+1)*c.in], c.fwd)
+			windowsInto(yn, buf[c.fwd.elems():], c.o, c.ck, w, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
+			continue
+		}
 		var beta T
 		if bias != nil {
 			// PyTorch's slow_conv2d: the output starts as the bias and
@@ -171,11 +177,6 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 				fillDoubling(yn[r*c.l:(r+1)*c.l], b)
 			}
 			beta = 1
-		}
-		if c.windows {
-			padInto(buf, x[n*c.in:(n+1)*c.in], c.fwd)
-			gemm.GemmWindows(c.o, c.l, c.ck, 1, w, c.ck, gemm.Windows[T]{Base: buf, Offs: c.fwd.offs, Width: c.g.OW, Stride: c.fwd.w}, beta, yn, c.l, threads)
-			continue
 		}
 		mm := c.serial
 		if threads > 1 {
@@ -222,14 +223,52 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, wf, gbuf, dbuf []T, lo, hi int, fr
 		case c.direct:
 			mm(true, false, c.ck, c.l, c.o, 1, w, c.ck, dyn, c.l, 0, dxn, c.l)
 		case c.windowsBack:
-			padInto(dbuf, dyn, c.back)
-			k := c.o * c.g.KH * c.g.KW
-			gemm.GemmWindows(c.g.C, c.plane, k, 1, wf, k, gemm.Windows[T]{Base: dbuf, Offs: c.back.offs, Width: c.g.W, Stride: c.back.w}, 0, dxn, c.plane, threads)
+			dyp := dbuf[:c.back.elems()]
+			padInto(dyp, dyn, c.back)
+			windowsInto(dxn, dbuf[c.back.elems():], c.g.C, c.o*c.g.KH*c.g.KW, wf, nil, dyp, c.back, c.g.H, c.g.W, threads)
 		default:
 			mm(true, false, c.ck, c.l, c.o, 1, w, c.ck, dyn, c.l, 0, dbuf, c.l)
 			c.foldInto(dx, dbuf, n)
 		}
 	}
+}
+
+// windowsInto sets out [m, rows·cols] to a·B (+ bias per row), B the
+// windows of the padded planes xp (layout p) at rows×cols positions and
+// a m×k. When cols is not a multiple of the kernel's tile width, every
+// row would end in a partial tile, computed into a scratch tile and
+// merged (every tile, for a 14-wide image); instead the rows are
+// flattened into one run through the padded rows, their padding columns
+// computed too (p.w − cols of p.w; a partial tile wastes more), into
+// flat [m, rows·p.w], then packed into out.
+func windowsInto[T float](out, flat []T, m, k int, a, bias, xp []T, p padding, rows, cols, threads int) {
+	dst, width, stride := out, cols, p.w
+	if flattened[T](cols) {
+		dst, width, stride = flat[:m*rows*p.w], rows*p.w, 0
+	}
+	n := rows * cols
+	if stride == 0 {
+		n = width
+	}
+	var beta T
+	if bias != nil {
+		// PyTorch's slow_conv2d: the output starts as the bias and the
+		// product is added to it.
+		for r, b := range bias {
+			fillDoubling(dst[r*n:(r+1)*n], b)
+		}
+		beta = 1
+	}
+	gemm.GemmWindows(m, n, k, 1, a, k, gemm.Windows[T]{Base: xp, Offs: p.offs, Width: width, Stride: stride}, beta, dst, n, threads)
+	if stride == 0 {
+		copyRows(out, cols, dst, p.w, m*rows, cols)
+	}
+}
+
+// flattened reports whether windowsInto flattens rows of cols positions.
+func flattened[T float](cols int) bool {
+	_, nr := gemm.WindowsTile[T]()
+	return cols%nr != 0
 }
 
 // checkConv checks the operands of a convolution against g and returns
@@ -304,6 +343,9 @@ func convForward[T float](d *Device, c *conv[T], yv, xv, wv, bv device.View) err
 func (c *conv[T]) bufElems() int {
 	switch {
 	case c.windows:
+		if flattened[T](c.g.OW) {
+			return c.fwd.elems() + c.o*c.g.OH*c.fwd.w
+		}
 		return c.fwd.elems()
 	case c.direct:
 		return 0
@@ -327,6 +369,9 @@ func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 	case !dx || c.direct:
 	case c.windowsBack:
 		dbuf = c.back.elems()
+		if flattened[T](c.g.W) {
+			dbuf += c.g.C * c.g.H * c.back.w
+		}
 	default:
 		dbuf = c.ck * c.l
 	}

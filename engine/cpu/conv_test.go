@@ -42,10 +42,14 @@ func convCases() []struct {
 	// the padding makes), and 7 taps reaching over the whole image.
 	after := device.WindowGeom{N: 2, C: 4, H: 4, W: 5, KH: 2, KW: 2, SH: 1, SW: 1, DH: 1, DW: 1, OH: 4, OW: 5}
 	reach := device.WindowGeom{N: 2, C: 6, H: 3, W: 3, KH: 7, KW: 7, SH: 1, SW: 1, PH: 3, PW: 3, DH: 1, DW: 1, OH: 3, OW: 3}
+	// Rows of whole kernel tiles (16 and 32 columns), which the windows
+	// products do not flatten.
+	tiled := device.WindowGeom{N: 2, C: 4, H: 3, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 3, OW: 32}
+	tiledStrided := device.WindowGeom{N: 2, C: 5, H: 4, W: 64, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 2, OW: 32}
 	for _, c := range []struct {
 		g device.WindowGeom
 		o int
-	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}} {
+	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}, {tiled, 7}, {tiledStrided, 3}} {
 		cases = append(cases, c)
 	}
 	return cases

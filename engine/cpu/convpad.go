@@ -1,6 +1,11 @@
 package cpu
 
-import "github.com/zeroeng/zeroeng/engine/cpu/gemm"
+import (
+	"unsafe"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
+)
 
 // padding is the layout in which a convolution's windows and rows
 // products read a sample: each plane (channels of rows×cols) zero-padded
@@ -35,10 +40,10 @@ func newPadding(channels, rows, cols, kh, kw, sh, sw, ph, pw, dh, dw, outH, outW
 	p.qy0, p.qx0 = floorDiv(-ph, sh), floorDiv(-pw, sw)
 	qy1, qx1 := floorDiv((kh-1)*dh-ph, sh), floorDiv((kw-1)*dw-pw, sw)
 	p.h, p.w = outH+qy1-p.qy0, outW+qx1-p.qx0
-	// The windows product reads WindowsSlack past its last window; the
-	// rows product reads whole padded rows from the last tap's offset,
-	// qx1 − qx0 past the planes.
-	p.slack = max(gemm.WindowsSlack, qx1-p.qx0)
+	// The rows product, and the windows product over flattened rows,
+	// read whole padded rows from the last tap's offset, qx1 − qx0 past
+	// the planes; the windows product reads WindowsSlack past that.
+	p.slack = gemm.WindowsSlack + qx1 - p.qx0
 	p.slots = make([]int, sh*sw)
 	for i := range p.slots {
 		p.slots[i] = -1
@@ -104,19 +109,35 @@ func padInto[T float](dst, src []T, p padding) {
 				out := dst[(ch*p.planes+slot)*plane : (ch*p.planes+slot+1)*plane]
 				// Input row sh·i + a is padded row i − qy0; column
 				// sw·j + b padded column j − qx0.
-				for i := 0; p.sh*i+a < p.rows && i-p.qy0 < p.h; i++ {
+				rows := min((p.rows-a+p.sh-1)/p.sh, p.h+p.qy0)
+				cols := min((p.cols-b+p.sw-1)/p.sw, p.w+p.qx0)
+				if rows <= 0 || cols <= 0 {
+					continue
+				}
+				if p.sh == 1 && p.sw == 1 {
+					copyRows(out[-p.qy0*p.w-p.qx0:], p.w, in, p.cols, rows, cols)
+					continue
+				}
+				for i := range rows {
 					row := in[(p.sh*i+a)*p.cols : (p.sh*i+a+1)*p.cols]
 					to := out[(i-p.qy0)*p.w : (i-p.qy0+1)*p.w]
-					n := min((p.cols-b+p.sw-1)/p.sw, p.w+p.qx0)
-					if p.sw == 1 {
-						copy(to[-p.qx0:-p.qx0+n], row[:n])
-						continue
-					}
-					for j := range n {
+					for j := range cols {
 						to[j-p.qx0] = row[p.sw*j+b]
 					}
 				}
 			}
 		}
 	}
+}
+
+// copyRows is vmath.CopyRows for float32 or float64 (as pairs of float32:
+// it only moves bits).
+func copyRows[T float](dst []T, dstStride int, src []T, srcStride, rows, cols int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	f := int(unsafe.Sizeof(dst[0]) / 4)
+	d := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)*f)
+	s := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)*f)
+	vmath.CopyRows(d, dstStride*f, s, srcStride*f, rows, cols*f)
 }

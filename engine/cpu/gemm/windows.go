@@ -44,6 +44,15 @@ func GemmWindows[T ~float32 | ~float64](m, n, k int, alpha T, a []T, lda int, b 
 	gemmWindows(currentKernel[T](), m, n, k, alpha, a, lda, b, beta, c, ldc, threads)
 }
 
+// WindowsTile returns the tile GemmWindows computes for T: mr rows of C
+// by nr consecutive columns of one window row. A window row whose width
+// is not a multiple of nr ends in a partial tile, computed whole into a
+// scratch tile and merged into C.
+func WindowsTile[T ~float32 | ~float64]() (mr, nr int) {
+	k := currentKernel[T]()
+	return k.mr, k.nr
+}
+
 // currentKernel is the kernel in use for T.
 func currentKernel[T ~float32 | ~float64]() *kernel[T] {
 	var z T

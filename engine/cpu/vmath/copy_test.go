@@ -1,0 +1,85 @@
+package vmath
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestCopyRows: every run length up to a few vectors (each tail of the
+// 32-, 16-, 8- and 4-byte moves), strides wider than the runs, the
+// elements between and after the runs untouched.
+func TestCopyRows(t *testing.T) {
+	for _, rows := range []int{1, 2, 5} {
+		for cols := 0; cols <= 19; cols++ {
+			for _, pad := range []int{0, 3} {
+				t.Run(fmt.Sprintf("%dx%d+%d", rows, cols, pad), func(t *testing.T) {
+					ss, ds := cols+pad+1, cols+2*pad
+					src := make([]float32, max(0, (rows-1)*ss+cols))
+					for i := range src {
+						src[i] = float32(i + 1)
+					}
+					n := max(0, (rows-1)*ds+cols)
+					dst, buf := guarded(n, 8, nil, 0)
+					CopyRows(dst, ds, src, ss, rows, cols)
+					for i, v := range dst {
+						r, c := i/max(ds, 1), i%max(ds, 1)
+						want := math.Float32frombits(guardBits)
+						if c < cols {
+							want = src[r*ss+c]
+						}
+						if math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("dst[%d] = %v, want %v", i, v, want)
+						}
+					}
+					for i, v := range buf {
+						if (i < 8 || i >= 8+n) && math.Float32bits(v) != guardBits {
+							t.Fatalf("guard element %d written", i)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestCopyRowsRefuses(t *testing.T) {
+	buf := make([]float32, 10)
+	for _, tc := range []struct {
+		call func()
+		want string
+	}{
+		{func() { CopyRows(buf, 4, buf, 4, 3, 3) }, "dst has length 10, want 11"},
+		{func() { CopyRows(buf, 3, buf[:6], 4, 2, 3) }, "src has length 6, want 7"},
+		{func() { CopyRows(buf, 3, buf, 3, -1, 3) }, "negative extent"},
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, tc.want) {
+					t.Errorf("panic %q, want %q", msg, tc.want)
+				}
+			}()
+			tc.call()
+		}()
+	}
+}
+
+func BenchmarkCopyRows(b *testing.B) {
+	const rows, cols = 16 * 14, 14
+	src := make([]float32, rows*cols)
+	dst := make([]float32, rows*(cols+2))
+	b.Run("CopyRows", func(b *testing.B) {
+		for b.Loop() {
+			CopyRows(dst, cols+2, src, cols, rows, cols)
+		}
+	})
+	b.Run("copy", func(b *testing.B) {
+		for b.Loop() {
+			for r := range rows {
+				copy(dst[r*(cols+2):r*(cols+2)+cols], src[r*cols:(r+1)*cols])
+			}
+		}
+	})
+}
