@@ -261,7 +261,7 @@ func windowsInto[T float](out, flat []T, m, k int, a, bias, xp []T, p padding, r
 	}
 	gemm.GemmWindows(m, n, k, 1, a, k, gemm.Windows[T]{Base: xp, Offs: p.offs, Width: width, Stride: stride}, beta, dst, n, threads)
 	if stride == 0 {
-		copyRows(out, cols, dst, p.w, m*rows, cols)
+		vmath.CopyBlock(out, cols, dst, p.w, m*rows, cols)
 	}
 }
 

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"unsafe"
-
 	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
 	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 )
@@ -115,7 +113,7 @@ func padInto[T float](dst, src []T, p padding) {
 					continue
 				}
 				if p.sh == 1 && p.sw == 1 {
-					copyRows(out[-p.qy0*p.w-p.qx0:], p.w, in, p.cols, rows, cols)
+					vmath.CopyBlock(out[-p.qy0*p.w-p.qx0:], p.w, in, p.cols, rows, cols)
 					continue
 				}
 				for i := range rows {
@@ -128,16 +126,4 @@ func padInto[T float](dst, src []T, p padding) {
 			}
 		}
 	}
-}
-
-// copyRows is vmath.CopyRows for float32 or float64 (as pairs of float32:
-// it only moves bits).
-func copyRows[T float](dst []T, dstStride int, src []T, srcStride, rows, cols int) {
-	if rows <= 0 || cols <= 0 {
-		return
-	}
-	f := int(unsafe.Sizeof(dst[0]) / 4)
-	d := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)*f)
-	s := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)*f)
-	vmath.CopyRows(d, dstStride*f, s, srcStride*f, rows, cols*f)
 }

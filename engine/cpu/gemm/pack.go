@@ -1,6 +1,10 @@
 package gemm
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
+)
 
 // The packed layouts are those the micro-kernels read sequentially:
 //
@@ -11,7 +15,8 @@ import "unsafe"
 // always computes a whole tile; the driver keeps only the valid part.
 //
 // Packing is a copy when op(A) = Aᵀ or op(B) = B (each depth step is a
-// contiguous run of the source) and a transposition otherwise. Packing is
+// contiguous run of the source: one vmath.CopyBlock, where a copy per
+// run called memmove for 24 to 128 bytes) and a transposition otherwise. Packing is
 // 5–8% of a large product, so the transposition reads its source rows
 // contiguously and writes each panel row in one go.
 
@@ -22,9 +27,7 @@ func packA[T scalar](dst, a []T, lda int, trans bool, i0, rows, p0, kc, mr int) 
 	if trans {
 		// op(A)[i, p] = A[p, i].
 		if rows == mr {
-			for p := 0; p < kc; p++ {
-				copyRow(dst[p*mr:], a[(p0+p)*lda+i0:], mr)
-			}
+			vmath.CopyBlock(dst, mr, a[p0*lda+i0:], lda, kc, mr)
 			return
 		}
 		clear(dst)
@@ -44,9 +47,7 @@ func packB[T scalar](dst, b []T, ldb int, trans bool, p0, kc, j0, cols, nr int) 
 	if !trans {
 		// op(B)[p, j] = B[p, j].
 		if cols == nr {
-			for p := 0; p < kc; p++ {
-				copyRow(dst[p*nr:], b[(p0+p)*ldb+j0:], nr)
-			}
+			vmath.CopyBlock(dst, nr, b[p0*ldb+j0:], ldb, kc, nr)
 			return
 		}
 		clear(dst)
@@ -151,27 +152,5 @@ func transposeGo[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 		for p, v := range src[(row0+r)*ld+col0:][:kc] {
 			dst[p*w+r] = v
 		}
-	}
-}
-
-// copyRow copies n elements from src to dst. The panel widths are small
-// constants, and fixed-size array copies compile to a few vector moves
-// where copy would call memmove, which costs more than the move itself.
-func copyRow[T scalar](dst, src []T, n int) {
-	switch n {
-	case 32:
-		*(*[32]T)(dst) = *(*[32]T)(src)
-	case 16:
-		*(*[16]T)(dst) = *(*[16]T)(src)
-	case 12:
-		*(*[12]T)(dst) = *(*[12]T)(src)
-	case 8:
-		*(*[8]T)(dst) = *(*[8]T)(src)
-	case 6:
-		*(*[6]T)(dst) = *(*[6]T)(src)
-	case 4:
-		*(*[4]T)(dst) = *(*[4]T)(src)
-	default:
-		copy(dst[:n], src[:n])
 	}
 }
