@@ -20,7 +20,8 @@ const x = tensor.rand([64, 1, 28, 28]).keep();
 const y = tensor.randint(0, 10, [64]).keep();
 
 const median = a => { const s = [...a].sort((p, q) => p - q); return s[Math.floor(s.length / 2)]; };
-const now = () => Date.now(); // milliseconds: layers are timed over groups of runs
+const now = () => Date.now(); // milliseconds: layers are timed over groups of RUNS runs
+const RUNS = 20;
 
 const stepMs = [];
 for (let i = 0; i < steps; i++) {
@@ -53,11 +54,11 @@ for (let i = 0; i < names.length; i++) {
   const ms = [];
   for (let g = 0; g < 6; g++) {
     const t0 = now();
-    for (let r = 0; r < 5; r++) {
+    for (let r = 0; r < RUNS; r++) {
       tensor.scope(() => { layer.forward(inp).sum().backward(); });
       inp.grad = null;
     }
-    if (g > 0) ms.push((now() - t0) / 5);
+    if (g > 0) ms.push((now() - t0) / RUNS);
   }
   layers[names[i]] = Number(median(ms).toFixed(2));
   input = tensor.noGrad(() => layer.forward(input)).keep();

@@ -50,6 +50,8 @@ def main():
                 model(eval_x).argmax(1)
         eval_ms.append((time.perf_counter() - t0) * 1e3)
     model.train()
+    # Each layer in groups of RUNS runs (bench/cnn.js times with a millisecond clock).
+    RUNS = 20
     layers = {}
     inp = x
     names = ["conv1", "bn1", "relu1", "pool1", "conv2", "bn2", "relu2", "pool2"]
@@ -59,11 +61,11 @@ def main():
         ms = []
         for g in range(6):
             t0 = time.perf_counter()
-            for _ in range(5):
+            for _ in range(RUNS):
                 layer(a).sum().backward()
                 a.grad = None
             if g > 0:
-                ms.append((time.perf_counter() - t0) * 1e3 / 5)
+                ms.append((time.perf_counter() - t0) * 1e3 / RUNS)
         layers[name] = round(statistics.median(ms), 2)
         with torch.no_grad():
             inp = layer(inp)
