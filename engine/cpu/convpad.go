@@ -117,10 +117,16 @@ func padInto[T float](dst, src []T, p padding) {
 					continue
 				}
 				for i := range rows {
-					row := in[(p.sh*i+a)*p.cols : (p.sh*i+a+1)*p.cols]
-					to := out[(i-p.qy0)*p.w : (i-p.qy0+1)*p.w]
-					for j := range cols {
-						to[j-p.qx0] = row[p.sw*j+b]
+					// Every sw-th element of the input row from b, into
+					// a run of the padded row.
+					from := in[(p.sh*i+a)*p.cols+b:][:p.sw*(cols-1)+1]
+					to := out[(i-p.qy0)*p.w-p.qx0:][:cols]
+					if p.sw == 1 {
+						copy(to, from)
+						continue
+					}
+					for j := range to {
+						to[j] = from[p.sw*j]
 					}
 				}
 			}
