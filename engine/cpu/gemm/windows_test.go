@@ -54,7 +54,7 @@ func TestGemmWindows(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(5, 6))
 		for _, wc := range windowsCases {
-			for _, ab := range coeffs {
+			for _, ab := range coeffsFor(wc.m * wc.k * wc.width * wc.rows) {
 				for _, f64 := range []bool{false, true} {
 					p, base, offs := newWindows(rng, wc, ab[0], ab[1])
 					n := wc.width * wc.rows
@@ -119,7 +119,7 @@ func TestGemmRows(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
 		for _, rc := range rowsCases {
-			for _, ab := range coeffs {
+			for _, ab := range coeffsFor(rc.m * rc.n * rc.k) {
 				for _, transB := range []bool{false, true} {
 					threads := 1 + 2*(rc.m%2) // 1 or 3
 					p, base, offs := newRows(rng, rc, transB, ab[0], ab[1])
