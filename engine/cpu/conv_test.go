@@ -98,7 +98,21 @@ func convRef(g device.WindowGeom, o int, x, w, b, dy []float64) (y, dx, dw, db [
 // dilations, one-row images, 1×1 kernels that need no columns) and
 // batches split into blocks; with and without bias, in float32 and
 // float64, each gradient alone or all at once.
-func TestConv2dKernel(t *testing.T) {
+func TestConv2dKernel(t *testing.T) { testConv2dKernel(t) }
+
+// TestConv2dKernelIm2col runs TestConv2dKernel's cases through the route
+// a sample too large for the windows products' int32 offsets takes:
+// im2col and packed GEMMs for the forward and both gradients.
+func TestConv2dKernelIm2col(t *testing.T) {
+	defer func(m int64) { windowsMax = m }(windowsMax)
+	windowsMax = 0
+	if c := newConv[float32](convCases()[8].g, 2); c.windows || c.windowsBack || c.windowsGrad {
+		t.Fatal("windowsMax = 0 still takes the windows products")
+	}
+	testConv2dKernel(t)
+}
+
+func testConv2dKernel(t *testing.T) {
 	d := New(Options{})
 	r := rand.New(rand.NewPCG(3, 4))
 	for ci, tc := range convCases() {
@@ -163,14 +177,27 @@ func TestConv2dKernel(t *testing.T) {
 // TestConv2dKernelThreads: the forward and both gradients are the same
 // bit for bit on 1, 2, 3 and 8 threads (the weight gradient's sum over
 // samples runs in blocks chosen from the batch alone), both when the
-// batch splits into blocks and when it is one block.
+// batch splits into blocks and when it is one block, on the windows
+// products' route and on im2col's.
 func TestConv2dKernelThreads(t *testing.T) {
+	defer func(m int64) { windowsMax = m }(windowsMax)
+	for _, max := range []int64{windowsMax, 0} { // the windows products, then im2col
+		windowsMax = max
+		testConv2dKernelThreads(t)
+	}
+}
+
+func testConv2dKernelThreads(t *testing.T) {
 	d := New(Options{})
 	defer parallel.SetThreads(0)
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, g := range []device.WindowGeom{
 		{N: 23, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 10, OW: 9},
 		{N: 1, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5},
+		// 4 or more channels: the input gradient as a windows product;
+		// rows of whole kernel tiles.
+		{N: 19, C: 5, H: 8, W: 7, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 8, OW: 7},
+		{N: 2, C: 4, H: 4, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 32},
 	} {
 		o := 5
 		ck, out := g.C*g.KH*g.KW, g.OH*g.OW

@@ -89,7 +89,12 @@ func floorDiv(a, b int) int {
 func (p padding) elems() int { return p.channels*p.planes*p.h*p.w + p.slack }
 
 // fits reports whether the windows' offsets fit in int32.
-func (p padding) fits() bool { return int64(p.elems()) <= 1<<31-1 }
+func (p padding) fits() bool { return int64(p.elems()) <= windowsMax }
+
+// windowsMax is the largest padded layout (its offsets are int32); a
+// sample past it takes the im2col route. Tests lower it to run that
+// route on small samples.
+var windowsMax int64 = 1<<31 - 1
 
 // padInto copies a sample (channels of rows×cols) into dst, whose padding
 // is zero and stays so: only the elements of the phases kept that fall
