@@ -1,6 +1,9 @@
 // Package gemm owns the pure Go matrix multiplication of the CPU backend:
 // single and double precision GEMM in row-major CBLAS semantics, a strided
-// batched variant, and the machinery behind them (operand packing, cache
+// batched variant, the implicit products whose large operand is read in
+// place rather than packed (GemmWindows: B's rows are runs of a buffer at
+// given offsets; GemmRows: A's rows are; a convolution without im2col,
+// windows.go), and the machinery behind them (operand packing, cache
 // blocking, multi-threading on the shared worker pool of
 // engine/cpu/parallel, and register-blocked micro-kernels).
 //
