@@ -15,9 +15,8 @@ import (
 // deviations); the output as x·α + β; the backward from two sums per
 // channel (Σdy and Σdy·(x − mean)) and one pass. The composition of
 // reductions and broadcast arithmetic that every device runs made about
-// ten passes over the batch for the forward and backward. float32 runs
-// each pass as a vmath loop (AVX2 or AVX-512, the same float64
-// accumulation and float32 roundings as the Go loops float64 keeps).
+// ten passes over the batch for the forward and backward. Each pass is a
+// vmath loop: AVX2 or AVX-512 for float32, Go for float64.
 
 // bnShape reads [N, C, S] from x's shape.
 func bnShape(x device.View) (n, c, s int, err error) {
@@ -59,56 +58,18 @@ func (d *Device) BatchNormStats(mean, varSum, x device.View) error {
 
 func bnStats[T float](mean, varSum []float64, x []T, n, c, s int) {
 	count := float64(n * s)
-	x32, _ := any(x).([]float32)
 	parallel.For(c, channelGrain(n, s), func(c0, c1 int) {
 		for ch := c0; ch < c1; ch++ {
-			if x32 != nil {
-				// The same passes, vectorised (vmath accumulates in
-				// float64 too).
-				var sum float64
-				for i := range n {
-					sum += vmath.Sum64(x32[(i*c+ch)*s : (i*c+ch+1)*s])
-				}
-				mu := sum / count
-				var dev float64
-				for i := range n {
-					dev += vmath.SumSquaredDeviations(x32[(i*c+ch)*s:(i*c+ch+1)*s], mu)
-				}
-				mean[ch], varSum[ch] = mu, dev
-				continue
-			}
-			var s0, s1, s2, s3 float64
+			var sum float64
 			for i := range n {
-				p := x[(i*c+ch)*s : (i*c+ch+1)*s]
-				j := 0
-				for ; j+4 <= len(p); j += 4 {
-					s0 += float64(p[j])
-					s1 += float64(p[j+1])
-					s2 += float64(p[j+2])
-					s3 += float64(p[j+3])
-				}
-				for ; j < len(p); j++ {
-					s0 += float64(p[j])
-				}
+				sum += vmath.Sum64(x[(i*c+ch)*s : (i*c+ch+1)*s])
 			}
-			mu := (s0 + s1 + s2 + s3) / count
-			s0, s1, s2, s3 = 0, 0, 0, 0
+			mu := sum / count
+			var dev float64
 			for i := range n {
-				p := x[(i*c+ch)*s : (i*c+ch+1)*s]
-				j := 0
-				for ; j+4 <= len(p); j += 4 {
-					d0, d1, d2, d3 := float64(p[j])-mu, float64(p[j+1])-mu, float64(p[j+2])-mu, float64(p[j+3])-mu
-					s0 += d0 * d0
-					s1 += d1 * d1
-					s2 += d2 * d2
-					s3 += d3 * d3
-				}
-				for ; j < len(p); j++ {
-					d := float64(p[j]) - mu
-					s0 += d * d
-				}
+				dev += vmath.SumSquaredDeviations(x[(i*c+ch)*s:(i*c+ch+1)*s], mu)
 			}
-			mean[ch], varSum[ch] = mu, s0+s1+s2+s3
+			mean[ch], varSum[ch] = mu, dev
 		}
 	})
 }
@@ -147,14 +108,7 @@ func bnForward[T float](y, x, mean, invstd, w, b []T, n, c, s int) {
 			if b != nil {
 				beta += b[ch]
 			}
-			in, out := x[p*s:(p+1)*s], y[p*s:(p+1)*s]
-			if in32, ok := any(in).([]float32); ok {
-				vmath.ScaleShift(any(out).([]float32), in32, float32(alpha), float32(beta))
-				continue
-			}
-			for j, v := range in {
-				out[j] = T(v*alpha) + beta
-			}
+			vmath.ScaleShift(y[p*s:(p+1)*s], x[p*s:(p+1)*s], alpha, beta)
 		}
 	})
 }
@@ -193,26 +147,8 @@ func bnBackward[T float](dx, dw, db, dy, x, mean, invstd, w []T, n, c, s int, tr
 			var sum, dot float64
 			for i := range n {
 				g, in := dy[(i*c+ch)*s:(i*c+ch+1)*s], x[(i*c+ch)*s:(i*c+ch+1)*s]
-				if g32, ok := any(g).([]float32); ok {
-					in32 := any(in).([]float32)
-					sum += vmath.Sum64(g32)
-					dot += vmath.DotDeviations(g32, in32, mu)
-					continue
-				}
-				var s0, s1, d0, d1 float64
-				j := 0
-				for ; j+2 <= len(g); j += 2 {
-					s0 += float64(g[j])
-					s1 += float64(g[j+1])
-					d0 += float64(g[j]) * (float64(in[j]) - mu)
-					d1 += float64(g[j+1]) * (float64(in[j+1]) - mu)
-				}
-				for ; j < len(g); j++ {
-					s0 += float64(g[j])
-					d0 += float64(g[j]) * (float64(in[j]) - mu)
-				}
-				sum += s0 + s1
-				dot += d0 + d1
+				sum += vmath.Sum64(g)
+				dot += vmath.DotDeviations(g, in, mu)
 			}
 			if dw != nil {
 				dw[ch] = T(dot * is)
@@ -235,16 +171,10 @@ func bnBackward[T float](dx, dw, db, dy, x, mean, invstd, w []T, n, c, s int, tr
 				b = -k * a
 				e = (k*mu - sum/count) * a
 			}
-			at, bt, et := T(a), T(b), T(e)
+			ta, tb, te := T(a), T(b), T(e)
 			for i := range n {
-				g, in, out := dy[(i*c+ch)*s:(i*c+ch+1)*s], x[(i*c+ch)*s:(i*c+ch+1)*s], dx[(i*c+ch)*s:(i*c+ch+1)*s]
-				if out32, ok := any(out).([]float32); ok {
-					vmath.ScaleAdd2(out32, any(g).([]float32), any(in).([]float32), float32(at), float32(bt), float32(et))
-					continue
-				}
-				for j := range out {
-					out[j] = T(g[j]*at) + T(in[j]*bt) + et
-				}
+				at := (i*c + ch) * s
+				vmath.ScaleAdd2(dx[at:at+s], dy[at:at+s], x[at:at+s], ta, tb, te)
 			}
 		}
 	})

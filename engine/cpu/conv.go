@@ -169,15 +169,7 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 			windowsInto(yn, buf[c.fwd.elems():], c.o, c.ck, w, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
 			continue
 		}
-		var beta T
-		if bias != nil {
-			// PyTorch's slow_conv2d: the output starts as the bias and
-			// the product is added to it.
-			for r, b := range bias {
-				fillDoubling(yn[r*c.l:(r+1)*c.l], b)
-			}
-			beta = 1
-		}
+		beta := startWithBias(yn, bias, c.l)
 		mm := c.serial
 		if threads > 1 {
 			mm = c.threaded
@@ -242,27 +234,31 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, wf, gbuf, dbuf []T, lo, hi int, fr
 // computed too (p.w − cols of p.w; a partial tile wastes more), into
 // flat [m, rows·p.w], then packed into out.
 func windowsInto[T float](out, flat []T, m, k int, a, bias, xp []T, p padding, rows, cols, threads int) {
-	dst, width, stride := out, cols, p.w
-	if flattened[T](cols) {
-		dst, width, stride = flat[:m*rows*p.w], rows*p.w, 0
+	dst, n := out, rows*cols
+	win := gemm.Windows[T]{Base: xp, Offs: p.offs, Width: cols, Stride: p.w}
+	flatten := flattened[T](cols)
+	if flatten {
+		n = rows * p.w
+		dst, win.Width, win.Stride = flat[:m*n], n, 0
 	}
-	n := rows * cols
-	if stride == 0 {
-		n = width
-	}
-	var beta T
-	if bias != nil {
-		// PyTorch's slow_conv2d: the output starts as the bias and the
-		// product is added to it.
-		for r, b := range bias {
-			fillDoubling(dst[r*n:(r+1)*n], b)
-		}
-		beta = 1
-	}
-	gemm.GemmWindows(m, n, k, 1, a, k, gemm.Windows[T]{Base: xp, Offs: p.offs, Width: width, Stride: stride}, beta, dst, n, threads)
-	if stride == 0 {
+	beta := startWithBias(dst, bias, n)
+	gemm.GemmWindows(m, n, k, 1, a, k, win, beta, dst, n, threads)
+	if flatten {
 		vmath.CopyBlock(out, cols, dst, p.w, m*rows, cols)
 	}
+}
+
+// startWithBias fills each row (n long) of dst with its bias and returns
+// the beta that adds a product to it, as PyTorch's slow_conv2d starts the
+// output from the bias; without a bias, beta 0.
+func startWithBias[T float](dst, bias []T, n int) T {
+	if bias == nil {
+		return 0
+	}
+	for r, b := range bias {
+		fillDoubling(dst[r*n:(r+1)*n], b)
+	}
+	return 1
 }
 
 // flattened reports whether windowsInto flattens rows of cols positions.
@@ -427,49 +423,30 @@ func (d *Device) Conv2dBackward(dx, dw, dbias, dy, x, w device.View, g device.Wi
 			dx.DType, dx.Shape, dw.DType, dw.Shape, dbias.DType, dbias.Shape, x.Shape, w.Shape)
 	}
 	if x.DType == dtype.Float32 {
-		c := newConv[float32](g, o)
-		if present(dbias) {
-			biasGrad32(rowsOf[float32](dbias), rowsOf[float32](dy), g.N, o, c.l)
-		}
-		return convBackward(d, c, dx, dw, dy, x, w)
+		return convBackward(d, newConv[float32](g, o), dx, dw, dbias, dy, x, w)
 	}
-	c := newConv[float64](g, o)
-	if present(dbias) {
-		biasGrad(rowsOf[float64](dbias), rowsOf[float64](dy), g.N, o, c.l)
-	}
-	return convBackward(d, c, dx, dw, dy, x, w)
+	return convBackward(d, newConv[float64](g, o), dx, dw, dbias, dy, x, w)
 }
 
-// biasGrad32 sums dy [N, O, L] over N and L per channel: each row's sum
-// in float64 lanes, the rows added in sample order in float64.
-func biasGrad32(db, dy []float32, n, o, l int) {
+// biasGrad sums dy [N, O, L] over N and L per channel: each row's sum in
+// float64 lanes, the rows added in sample order in float64.
+func biasGrad[T float](db, dy []T, n, o, l int) {
 	parallel.For(o, rowGrain(n*l), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			var s float64
 			for i := range n {
 				s += vmath.Sum64(dy[(i*o+r)*l : (i*o+r+1)*l])
 			}
-			db[r] = float32(s)
+			db[r] = T(s)
 		}
 	})
 }
 
-func biasGrad(db, dy []float64, n, o, l int) {
-	parallel.For(o, rowGrain(n*l), func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			var s float64
-			for i := range n {
-				for _, v := range dy[(i*o+r)*l : (i*o+r+1)*l] {
-					s += v
-				}
-			}
-			db[r] = s
-		}
-	})
-}
-
-func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dyv, xv, wv device.View) error {
+func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv device.View) error {
 	dx, dw, dy, x, w := optRows[T](dxv), optRows[T](dwv), rowsOf[T](dyv), rowsOf[T](xv), rowsOf[T](wv)
+	if db := optRows[T](dbv); db != nil {
+		biasGrad(db, dy, c.g.N, c.o, c.l)
+	}
 	n := c.g.N
 	if dx == nil && dw == nil {
 		return nil

@@ -49,22 +49,14 @@ const (
 // gemm computes C = alpha·op(A)·op(B) + beta·C with kernel kern on up to
 // threads threads. The arguments have been checked.
 func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, threads int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	if alpha == 0 || k == 0 {
-		// As in the reference BLAS, A and B are not read: NaN in them does
-		// not reach C.
-		scale(m, n, beta, c, ldc)
+	if trivial(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
 	if int64(m)*int64(n)*int64(k) <= smallWork {
 		naive(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	if flops(m, n, k) < minParallelFlops {
-		threads = 1
-	}
+	threads = threadsFor(m, n, k, threads)
 
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)
@@ -72,11 +64,7 @@ func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, 
 	*g = job[T]{kern: kern, transA: transA, transB: transB, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc, alpha: alpha}
 	mr, nr := kern.mr, kern.nr
 
-	// Equal K blocks: 1024 = 3×344 rather than 384+384+256, so that no
-	// block is too thin to amortise the C update. A multiple of 4 keeps
-	// every B panel (kc·NR elements) on a cache-line boundary.
-	nk := (k + kcMax - 1) / kcMax
-	kcStep := roundUp((k+nk-1)/nk, 4)
+	kcStep := kBlock(k)
 
 	for i0 := 0; i0 < m; i0 += mbMax {
 		mb := min(mbMax, m-i0)
@@ -88,10 +76,7 @@ func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, 
 			g.tiling(threads)
 			for p0 := 0; p0 < k; p0 += kcStep {
 				g.p0, g.kc = p0, min(kcStep, k-p0)
-				g.beta = beta
-				if p0 > 0 {
-					g.beta = 1 // later K blocks accumulate onto the first
-				}
+				g.beta = blockBeta(beta, p0)
 				ws.reserve(g.npa*mr*g.kc, g.npb*nr*g.kc, g.ntiles*mr*nr)
 				g.packA, g.packB, g.edge = ws.a, ws.b, ws.edge
 				if threads > 1 {
@@ -291,6 +276,48 @@ func putWorkspace[T scalar](ws *workspace[T]) {
 		return
 	}
 	free64.put(any(ws).(*workspace[float64]))
+}
+
+// trivial computes the products with nothing to multiply (m, n, k or
+// alpha zero) and reports whether it did. As in the reference BLAS, A and
+// B are then not read: NaN in them does not reach C.
+func trivial[T scalar](m, n, k int, alpha, beta T, c []T, ldc int) bool {
+	if m == 0 || n == 0 {
+		return true
+	}
+	if alpha == 0 || k == 0 {
+		scale(m, n, beta, c, ldc)
+		return true
+	}
+	return false
+}
+
+// threadsFor is the threads a product of m·n·k may use: one below the
+// work that pays for waking a pool worker.
+func threadsFor(m, n, k, threads int) int {
+	if flops(m, n, k) < minParallelFlops {
+		return 1
+	}
+	return threads
+}
+
+// kBlock is the depth of a product's K blocks: equal blocks (1024 = 3×344
+// rather than 384+384+256, so that no block is too thin to amortise the
+// C update) of a multiple of 4 (every B panel, kc·NR elements, on a
+// cache-line boundary). It depends on k alone, so a product's sums do not
+// change with the threads that share it.
+func kBlock(k int) int {
+	nk := ceilDiv(k, kcMax)
+	return roundUp(ceilDiv(k, nk), 4)
+}
+
+// blockBeta is the beta of the K block starting at depth p0: the later
+// blocks accumulate onto the first.
+func blockBeta[T scalar](beta T, p0 int) T {
+	if p0 > 0 {
+		return 1
+	}
+	return beta
 }
 
 // scale sets C = beta·C, or C = 0 when beta is zero (even over NaN).

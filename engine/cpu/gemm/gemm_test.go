@@ -425,11 +425,7 @@ func TestSgemmBatched(t *testing.T) {
 // message naming the argument.
 func TestInvalidArguments(t *testing.T) {
 	buf := make([]float32, 100)
-	cases := []struct {
-		name string
-		call func()
-		want string
-	}{
+	cases := []panicCase{
 		{"negative m", func() { Sgemm(false, false, -1, 2, 2, 1, buf, 2, buf, 2, 0, buf, 2) }, "negative dimension"},
 		{"lda", func() { Sgemm(false, false, 2, 2, 3, 1, buf, 2, buf, 2, 0, buf, 2) }, "lda = 2"},
 		{"lda transposed", func() { Sgemm(true, false, 5, 2, 3, 1, buf, 3, buf, 2, 0, buf, 2) }, "lda = 3"},
@@ -452,6 +448,18 @@ func TestInvalidArguments(t *testing.T) {
 		{"batched short", func() { SgemmBatched(12, false, false, 3, 3, 3, 1, buf, 3, 9, buf, 3, 9, 0, buf, 3, 9) }, "len(a) = 100 < 108 needed for 12 matrices"},
 		{"batched short c", func() { SgemmBatched(2, false, false, 3, 3, 3, 1, buf, 3, 0, buf, 3, 0, 0, buf, 3, 92) }, "len(c) = 100 < 101"},
 	}
+	runPanicCases(t, cases)
+}
+
+// panicCase is a call that must panic with a message containing want.
+type panicCase struct {
+	name string
+	call func()
+	want string
+}
+
+func runPanicCases(t *testing.T, cases []panicCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

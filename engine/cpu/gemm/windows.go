@@ -99,16 +99,10 @@ func checkWindows[T ~float32 | ~float64](m, n, k, la, lda int, b Windows[T], lc,
 // shared among the threads, and each tile runs every A panel against the
 // same B rows, which stay in L1 between the panels.
 func gemmWindows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a []T, lda int, b Windows[T], beta T, c []T, ldc int, threads int) {
-	if m == 0 || n == 0 {
+	if trivial(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
-	if alpha == 0 || k == 0 {
-		scale(m, n, beta, c, ldc)
-		return
-	}
-	if flops(m, n, k) < minParallelFlops {
-		threads = 1
-	}
+	threads = threadsFor(m, n, k, threads)
 	mr, nr := kern.mr, kern.nr
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)
@@ -117,14 +111,10 @@ func gemmWindows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a
 	j.rowTiles = ceilDiv(b.Width, nr)
 	ntiles := n / b.Width * j.rowTiles
 	j.npa = ceilDiv(m, mr)
-	nk := ceilDiv(k, kcMax)
-	kcStep := roundUp(ceilDiv(k, nk), 4)
+	kcStep := kBlock(k)
 	for p0 := 0; p0 < k; p0 += kcStep {
 		j.p0, j.kc = p0, min(kcStep, k-p0)
-		j.beta = beta
-		if p0 > 0 {
-			j.beta = 1 // later K blocks accumulate onto the first
-		}
+		j.beta = blockBeta(beta, p0)
 		ws.reserve(j.npa*mr*j.kc, 0, 0)
 		j.packed = ws.a
 		for i := 0; i < j.npa; i++ {
@@ -245,16 +235,10 @@ func GemmRows[T ~float32 | ~float64](m, n, k int, alpha T, a Rows[T], transB boo
 // threads, A panel by A panel, so that consecutive tiles read the same
 // rows of A.
 func gemmRows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a Rows[T], transB bool, b []T, ldb int, beta T, c []T, ldc int, threads int) {
-	if m == 0 || n == 0 {
+	if trivial(m, n, k, alpha, beta, c, ldc) {
 		return
 	}
-	if alpha == 0 || k == 0 {
-		scale(m, n, beta, c, ldc)
-		return
-	}
-	if flops(m, n, k) < minParallelFlops {
-		threads = 1
-	}
+	threads = threadsFor(m, n, k, threads)
 	rk := kern.rows
 	mr, nr := rk.mr, rk.nr
 	ws := getWorkspace[T]()
@@ -273,14 +257,10 @@ func gemmRows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a Ro
 	for i := m; i < len(j.offs); i++ {
 		j.offs[i] = a.Offs[(m-1)/mr*mr]
 	}
-	nk := ceilDiv(k, kcMax)
-	kcStep := roundUp(ceilDiv(k, nk), 4)
+	kcStep := kBlock(k)
 	for p0 := 0; p0 < k; p0 += kcStep {
 		j.kc = min(kcStep, k-p0)
-		j.beta = beta
-		if p0 > 0 {
-			j.beta = 1 // later K blocks accumulate onto the first
-		}
+		j.beta = blockBeta(beta, p0)
 		ws.reserve(0, j.npb*nr*j.kc, 0)
 		j.packed = ws.b
 		for q := 0; q < j.npb; q++ {

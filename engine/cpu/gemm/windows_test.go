@@ -3,7 +3,6 @@ package gemm
 import (
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"testing"
 )
 
@@ -145,11 +144,7 @@ func TestGemmRows(t *testing.T) {
 func TestGemmWindowsInvalid(t *testing.T) {
 	buf := make([]float32, 100)
 	offs := []int32{0, 1, 2}
-	cases := []struct {
-		name string
-		call func()
-		want string
-	}{
+	cases := []panicCase{
 		{"width", func() { GemmWindows(2, 6, 3, 1, buf, 3, Windows[float32]{buf, offs, 4, 4}, 0, buf, 6, 1) }, "not a multiple of the window width 4"},
 		{"zero width", func() { GemmWindows(2, 6, 3, 1, buf, 3, Windows[float32]{buf, offs, 0, 4}, 0, buf, 6, 1) }, "window width 0"},
 		{"stride", func() { GemmWindows(2, 6, 3, 1, buf, 3, Windows[float32]{buf, offs, 3, -1}, 0, buf, 6, 1) }, "negative window stride"},
@@ -169,18 +164,7 @@ func TestGemmWindowsInvalid(t *testing.T) {
 		}, "row 1 at offset -4"},
 		{"rows ldb", func() { GemmRows(3, 2, 3, 1, Rows[float32]{buf, offs}, true, buf, 2, 0, buf, 2, 1) }, "ldb = 2"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			defer func() {
-				r := recover()
-				msg, _ := r.(string)
-				if r == nil || !strings.Contains(msg, tc.want) {
-					t.Fatalf("panic %v, want one containing %q", r, tc.want)
-				}
-			}()
-			tc.call()
-		})
-	}
+	runPanicCases(t, cases)
 	// The smallest Base that fits is accepted.
 	GemmWindows(2, 6, 3, 1, buf, 3, Windows[float32]{buf[:40], offs, 3, 3}, 0, buf, 6, 1)
 }

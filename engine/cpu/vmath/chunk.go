@@ -32,6 +32,14 @@ func splitScalar(dst, x []float32, s float32, f func(dst, x []float32, s float32
 	f(dst, x, s)
 }
 
+func splitScalar2(dst, x []float32, a, b float32, f func(dst, x []float32, a, b float32)) {
+	for len(x) > chunk {
+		f(dst[:chunk], x[:chunk], a, b)
+		dst, x = dst[chunk:], x[chunk:]
+	}
+	f(dst, x, a, b)
+}
+
 func splitSum(x []float32, f func(x []float32) float64) float64 {
 	var s float64
 	for len(x) > chunk {

@@ -186,8 +186,14 @@ func Axpy(dst []float32, alpha float32, x []float32) {
 func Sum(x []float32) float32 { return float32(splitSum(x, impl.sum)) }
 
 // Sum64 is Sum without the final rounding, for callers that combine partial
-// sums (the engine's reductions split long rows across threads).
-func Sum64(x []float32) float64 { return splitSum(x, impl.sum) }
+// sums (the engine's reductions split long rows across threads); for
+// float64 it is the same sum in Go.
+func Sum64[T ~float32 | ~float64](x []T) float64 {
+	if x32, ok := any(x).([]float32); ok {
+		return splitSum(x32, impl.sum)
+	}
+	return sumGo(x)
+}
 
 // Dot returns Σ x[i]·y[i], accumulated in float64 from exact products.
 func Dot(x, y []float32) float32 {
@@ -203,52 +209,74 @@ func Dot(x, y []float32) float32 {
 
 // SumSquaredDeviations returns Σ (x[i] − mean)², accumulated in float64
 // with the deviations taken in float64: batch norm's second pass over a
-// channel (PyTorch's CPU kernel's formula).
-func SumSquaredDeviations(x []float32, mean float64) float64 {
+// channel (PyTorch's CPU kernel's formula). float64 runs the Go loop.
+func SumSquaredDeviations[T ~float32 | ~float64](x []T, mean float64) float64 {
+	x32, ok := any(x).([]float32)
+	if !ok {
+		return sumSqDevGo(x, mean)
+	}
 	k := impl
 	var s float64
-	for len(x) > chunk {
-		s += k.sumSqDev(x[:chunk], mean)
-		x = x[chunk:]
+	for len(x32) > chunk {
+		s += k.sumSqDev(x32[:chunk], mean)
+		x32 = x32[chunk:]
 	}
-	return s + k.sumSqDev(x, mean)
+	return s + k.sumSqDev(x32, mean)
 }
 
 // DotDeviations returns Σ y[i]·(x[i] − mean), accumulated in float64 with
-// the deviations taken in float64: batch norm's backward sum.
-func DotDeviations(y, x []float32, mean float64) float64 {
-	check2("DotDeviations", y, x)
+// the deviations taken in float64: batch norm's backward sum. float64
+// runs the Go loop.
+func DotDeviations[T ~float32 | ~float64](y, x []T, mean float64) float64 {
+	if len(y) != len(x) {
+		panic("vmath.DotDeviations: slice lengths differ (" + itoa(len(y)) + " and " + itoa(len(x)) + ")")
+	}
+	y32, ok := any(y).([]float32)
+	if !ok {
+		return dotDevGo(y, x, mean)
+	}
+	x32 := any(x).([]float32)
 	k := impl
 	var s float64
-	for len(y) > chunk {
-		s += k.dotDev(y[:chunk], x[:chunk], mean)
-		y, x = y[chunk:], x[chunk:]
+	for len(y32) > chunk {
+		s += k.dotDev(y32[:chunk], x32[:chunk], mean)
+		y32, x32 = y32[chunk:], x32[chunk:]
 	}
-	return s + k.dotDev(y, x, mean)
+	return s + k.dotDev(y32, x32, mean)
 }
 
 // ScaleShift sets dst[i] = x[i]·a + b, the product rounded before the sum
-// (batch norm's output, x·α + β).
-func ScaleShift(dst, x []float32, a, b float32) {
-	check2("ScaleShift", dst, x)
-	k := impl
-	for len(x) > chunk {
-		k.scaleShift(dst[:chunk], x[:chunk], a, b)
-		dst, x = dst[chunk:], x[chunk:]
+// (batch norm's output, x·α + β). float64 runs the Go loop.
+func ScaleShift[T ~float32 | ~float64](dst, x []T, a, b T) {
+	if len(dst) != len(x) {
+		panic("vmath.ScaleShift: slice lengths differ (" + itoa(len(dst)) + " and " + itoa(len(x)) + ")")
 	}
-	k.scaleShift(dst, x, a, b)
+	x32, ok := any(x).([]float32)
+	if !ok {
+		scaleShiftGo(dst, x, a, b)
+		return
+	}
+	splitScalar2(any(dst).([]float32), x32, float32(a), float32(b), impl.scaleShift)
 }
 
 // ScaleAdd2 sets dst[i] = (x[i]·a + y[i]·b) + c, each operation rounded
-// in float32 (batch norm's input gradient, dy·a + x·b + e).
-func ScaleAdd2(dst, x, y []float32, a, b, c float32) {
-	check3("ScaleAdd2", dst, x, y)
-	k := impl
-	for len(x) > chunk {
-		k.scaleAdd2(dst[:chunk], x[:chunk], y[:chunk], a, b, c)
-		dst, x, y = dst[chunk:], x[chunk:], y[chunk:]
+// (batch norm's input gradient, dy·a + x·b + e). float64 runs the Go loop.
+func ScaleAdd2[T ~float32 | ~float64](dst, x, y []T, a, b, c T) {
+	if len(dst) != len(x) || len(dst) != len(y) {
+		panic("vmath.ScaleAdd2: slice lengths differ (" + itoa(len(dst)) + ", " + itoa(len(x)) + " and " + itoa(len(y)) + ")")
 	}
-	k.scaleAdd2(dst, x, y, a, b, c)
+	x32, ok := any(x).([]float32)
+	if !ok {
+		scaleAdd2Go(dst, x, y, a, b, c)
+		return
+	}
+	d32, y32 := any(dst).([]float32), any(y).([]float32)
+	k := impl
+	for len(x32) > chunk {
+		k.scaleAdd2(d32[:chunk], x32[:chunk], y32[:chunk], float32(a), float32(b), float32(c))
+		d32, x32, y32 = d32[chunk:], x32[chunk:], y32[chunk:]
+	}
+	k.scaleAdd2(d32, x32, y32, float32(a), float32(b), float32(c))
 }
 
 // SumSquares returns Σ x[i]², in float64 for gradient-norm clipping, where

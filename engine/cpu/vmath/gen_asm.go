@@ -402,6 +402,25 @@ func scalar(name, inst string) kernel {
 	}
 }
 
+// scalar2 is an elementwise kernel dst = (x first a) second b with two
+// broadcast scalars a and b.
+func scalar2(name, first, second string) kernel {
+	return kernel{
+		name: name, goArgs: "(dst, x []float32, a, b float32)", frame: 56, unroll: 4,
+		ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+		setup: func(g *gen) {
+			g.op("VBROADCASTSS a+48(FP), %s", g.v(13))
+			g.op("VBROADCASTSS b+52(FP), %s", g.v(14))
+		},
+		body: func(g *gen, u int) {
+			g.load(u, g.mem("SI", u))
+			g.op("%s %s, %s, %s", first, g.v(13), g.v(u), g.v(u))
+			g.op("%s %s, %s, %s", second, g.v(14), g.v(u), g.v(u))
+			g.store(u, g.mem("DI", u))
+		},
+	}
+}
+
 // reduce64 is a float64 reduction over one slice with two accumulators in
 // V12 (low halves) and V13 (high halves).
 func reduce64(name string, f func(g *gen)) kernel {
@@ -919,21 +938,8 @@ func kernels() []kernel {
 			},
 			finish: func(g *gen) { finishAcc4(g, "ret+56(FP)") },
 		},
-		{
-			// x·a + b, rounded twice as the Go loop does.
-			name: "scaleShift", goArgs: "(dst, x []float32, a, b float32)", frame: 56, unroll: 4,
-			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
-			setup: func(g *gen) {
-				g.op("VBROADCASTSS a+48(FP), %s", g.v(13))
-				g.op("VBROADCASTSS b+52(FP), %s", g.v(14))
-			},
-			body: func(g *gen, u int) {
-				g.load(u, g.mem("SI", u))
-				g.op("VMULPS %s, %s, %s", g.v(13), g.v(u), g.v(u))
-				g.op("VADDPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
-				g.store(u, g.mem("DI", u))
-			},
-		},
+		// x·a + b, rounded twice as the Go loop does.
+		scalar2("scaleShift", "VMULPS", "VADDPS"),
 		{
 			// (x·a + y·b) + c, each operation rounded as the Go loop's.
 			name: "scaleAdd2", goArgs: "(dst, x, y []float32, a, b, c float32)", frame: 84, unroll: 4,
@@ -953,20 +959,7 @@ func kernels() []kernel {
 				g.store(2*u, g.mem("DI", u))
 			},
 		},
-		{
-			name: "subSub", goArgs: "(dst, x []float32, a, b float32)", frame: 56, unroll: 4,
-			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
-			setup: func(g *gen) {
-				g.op("VBROADCASTSS a+48(FP), %s", g.v(13))
-				g.op("VBROADCASTSS b+52(FP), %s", g.v(14))
-			},
-			body: func(g *gen, u int) {
-				g.load(u, g.mem("SI", u))
-				g.op("VSUBPS %s, %s, %s", g.v(13), g.v(u), g.v(u))
-				g.op("VSUBPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
-				g.store(u, g.mem("DI", u))
-			},
-		},
+		scalar2("subSub", "VSUBPS", "VSUBPS"),
 		{
 			name: "softmaxBwd", goArgs: "(dx, dy, y []float32, s float32)", frame: 76, unroll: 4,
 			ptrs: []string{"DI dx_base+0(FP)", "SI dy_base+24(FP)", "DX y_base+48(FP)"}, n: "y_len+56(FP)",

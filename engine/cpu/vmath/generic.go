@@ -213,8 +213,9 @@ func axpyGo(dst []float32, alpha float32, x []float32) {
 
 // sumGo accumulates in float64 with four partial sums (for instruction-level
 // parallelism); the float64 error of a sum of n float32 values stays below
-// one float32 ulp of Σ|x| for any n up to 2^28.
-func sumGo(x []float32) float64 {
+// one float32 ulp of Σ|x| for any n up to 2^28. It is also Sum64's loop for
+// float64.
+func sumGo[T ~float32 | ~float64](x []T) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -345,7 +346,7 @@ func reluBackwardGo(dx, dy, x []float32) {
 }
 
 // sumSqDevGo is Σ (x - mean)² in float64, four partial sums.
-func sumSqDevGo(x []float32, mean float64) float64 {
+func sumSqDevGo[T ~float32 | ~float64](x []T, mean float64) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {
@@ -363,7 +364,7 @@ func sumSqDevGo(x []float32, mean float64) float64 {
 }
 
 // dotDevGo is Σ y·(x - mean) in float64, four partial sums.
-func dotDevGo(y, x []float32, mean float64) float64 {
+func dotDevGo[T ~float32 | ~float64](y, x []T, mean float64) float64 {
 	x = x[:len(y)]
 	var s0, s1, s2, s3 float64
 	i := 0
@@ -381,17 +382,17 @@ func dotDevGo(y, x []float32, mean float64) float64 {
 
 // scaleShiftGo sets dst = x·a + b, two roundings (the conversion keeps
 // the compiler from fusing them).
-func scaleShiftGo(dst, x []float32, a, b float32) {
+func scaleShiftGo[T ~float32 | ~float64](dst, x []T, a, b T) {
 	dst = dst[:len(x)]
 	for i, v := range x {
-		dst[i] = float32(v*a) + b
+		dst[i] = T(v*a) + b
 	}
 }
 
 // scaleAdd2Go sets dst = (x·a + y·b) + c, each operation rounded.
-func scaleAdd2Go(dst, x, y []float32, a, b, c float32) {
+func scaleAdd2Go[T ~float32 | ~float64](dst, x, y []T, a, b, c T) {
 	dst, y = dst[:len(x)], y[:len(x)]
 	for i, v := range x {
-		dst[i] = float32(v*a) + float32(y[i]*b) + c
+		dst[i] = T(v*a) + T(y[i]*b) + c
 	}
 }
