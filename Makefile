@@ -12,7 +12,7 @@ run: build
 	./bin/zeroeng run samples/quickstart.js
 
 # `make test` is what a newcomer runs, in under three minutes from an empty build cache on two
-# cores (172 and 139 s measured): gofmt, unit tests, PyTorch numerics, the distributed conformance on the in-process
+# cores (172, 139 and 157 s measured): gofmt, unit tests, PyTorch numerics, the distributed conformance on the in-process
 # backend and the hostile-input checks, each package compiled once. `make test-all` (what CI runs)
 # adds go vet, the long suites (jobs of several processes under mpirun, launch and
 # kill-and-resume, training runs on Fashion-MNIST, the emulated GPU conformance, every kernel
