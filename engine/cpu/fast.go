@@ -56,7 +56,7 @@ func activationBackwardFast32(op device.ActivationOp) func(dx, dy, saved []float
 
 // binaryFast32 handles contiguous a with b contiguous (bStride 1) or a
 // broadcast scalar (bStride 0, where only exact rewrites are used: a−s is
-// a+(−s) bit for bit, a/s is not a·(1/s)).
+// a+(−s) bit for bit; a/s stays a division, as a·(1/s) rounds differently).
 func binaryFast32(op device.BinaryOp) func(dst, a, b []float32, bStride int) bool {
 	switch op {
 	case device.Add:
@@ -89,9 +89,10 @@ func binaryFast32(op device.BinaryOp) func(dst, a, b []float32, bStride int) boo
 	case device.Div:
 		return func(dst, a, b []float32, bs int) bool {
 			if bs == 0 {
-				return false
+				vmath.DivScalar(dst, a, b[0])
+			} else {
+				vmath.Div(dst, a, b)
 			}
-			vmath.Div(dst, a, b)
 			return true
 		}
 	}

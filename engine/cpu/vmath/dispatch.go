@@ -22,6 +22,7 @@ type kernels struct {
 
 	add, sub, mul, div   func(dst, a, b []float32)
 	addScalar, mulScalar func(dst, x []float32, s float32)
+	divScalar            func(dst, x []float32, s float32)
 	mulScalarFlush       func(dst, x []float32, s float32) // x·s, subnormal results flushed to zero
 	axpy                 func(dst []float32, alpha float32, x []float32)
 
@@ -69,6 +70,7 @@ var goKernels = kernels{
 	div:              divGo,
 	addScalar:        addScalarGo,
 	mulScalar:        mulScalarGo,
+	divScalar:        divScalarGo,
 	mulScalarFlush:   mulScalarFlushGo,
 	axpy:             axpyGo,
 	sum:              sumGo[float32],
@@ -156,6 +158,9 @@ func (k kernels) fill() *kernels {
 	}
 	if k.mulScalar == nil {
 		k.mulScalar = g.mulScalar
+	}
+	if k.divScalar == nil {
+		k.divScalar = g.divScalar
 	}
 	if k.axpy == nil {
 		k.axpy = g.axpy

@@ -168,6 +168,13 @@ func MulScalar(dst, x []float32, s float32) {
 	splitScalar(dst, x, s, impl.mulScalar)
 }
 
+// DivScalar sets dst = x / s, a true division as PyTorch's (not a product
+// with 1/s, which rounds differently).
+func DivScalar(dst, x []float32, s float32) {
+	check2("DivScalar", dst, x)
+	splitScalar(dst, x, s, impl.divScalar)
+}
+
 // Axpy sets dst += alpha·x with one rounding (a fused multiply-add), like
 // PyTorch's dst.add_(x, alpha=alpha) on AVX2 and AVX-512 CPUs.
 func Axpy(dst []float32, alpha float32, x []float32) {

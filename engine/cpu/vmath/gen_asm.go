@@ -763,6 +763,7 @@ func kernels() []kernel {
 		binary("div", "VDIVPS"),
 		scalar("addScalar", "VADDPS"),
 		scalar("mulScalar", "VMULPS"),
+		scalar("divScalar", "VDIVPS"),
 		{
 			name: "mulScalarFlush", goArgs: "(dst, x []float32, s float32)", frame: 52, unroll: 4,
 			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
@@ -1016,6 +1017,7 @@ var regDoc = map[string]string{
 	"div":                "V(2u) a then a/b, V(2u+1) b",
 	"addScalar":          "V14 s; V(u) x then x+s",
 	"mulScalar":          "V14 s; V(u) x then x·s",
+	"divScalar":          "V14 s; V(u) x then x/s",
 	"mulScalarFlush":     "V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask",
 	"axpy":               "V14 alpha; V(2u) x; V(2u+1) dst then dst + alpha·x",
 	"sum":                "V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators",

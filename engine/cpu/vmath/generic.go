@@ -204,6 +204,13 @@ func mulScalarGo(dst, x []float32, s float32) {
 	}
 }
 
+func divScalarGo(dst, x []float32, s float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = v / s
+	}
+}
+
 func axpyGo(dst []float32, alpha float32, x []float32) {
 	dst = dst[:len(x)]
 	for i, v := range x {

@@ -65,6 +65,9 @@ func addScalarAVX512(dst, x []float32, s float32)
 func mulScalarAVX512(dst, x []float32, s float32)
 
 //go:noescape
+func divScalarAVX512(dst, x []float32, s float32)
+
+//go:noescape
 func mulScalarFlushAVX512(dst, x []float32, s float32)
 
 //go:noescape
@@ -209,6 +212,9 @@ func addScalarAVX2(dst, x []float32, s float32)
 func mulScalarAVX2(dst, x []float32, s float32)
 
 //go:noescape
+func divScalarAVX2(dst, x []float32, s float32)
+
+//go:noescape
 func mulScalarFlushAVX2(dst, x []float32, s float32)
 
 //go:noescape
@@ -314,6 +320,7 @@ var avx512Kernels = kernels{
 	div:              divAVX512,
 	addScalar:        addScalarAVX512,
 	mulScalar:        mulScalarAVX512,
+	divScalar:        divScalarAVX512,
 	mulScalarFlush:   mulScalarFlushAVX512,
 	axpy:             axpyAVX512,
 	sum:              sumAVX512,
@@ -389,6 +396,7 @@ var avx2Kernels = kernels{
 	div:              divAVX2,
 	addScalar:        addScalarAVX2,
 	mulScalar:        mulScalarAVX2,
+	divScalar:        divScalarAVX2,
 	mulScalarFlush:   mulScalarFlushAVX2,
 	axpy:             axpyAVX2,
 	sum:              sumAVX2,

@@ -1883,6 +1883,56 @@ done:
 	VZEROUPPER
 	RET
 
+// func divScalarAVX2(dst, x []float32, s float32)
+// Registers: V14 s; V(u) x then x/s.
+TEXT ·divScalarAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS s+48(FP), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VDIVPS Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VDIVPS Y14, Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VDIVPS Y14, Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VDIVPS Y14, Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VDIVPS Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VDIVPS Y14, Y0, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func mulScalarFlushAVX2(dst, x []float32, s float32)
 // Registers: V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask.
 TEXT ·mulScalarFlushAVX2(SB), NOSPLIT, $0-52

@@ -1739,6 +1739,56 @@ done:
 	VZEROUPPER
 	RET
 
+// func divScalarAVX512(dst, x []float32, s float32)
+// Registers: V14 s; V(u) x then x/s.
+TEXT ·divScalarAVX512(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VBROADCASTSS s+48(FP), Z14
+loop4:
+	CMPQ CX, $64
+	JLT loop1
+	VMOVUPS (SI), Z0
+	VDIVPS Z14, Z0, Z0
+	VMOVUPS Z0, (DI)
+	VMOVUPS 64(SI), Z1
+	VDIVPS Z14, Z1, Z1
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS 128(SI), Z2
+	VDIVPS Z14, Z2, Z2
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS 192(SI), Z3
+	VDIVPS Z14, Z3, Z3
+	VMOVUPS Z3, 192(DI)
+	ADDQ $256, DI
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $16
+	JLT tail
+	VMOVUPS (SI), Z0
+	VDIVPS Z14, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	MOVL $1, R11
+	SHLL CX, R11
+	DECL R11
+	KMOVW R11, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VDIVPS Z14, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func mulScalarFlushAVX512(dst, x []float32, s float32)
 // Registers: V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask.
 TEXT ·mulScalarFlushAVX512(SB), NOSPLIT, $0-52

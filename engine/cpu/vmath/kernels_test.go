@@ -68,6 +68,7 @@ var ops = []op{
 	{name: "div", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.div(o, in[0], in[1]); return 0 }, scale: 1},
 	{name: "addScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.addScalar(o, in[0], 0.37); return 0 }, scale: 1},
 	{name: "mulScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mulScalar(o, in[0], -1.7); return 0 }, scale: 1},
+	{name: "divScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.divScalar(o, in[0], -1.7); return 0 }, scale: 1},
 	// The products straddle the smallest normal, 2^-126 ≈ 1.18e-38.
 	{name: "mulScalarFlush", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mulScalarFlush(o, in[0], -2e-38); return 0 }, scale: 1},
 	{name: "axpy", ins: 1, inplace: true, run: func(k *kernels, o []float32, in [][]float32) float64 { k.axpy(o, 0.3, in[0]); return 0 }, tol: 6e-8, abs: 1e-37, scale: 1},
