@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/ddp"
 	"github.com/zeroeng/zeroeng/engine/dist"
@@ -71,6 +72,7 @@ func RunDDP(c DDPConfig) (DDPResult, error) {
 		return res, err
 	}
 	defer w.Close()
+	defer blas.AddCallers(c.World - 1)() // the ranks multiply at the same time
 	errs := make([]error, c.World)
 	var wg sync.WaitGroup
 	for rank := range c.World {

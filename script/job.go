@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
+	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dist"
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -164,6 +165,9 @@ func RunJob(ctx context.Context, path string, jo JobOptions) error {
 		return err
 	}
 	defer closeAll()
+	// The ranks multiply at the same time: with no more threads than
+	// ranks, each runs its library products on a thread of its own.
+	defer blas.AddCallers(n - 1)()
 	runtimes := make([]*Runtime, n)
 	for local := range runtimes {
 		rank := jo.FirstRank + local

@@ -62,15 +62,14 @@ func BenchmarkSgemmBatchedAttention(b *testing.B) {
 						SgemmBatched(heads, false, false, t, d, t, 1, s, t, t*t, v, d, t*d, 0, o, d, t*d)
 						continue
 					}
-					callMu.Lock()
-					syncThreads(l)
+					unlock := lock(l)
 					for h := 0; h < heads; h++ {
 						l.Sgemm(false, true, t, t, d, 0.125, q[h*t*d:], d, k[h*t*d:], d, 0, s[h*t*t:], t)
 					}
 					for h := 0; h < heads; h++ {
 						l.Sgemm(false, false, t, d, t, 1, s[h*t*t:], t, v[h*t*d:], d, 0, o[h*t*d:], d)
 					}
-					callMu.Unlock()
+					unlock()
 				}
 				report(b, 2*2*heads*float64(t*t*d))
 			})
@@ -95,10 +94,9 @@ func BenchmarkSgemmSmall(b *testing.B) {
 					}
 					// Straight to the library, below the dispatcher's
 					// crossover.
-					callMu.Lock()
-					syncThreads(l)
+					unlock := lock(l)
 					l.Sgemm(false, false, n, n, n, 1, x, n, x, n, 0, z, n)
-					callMu.Unlock()
+					unlock()
 				}
 				report(b, 2*float64(n*n*n))
 			})
@@ -123,12 +121,11 @@ func BenchmarkSgemmBatchedCrossover(b *testing.B) {
 							SgemmBatched(batch, false, false, n, n, n, 1, x, n, n*n, x, n, n*n, 0, z, n, n*n)
 							continue
 						}
-						callMu.Lock()
-						syncThreads(l)
+						unlock := lock(l)
 						for i := 0; i < batch; i++ {
 							l.Sgemm(false, false, n, n, n, 1, x[i*n*n:], n, x[i*n*n:], n, 0, z[i*n*n:], n)
 						}
-						callMu.Unlock()
+						unlock()
 					}
 					report(b, 2*batch*float64(n*n*n))
 				})

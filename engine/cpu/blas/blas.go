@@ -64,19 +64,62 @@ var (
 	lib      *cblas.Lib
 	loadErr  error
 
-	// callMu serialises calls into the library, and guards libThreads.
-	//
-	// OpenBLAS's pthread build has locked its thread server since 0.3.7,
-	// and TestConcurrentCalls in engine/cpu/cblas finds concurrent calls
-	// correct with Debian's 0.3.21; but OpenBLAS has a long history of
-	// thread-safety regressions (OpenMathLib/OpenBLAS issues 1425, 1761, 2126), MKL and BLIS
-	// builds differ, and concurrent multi-threaded calls would only
-	// oversubscribe the cores: each call already uses parallel.Threads()
-	// threads. So calls from several goroutines (in-process ranks) take
-	// turns, which costs nothing in throughput.
-	callMu     sync.Mutex
+	// callMu guards calls into the library and libThreads. A call on
+	// all of the pool's threads holds it exclusively: OpenBLAS's pthread
+	// build locks its thread server anyway (since 0.3.7), MKL and BLIS
+	// builds differ, and two such calls at once would only oversubscribe
+	// the cores. Calls on one library thread each, which run in the
+	// caller's thread without the library's workers, hold it shared and
+	// run at the same time (TestConcurrentCalls in engine/cpu/cblas is
+	// the evidence that the library is safe to share so); libThreads
+	// changes only under the exclusive lock.
+	callMu     sync.RWMutex
 	libThreads int
+
+	// callers is the number of goroutines that may multiply at the same
+	// time: 1, plus the extra in-process ranks of the jobs running
+	// (AddCallers).
+	callers atomic.Int32
 )
+
+func init() { callers.Store(1) }
+
+// AddCallers declares n more goroutines (in-process ranks) that call the
+// products at the same time as the first, until the returned function is
+// called. While there are at least as many callers as the pool has threads
+// (parallel.Threads()), each library call runs on one library thread and
+// the callers' calls run at the same time, a core each, as processes of one
+// thread would; with more threads than callers, calls take turns, each on
+// every thread. Measured on 2 cores, 2 ranks of the GPT workload: taking
+// turns on 2 threads, 1.50× one rank's tokens a second on one thread; a
+// thread each at once, 1.9× (RATIONALE.md, "One worker pool for the
+// process").
+func AddCallers(n int) (done func()) {
+	callers.Add(int32(n))
+	var once sync.Once
+	return func() { once.Do(func() { callers.Add(-int32(n)) }) }
+}
+
+// lock takes callMu for one call (or a batch of calls) and sets the
+// library's thread count for it; the returned function releases it.
+func lock(l *cblas.Lib) (unlock func()) {
+	t := parallel.Threads()
+	if t > int(callers.Load()) {
+		callMu.Lock()
+		setThreads(l, t)
+		return callMu.Unlock
+	}
+	for {
+		callMu.RLock()
+		if libThreads == 1 {
+			return callMu.RUnlock
+		}
+		callMu.RUnlock()
+		callMu.Lock()
+		setThreads(l, 1)
+		callMu.Unlock()
+	}
+}
 
 // Use selects the implementation: "auto", "go" or "cblas". It returns an
 // error for an unknown mode, and for "cblas" when no library can be
@@ -104,8 +147,8 @@ func Use(m string) error {
 //
 //	blas: cblas (mode auto): libopenblas.so.0 (openblas): OpenBLAS 0.3.21 … core=SkylakeX;
 //	OpenBLAS did not recognise this CPU (chose Prescott); reloaded with
-//	OPENBLAS_CORETYPE=SkylakeX; …; 2 threads (kept at parallel.Threads()),
-//	calls serialised; products under 2·40³ flops and batches of products
+//	OPENBLAS_CORETYPE=SkylakeX; …; 2 threads a call (parallel.Threads()),
+//	calls take turns; products under 2·40³ flops and batches of products
 //	under 2·256³ flops use the Go kernels (sgemm avx512 12×32, dgemm avx512 12×16)
 func Info() string {
 	s := current()
@@ -113,14 +156,11 @@ func Info() string {
 	if s.lib == nil {
 		return fmt.Sprintf("blas: go (mode %s): %s; CBLAS not used: %s", s.mode, kern, s.why)
 	}
-	callMu.Lock()
-	threads := s.lib.Threads()
-	callMu.Unlock()
-	t := "thread count unknown"
-	if threads > 0 {
-		t = fmt.Sprintf("%d threads (kept at parallel.Threads())", threads)
+	t := fmt.Sprintf("%d threads a call (parallel.Threads()), calls take turns", parallel.Threads())
+	if c := int(callers.Load()); parallel.Threads() <= c {
+		t = fmt.Sprintf("1 thread a call, the calls of %d callers at once", c)
 	}
-	return fmt.Sprintf("blas: cblas (mode %s): %s; %s, calls serialised; "+
+	return fmt.Sprintf("blas: cblas (mode %s): %s; %s; "+
 		"products under 2·%d³ flops and batches of products under 2·%d³ flops use the %s",
 		s.mode, s.lib, t, smallCube, batchedCube, kern)
 }
@@ -156,10 +196,9 @@ func load() (*cblas.Lib, error) {
 	return lib, loadErr
 }
 
-// syncThreads makes the library use parallel.Threads() threads. callMu is
-// held.
-func syncThreads(l *cblas.Lib) {
-	if t := parallel.Threads(); t != libThreads {
+// setThreads makes the library use t threads. callMu is held exclusively.
+func setThreads(l *cblas.Lib, t int) {
+	if t != libThreads {
 		l.SetThreads(t)
 		libThreads = t
 	}
@@ -169,9 +208,7 @@ func syncThreads(l *cblas.Lib) {
 // arguments and semantics, which both implementations follow.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if l := current().lib; l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
-		callMu.Lock()
-		defer callMu.Unlock()
-		syncThreads(l)
+		defer lock(l)()
 		l.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -181,9 +218,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 // Dgemm is Sgemm for float64; see gemm.Dgemm.
 func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
 	if l := current().lib; l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
-		callMu.Lock()
-		defer callMu.Unlock()
-		syncThreads(l)
+		defer lock(l)()
 		l.Dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
@@ -203,9 +238,7 @@ func SgemmBatched(batch int, transA, transB bool, m, n, k int, alpha float32, a 
 	// Validate the whole batch before the first call, as the Go path
 	// does: a batch is not left half done by a bad argument.
 	gemm.CheckBatched(batch, transA, transB, m, n, k, len(a), lda, strideA, len(b), ldb, strideB, len(c), ldc, strideC)
-	callMu.Lock()
-	defer callMu.Unlock()
-	syncThreads(l)
+	defer lock(l)()
 	for i := 0; i < batch; i++ {
 		l.Sgemm(transA, transB, m, n, k, alpha, a[i*strideA:], lda, b[i*strideB:], ldb, beta, c[i*strideC:], ldc)
 	}

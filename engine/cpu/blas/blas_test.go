@@ -172,6 +172,47 @@ func TestThreadsFollowPool(t *testing.T) {
 	}
 }
 
+// TestCallersShareTheThreads: with as many callers (in-process ranks) as
+// threads, each library call runs on one library thread, from every caller
+// at once, with correct results; once the callers are gone, calls run on
+// every thread again.
+func TestCallersShareTheThreads(t *testing.T) {
+	l := needCBLAS(t)
+	if l.Threads() == 0 {
+		t.Skipf("%s reports no thread count", l.Flavour)
+	}
+	parallel.SetThreads(2)
+	defer parallel.SetThreads(0)
+	done := AddCallers(1)
+	defer done()
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 6))
+			for range 5 {
+				if e := products[2].run(rng); e > 1e-5 {
+					t.Errorf("relative error %.3g", e)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := l.Threads(); got != 1 {
+		t.Errorf("2 callers on 2 threads: the library runs %d threads a call, want 1", got)
+	}
+	if !strings.Contains(Info(), "1 thread a call") {
+		t.Errorf("Info() = %q, want it to say 1 thread a call", Info())
+	}
+	done()
+	done() // a second call changes nothing
+	if e := products[2].run(rand.New(rand.NewPCG(1, 2))); e > 1e-5 {
+		t.Errorf("relative error %.3g", e)
+	}
+	if got := l.Threads(); got != 2 {
+		t.Errorf("1 caller on 2 threads: the library runs %d threads a call, want 2", got)
+	}
+}
+
 // TestConcurrentRanks calls the dispatcher from several goroutines at once,
 // as in-process ranks do, in each mode.
 func TestConcurrentRanks(t *testing.T) {

@@ -234,9 +234,10 @@ func TestThreads(t *testing.T) {
 }
 
 // TestConcurrentCalls calls the library from several goroutines at once,
-// unserialised, as several in-process ranks would, and checks every
-// result. It is the evidence behind engine/cpu/blas's choice to serialise
-// (see there): a failure here means the library is not safe to share.
+// unserialised, as several in-process ranks do, and checks every result.
+// It is the evidence behind engine/cpu/blas running the calls of several
+// ranks at once (see there): a failure here means the library is not safe
+// to share.
 func TestConcurrentCalls(t *testing.T) {
 	l := need(t)
 	const n, goroutines, rounds = 256, 4, 10
