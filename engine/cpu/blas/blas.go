@@ -86,25 +86,46 @@ func init() { callers.Store(1) }
 
 // AddCallers declares n more goroutines (in-process ranks) that call the
 // products at the same time as the first, until the returned function is
-// called. While there are at least as many callers as the pool has threads
-// (parallel.Threads()), each library call runs on one library thread and
-// the callers' calls run at the same time, a core each, as processes of one
-// thread would; with more threads than callers, calls take turns, each on
-// every thread. Measured on 2 cores, 2 ranks of the GPT workload: taking
-// turns on 2 threads, 1.50× one rank's tokens a second on one thread; a
-// thread each at once, 1.9× (RATIONALE.md, "One worker pool for the
-// process").
+// called. While there are more callers than one and at least as many as
+// the pool has threads (parallel.Threads()), mode auto runs every product
+// on the Go kernels, and mode cblas runs each library call on one library
+// thread, the callers' calls at the same time, a core each; otherwise a
+// library call takes every thread and the calls take turns. Measured on 2
+// cores, 2 ranks of the GPT workload against one rank on one thread:
+// library calls taking turns on 2 threads, 1.50× its tokens a second; a
+// library thread each, 1.6-1.8×; the Go kernels, 1.9× (RATIONALE.md, "One
+// worker pool for the process").
 func AddCallers(n int) (done func()) {
 	callers.Add(int32(n))
 	var once sync.Once
 	return func() { once.Do(func() { callers.Add(-int32(n)) }) }
 }
 
+// shared reports whether several callers (in-process ranks) share the
+// pool's threads, as many callers as threads or more.
+func shared() bool {
+	c := int(callers.Load())
+	return c > 1 && parallel.Threads() <= c
+}
+
+// library returns the library that runs the products, or nil for the Go
+// kernels. In mode auto, ranks that share the threads run the Go kernels:
+// their loops divide the cores with the other ranks' loops as each starts
+// (engine/cpu/parallel), which a library thread, fixed to its rank, cannot
+// (2 ranks of the GPT workload on 2 cores: 4,613-5,673 tokens a second
+// against 4,561-4,900 with a library thread a rank).
+func library() *cblas.Lib {
+	s := current()
+	if s.lib != nil && s.mode == "auto" && shared() {
+		return nil
+	}
+	return s.lib
+}
+
 // lock takes callMu for one call (or a batch of calls) and sets the
 // library's thread count for it; the returned function releases it.
 func lock(l *cblas.Lib) (unlock func()) {
-	t := parallel.Threads()
-	if t > int(callers.Load()) {
+	if t := parallel.Threads(); t > int(callers.Load()) {
 		callMu.Lock()
 		setThreads(l, t)
 		return callMu.Unlock
@@ -157,7 +178,10 @@ func Info() string {
 		return fmt.Sprintf("blas: go (mode %s): %s; CBLAS not used: %s", s.mode, kern, s.why)
 	}
 	t := fmt.Sprintf("%d threads a call (parallel.Threads()), calls take turns", parallel.Threads())
-	if c := int(callers.Load()); parallel.Threads() <= c {
+	switch c := int(callers.Load()); {
+	case shared() && s.mode == "auto":
+		t = fmt.Sprintf("not used while %d in-process ranks share %d threads (the Go kernels divide them)", c, parallel.Threads())
+	case parallel.Threads() <= c:
 		t = fmt.Sprintf("1 thread a call, the calls of %d callers at once", c)
 	}
 	return fmt.Sprintf("blas: cblas (mode %s): %s; %s; "+
@@ -207,7 +231,7 @@ func setThreads(l *cblas.Lib, t int) {
 // Sgemm computes C = alpha·op(A)·op(B) + beta·C; see gemm.Sgemm for the
 // arguments and semantics, which both implementations follow.
 func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if l := current().lib; l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
+	if l := library(); l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
 		defer lock(l)()
 		l.Sgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
@@ -217,7 +241,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 
 // Dgemm is Sgemm for float64; see gemm.Dgemm.
 func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int, b []float64, ldb int, beta float64, c []float64, ldc int) {
-	if l := current().lib; l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
+	if l := library(); l != nil && useLib(m, n, k, lda, ldb, ldc, alpha != 0, smallFlops) {
 		defer lock(l)()
 		l.Dgemm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
@@ -230,7 +254,7 @@ func Dgemm(transA, transB bool, m, n, k int, alpha float64, a []float64, lda int
 // library call per product; batches of small ones (attention heads) run on
 // the Go batched kernel, which spreads whole products over the threads.
 func SgemmBatched(batch int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda, strideA int, b []float32, ldb, strideB int, beta float32, c []float32, ldc, strideC int) {
-	l := current().lib
+	l := library()
 	if l == nil || batch <= 0 || !useLib(m, n, k, lda, ldb, ldc, alpha != 0, batchedCBLASFlops) {
 		gemm.SgemmBatched(batch, transA, transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c, ldc, strideC)
 		return

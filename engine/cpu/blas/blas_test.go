@@ -173,9 +173,9 @@ func TestThreadsFollowPool(t *testing.T) {
 }
 
 // TestCallersShareTheThreads: with as many callers (in-process ranks) as
-// threads, each library call runs on one library thread, from every caller
-// at once, with correct results; once the callers are gone, calls run on
-// every thread again.
+// threads, each library call (mode cblas) runs on one library thread, from
+// every caller at once, with correct results, and mode auto runs the Go
+// kernels; once the callers are gone, calls run on every thread again.
 func TestCallersShareTheThreads(t *testing.T) {
 	l := needCBLAS(t)
 	if l.Threads() == 0 {
@@ -203,6 +203,13 @@ func TestCallersShareTheThreads(t *testing.T) {
 	if !strings.Contains(Info(), "1 thread a call") {
 		t.Errorf("Info() = %q, want it to say 1 thread a call", Info())
 	}
+	// In mode auto the ranks run the Go kernels, which divide the pool's
+	// threads between them loop by loop.
+	Use("auto")
+	if library() != nil || !strings.Contains(Info(), "not used while 2 in-process ranks share 2 threads") {
+		t.Errorf("mode auto, 2 callers on 2 threads: library %v, Info() = %q; want the Go kernels", library(), Info())
+	}
+	Use("cblas")
 	done()
 	done() // a second call changes nothing
 	if e := products[2].run(rand.New(rand.NewPCG(1, 2))); e > 1e-5 {
@@ -210,6 +217,10 @@ func TestCallersShareTheThreads(t *testing.T) {
 	}
 	if got := l.Threads(); got != 2 {
 		t.Errorf("1 caller on 2 threads: the library runs %d threads a call, want 2", got)
+	}
+	Use("auto")
+	if library() != l {
+		t.Errorf("mode auto, 1 caller: library %v, want %v", library(), l)
 	}
 }
 
