@@ -11,7 +11,8 @@
 #   bench/sidebyside.sh llama              # samples/llama.js beside bench/torch_llama.py (not in the default set)
 #   bench/sidebyside.sh cnn                # bench/cnn.js beside bench/torch_cnn.py (not in the default set)
 #   bench/sidebyside.sh resnet             # samples/resnet.js beside bench/torch_resnet.py (not in the default set)
-#   bench/sidebyside.sh cnn-ranks          # the CNN data-parallel on 1 and 2 ranks (bench/cnn_ranks.js, bench/torch_cnn_ranks.py)
+#   bench/sidebyside.sh ranks              # the CNN, the Fashion-MNIST MLP and the GPT data-parallel on 1 and 2 ranks
+#                                          # (bench/ranks.js and samples/gpt.js beside bench/torch_ranks.py)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
@@ -128,15 +129,27 @@ for w in "${workloads[@]}"; do
         torch_sides $PY bench/torch_cnn.py
         ./bin/zeroeng run --quiet bench/cnn.js | tail -n 1 | tag zeroeng
         ;;
-      cnn-ranks)
-        # Rank scaling: the CNN data-parallel (DDP) with batch 64 per rank, on 1 rank and on 2 ranks
-        # (zeroeng's in-process ranks; PyTorch's gloo processes, one thread each), in samples a second.
-        for t in 1 "$NPROC"; do
-          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS=$t $PY bench/torch_cnn_ranks.py 1 | tag "torch-tuned-1rank-t$t"
+      ranks)
+        # Rank scaling: each model data-parallel (DDP) with a fixed batch per rank (cnn, mlp: 64
+        # images; gpt: 8 sequences of 128 tokens), in samples (gpt: tokens) a second, on 1 rank and
+        # on 2: zeroeng's in-process ranks, PyTorch's gloo processes of one thread each
+        # (OPENBLAS_NUM_THREADS=1: torch.set_num_threads does not reach OpenBLAS's threads). One rank
+        # runs on one thread (the scaling's base) and as each side runs best.
+        for m in cnn mlp gpt; do
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} OPENBLAS_NUM_THREADS=1 TORCH_THREADS=1 $PY bench/torch_ranks.py $m 1 | tag torch-tuned-1rank-t1
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS=1 $PY bench/torch_ranks.py $m 1 | tag torch-tuned-1rank-t1-blasN
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS="$NPROC" $PY bench/torch_ranks.py $m 1 | tag torch-tuned-1rank-tN
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} $PY bench/torch_ranks.py $m 2 | tag torch-tuned-2ranks
+          for r in "--threads 1" "" "--nproc 2"; do
+            side=$(case "$r" in "--threads 1") echo 1rank-t1 ;; "") echo 1rank-tN ;; *) echo 2ranks ;; esac)
+            if [ "$m" = gpt ]; then
+              ./bin/zeroeng run --quiet $r samples/gpt.js -- --config bench --bench --steps 23 --clip 0 | tail -n 1 |
+                sed 's/^\[[0-9]*\] //; s/"workload":"gpt"/"workload":"gpt-ranks"/; s/"tokens_per_s"/"samples_per_s"/' | tag "zeroeng-$side"
+            else
+              ./bin/zeroeng run --quiet $r bench/ranks.js -- $m | tail -n 1 | sed 's/^\[[0-9]*\] //' | tag "zeroeng-$side"
+            fi
+          done
         done
-        env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} $PY bench/torch_cnn_ranks.py 2 | tag torch-tuned-2ranks
-        ./bin/zeroeng run --quiet bench/cnn_ranks.js | tail -n 1 | tag zeroeng-1rank
-        ./bin/zeroeng run --quiet --nproc 2 bench/cnn_ranks.js | tail -n 1 | sed 's/^\[0\] //' | tag zeroeng-2ranks
         ;;
       resnet)
         # samples/resnet.js beside bench/torch_resnet.py: a small ResNet on synthetic 32x32 images, batch 32.
@@ -162,7 +175,7 @@ done
 $PY - "$out" <<'PY'
 import json, statistics, sys, collections
 rows = [json.loads(l) for l in open(sys.argv[1])]
-key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "checkpoint": "save_ms_median", "mlp": "step_ms_median", "gpt": "step_ms_median", "llama": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s", "cnn": "step_ms", "cnn-ranks": "samples_per_s", "resnet": "step_ms_median"}
+key = {**{f"overlap4-{v}": "step_ms_median" for v in ("none", "a", "b", "flat", "stage2")}, "gemm": "gflops", "checkpoint": "save_ms_median", "mlp": "step_ms_median", "gpt": "step_ms_median", "llama": "step_ms_median", "ddp2": "step_ms_median", "fashion_mnist_mlp": "train_s", "cnn": "step_ms", "cnn-ranks": "samples_per_s", "mlp-ranks": "samples_per_s", "gpt-ranks": "samples_per_s", "resnet": "step_ms_median"}
 by = collections.defaultdict(list)
 for r in rows:
     by[(r["workload"], r["side"])].append(r[key[r["workload"]]])
@@ -170,7 +183,7 @@ print("\nworkload | side | metric | median of rounds | rounds")
 for (w, s), v in sorted(by.items()):
     print(f"{w} | {s} | {key[w]} | {statistics.median(v):.1f} | {', '.join(f'{x:.1f}' for x in v)}")
 for w in sorted({w for w, _ in by}):
-    higher = w in ("gemm", "cnn-ranks")
+    higher = w in ("gemm", "cnn-ranks", "mlp-ranks", "gpt-ranks")
     # PyTorch at its best: the faster of its tuned sides.
     tuned = [(statistics.median(v), s) for (ww, s), v in by.items() if ww == w and s.startswith("torch-tuned")]
     best = (max if higher else min)(tuned) if tuned else None
@@ -181,12 +194,16 @@ for w in sorted({w for w, _ in by}):
                 print(f"{w}: {zs} / {name} = {z / statistics.median(t):.2f}" + (" (higher is better)" if higher else " (lower is better)"))
         if best:
             print(f"{w}: {zs} / PyTorch at its best ({best[1]}) = {z / best[0]:.2f}" + (" (higher is better)" if higher else " (lower is better)"))
-# Rank scaling: 2 ranks' samples a second over 1 rank's (PyTorch's 1 rank at its best thread count).
-if by.get(("cnn-ranks", "zeroeng-2ranks")):
-    m = lambda s: statistics.median(by[("cnn-ranks", s)])
-    t1 = max(m(s) for (w, s) in by if w == "cnn-ranks" and s.startswith("torch-tuned-1rank"))
-    print(f"cnn-ranks: zeroeng 2 ranks / 1 rank = {m('zeroeng-2ranks') / m('zeroeng-1rank'):.2f}; "
-          f"PyTorch 2 ranks / 1 rank at its best = {m('torch-tuned-2ranks') / t1:.2f}")
+# Rank scaling: 2 ranks' samples a second over 1 rank's on one thread, and over 1 rank at its best.
+for w in ("cnn-ranks", "mlp-ranks", "gpt-ranks"):
+    if not by.get((w, "zeroeng-2ranks")):
+        continue
+    m = lambda s: statistics.median(by[(w, s)])
+    zbest = max(m(s) for (ww, s) in by if ww == w and s.startswith("zeroeng-1rank"))
+    tbest = max(m(s) for (ww, s) in by if ww == w and s.startswith("torch-tuned-1rank"))
+    print(f"{w}: 2 ranks / 1 rank on one thread: zeroeng {m('zeroeng-2ranks') / m('zeroeng-1rank-t1'):.2f}, "
+          f"PyTorch {m('torch-tuned-2ranks') / m('torch-tuned-1rank-t1'):.2f}; "
+          f"2 ranks / 1 rank at its best: zeroeng {m('zeroeng-2ranks') / zbest:.2f}, PyTorch {m('torch-tuned-2ranks') / tbest:.2f}")
 loads = collections.defaultdict(list)
 for r in rows:
     if "load_ms_median" in r:

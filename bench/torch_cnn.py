@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 
 def make_model():
-    """The CNN of bench/cnn.js (and of bench/torch_cnn_ranks.py)."""
+    """The CNN of bench/cnn.js (and of bench/torch_ranks.py)."""
     return nn.Sequential(
         nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
         nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
