@@ -23,7 +23,8 @@ type node struct {
 	// with the very values acc + backward(g)[i] would have: backward
 	// uses it instead of making a gradient the size of the input when
 	// the input already has one accumulating (a tied embedding's lookup,
-	// whose dense gradient is all zeros but a few rows).
+	// whose dense gradient is all zeros but a few rows; the views of a
+	// split, narrow or select, all zeros but their region).
 	into    func(g *Tensor, i int, acc *Tensor) error
 	saved   []savedTensor
 	freed   bool

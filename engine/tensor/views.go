@@ -280,8 +280,29 @@ func (t *Tensor) Narrow(dim, start, length int) *Tensor {
 		n.backward = func(g *Tensor) []*Tensor {
 			return []*Tensor{embed(g, in, func(z *Tensor) *Tensor { return z.Narrow(d, start, length) })}
 		}
+		// The pieces of a split (q, k and v out of one projection) each
+		// add into the gradient the first one made, rather than each
+		// making one the size of the whole of zeros.
+		n.into = func(g *Tensor, _ int, acc *Tensor) error {
+			return addIntoRegion(acc, g, d, start, length)
+		}
 	}
 	return out
+}
+
+// addIntoRegion adds g into acc's region [start, start+length) of
+// dimension d, with the values acc + embed(g) has: the region gains g, and
+// the rest gains zeros, which changes nothing but a -0 into +0.
+func addIntoRegion(acc, g *Tensor, d, start, length int) error {
+	zero := acc.rt.Scalar(acc.dt, 0)
+	for _, r := range [][2]int{{0, start}, {start + length, acc.shape[d] - start - length}} {
+		if r[1] > 0 {
+			if err := acc.Narrow(d, r[0], r[1]).addInPlace(zero); err != nil {
+				return err
+			}
+		}
+	}
+	return acc.Narrow(d, start, length).addInPlace(g)
 }
 
 // embed returns zeros of shape with g written into the region that region
@@ -323,6 +344,9 @@ func (t *Tensor) Select(dim, index int) *Tensor {
 		in := t.shape
 		n.backward = func(g *Tensor) []*Tensor {
 			return []*Tensor{embed(g, in, func(z *Tensor) *Tensor { return z.Select(d, i) })}
+		}
+		n.into = func(g *Tensor, _ int, acc *Tensor) error {
+			return addIntoRegion(acc, g.Unsqueeze(d), d, i, 1)
 		}
 	}
 	return out
