@@ -84,6 +84,12 @@ func (r *Reducer) Reduce(dst []byte, srcs [][]byte, lo, hi int) {
 }
 
 func (r *Reducer) reduce(dst []byte, srcs [][]byte, lo, hi int) {
+	if r.n == 2 && r.dt == dtype.Float32 && r.op == Sum {
+		// One pass: each element is read from both ranks before dst,
+		// which may be either's memory, is written.
+		vmath.Add(asSlice[float32](dst[:hi-lo]), asSlice[float32](srcs[r.order[0]][lo:hi]), asSlice[float32](srcs[r.order[1]][lo:hi]))
+		return
+	}
 	es := r.dt.Size()
 	for start := lo; start < hi; start += reduceChunk * es {
 		end := min(hi, start+reduceChunk*es)
