@@ -23,6 +23,16 @@ func sampleFile(t *testing.T, name string) string {
 	return path
 }
 
+// averaging is the sample hook that averages the gradients: the Go one,
+// or under -short the WAT one (no Go build for wasip1, see
+// hookbuild.SkipGoUnderShort).
+func averaging() string {
+	if testing.Short() {
+		return "allreduce_wat"
+	}
+	return "allreduce"
+}
+
 func ddpWith(hook string) string {
 	return strings.NewReplacer("OPTIONS", "{}", "HOOK", hook, "ACCUMULATE", "false", "nn.DistributedDataParallel", "dist.DistributedDataParallel").Replace(ddpScript)
 }
@@ -32,7 +42,7 @@ func ddpWith(hook string) string {
 // and inside ZeRO's overlap, and gives the numbers of the hook it
 // reimplements.
 func TestWasmHookFromJS(t *testing.T) {
-	allreduce := sampleFile(t, "allreduce")
+	allreduce := sampleFile(t, averaging())
 	one, err := runJob(t, 1, ddpWith(""), dist.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +59,7 @@ func TestWasmHookFromJS(t *testing.T) {
 		{"with a state", `model.registerCommHook(null, require("zeroeng").hooks.wasm(` + quote(allreduce) + `, { memoryLimitMB: 64 }));`, nil},
 		{"WAT", `model.registerCommHook(require("zeroeng").hooks.wasm(` + quote(sampleFile(t, "allreduce_wat")) + `));`, nil},
 		{"C codec", `model.registerCommHook(require("zeroeng").hooks.wasm(` + quote(sampleFile(t, "codec_c")) + `));`, bf16},
-		{"bf16 wrapper around a Wasm hook", `model.registerCommHook(null, dist.commHooks.bf16CompressWrapper(require("zeroeng").hooks.wasm(` + quote(sampleFile(t, "allreduce")) + `)));`, bf16},
+		{"bf16 wrapper around a Wasm hook", `model.registerCommHook(null, dist.commHooks.bf16CompressWrapper(require("zeroeng").hooks.wasm(` + quote(allreduce) + `)));`, bf16},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := runJob(t, 2, ddpWith(c.hook), dist.Options{})
@@ -73,7 +83,7 @@ func TestWasmHookFromJS(t *testing.T) {
 // TestWasmHookUnderZeroOverlap: a Wasm hook composes with ZeRO's overlap
 // schedules like any hook: the same parameters as the built-in hook.
 func TestWasmHookUnderZeroOverlap(t *testing.T) {
-	path := sampleFile(t, "allreduce")
+	path := sampleFile(t, averaging())
 	const src = `const { tensor, nn, dist, zero, hooks } = require("zeroeng");
 tensor.manualSeed(0);
 const model = dist.DistributedDataParallel(nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3)), { bucketCapMB: 0.0002, firstBucketCapMB: 0.0002 });
@@ -108,6 +118,7 @@ console.log(model.parameters().map(p => p.sum().item().toFixed(6)).join(" "));
 // TestRunHookOption: zeroeng run --hook gives every DDP the hook; a
 // script's own registerCommHook still replaces it.
 func TestRunHookOption(t *testing.T) {
+	hookbuild.SkipGoUnderShort(t, "logstats")
 	one, err := runJob(t, 1, ddpWith(""), dist.Options{})
 	if err != nil {
 		t.Fatal(err)

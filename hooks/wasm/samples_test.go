@@ -54,6 +54,7 @@ func TestSamplesMatchTheirReference(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.sample, func(t *testing.T) {
+			hookbuild.SkipGoUnderShort(t, c.sample)
 			m := compileSample(t, c.sample, Config{})
 			for _, n := range []int{1, 2, 4} {
 				for _, view := range []bool{false, true} {

@@ -44,6 +44,17 @@ const (
 // goSamples are the samples in samples/hooks/go, one main package each.
 var goSamples = []string{"allreduce", "bf16", "topk", "logstats", "codec"}
 
+// SkipGoUnderShort skips tb under -short when the sample name is built
+// with Go: the first Go build for wasip1 compiles Go's runtime and
+// standard library for it, about a minute of a cold build cache, which
+// make test leaves to make test-all (the WAT and C samples stay).
+func SkipGoUnderShort(tb testing.TB, name string) {
+	tb.Helper()
+	if testing.Short() && slices.Contains(goSamples, name) {
+		tb.Skipf("the %s sample is built with Go for wasip1: make test-all", name)
+	}
+}
+
 // Names lists the samples Sample builds: the Go ones, then "allreduce_wat"
 // (samples/hooks/wat/allreduce.wat) and "codec_c" (samples/hooks/c/codec.c).
 func Names() []string { return append(slices.Clone(goSamples), "allreduce_wat", "codec_c") }
