@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -191,13 +192,13 @@ func TestLaunchSIGINTToTheGroup(t *testing.T) {
 // SIGINT comes to launch's group (a terminal) or to every process (Slurm,
 // systemd: each rank has it twice, from them and from launch): every rank
 // interrupted once, status 130. A rank stops at its next JavaScript
-// statement, after the matrix product it is in (a tenth of a second or
-// more), so both copies reach it while it runs: the second 50ms after
-// the first, lest Go's runtime merge them into one.
+// statement, after the matrix product it is in (a fifth of a second or
+// more), so both copies usually reach it while it runs: the second 50ms
+// after the first, lest Go's runtime merge them into one.
 func TestLaunchDirectSIGINT(t *testing.T) {
 	dir := scriptDir(t, map[string]string{"loop.js": `
 const { tensor, dist } = require("zeroeng");
-const a = tensor.randn([1536, 1536]);
+const a = tensor.randn([2048, 2048]);
 console.log("training", dist.rank, process.pid);
 for (const t0 = Date.now(); Date.now() - t0 < 60000;) a.matmul(a);`})
 	for _, every := range []bool{false, true} {
@@ -208,8 +209,12 @@ for (const t0 = Date.now(); Date.now() - t0 < 60000;) a.matmul(a);`})
 				g.signal(t, syscall.SIGINT) // launch, which passes it on
 				time.Sleep(50 * time.Millisecond)
 				for _, pid := range pids {
-					if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+					// A rank whose product ended just after launch's copy
+					// may have stopped already: then it had one copy.
+					if err := syscall.Kill(pid, syscall.SIGINT); err != nil && !errors.Is(err, syscall.ESRCH) {
 						t.Fatal(err)
+					} else if err != nil {
+						t.Logf("rank process %d had stopped before the second copy", pid)
 					}
 				}
 			} else {
