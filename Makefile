@@ -11,12 +11,12 @@ build:
 run: build
 	./bin/zeroeng run samples/quickstart.js
 
-# `make test` is what a newcomer runs, in under three minutes from an empty build cache on two
-# cores (172, 139 and 157 s measured): gofmt, unit tests, PyTorch numerics, the distributed conformance on the in-process
+# `make test` is what a newcomer runs, in about three minutes from an empty build cache on two
+# cores (172, 139 and 157 s measured; 185-208 s on a day the shared VM ran 30% slower): gofmt, unit tests, PyTorch numerics, the distributed conformance on the in-process
 # backend and the hostile-input checks, each package compiled once. `make test-all` (what CI runs)
 # adds go vet, the long suites (jobs of several processes under mpirun, launch and
-# kill-and-resume, training runs on Fashion-MNIST, the emulated GPU conformance, every kernel
-# through NVRTC) and the race detector everywhere: vet and the race detector compile everything
+# kill-and-resume, training runs on Fashion-MNIST and of the GPT and LLaMA samples, Go built for
+# wasip1, the emulated GPU conformance, every kernel through NVRTC) and the race detector everywhere: vet and the race detector compile everything
 # again, which doubled make test's time. For the same reason make test turns off the vet pass
 # that go test runs by default (-vet=off): it vets the standard library and every dependency for
 # their facts, a fifth of a cold make test's CPU, and test-all's go vet is a superset of it.

@@ -52,6 +52,9 @@ func runGPT(t *testing.T, ranks int, args ...string) []gptResult {
 // happens to draw from the Markdown (that text changes with every edit of
 // docs/), so it gets a looser bound.
 func TestGPTSampleLearns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 100 steps (-short): make test-all")
+	}
 	res := runGPT(t, 1, "--steps", "100", "--eval-every", "100")[0]
 	if res.ValLoss == 0 || res.ValLoss > 3.6 || res.Loss > 4.2 {
 		t.Errorf("after 100 steps: loss %v, validation loss %v; want the validation loss below 3.6 and the last batch's below 4.2", res.Loss, res.ValLoss)

@@ -100,6 +100,9 @@ func TestLlamaMatchesPyTorch(t *testing.T) {
 // is the PyTorch model's; bad arguments and an --init file of another
 // model are errors that say what is wrong.
 func TestLlamaSample(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains 60 steps (-short): make test-all")
+	}
 	metrics := filepath.Join(t.TempDir(), "m.jsonl")
 	r := zeroeng(t, "../..", nil, "run", "--quiet", "--metrics", metrics, "samples/llama.js", "--", "--steps", "60", "--eval-every", "60")
 	if r.code != 0 {
