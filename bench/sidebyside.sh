@@ -12,7 +12,7 @@
 #   bench/sidebyside.sh cnn                # bench/cnn.js beside bench/torch_cnn.py (not in the default set)
 #   bench/sidebyside.sh resnet             # samples/resnet.js beside bench/torch_resnet.py (not in the default set)
 #   bench/sidebyside.sh ranks              # the CNN, the Fashion-MNIST MLP and the GPT data-parallel on 1 and 2 ranks
-#                                          # (bench/ranks.js and samples/gpt.js beside bench/torch_ranks.py)
+#                                          # (bench/ranks.js and samples/gpt.js beside bench/torch_ranks.py; not in the default set)
 #   ROUNDS=5 bench/sidebyside.sh mlp
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
