@@ -192,8 +192,8 @@ func TestLaunchSIGINTToTheGroup(t *testing.T) {
 // SIGINT comes to launch's group (a terminal) or to every process (Slurm,
 // systemd: each rank has it twice, from them and from launch): every rank
 // interrupted once, status 130. A rank stops at its next JavaScript
-// statement, after the matrix product it is in (a fifth of a second or
-// more), so both copies usually reach it while it runs: the second 50ms
+// statement, after the matrix product it is in (0.3 s with the two ranks
+// sharing two cores, 0.15 s alone), so both copies usually reach it while it runs: the second 50ms
 // after the first, lest Go's runtime merge them into one.
 func TestLaunchDirectSIGINT(t *testing.T) {
 	dir := scriptDir(t, map[string]string{"loop.js": `

@@ -93,8 +93,8 @@ func init() { callers.Store(1) }
 // library call takes every thread and the calls take turns. Measured on 2
 // cores, 2 ranks of the GPT workload against one rank on one thread:
 // library calls taking turns on 2 threads, 1.50× its tokens a second; a
-// library thread each, 1.6-1.8×; the Go kernels, 1.9× (RATIONALE.md, "One
-// worker pool for the process").
+// library thread each, 1.6-1.8×; the Go kernels, 1.8-1.9× (RATIONALE.md,
+// "One worker pool for the process").
 func AddCallers(n int) (done func()) {
 	callers.Add(int32(n))
 	var once sync.Once
@@ -123,11 +123,12 @@ func library() *cblas.Lib {
 }
 
 // lock takes callMu for one call (or a batch of calls) and sets the
-// library's thread count for it; the returned function releases it.
+// library's thread count for it: every thread, exclusively, unless callers
+// share the threads; then one, shared. The returned function releases it.
 func lock(l *cblas.Lib) (unlock func()) {
-	if t := parallel.Threads(); t > int(callers.Load()) {
+	if !shared() {
 		callMu.Lock()
-		setThreads(l, t)
+		setThreads(l, parallel.Threads())
 		return callMu.Unlock
 	}
 	for {
@@ -178,10 +179,9 @@ func Info() string {
 		return fmt.Sprintf("blas: go (mode %s): %s; CBLAS not used: %s", s.mode, kern, s.why)
 	}
 	t := fmt.Sprintf("%d threads a call (parallel.Threads()), calls take turns", parallel.Threads())
-	switch c := int(callers.Load()); {
-	case shared() && s.mode == "auto":
+	if c := callers.Load(); shared() && s.mode == "auto" {
 		t = fmt.Sprintf("not used while %d in-process ranks share %d threads (the Go kernels divide them)", c, parallel.Threads())
-	case parallel.Threads() <= c:
+	} else if shared() {
 		t = fmt.Sprintf("1 thread a call, the calls of %d callers at once", c)
 	}
 	return fmt.Sprintf("blas: cblas (mode %s): %s; %s; "+
