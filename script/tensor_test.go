@@ -205,6 +205,7 @@ func TestScriptErrors(t *testing.T) {
 			[]string{"case.js:3:", "linear: input of shape [4 5] does not match weight of shape [2 3]"}},
 		{"require missing", "require('./nope.js')\n", []string{"Cannot find module", "nope.js", "case.js:1:8"}},
 		{"process.exit", "process.exit(3)\n", []string{"process.exit(3)"}},
+		{"performance.now with an argument", "performance.now('ms')\n", []string{"case.js:1:", "performance.now: takes no arguments, got 1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -236,6 +237,34 @@ func TestRequireRelativeModulesAndArgs(t *testing.T) {
 	}
 	if strings.TrimSpace(out) != "42 a,b string" {
 		t.Fatalf("output %q", out)
+	}
+}
+
+// TestPerformanceNow: performance.now() is Node's: milliseconds with a
+// fraction, never going back, that measure what Date.now measures, and
+// timeOrigin + now() is the Unix time in milliseconds.
+func TestPerformanceNow(t *testing.T) {
+	out, err := runScript(t, t.TempDir(), "main.js", `
+// Each reading of performance is bracketed by Date.now's (whole
+// milliseconds), so that a pause between two statements cannot fail it.
+const a = Date.now(), t0 = performance.now(), b = Date.now();
+let prev = t0, back = 0, fractional = 0;
+while (Date.now() - b < 30) {
+  const t = performance.now();
+  if (t < prev) back++;
+  if (!Number.isInteger(t)) fractional++;
+  prev = t;
+}
+const c = Date.now(), elapsed = performance.now() - t0, e = Date.now();
+const elapsedOK = elapsed > c - b - 1 && elapsed < e - a + 1;
+const f = Date.now(), now = performance.timeOrigin + performance.now(), g = Date.now();
+const originOK = now > f - 1 && now < g + 1;
+console.log(back, fractional > 0, elapsedOK, originOK)`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out); got != "0 true true true" {
+		t.Fatalf("went back, whole milliseconds only, elapsed unlike Date.now's, origin off: %q (want 0 true true true)", got)
 	}
 }
 
