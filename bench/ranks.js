@@ -1,7 +1,6 @@
 // Rank scaling (bench/sidebyside.sh ranks; bench/torch_ranks.py is PyTorch's twin): a model trained
 // data-parallel (DistributedDataParallel) with a fixed batch per rank on random data, Adam. Rank 0
-// prints one JSON line: the median step (ms, over groups of 5 steps) and the samples a second over
-// every rank. Run it on 1 rank and on 2 to compare:
+// prints one JSON line: the median step (ms) and the samples a second over every rank. Run it on 1 rank and on 2 to compare:
 //
 //   zeroeng run --quiet [--threads 1] bench/ranks.js -- MODEL [STEPS]
 //   zeroeng run --quiet --nproc 2 bench/ranks.js -- MODEL [STEPS]
@@ -32,22 +31,22 @@ tensor.manualSeed(1 + dist.rank); // each rank its own data
 const x = tensor.rand(inputs[name]).keep();
 const y = tensor.randint(0, 10, [inputs[name][0]]).keep();
 
-const group = 5, stepMs = [];
-for (let i = 0; i < steps; i += group) {
-  if (dist.worldSize > 1) dist.barrier(); // every rank times the same steps
-  const t0 = Date.now();
-  for (let j = 0; j < group; j++) {
-    tensor.scope(() => {
-      opt.zeroGrad();
-      F.crossEntropy(model.forward(x), y).backward();
-      opt.step();
-    });
-  }
-  if (i >= group) stepMs.push((Date.now() - t0) / group); // the first group warms up
+// Timed as bench/torch_ranks.py times PyTorch's: the ranks meet at a barrier before each step, each
+// step is timed on its own (performance.now), the first 3 warm up, and the median is the step.
+const stepMs = [];
+for (let i = 0; i < steps; i++) {
+  if (dist.worldSize > 1) dist.barrier();
+  const t0 = performance.now();
+  tensor.scope(() => {
+    opt.zeroGrad();
+    F.crossEntropy(model.forward(x), y).backward();
+    opt.step();
+  });
+  if (i >= 3) stepMs.push(performance.now() - t0);
 }
 const s = [...stepMs].sort((p, q) => p - q);
-const ms = s[Math.floor(s.length / 2)];
+const ms = s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 if (dist.rank === 0) {
-  console.log(JSON.stringify({ workload: `${name}-ranks`, world: dist.worldSize, step_ms: ms,
+  console.log(JSON.stringify({ workload: `${name}-ranks`, world: dist.worldSize, step_ms: Number(ms.toFixed(3)),
     samples_per_s: Math.round(dist.worldSize * inputs[name][0] * 1000 / ms) }));
 }
