@@ -29,10 +29,16 @@ import (
 // convolution as a convolution), so the backward needs no fold (col2im)
 // either.
 //
-// The input gradient of other strides, or of fewer than 4 input
-// channels, is a packed GEMM of each sample's column gradient, folded at
-// once while it is in cache: PyTorch's own CPU algorithm (slow_conv2d);
-// so is every product whose offsets would not fit in int32.
+// With larger strides (and dilations of 1) the input splits into the
+// strides' phases, each a convolution of stride 1 of the output gradient
+// with the taps that reach it (backPhase): one windows product a phase,
+// interleaved into the input gradient row by row.
+//
+// The input gradient of the rest (fewer than 4 input channels, kernels
+// smaller than the stride, dilated strided kernels) is a packed GEMM of
+// each sample's column gradient, folded at once while it is in cache:
+// PyTorch's own CPU algorithm (slow_conv2d); so is every product whose
+// offsets would not fit in int32.
 //
 // A 1×1 convolution with stride 1 and no padding needs no columns: the
 // sample itself is the matrix [C, H·W].
@@ -76,6 +82,10 @@ type conv[T float] struct {
 	// output gradient padded (back), with the flipped weights.
 	windowsBack bool
 	back        padding
+	// The input gradient of strides above 1 (dilations of 1, 4 or more
+	// channels) as one windows product a phase of the input (phases):
+	// wf holds every phase's flipped weights one after another.
+	phases []backPhase
 	// The weight gradient as a rows product (windows): row t of A is the
 	// padded sample from tap t's offset on, through OH whole padded rows;
 	// B is the output gradient spread to rows as long (zero past OW); C
@@ -111,9 +121,200 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W)
 		c.windowsBack = c.back.fits()
 	}
+	if c.windows && (g.SH > 1 || g.SW > 1) && g.DH == 1 && g.DW == 1 && g.C >= 4 {
+		c.phases = backPhases(g, o)
+	}
 	c.grad = spread(o, g.OH, g.OW, c.fwd.w)
 	c.windowsGrad = c.windows
 	return c
+}
+
+// backPhase is one phase of a strided convolution's input gradient: the
+// input positions (sh·i + a, sw·j + b), which only the kernel rows ky ≡
+// a + ph and columns kx ≡ b + pw (mod the strides) reach. Over them the
+// input gradient is a convolution of stride 1 of the output gradient:
+// with those taps' rows ky_0 < … < ky_{M−1} (sh apart), input row sh·i +
+// a takes dy row i − q_m from tap m, q_m = (ky_m − ph − a)/sh = q_0 + m,
+// so that, the taps flipped (u = M−1−m), tap u reads dy row i + u − P
+// with P = q_0 + M − 1: a windows product with padding P (and likewise
+// the columns).
+type backPhase struct {
+	a, b       int     // the phase's first input row and column
+	rows, cols int     // its positions: ⌈(H−a)/sh⌉ × ⌈(W−b)/sw⌉
+	ky, kx     []int   // its taps' kernel rows and columns, flipped (last first)
+	padH, padW int     // P along rows and columns
+	pad        padding // the shared padded output gradient, with its taps' offsets
+	k, wOff    int     // its weights' columns (O·taps) and where they start in wf
+}
+
+// backPhases lays out the phases of the input gradient of g (dilations of
+// 1) with o output channels. Every phase reads one copy of the output
+// gradient, padded by the largest P before and as far as any phase reads
+// after; each phase's padding has that layout and its own taps' offsets.
+// A P below zero (taps that read rows ahead) is a shift within that
+// layout. It returns nil, leaving the input gradient to the fold, when a
+// phase has no taps (a kernel smaller than the stride: the fold's product
+// writes those zeros with the rest, faster; a 1×1 convolution of stride
+// 2 took 14 GFLOP/s as phases against 19), or when the offsets would not
+// fit.
+func backPhases(g device.WindowGeom, o int) []backPhase {
+	taps := func(a, s, p, k int) []int {
+		var t []int
+		for kk := k - 1; kk >= 0; kk-- { // flipped: the last tap first
+			if ((a+p-kk)%s+s)%s == 0 {
+				t = append(t, kk)
+			}
+		}
+		return t
+	}
+	var out []backPhase
+	qh, qw, endH, endW := 0, 0, 0, 0 // the shared padding before (no P's below 0), and the rows and columns read
+	for a := range min(g.SH, g.H) {
+		for b := range min(g.SW, g.W) {
+			ph := backPhase{a: a, b: b, rows: (g.H - a + g.SH - 1) / g.SH, cols: (g.W - b + g.SW - 1) / g.SW,
+				ky: taps(a, g.SH, g.PH, g.KH), kx: taps(b, g.SW, g.PW, g.KW)}
+			mh, mw := len(ph.ky), len(ph.kx)
+			if mh == 0 || mw == 0 {
+				return nil
+			}
+			// q_0 from the first tap in the forward order, which is the
+			// flipped order's last.
+			ph.padH = floorDiv(ph.ky[mh-1]-g.PH-a, g.SH) + mh - 1
+			ph.padW = floorDiv(ph.kx[mw-1]-g.PW-b, g.SW) + mw - 1
+			ph.k = o * mh * mw
+			qh, qw = max(qh, ph.padH), max(qw, ph.padW)
+			// Position i, tap u reads row i + u − P: the last, rows − 1
+			// + mh − 1 − P, ends the rows read.
+			endH, endW = max(endH, ph.rows+mh-1-ph.padH), max(endW, ph.cols+mw-1-ph.padW)
+			out = append(out, ph)
+		}
+	}
+	// The layout: rows and columns of dy from −qh and −qw to endH and
+	// endW (past OH and OW: zeros), each channel a plane.
+	shared := padding{channels: o, rows: g.OH, cols: g.OW, sh: 1, sw: 1, qy0: -qh, qx0: -qw,
+		h: qh + max(endH, 1), w: qw + max(endW, 1), slots: []int{0}, planes: 1}
+	shared.slack = gemm.WindowsSlack + shared.w // flattened rows read into the next
+	if !shared.fits() {
+		return nil
+	}
+	plane, wOff := shared.h*shared.w, 0
+	for p := range out {
+		ph := &out[p]
+		ph.pad = shared
+		ph.pad.offs = make([]int32, 0, ph.k)
+		for ch := range o {
+			for u := range ph.ky {
+				for v := range ph.kx {
+					ph.pad.offs = append(ph.pad.offs, int32(ch*plane+(u-ph.padH+qh)*shared.w+v-ph.padW+qw))
+				}
+			}
+		}
+		ph.wOff = wOff
+		wOff += g.C * ph.k
+	}
+	return out
+}
+
+// phasesElems is the size of the phases' buffer: the padded output
+// gradient they share (its padding stays zero across samples), every
+// phase's product, and room for the largest product's rows flattened to
+// their padded width.
+func (c *conv[T]) phasesElems() int {
+	flat, outs := 0, 0
+	for _, ph := range c.phases {
+		outs += c.g.C * ph.rows * ph.cols
+		if flattened[T](ph.cols) {
+			flat = max(flat, c.g.C*ph.rows*ph.pad.w)
+		}
+	}
+	return c.phases[0].pad.elems() + outs + flat
+}
+
+// phaseWeights writes into wf every phase's flipped weights, phase after
+// phase: wf[wOff + c·k + (r, u, v)] = w[r, c, ky_u, kx_v].
+func (c *conv[T]) phaseWeights(wf, w []T) {
+	kh, kw := c.g.KH, c.g.KW
+	for _, ph := range c.phases {
+		dst := wf[ph.wOff:]
+		for ch := range c.g.C {
+			i := ch * ph.k
+			for r := range c.o {
+				src := w[r*c.ck+ch*kh*kw:]
+				for _, ky := range ph.ky {
+					for _, kx := range ph.kx {
+						dst[i] = src[ky*kw+kx]
+						i++
+					}
+				}
+			}
+		}
+	}
+}
+
+// phasesInto writes sample dyn's input gradient into dxn: the output
+// gradient padded once, each phase's windows product into the buffer
+// (phasesElems), then dxn row by row, each row interleaving its phases'
+// rows while it is in cache (a phase at a time would write every line of
+// dxn once a phase).
+func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
+	g := c.g
+	dyElems := c.phases[0].pad.elems()
+	dyp, outs := buf[:dyElems], buf[dyElems:]
+	padInto(dyp, dyn, c.phases[0].pad) // the layout every phase shares
+	srcs := make([][]T, len(c.phases)) // each phase's product
+	off := 0
+	for p, ph := range c.phases {
+		n := g.C * ph.rows * ph.cols
+		srcs[p] = outs[off : off+n]
+		off += n
+	}
+	flat := outs[off:]
+	for p, ph := range c.phases {
+		windowsInto(srcs[p], flat, g.C, ph.k, wf[ph.wOff:ph.wOff+g.C*ph.k], nil, dyp, ph.pad, ph.rows, ph.cols, threads)
+	}
+	// Phase a·sw' + b is rows a, a+sh, … and columns b, b+sw, …, where
+	// sw' = min(sw, W) phases run along a row (backPhases's order).
+	across := min(g.SW, g.W)
+	for ch := range g.C {
+		for y := range g.H {
+			row := dxn[ch*c.plane+y*g.W : ch*c.plane+(y+1)*g.W]
+			i, first := y/g.SH, (y%g.SH)*across
+			if across == 2 {
+				// The common case in one sequential pass: even columns
+				// from phase b = 0, odd ones from b = 1.
+				p0, p1 := &c.phases[first], &c.phases[first+1]
+				even := srcs[first][(ch*p0.rows+i)*p0.cols:][:p0.cols]
+				odd := srcs[first+1][(ch*p1.rows+i)*p1.cols:][:p1.cols]
+				interleave(row, even, odd)
+				continue
+			}
+			for b := range across {
+				ph := &c.phases[first+b]
+				from := srcs[first+b][(ch*ph.rows+i)*ph.cols:][:ph.cols]
+				if across == 1 {
+					copy(row, from)
+					continue
+				}
+				for j, v := range from {
+					row[b+g.SW*j] = v
+				}
+			}
+		}
+	}
+}
+
+// interleave writes even into row's even elements and odd into its odd
+// ones (len(even) = ⌈len(row)/2⌉, len(odd) = ⌊len(row)/2⌋).
+func interleave[T float](row, even, odd []T) {
+	n := len(odd)
+	pairs := row[:2*n]
+	even0 := even[:n]
+	for j := range n {
+		pairs[2*j], pairs[2*j+1] = even0[j], odd[j]
+	}
+	if len(even) > n {
+		row[2*n] = even[n]
+	}
 }
 
 // flipped writes into wf the weights of the input gradient's windows
@@ -218,6 +419,8 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, wf, gbuf, dbuf []T, lo, hi int, fr
 			dyp := dbuf[:c.back.elems()]
 			padInto(dyp, dyn, c.back)
 			windowsInto(dxn, dbuf[c.back.elems():], c.g.C, c.o*c.g.KH*c.g.KW, wf, nil, dyp, c.back, c.g.H, c.g.W, threads)
+		case c.phases != nil:
+			c.phasesInto(dxn, dyn, wf, dbuf, threads)
 		default:
 			mm(true, false, c.ck, c.l, c.o, 1, w, c.ck, dyn, c.l, 0, dbuf, c.l)
 			c.foldInto(dx, dbuf, n)
@@ -368,6 +571,8 @@ func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 		if flattened[T](c.g.W) {
 			dbuf += c.g.C * c.g.H * c.back.w
 		}
+	case c.phases != nil:
+		dbuf = c.phasesElems()
 	default:
 		dbuf = c.ck * c.l
 	}
@@ -461,14 +666,18 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 	gElems, dElems := c.backElems(dw != nil, dx != nil)
 	per := gElems + dElems
 	var wf []T
-	if dx != nil && c.windowsBack {
+	if dx != nil && (c.windowsBack || c.phases != nil) {
 		buf, free, err := convScratch[T](d, 1, len(w))
 		if err != nil {
 			return err
 		}
 		defer free()
 		wf = buf
-		c.flipped(wf, w)
+		if c.windowsBack {
+			c.flipped(wf, w)
+		} else {
+			c.phaseWeights(wf, w)
+		}
 	}
 	blocks := 1
 	if dw != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
@@ -52,7 +53,56 @@ func convCases() []struct {
 	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}, {tiled, 7}, {tiledStrided, 3}} {
 		cases = append(cases, c)
 	}
+	for _, g := range append(slices.Clone(phasedCases), foldedStridedCases...) {
+		cases = append(cases, struct {
+			g device.WindowGeom
+			o int
+		}{g, 5})
+	}
 	return cases
+}
+
+// phasedCases are strided geometries whose input gradient is a windows
+// product a phase (backPhases): odd sizes (phases of different extents),
+// unequal strides, two taps a phase, an extra output past the input (ceil
+// mode), an input shorter than the stride, taps that read ahead (stride 3:
+// a negative P), and PyTorch's stride-2 3×3 downsampling.
+var phasedCases = []device.WindowGeom{
+	{N: 2, C: 4, H: 7, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 5},
+	{N: 2, C: 5, H: 9, W: 6, KH: 3, KW: 2, SH: 2, SW: 1, PH: 1, PW: 0, DH: 1, DW: 1, OH: 5, OW: 5},
+	{N: 2, C: 4, H: 8, W: 8, KH: 4, KW: 4, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 4, H: 6, W: 6, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 4, H: 1, W: 5, KH: 1, KW: 3, SH: 2, SW: 2, PW: 1, DH: 1, DW: 1, OH: 1, OW: 3},
+	{N: 2, C: 4, H: 10, W: 11, KH: 3, KW: 3, SH: 3, SW: 3, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 3, C: 16, H: 16, W: 16, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 8, OW: 8},
+}
+
+// foldedStridedCases are strided geometries of 4 or more channels whose
+// input gradient stays a fold: kernels smaller than the stride (phases no
+// tap reaches; PyTorch's 1×1 downsampling, padded or not), a dilated
+// kernel.
+var foldedStridedCases = []device.WindowGeom{
+	{N: 2, C: 6, H: 8, W: 7, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 4, H: 8, W: 9, KH: 2, KW: 2, SH: 3, SW: 3, DH: 1, DW: 1, OH: 3, OW: 3},
+	{N: 3, C: 16, H: 16, W: 16, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, OH: 8, OW: 8},
+	{N: 1, C: 4, H: 6, W: 6, KH: 1, KW: 1, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 1, C: 4, H: 9, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 2, PW: 2, DH: 2, DW: 2, OH: 5, OW: 5},
+}
+
+// TestConv2dPhases: the input gradients of phasedCases take the phases'
+// windows products and those of foldedStridedCases the fold (both checked
+// against the definition by TestConv2dKernel).
+func TestConv2dPhases(t *testing.T) {
+	for i, g := range phasedCases {
+		if c := newConv[float32](g, 5); c.phases == nil || c.windowsBack {
+			t.Errorf("phasedCases[%d] %+v: phases %d, windowsBack %v", i, g, len(c.phases), c.windowsBack)
+		}
+	}
+	for i, g := range foldedStridedCases {
+		if c := newConv[float32](g, 5); c.phases != nil || c.windowsBack {
+			t.Errorf("foldedStridedCases[%d] %+v: phases %d, windowsBack %v", i, g, len(c.phases), c.windowsBack)
+		}
+	}
 }
 
 // convRef is the convolution in float64 from its definition, tap by tap:
@@ -198,6 +248,10 @@ func testConv2dKernelThreads(t *testing.T) {
 		// rows of whole kernel tiles.
 		{N: 19, C: 5, H: 8, W: 7, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 8, OW: 7},
 		{N: 2, C: 4, H: 4, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 32},
+		// Strided, 4 or more channels: the input gradient a product a
+		// phase; one sample (every thread in each product) and several.
+		{N: 1, C: 6, H: 11, W: 34, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 6, OW: 17},
+		{N: 9, C: 4, H: 9, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5},
 	} {
 		o := 5
 		ck, out := g.C*g.KH*g.KW, g.OH*g.OW
