@@ -29,13 +29,14 @@ import (
 // convolution as a convolution), so the backward needs no fold (col2im)
 // either.
 //
-// With larger strides (and dilations of 1) the input splits into the
-// strides' phases, each a convolution of stride 1 of the output gradient
-// with the taps that reach it (backPhase): one windows product a phase,
-// interleaved into the input gradient row by row.
+// With larger strides (and dilations of 1, two or more taps a phase on
+// average) the input splits into the strides' phases, each a convolution
+// of stride 1 of the output gradient with the taps that reach it
+// (backPhase): one windows product a phase, interleaved into the input
+// gradient row by row.
 //
 // The input gradient of the rest (fewer than 4 input channels, kernels
-// smaller than the stride, dilated strided kernels) is a packed GEMM of
+// not much larger than the stride, dilated strided kernels) is a packed GEMM of
 // each sample's column gradient, folded at once while it is in cache:
 // PyTorch's own CPU algorithm (slow_conv2d); so is every product whose
 // offsets would not fit in int32.
@@ -121,7 +122,12 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W)
 		c.windowsBack = c.back.fits()
 	}
-	if c.windows && (g.SH > 1 || g.SW > 1) && g.DH == 1 && g.DW == 1 && g.C >= 4 {
+	// Phases of one tap each are small products that the fold's one
+	// product outruns (a 4×4 kernel of stride 4: 19-20 GFLOP/s as phases,
+	// 32-33 folded; 3×3 of stride 3: 24-28 against 29-37); from two taps a
+	// phase on average they win (3×3 of stride 2: 54-66 against 31-38; 4×4
+	// of stride 2: 70-72 against 41-51).
+	if c.windows && (g.SH > 1 || g.SW > 1) && g.DH == 1 && g.DW == 1 && g.C >= 4 && g.KH*g.KW >= 2*g.SH*g.SW {
 		c.phases = backPhases(g, o)
 	}
 	c.grad = spread(o, g.OH, g.OW, c.fwd.w)

@@ -32,6 +32,9 @@ func BenchmarkConv2d(b *testing.B) {
 		{"resnet-16", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 32, OW: 32}, 16},
 		{"resnet-32", device.WindowGeom{N: 32, C: 32, H: 16, W: 16, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 16, OW: 16}, 32},
 		{"resnet-down", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 16, OW: 16}, 32},
+		{"patch4", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 4, KW: 4, SH: 4, SW: 4, DH: 1, DW: 1, OH: 8, OW: 8}, 32},
+		{"k4s2", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 4, KW: 4, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 16, OW: 16}, 32},
+		{"k3s3", device.WindowGeom{N: 32, C: 16, H: 33, W: 33, KH: 3, KW: 3, SH: 3, SW: 3, DH: 1, DW: 1, OH: 11, OW: 11}, 32},
 		{"resnet-shortcut", device.WindowGeom{N: 32, C: 16, H: 32, W: 32, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, OH: 16, OW: 16}, 32},
 	} {
 		g, o := tc.g, tc.o

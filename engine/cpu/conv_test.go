@@ -64,39 +64,52 @@ func convCases() []struct {
 
 // phasedCases are strided geometries whose input gradient is a windows
 // product a phase (backPhases): odd sizes (phases of different extents),
-// unequal strides, two taps a phase, an extra output past the input (ceil
-// mode), an input shorter than the stride, taps that read ahead (stride 3:
-// a negative P), and PyTorch's stride-2 3×3 downsampling.
+// unequal strides, four taps a phase, an extra output past the input
+// (ceil mode), a phase whose taps read ahead (a negative P), an input
+// shorter than the stride, and PyTorch's stride-2 3×3 downsampling.
 var phasedCases = []device.WindowGeom{
 	{N: 2, C: 4, H: 7, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 5},
 	{N: 2, C: 5, H: 9, W: 6, KH: 3, KW: 2, SH: 2, SW: 1, PH: 1, PW: 0, DH: 1, DW: 1, OH: 5, OW: 5},
 	{N: 2, C: 4, H: 8, W: 8, KH: 4, KW: 4, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
 	{N: 2, C: 4, H: 6, W: 6, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
-	{N: 2, C: 4, H: 1, W: 5, KH: 1, KW: 3, SH: 2, SW: 2, PW: 1, DH: 1, DW: 1, OH: 1, OW: 3},
-	{N: 2, C: 4, H: 10, W: 11, KH: 3, KW: 3, SH: 3, SW: 3, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 4, H: 7, W: 7, KH: 3, KW: 3, SH: 2, SW: 2, PH: 2, PW: 2, DH: 1, DW: 1, OH: 5, OW: 5},
+	{N: 2, C: 4, H: 1, W: 6, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 1, OW: 3},
 	{N: 3, C: 16, H: 16, W: 16, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 8, OW: 8},
 }
 
 // foldedStridedCases are strided geometries of 4 or more channels whose
 // input gradient stays a fold: kernels smaller than the stride (phases no
-// tap reaches; PyTorch's 1×1 downsampling, padded or not), a dilated
-// kernel.
+// tap reaches; PyTorch's 1×1 downsampling, padded or not), fewer than two
+// taps a phase (stride 3, non-overlapping patches, a short row), a
+// dilated kernel.
 var foldedStridedCases = []device.WindowGeom{
 	{N: 2, C: 6, H: 8, W: 7, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, OH: 4, OW: 4},
 	{N: 2, C: 4, H: 8, W: 9, KH: 2, KW: 2, SH: 3, SW: 3, DH: 1, DW: 1, OH: 3, OW: 3},
 	{N: 3, C: 16, H: 16, W: 16, KH: 1, KW: 1, SH: 2, SW: 2, DH: 1, DW: 1, OH: 8, OW: 8},
 	{N: 1, C: 4, H: 6, W: 6, KH: 1, KW: 1, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 4, H: 10, W: 11, KH: 3, KW: 3, SH: 3, SW: 3, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
+	{N: 2, C: 4, H: 8, W: 8, KH: 4, KW: 4, SH: 4, SW: 4, DH: 1, DW: 1, OH: 2, OW: 2},
+	{N: 2, C: 4, H: 1, W: 5, KH: 1, KW: 3, SH: 2, SW: 2, PW: 1, DH: 1, DW: 1, OH: 1, OW: 3},
 	{N: 1, C: 4, H: 9, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 2, PW: 2, DH: 2, DW: 2, OH: 5, OW: 5},
 }
 
 // TestConv2dPhases: the input gradients of phasedCases take the phases'
-// windows products and those of foldedStridedCases the fold (both checked
-// against the definition by TestConv2dKernel).
+// windows products, one phase at least with taps that read ahead, and
+// those of foldedStridedCases the fold (both checked against the
+// definition by TestConv2dKernel).
 func TestConv2dPhases(t *testing.T) {
+	ahead := false
 	for i, g := range phasedCases {
-		if c := newConv[float32](g, 5); c.phases == nil || c.windowsBack {
+		c := newConv[float32](g, 5)
+		if c.phases == nil || c.windowsBack {
 			t.Errorf("phasedCases[%d] %+v: phases %d, windowsBack %v", i, g, len(c.phases), c.windowsBack)
 		}
+		for _, ph := range c.phases {
+			ahead = ahead || ph.padH < 0 || ph.padW < 0
+		}
+	}
+	if !ahead {
+		t.Error("no phase of phasedCases reads ahead (a negative padding)")
 	}
 	for i, g := range foldedStridedCases {
 		if c := newConv[float32](g, 5); c.phases != nil || c.windowsBack {
