@@ -1,6 +1,7 @@
 // Rank scaling (bench/sidebyside.sh ranks; bench/torch_ranks.py is PyTorch's twin): a model trained
 // data-parallel (DistributedDataParallel) with a fixed batch per rank on random data, Adam. Rank 0
-// prints one JSON line: the median step (ms) and the samples a second over every rank. Run it on 1 rank and on 2 to compare:
+// prints one JSON line: the median step (ms) and the samples a second over every rank. Run it on 1
+// rank and on 2 to compare:
 //
 //   zeroeng run --quiet [--threads 1] bench/ranks.js -- MODEL [STEPS]
 //   zeroeng run --quiet --nproc 2 bench/ranks.js -- MODEL [STEPS]
