@@ -175,6 +175,84 @@ func TestConv2dKernelIm2col(t *testing.T) {
 	testConv2dKernel(t)
 }
 
+// TestConv2dRandomGeometries: the forward and both gradients of random
+// small geometries (strides 1-3, kernels 1-5, paddings 0-2, dilations 1-2,
+// sizes 1-9, 1-6 channels) against the definition, in float32 and
+// float64, on the windows products' route and on im2col's, so that the
+// routes a geometry chooses (windows, phases, fold, direct) are checked
+// beyond the cases written down; some take the phases. It found taps that
+// reach no position of a row panicking in the fold and the unfold.
+func TestConv2dRandomGeometries(t *testing.T) {
+	defer func(m int64) { windowsMax = m }(windowsMax)
+	d := New(Options{})
+	tries := 2000
+	if testing.Short() {
+		tries = 150
+	}
+	for _, route := range []struct {
+		name string
+		max  int64
+	}{{"windows", windowsMax}, {"im2col", 0}} {
+		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+			t.Run(fmt.Sprintf("%s/%v", route.name, dt), func(t *testing.T) {
+				windowsMax = route.max
+				r := rand.New(rand.NewPCG(7, uint64(dt)))
+				phased := 0
+				for range tries {
+					g := device.WindowGeom{N: 1 + r.IntN(2), C: 1 + r.IntN(6), H: 1 + r.IntN(9), W: 1 + r.IntN(9),
+						KH: 1 + r.IntN(5), KW: 1 + r.IntN(5), SH: 1 + r.IntN(3), SW: 1 + r.IntN(3),
+						PH: r.IntN(3), PW: r.IntN(3), DH: 1 + r.IntN(2), DW: 1 + r.IntN(2)}
+					if g.H+2*g.PH < g.DH*(g.KH-1)+1 || g.W+2*g.PW < g.DW*(g.KW-1)+1 {
+						continue // no output
+					}
+					g.OH = (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
+					g.OW = (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
+					o := 1 + r.IntN(3)
+					if newConv[float32](g, o).phases != nil {
+						phased++
+					}
+					checkConvGeometry(t, d, dt, g, o, r)
+					if t.Failed() {
+						return
+					}
+				}
+				if route.max != 0 && phased == 0 {
+					t.Error("no random geometry took the phases")
+				}
+			})
+		}
+	}
+}
+
+// checkConvGeometry runs the forward and both gradients of g with o
+// output channels on random operands and holds them to the definition.
+func checkConvGeometry(t *testing.T, d *Device, dt dtype.DType, g device.WindowGeom, o int, r *rand.Rand) {
+	t.Helper()
+	ck, out := g.C*g.KH*g.KW, g.OH*g.OW
+	xs, ws, dys := randn(r, g.N*g.C*g.H*g.W, 1, dt), randn(r, o*ck, 1, dt), randn(r, g.N*o*out, 1, dt)
+	wantY, wantDx, wantDw, _ := convRef(g, o, xs, ws, nil, dys)
+	x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, xs, contiguous)
+	w := newOperand(t, d, dt, []int{o, g.C, g.KH, g.KW}, ws, contiguous)
+	dy := newOperand(t, d, dt, []int{g.N, o, g.OH, g.OW}, dys, contiguous)
+	y := emptyOperand(t, d, dt, dy.Shape, contiguous)
+	dx := emptyOperand(t, d, dt, x.Shape, contiguous)
+	dw := emptyOperand(t, d, dt, w.Shape, contiguous)
+	for _, v := range []device.View{y, dx, dw} {
+		poison(t, d, v)
+	}
+	if err := d.Conv2d(y, x, w, device.View{}, g); err != nil {
+		t.Fatalf("%+v: %v", g, err)
+	}
+	if err := d.Conv2dBackward(dx, dw, device.View{}, dy, x, w, g); err != nil {
+		t.Fatalf("%+v: %v", g, err)
+	}
+	tol := 10 * tolerance(dt)
+	what := fmt.Sprintf("%+v o=%d: ", g, o)
+	assertClose(t, what+"y", values(t, d, y), wantY, tol)
+	assertClose(t, what+"dx", values(t, d, dx), wantDx, tol)
+	assertClose(t, what+"dw", values(t, d, dw), wantDw, tol)
+}
+
 func testConv2dKernel(t *testing.T) {
 	d := New(Options{})
 	r := rand.New(rand.NewPCG(3, 4))

@@ -110,7 +110,9 @@ func unfoldPlane[T any](cols, x []T, g device.WindowGeom) {
 					out[ow] = zero
 				}
 				if g.SW == 1 {
-					copy(out[lo:hi], in[lo+w0:hi+w0])
+					if lo < hi { // else lo+w0 may be outside the row
+						copy(out[lo:hi], in[lo+w0:hi+w0])
+					}
 				} else {
 					for ow := lo; ow < hi; ow++ {
 						out[ow] = in[ow*g.SW+w0]
@@ -147,7 +149,7 @@ func unfoldShifted[T any](row, x []T, g device.WindowGeom, h0, w0, lo, hi int) {
 type shifted struct{ ohLo, ohHi, q0, q1, s0, s1 int }
 
 // shiftedSpan is the run of the tap h0 rows and w0 columns off each
-// window's origin, or false when no output row is in the input.
+// window's origin, or false when no position of it reads the input.
 func shiftedSpan(g device.WindowGeom, h0, w0 int) (shifted, bool) {
 	sp := shifted{ohLo: max(0, -h0), ohHi: min(g.OH, g.H-h0)}
 	if sp.ohHi <= sp.ohLo {
@@ -161,8 +163,11 @@ func shiftedSpan(g device.WindowGeom, h0, w0 int) (shifted, bool) {
 	if plane := g.H * g.W; sp.s1 > plane {
 		sp.q1, sp.s1 = sp.q1-(sp.s1-plane), plane
 	}
-	if sp.q0 > sp.q1 {
-		sp.q1, sp.s1 = sp.q0, sp.s0 // all of it clipped
+	if sp.q0 >= sp.q1 {
+		// All of it clipped (a tap past the plane's ends in every row it
+		// reaches): every position reads the padding, and q0 or s1 may lie
+		// outside the row or the plane.
+		return sp, false
 	}
 	return sp, true
 }
@@ -238,6 +243,9 @@ func foldPlane[T float](x, cols []T, g device.WindowGeom, mutable bool) {
 				in := x[ih*g.W : (ih+1)*g.W]
 				out := row[oh*g.OW : (oh+1)*g.OW]
 				if g.SW == 1 {
+					if lo >= hi {
+						continue // no window reaches the row with this tap; lo+w0 may be outside it
+					}
 					in, out := in[lo+w0:hi+w0], out[lo:hi]
 					for q := range out {
 						in[q] += out[q]

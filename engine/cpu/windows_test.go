@@ -14,7 +14,8 @@ import (
 // windowCases are geometries the window kernels must get right: padding
 // on both sides, strides and dilations other than 1, one-row images (a
 // 1-d convolution), windows that run past the input (ceil mode, "same"
-// padding's extra column), a 1×1 kernel.
+// padding's extra column), a 1×1 kernel, taps that reach no position of
+// a row.
 var windowCases = []device.WindowGeom{
 	{N: 2, C: 3, H: 5, W: 6, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, OH: 3, OW: 4},
 	{N: 1, C: 2, H: 7, W: 6, KH: 3, KW: 2, SH: 2, SW: 1, PH: 1, PW: 2, DH: 1, DW: 1, OH: 4, OW: 9},
@@ -24,6 +25,11 @@ var windowCases = []device.WindowGeom{
 	{N: 1, C: 1, H: 4, W: 5, KH: 2, KW: 2, SH: 1, SW: 1, PH: 0, PW: 0, DH: 1, DW: 1, OH: 4, OW: 5}, // "same": one more after
 	{N: 2, C: 3, H: 4, W: 4, KH: 1, KW: 1, SH: 1, SW: 1, DH: 1, DW: 1, OH: 4, OW: 4},
 	{N: 2, C: 3, H: 6, W: 7, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, OH: 3, OW: 3}, // pooling's 2×2, an odd width
+	// Taps that reach no position of a row (kernels wider than a 1-wide
+	// row and its padding) on both routes of the fold and the unfold:
+	// strided rows, and rows that are the whole plane.
+	{N: 1, C: 6, H: 8, W: 1, KH: 4, KW: 5, SH: 2, SW: 1, PH: 1, PW: 2, DH: 2, DW: 1, OH: 2, OW: 1},
+	{N: 1, C: 3, H: 1, W: 1, KH: 2, KW: 3, SH: 1, SW: 1, PH: 1, PW: 2, DH: 1, DW: 2, OH: 2, OW: 1},
 }
 
 // tapAt is the input position tap (i, j) of window (oh, ow) reads, or
