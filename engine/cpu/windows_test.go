@@ -121,80 +121,149 @@ func TestMaxPool2dKernel(t *testing.T) {
 			continue // padding a pooling refuses: windows wholly in it
 		}
 		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
-			t.Run(fmt.Sprintf("%d/%v", ci, dt), func(t *testing.T) {
-				plane, out := g.H*g.W, g.OH*g.OW
-				xs := make([]float64, g.N*g.C*plane)
-				for i := range xs {
-					switch v := r.IntN(12); {
-					case v == 0:
-						xs[i] = math.NaN()
-					case v == 1:
-						xs[i] = math.Inf(-1)
-					default:
-						xs[i] = float64(v % 4) // ties
-					}
-				}
-				x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, xs, contiguous)
-				y := newOperand(t, d, dt, []int{g.N, g.C, g.OH, g.OW}, make([]float64, g.N*g.C*out), contiguous)
-				idx := newOperand(t, d, dtype.Int64, y.Shape, make([]float64, g.N*g.C*out), contiguous)
-				if err := d.MaxPool2d(y, idx, x, g); err != nil {
-					t.Fatal(err)
-				}
-				ys, is := values(t, d, y), values(t, d, idx)
-				// The maxima alone (no indices: evaluation) are the same.
-				y2 := newOperand(t, d, dt, y.Shape, make([]float64, len(ys)), contiguous)
-				if err := d.MaxPool2d(y2, device.View{}, x, g); err != nil {
-					t.Fatal(err)
-				}
-				for i, v := range values(t, d, y2) {
-					if !(v == ys[i] || math.IsNaN(v) && math.IsNaN(ys[i])) {
-						t.Fatalf("without indices, output %d is %v; with them %v", i, v, ys[i])
-					}
-				}
-				for p := range g.N * g.C {
-					for o := range out {
-						best, where := math.Inf(-1), -1
-						for i := range g.KH {
-							for j := range g.KW {
-								at, in := tapAt(g, i, j, o/g.OW, o%g.OW)
-								if !in {
-									continue
-								}
-								if where < 0 {
-									where = at
-								}
-								if v := xs[p*plane+at]; v > best || math.IsNaN(v) {
-									best, where = v, at
-								}
-							}
-						}
-						gv, gi := ys[p*out+o], int(is[p*out+o])
-						if gi != where || !(gv == best || math.IsNaN(gv) && math.IsNaN(best)) {
-							t.Fatalf("plane %d window %d: %v at %d, want %v at %d", p, o, gv, gi, best, where)
-						}
-					}
-				}
-
-				// The backward adds each window's gradient at its maximum
-				// (overlapping windows may share one).
-				dys := make([]float64, len(ys))
-				for i := range dys {
-					dys[i] = float64(r.IntN(16) - 8)
-				}
-				want := make([]float64, len(xs))
-				for i, v := range dys {
-					want[i/out*plane+int(is[i])] += v
-				}
-				dy := newOperand(t, d, dt, y.Shape, dys, contiguous)
-				dx := emptyOperand(t, d, dt, x.Shape, contiguous)
-				poison(t, d, dx)
-				if err := d.MaxPool2dBackward(dx, dy, idx, g); err != nil {
-					t.Fatal(err)
-				}
-				assertClose(t, "dx", values(t, d, dx), want, 0)
-			})
+			t.Run(fmt.Sprintf("%d/%v", ci, dt), func(t *testing.T) { checkMaxPool(t, d, r, dt, g) })
 		}
 	}
+}
+
+// TestMaxPool2dRandomGeometries: TestMaxPool2dKernel's checks on random
+// small geometries (kernels 1-4, strides 1-3, dilations 1-2, the padding
+// PyTorch allows, sizes 1-9, floor and ceil mode's extra window).
+func TestMaxPool2dRandomGeometries(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(5, 6))
+	tries := 1000
+	if testing.Short() {
+		tries = 150
+	}
+	for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+		t.Run(dt.String(), func(t *testing.T) {
+			for range tries {
+				g := device.WindowGeom{N: 1 + r.IntN(2), C: 1 + r.IntN(3), H: 1 + r.IntN(9), W: 1 + r.IntN(9),
+					KH: 1 + r.IntN(4), KW: 1 + r.IntN(4), SH: 1 + r.IntN(3), SW: 1 + r.IntN(3), DH: 1 + r.IntN(2), DW: 1 + r.IntN(2)}
+				g.PH, g.PW = r.IntN(g.KH/2+1), r.IntN(g.KW/2+1)
+				spanH, spanW := g.DH*(g.KH-1)+1, g.DW*(g.KW-1)+1
+				if g.H+2*g.PH < spanH || g.W+2*g.PW < spanW {
+					continue // no window
+				}
+				g.OH, g.OW = (g.H+2*g.PH-spanH)/g.SH+1, (g.W+2*g.PW-spanW)/g.SW+1
+				if r.IntN(2) == 0 && (g.OH-1)*g.SH-g.PH < g.H-1 {
+					g.OH++ // ceil mode's window past the input, which starts inside it
+				}
+				if !everyWindowReads(g) {
+					continue
+				}
+				func() {
+					defer func() { // also after a t.Fatal in the check
+						if t.Failed() {
+							t.Logf("geometry %+v", g)
+						}
+					}()
+					checkMaxPool(t, d, r, dt, g)
+				}()
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+}
+
+// everyWindowReads reports whether every window of g has a tap in the
+// input, as a pooling needs.
+func everyWindowReads(g device.WindowGeom) bool {
+	for oh := range g.OH {
+		for ow := range g.OW {
+			found := false
+			for i := range g.KH {
+				for j := range g.KW {
+					if _, in := tapAt(g, i, j, oh, ow); in {
+						found = true
+					}
+				}
+			}
+			if !found {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// checkMaxPool holds MaxPool2d and its backward on g to the definition,
+// on random values with ties, NaNs and -Inf.
+func checkMaxPool(t *testing.T, d *Device, r *rand.Rand, dt dtype.DType, g device.WindowGeom) {
+	t.Helper()
+	plane, out := g.H*g.W, g.OH*g.OW
+	xs := make([]float64, g.N*g.C*plane)
+	for i := range xs {
+		switch v := r.IntN(12); {
+		case v == 0:
+			xs[i] = math.NaN()
+		case v == 1:
+			xs[i] = math.Inf(-1)
+		default:
+			xs[i] = float64(v % 4) // ties
+		}
+	}
+	x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, xs, contiguous)
+	y := newOperand(t, d, dt, []int{g.N, g.C, g.OH, g.OW}, make([]float64, g.N*g.C*out), contiguous)
+	idx := newOperand(t, d, dtype.Int64, y.Shape, make([]float64, g.N*g.C*out), contiguous)
+	if err := d.MaxPool2d(y, idx, x, g); err != nil {
+		t.Fatal(err)
+	}
+	ys, is := values(t, d, y), values(t, d, idx)
+	// The maxima alone (no indices: evaluation) are the same.
+	y2 := newOperand(t, d, dt, y.Shape, make([]float64, len(ys)), contiguous)
+	if err := d.MaxPool2d(y2, device.View{}, x, g); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range values(t, d, y2) {
+		if !(v == ys[i] || math.IsNaN(v) && math.IsNaN(ys[i])) {
+			t.Fatalf("without indices, output %d is %v; with them %v", i, v, ys[i])
+		}
+	}
+	for p := range g.N * g.C {
+		for o := range out {
+			best, where := math.Inf(-1), -1
+			for i := range g.KH {
+				for j := range g.KW {
+					at, in := tapAt(g, i, j, o/g.OW, o%g.OW)
+					if !in {
+						continue
+					}
+					if where < 0 {
+						where = at
+					}
+					if v := xs[p*plane+at]; v > best || math.IsNaN(v) {
+						best, where = v, at
+					}
+				}
+			}
+			gv, gi := ys[p*out+o], int(is[p*out+o])
+			if gi != where || !(gv == best || math.IsNaN(gv) && math.IsNaN(best)) {
+				t.Fatalf("plane %d window %d: %v at %d, want %v at %d", p, o, gv, gi, best, where)
+			}
+		}
+	}
+
+	// The backward adds each window's gradient at its maximum
+	// (overlapping windows may share one).
+	dys := make([]float64, len(ys))
+	for i := range dys {
+		dys[i] = float64(r.IntN(16) - 8)
+	}
+	want := make([]float64, len(xs))
+	for i, v := range dys {
+		want[i/out*plane+int(is[i])] += v
+	}
+	dy := newOperand(t, d, dt, y.Shape, dys, contiguous)
+	dx := emptyOperand(t, d, dt, x.Shape, contiguous)
+	poison(t, d, dx)
+	if err := d.MaxPool2dBackward(dx, dy, idx, g); err != nil {
+		t.Fatal(err)
+	}
+	assertClose(t, "dx", values(t, d, dx), want, 0)
 }
 
 // TestMaxPool2dBackwardRefuses: an index outside its image (not one
