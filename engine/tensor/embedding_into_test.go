@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -70,6 +71,59 @@ func TestTiedEmbeddingGradient(t *testing.T) {
 				// dominates the peak: the memory is checked in float32.)
 				if dense := int64(500 * 64 * dt.Size()); dt == tensor.Float32 && peakA >= 2*dense {
 					t.Errorf("backward peaked %d bytes above the start; the weight's gradient is %d", peakA, dense)
+				}
+			})
+		}
+	}
+}
+
+// TestEmbeddingEmptyShapes: lookups into rows of width 0, and no lookups at
+// all, have gradients of the weight's shape as PyTorch's do (the backward
+// once reshaped the output's gradient to [-1, 0], which is ambiguous),
+// alone and beside a second use of the weight.
+func TestEmbeddingEmptyShapes(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		v, d    int
+		idx     []int64
+		idxDims []int
+	}{
+		{"width 0", 8, 0, []int64{1, 7, 1, 0, 3, 2}, []int{2, 3}},
+		{"no lookups", 8, 4, nil, []int{0}},
+		{"no lookups, width 0", 8, 0, nil, []int{2, 0}},
+	} {
+		for _, tied := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s tied=%v", c.name, tied), func(t *testing.T) {
+				rt := tensor.NewRuntime(cpu.New(cpu.Options{}), 1)
+				w := rt.Randn(tensor.Float32, c.v, c.d).Persist()
+				w.SetRequiresGrad(true)
+				y := tensor.Embedding(rt.FromInt64s(c.idx, c.idxDims...), w, -1)
+				if err := y.Err(); err != nil {
+					t.Fatal(err)
+				}
+				loss := y.SumAll()
+				if tied {
+					loss = loss.Add(w.SumAll())
+				}
+				if err := loss.Backward(); err != nil {
+					t.Fatal(err)
+				}
+				g := w.Grad()
+				if g == nil || !slices.Equal(g.Shape(), []int{c.v, c.d}) {
+					t.Fatalf("weight gradient %v, want shape [%d %d]", g, c.v, c.d)
+				}
+				want := 0.0
+				if tied {
+					want = 1
+				}
+				v, err := g.Float64s()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, x := range v {
+					if x != want {
+						t.Fatalf("gradient element %d is %v, want %v", i, x, want)
+					}
 				}
 			})
 		}

@@ -116,8 +116,11 @@ func Embedding(indices, weight *Tensor, paddingIdx int64) *Tensor {
 	if n := rows.record("EmbeddingBackward", nil, weight); n != nil {
 		saved := n.save(flat)
 		ws := weight.shape
+		// The lookups' count, not −1: with rows of width 0 a −1 would be
+		// ambiguous (PyTorch's embedding of width 0 has a gradient too).
+		lookups := flat.Numel()
 		n.backward = func(g *Tensor) []*Tensor {
-			g2 := g.Reshape(-1, ws[1])
+			g2 := g.Reshape(lookups, ws[1])
 			src := g2
 			if paddingIdx >= 0 {
 				keep := saved.NeScalar(float64(paddingIdx)).To(g.dt).Unsqueeze(1)
@@ -127,7 +130,7 @@ func Embedding(indices, weight *Tensor, paddingIdx int64) *Tensor {
 			return []*Tensor{nil, z.indexAdd(0, saved, src.Contiguous())}
 		}
 		n.into = func(g *Tensor, _ int, acc *Tensor) error {
-			return embeddingGradInto(acc, g.Reshape(-1, ws[1]), saved, paddingIdx)
+			return embeddingGradInto(acc, g.Reshape(lookups, ws[1]), saved, paddingIdx)
 		}
 	}
 	return rows
