@@ -83,6 +83,13 @@ console.log(l.length); for (const b of l) console.log("batch");`, want: "0"},
 			err: "tensor.fromArray: data of 4503599626321920 numbers: needs 96 PiB"},
 		{name: "a nesting past 2^53", src: `const a = [[]]; a[0].length = 2 ** 32 - 1; a.length = 2 ** 32 - 1; tensor.tensor(a);`,
 			err: "tensor.fromArray: data of more than 2^53 numbers"},
+		// A negative extent is refused by the call that was made, named.
+		{name: "randint of a negative extent", src: `tensor.randint(0, 5, [-2]);`, err: "tensor.randint: negative extent in shape [-2]"},
+		{name: "zeros of a negative extent", src: `tensor.zeros([-1, 2]);`, err: "tensor: zeros: negative extent in shape [-1 2]"},
+		{name: "ones of a negative extent", src: `tensor.ones(3, -1);`, err: "tensor: ones: negative extent in shape [3 -1]"},
+		{name: "full of a negative extent", src: `tensor.full([-2], 7);`, err: "tensor: full: negative extent in shape [-2]"},
+		{name: "full of -0 keeps -0", src: `console.log(Object.is(tensor.full([3], -0).toArray()[2], -0), tensor.full([1], 0).toArray()[0], tensor.zeros(2).sum().item());`,
+			want: "true 0 0"},
 	}
 	// Lists of 1e11 numbers pass the engine's bound on a tensor (1 TiB):
 	// only the memory available refuses them.

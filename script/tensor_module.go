@@ -271,7 +271,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		g := r.generatorOpt(fn, o)
 		n, err := checkShape(shape)
 		if err != nil {
-			r.throw(err)
+			r.throwf("%s: %v", fn, err)
 		}
 		r.hostAlloc(fn, fmt.Sprintf("a tensor of %d values", n), n, 8)
 		vals := make([]int64, n)
@@ -549,6 +549,12 @@ func allBooleans(v any) bool {
 // filled is tensor.full's tensor: lazy inside zero.init.
 func (r *Runtime) filled(dt dtype.DType, v float64, shape ...int) *tensor.Tensor {
 	if r.lazyInit == 0 {
+		switch { // the engine's op names the call in its errors
+		case v == 0 && !math.Signbit(v): // tensor.full(shape, -0) keeps its -0
+			return r.rt.Zeros(dt, shape...)
+		case v == 1:
+			return r.rt.Ones(dt, shape...)
+		}
 		return r.rt.Full(dt, v, shape...)
 	}
 	t := r.rt.Lazy(dt, shape...)

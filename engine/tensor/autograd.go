@@ -196,7 +196,7 @@ func (t *Tensor) BackwardWith(opt BackwardOptions) (err error) {
 		if t.Numel() != 1 {
 			return fmt.Errorf("tensor: backward: grad can be implicitly created only for one-element outputs, not shape %v", t.shape)
 		}
-		g = rt.full(t.dt, t.shape, 1)
+		g = rt.full("backward", t.dt, t.shape, 1)
 	} else {
 		if opt.Grad.err != nil {
 			return opt.Grad.err

@@ -24,29 +24,34 @@ func (rt *Runtime) Empty(dt DType, shape ...int) *Tensor {
 
 // Full returns a tensor filled with value (torch.full).
 func (rt *Runtime) Full(dt DType, value float64, shape ...int) *Tensor {
-	return rt.full(dt, shape, value)
+	return rt.full("full", dt, shape, value)
 }
 
-func (rt *Runtime) full(dt DType, shape []int, value float64) *Tensor {
-	t := rt.Empty(dt, shape...)
-	if t.err != nil {
-		return t
+// full makes the tensor of Full, Zeros, Ones and Scalar; op names the
+// call in its errors.
+func (rt *Runtime) full(op string, dt DType, shape []int, value float64) *Tensor {
+	if !dt.Valid() {
+		return rt.fail(op, "invalid dtype %v", dt)
+	}
+	t, err := rt.empty(dt, shape)
+	if err != nil {
+		return rt.failErr(op, err)
 	}
 	if err := kernel(func() error { return rt.dev.Fill(t.view(), value) }); err != nil {
 		t.Release()
-		return rt.failErr("full", err)
+		return rt.failErr(op, err)
 	}
 	return t
 }
 
 // Zeros returns a tensor of zeros (torch.zeros).
-func (rt *Runtime) Zeros(dt DType, shape ...int) *Tensor { return rt.full(dt, shape, 0) }
+func (rt *Runtime) Zeros(dt DType, shape ...int) *Tensor { return rt.full("zeros", dt, shape, 0) }
 
 // Ones returns a tensor of ones (torch.ones).
-func (rt *Runtime) Ones(dt DType, shape ...int) *Tensor { return rt.full(dt, shape, 1) }
+func (rt *Runtime) Ones(dt DType, shape ...int) *Tensor { return rt.full("ones", dt, shape, 1) }
 
 // Scalar returns a 0-dimensional tensor holding v (torch.tensor(v)).
-func (rt *Runtime) Scalar(dt DType, v float64) *Tensor { return rt.full(dt, nil, v) }
+func (rt *Runtime) Scalar(dt DType, v float64) *Tensor { return rt.full("scalar", dt, nil, v) }
 
 // ZerosLike returns zeros of t's shape and type on t's runtime.
 func ZerosLike(t *Tensor) *Tensor { return FullLike(t, 0) }
@@ -61,7 +66,7 @@ func FullLike(t *Tensor, v float64) *Tensor {
 	if bad != nil {
 		return bad
 	}
-	return rt.full(t.dt, t.shape, v)
+	return rt.full("full_like", t.dt, t.shape, v)
 }
 
 // EmptyLike returns an uninitialised tensor of t's shape and type.
