@@ -1,0 +1,171 @@
+package script
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRandomArgumentsNeverInternal calls the shape- and geometry-driven
+// operations — convolutions, poolings, views, indexing, sorting — with
+// random arguments, most of them legal and some not (zero, negative and
+// out-of-range sizes, dimensions and indices), forward and backward. Each
+// call either works or fails with an error that names the problem: never
+// a Go panic caught as an "internal error", never a backward that fails
+// after its forward accepted the arguments, never a hang. It found a
+// convolution of a kernel wider than a 1-wide row and its padding failing
+// in backward with a slice bounds panic, and the backward of an embedding
+// of width 0 refusing its own reshape.
+func TestRandomArgumentsNeverInternal(t *testing.T) {
+	r, err := New(Options{Stdout: io.Discard, Stderr: io.Discard, AutoRelease: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, err := r.RunString("setup.js", `const { tensor, nn } = require("zeroeng"); const F = nn.functional;
+globalThis.tensor = tensor; globalThis.F = F;
+// run calls fn and returns "" or the error's message; anything that says
+// "internal" is returned prefixed, to be reported.
+globalThis.run = fn => { try { fn(); return ""; } catch (e) { return String(e && e.message || e); } };`); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	// small is mostly a legal size or index, sometimes 0, negative or huge.
+	small := func(lo, hi int) int {
+		switch rng.IntN(20) {
+		case 0:
+			return 0
+		case 1:
+			return -1 - rng.IntN(3)
+		case 2:
+			return 1000
+		}
+		return lo + rng.IntN(hi-lo+1)
+	}
+	shape := func(dims, hi int) string {
+		s := make([]string, dims)
+		for i := range s {
+			s[i] = fmt.Sprint(max(1, small(1, hi)))
+		}
+		return "[" + strings.Join(s, ", ") + "]"
+	}
+	pair := func(lo, hi int) string {
+		if rng.IntN(2) == 0 {
+			return fmt.Sprint(small(lo, hi))
+		}
+		return fmt.Sprintf("[%d, %d]", small(lo, hi), small(lo, hi))
+	}
+	ops := []func() string{
+		func() string {
+			c := max(1, small(1, 5))
+			return fmt.Sprintf(`const x = tensor.randn([%d, %d, %d, %d]).requiresGrad_(true); const w = tensor.randn([%d, %d, %d, %d]).requiresGrad_(true);
+F.conv2d(x, w, null, { stride: %s, padding: %s, dilation: %s }).sum().backward();`,
+				max(1, small(1, 2)), c, max(1, small(1, 9)), max(1, small(1, 9)), max(1, small(1, 3)), c, max(1, small(1, 5)), max(1, small(1, 5)),
+				pair(1, 3), pair(0, 3), pair(1, 2))
+		},
+		func() string {
+			c := max(1, small(1, 5))
+			return fmt.Sprintf(`const x = tensor.randn([%d, %d, %d]).requiresGrad_(true); const w = tensor.randn([%d, %d, %d]).requiresGrad_(true);
+F.conv1d(x, w, null, { stride: %d, padding: %d, dilation: %d }).sum().backward();`,
+				max(1, small(1, 2)), c, max(1, small(1, 12)), max(1, small(1, 3)), c, max(1, small(1, 5)), small(1, 3), small(0, 3), small(1, 2))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true);
+F.maxPool2d(x, %s, { stride: %s, padding: %s, dilation: %s, ceilMode: %v }).sum().backward();`,
+				shape(4, 9), pair(1, 4), pair(1, 3), pair(0, 2), pair(1, 2), rng.IntN(2) == 0)
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true);
+F.avgPool2d(x, %s, { stride: %s, padding: %s, ceilMode: %v, countIncludePad: %v }).sum().backward();`,
+				shape(4, 9), pair(1, 4), pair(1, 3), pair(0, 2), rng.IntN(2) == 0, rng.IntN(2) == 0)
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); F.adaptiveAvgPool2d(x, %s).sum().backward();`, shape(4, 9), pair(1, 10))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.narrow(%d, %d, %d).sum().backward();`, shape(3, 6), small(0, 2), small(0, 5), small(0, 5))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.select(%d, %d).sum().backward();`, shape(3, 6), small(0, 2), small(0, 5))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.split(%d, %d).forEach(p => p.sum().backward({ retainGraph: true }));`, shape(3, 6), small(1, 4), small(0, 2))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.chunk(%d, %d)[0].sum().backward();`, shape(3, 6), small(1, 4), small(0, 2))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.flip([%d, %d]).mul(2).sum().backward();`, shape(3, 5), small(0, 2), small(0, 2))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.repeat(%d, %d, %d).sum().backward();`, shape(2, 4), small(1, 3), small(1, 3), small(1, 3))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.permute(%d, %d, %d).reshape(%d, -1).sum().backward();`, shape(3, 5), small(0, 2), small(0, 2), small(0, 2), small(1, 6))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.transpose(%d, %d).contiguous().view(%d, %d).sum().backward();`, shape(3, 4), small(0, 2), small(0, 2), small(1, 8), small(-1, 8))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.unsqueeze(%d).expand(%d, -1, -1, -1).sum().backward();`, shape(3, 4), small(0, 3), small(1, 3))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.topk(%d, %d).values.sum().backward();`, shape(2, 6), small(1, 6), small(0, 1))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.sort(%d).values.mul(2).sum().backward(); x.argsort(%d, true);`, shape(3, 5), small(0, 2), small(0, 2))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.cumsum(%d).sum().backward(); x.cumprod(%d);`, shape(3, 5), small(0, 2), small(0, 2))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); const i = tensor.randint(%d, %d, %s);
+x.gather(%d, i).sum().backward();`, shape(2, 5), small(-2, 0), small(1, 6), shape(2, 5), small(0, 1))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); const i = tensor.randint(%d, %d, [%d]);
+x.indexSelect(%d, i).sum().backward();`, shape(2, 5), small(-2, 0), small(1, 6), small(1, 6), small(0, 1))
+		},
+		func() string {
+			return fmt.Sprintf(`const w = tensor.randn([%d, %d]).requiresGrad_(true); const i = tensor.randint(%d, %d, %s);
+F.embedding(i, w).sum().backward();`, small(1, 8), small(1, 4), small(-2, 0), small(1, 10), shape(2, 4))
+		},
+		func() string {
+			return fmt.Sprintf(`const i = tensor.randint(0, %d, %s); F.oneHot(i, %d).sum();`, small(1, 6), shape(2, 4), small(-1, 6))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); x.repeatInterleave(%d, %d).sum().backward();`, shape(2, 4), small(1, 3), small(0, 1))
+		},
+	}
+	tries := 3000
+	if testing.Short() {
+		tries = 600
+	}
+	failed := 0
+	for i := range tries {
+		src := ops[rng.IntN(len(ops))]()
+		stop := time.AfterFunc(10*time.Second, func() { r.Interrupt("a call ran past 10 s") })
+		v, err := r.RunString(fmt.Sprintf("random%d.js", i), "run(() => { "+src+" })")
+		stop.Stop()
+		if err != nil {
+			t.Fatalf("%s\n%v", src, err)
+		}
+		msg := v.String()
+		if msg != "" {
+			failed++
+		}
+		// "backward of X" is an error raised inside a backward function:
+		// the forward accepted the arguments, so the engine is at fault.
+		if strings.Contains(msg, "internal") || strings.Contains(msg, "goroutine") || strings.Contains(msg, "runtime error") || strings.Contains(msg, "backward of") {
+			t.Errorf("%s\nfailed with %s", src, msg)
+		}
+	}
+	// Both sides are exercised: most calls legal, a good share refused.
+	if failed < tries/10 || failed > tries*9/10 {
+		t.Errorf("%d of %d calls failed: the arguments are not mixed as meant", failed, tries)
+	}
+	t.Logf("%d of %d calls refused their arguments", failed, tries)
+}
