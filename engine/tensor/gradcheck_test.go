@@ -3,6 +3,7 @@ package tensor_test
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -263,6 +264,35 @@ func TestGradientsNN(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { checkGrad(t, tc) })
+	}
+}
+
+// TestScatterAddRefusesShortSource: an index longer than src along the
+// scattered dimension would read src past its rows (a wrong value forward,
+// a failing backward); it is refused, as PyTorch refuses it, and an index
+// longer than the tensor in another dimension too.
+func TestScatterAddRefusesShortSource(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		self, src, idx []int
+		dim            int
+		want           string
+	}{
+		{"along dim", []int{2, 5}, []int{4, 1}, []int{1, 2}, 1, "index shape [1 2] is larger than src's [4 1] in dimension 1"},
+		{"another dim than src", []int{2, 5}, []int{1, 3}, []int{2, 1}, 1, "index shape [2 1] is larger than [1 3] in dimension 0"},
+		{"another dim than self", []int{1, 5}, []int{3, 3}, []int{2, 1}, 1, "index shape [2 1] is larger than the tensor's [1 5] in dimension 0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := 1
+			for _, e := range c.idx {
+				n *= e
+			}
+			idx := testRT.FromInt64s(make([]int64, n), c.idx...)
+			err := testRT.Zeros(tensor.Float32, c.self...).ScatterAdd(c.dim, idx, testRT.Ones(tensor.Float32, c.src...)).Err()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+		})
 	}
 }
 

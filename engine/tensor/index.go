@@ -262,6 +262,11 @@ func (t *Tensor) ScatterAdd(dim int, index, src *Tensor) *Tensor {
 	if bad != nil {
 		return bad
 	}
+	// Every index element reads src at its own position: along dim too
+	// (PyTorch: index no larger than src in any dimension).
+	if len(idx.shape) > 0 && idx.shape[d] > src.shape[d] {
+		return rt.fail("scatter_add", "index shape %v is larger than src's %v in dimension %d", idx.shape, src.shape, d)
+	}
 	for i := range idx.shape {
 		if i != d && idx.shape[i] > t.shape[i] {
 			return rt.fail("scatter_add", "index shape %v is larger than the tensor's %v in dimension %d", idx.shape, t.shape, i)
