@@ -26,7 +26,7 @@ func TestRandomArgumentsNeverInternal(t *testing.T) {
 	}
 	defer r.Close()
 	if _, err := r.RunString("setup.js", `const { tensor, nn } = require("zeroeng"); const F = nn.functional;
-globalThis.tensor = tensor; globalThis.F = F;
+globalThis.tensor = tensor; globalThis.nn = nn; globalThis.F = F;
 // run calls fn and returns "" or the error's message; anything that says
 // "internal" is returned prefixed, to be reported.
 globalThis.run = fn => { try { fn(); return ""; } catch (e) { return String(e && e.message || e); } };`); err != nil {
@@ -206,6 +206,47 @@ tensor.zeros(%s).scatterAdd(%d, i, x).sum().backward();`, shape(2, 4), small(-2,
 		func() string {
 			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true); F.dropout2d(x, { p: %g, training: true }).sum().backward(); F.dropout(x, { p: %g }).sum().backward();`,
 				shape(4, 4), float64(small(0, 10))/10, float64(small(0, 10))/10)
+		},
+		// Modules made with random sizes, then run.
+		func() string {
+			in, out := ext(6), ext(6)
+			return fmt.Sprintf(`const m = nn.Linear(%d, %d, %v); m.forward(tensor.randn([%d, %d])).sum().backward();`, in, out, rng.IntN(2) == 0, ext(4), ext(6))
+		},
+		func() string {
+			return fmt.Sprintf(`const m = nn.Conv2d(%d, %d, %s, { stride: %s, padding: %s, groups: %d });
+m.forward(tensor.randn([%d, %d, %d, %d])).sum().backward();`, ext(4), ext(4), capped(1, 3), pair(1, 2), capped(0, 2), ext(2), size(2), ext(4), size(8), size(8))
+		},
+		func() string {
+			return fmt.Sprintf(`const m = nn.Embedding(%d, %d, { paddingIdx: %d }); m.forward(tensor.randint(0, %d, [%d])).sum().backward();`, ext(6), ext(4), small(-3, 5), size(6), ext(5))
+		},
+		func() string {
+			return fmt.Sprintf(`const m = nn.LayerNorm(%s); m.forward(tensor.randn(%s)).sum().backward();`, shape(1+rng.IntN(2), 4), shape(3, 4))
+		},
+		func() string {
+			c := ext(4)
+			return fmt.Sprintf(`const m = nn.BatchNorm2d(%d); m.forward(tensor.randn([%d, %d, %d, %d])).sum().backward(); m.eval(); m.forward(tensor.randn([1, %d, 2, 2]));`, c, size(3), ext(4), size(4), size(4), ext(4))
+		},
+		func() string {
+			return fmt.Sprintf(`const m = nn.MaxPool2d(%s, { stride: %s, padding: %s }); m.forward(tensor.randn(%s));
+const a = nn.AvgPool2d(%s, { stride: %s }); a.forward(tensor.randn(%s));`, capped(1, 3), pair(1, 3), capped(0, 2), shape(4, 6), capped(1, 3), pair(1, 3), shape(3, 6))
+		},
+		// Creation, reductions over lists of dimensions, dtypes.
+		func() string {
+			return fmt.Sprintf(`tensor.arange(%d, %d, %d); tensor.linspace(%d, %d, %d); tensor.eye(%d, %d); tensor.full(%s, %d).to(%q);`,
+				small(-3, 3), small(-3, 9), small(-2, 3), small(-3, 3), small(-3, 3), ext(5), ext(5), ext(5), shape(2, 4), small(-2, 2),
+				[]string{"float32", "float64", "bfloat16", "float16", "int64", "int32", "uint8", "bool"}[rng.IntN(8)])
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true);
+x.sum([%d, %d], true).backward(); x.mean({ dim: [%d], keepdim: %v }).sum().backward();`, shape(3, 4), small(-3, 2), small(-3, 2), small(-3, 2), rng.IntN(2) == 0)
+		},
+		func() string {
+			return fmt.Sprintf(`const a = tensor.randn(%s).requiresGrad_(true), b = tensor.randn(%s);
+a.mm(b).sum().backward(); tensor.bmm(tensor.randn(%s), tensor.randn(%s));`, shape(2, 4), shape(2, 4), shape(3, 3), shape(3, 3))
+		},
+		func() string {
+			return fmt.Sprintf(`const x = tensor.randn(%s).requiresGrad_(true);
+x.clamp(%d, %d).pow(%d).sum().backward(); x.abs().pow(%g).sum().backward(); x.norm(%d).backward();`, shape(2, 4), small(-2, 2), small(-2, 2), small(-2, 3), float64(small(-4, 4))/2, small(-1, 3))
 		},
 	}
 	tries := 3000
