@@ -172,8 +172,8 @@ func (r *Runtime) tensorModule() *goja.Object {
 			return r.wrap(r.requiresGrad(fn, o, make(r.dtypeValue(fn, optValue(o, "dtype"), dtype.Float32), shape, o)))
 		})
 	}
-	creator("zeros", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.filled(dt, 0, s...) })
-	creator("ones", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.filled(dt, 1, s...) })
+	creator("zeros", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.filled(r.rt.Zeros, dt, 0, s...) })
+	creator("ones", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.filled(r.rt.Ones, dt, 1, s...) })
 	creator("empty", func(dt dtype.DType, s []int, _ *goja.Object) *tensor.Tensor { return r.newTensor(dt, s...) })
 	creator("rand", func(dt dtype.DType, s []int, o *goja.Object) *tensor.Tensor {
 		g := r.generatorOpt("tensor.rand", o)
@@ -198,7 +198,7 @@ func (r *Runtime) tensorModule() *goja.Object {
 		}
 		value := r.numberValue("tensor.full", "value", call.Argument(1))
 		o := r.optionsOf("tensor.full", call, 2, "dtype", "requiresGrad")
-		return r.wrap(r.requiresGrad("tensor.full", o, r.filled(r.dtypeValue("tensor.full", optValue(o, "dtype"), dtype.Float32), value, shape...)))
+		return r.wrap(r.requiresGrad("tensor.full", o, r.filled(func(dt dtype.DType, s ...int) *tensor.Tensor { return r.rt.Full(dt, value, s...) }, r.dtypeValue("tensor.full", optValue(o, "dtype"), dtype.Float32), value, shape...)))
 	})
 	// zerosLike(t, { dtype, requiresGrad }) and the others: t's shape, and
 	// t's dtype unless dtype says otherwise (torch.zeros_like's keywords).
@@ -546,16 +546,11 @@ func allBooleans(v any) bool {
 	return false
 }
 
-// filled is tensor.full's tensor: lazy inside zero.init.
-func (r *Runtime) filled(dt dtype.DType, v float64, shape ...int) *tensor.Tensor {
+// filled is the tensor of tensor.zeros, ones or full: eager's (the
+// engine's call, which names itself in errors), or lazy inside zero.init.
+func (r *Runtime) filled(eager func(dt dtype.DType, shape ...int) *tensor.Tensor, dt dtype.DType, v float64, shape ...int) *tensor.Tensor {
 	if r.lazyInit == 0 {
-		switch { // the engine's op names the call in its errors
-		case v == 0 && !math.Signbit(v): // tensor.full(shape, -0) keeps its -0
-			return r.rt.Zeros(dt, shape...)
-		case v == 1:
-			return r.rt.Ones(dt, shape...)
-		}
-		return r.rt.Full(dt, v, shape...)
+		return eager(dt, shape...)
 	}
 	t := r.rt.Lazy(dt, shape...)
 	if t.Err() == nil && v != 0 {

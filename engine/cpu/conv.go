@@ -151,6 +151,7 @@ type backPhase struct {
 	padH, padW int     // P along rows and columns
 	pad        padding // the shared padded output gradient, with its taps' offsets
 	k, wOff    int     // its weights' columns (O·taps) and where they start in wf
+	out        int     // where its product starts in the buffer (phasesElems)
 }
 
 // backPhases lays out the phases of the input gradient of g (dilations of
@@ -203,7 +204,7 @@ func backPhases(g device.WindowGeom, o int) []backPhase {
 	if !shared.fits() {
 		return nil
 	}
-	plane, wOff := shared.h*shared.w, 0
+	plane, wOff, outOff := shared.h*shared.w, 0, shared.elems()
 	for p := range out {
 		ph := &out[p]
 		ph.pad = shared
@@ -215,25 +216,26 @@ func backPhases(g device.WindowGeom, o int) []backPhase {
 				}
 			}
 		}
-		ph.wOff = wOff
+		ph.wOff, ph.out = wOff, outOff
 		wOff += g.C * ph.k
+		outOff += g.C * ph.rows * ph.cols
 	}
 	return out
 }
 
 // phasesElems is the size of the phases' buffer: the padded output
 // gradient they share (its padding stays zero across samples), every
-// phase's product, and room for the largest product's rows flattened to
-// their padded width.
+// phase's product (at its out), and room for the largest product's rows
+// flattened to their padded width.
 func (c *conv[T]) phasesElems() int {
-	flat, outs := 0, 0
+	last := c.phases[len(c.phases)-1]
+	flat := 0
 	for _, ph := range c.phases {
-		outs += c.g.C * ph.rows * ph.cols
 		if flattened[T](ph.cols) {
 			flat = max(flat, c.g.C*ph.rows*ph.pad.w)
 		}
 	}
-	return c.phases[0].pad.elems() + outs + flat
+	return last.out + c.g.C*last.rows*last.cols + flat
 }
 
 // phaseWeights writes into wf every phase's flipped weights, phase after
@@ -264,19 +266,14 @@ func (c *conv[T]) phaseWeights(wf, w []T) {
 // dxn once a phase).
 func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
 	g := c.g
-	dyElems := c.phases[0].pad.elems()
-	dyp, outs := buf[:dyElems], buf[dyElems:]
+	dyp := buf[:c.phases[0].pad.elems()]
 	padInto(dyp, dyn, c.phases[0].pad) // the layout every phase shares
-	srcs := make([][]T, len(c.phases)) // each phase's product
-	off := 0
-	for p, ph := range c.phases {
-		n := g.C * ph.rows * ph.cols
-		srcs[p] = outs[off : off+n]
-		off += n
-	}
-	flat := outs[off:]
-	for p, ph := range c.phases {
-		windowsInto(srcs[p], flat, g.C, ph.k, wf[ph.wOff:ph.wOff+g.C*ph.k], nil, dyp, ph.pad, ph.rows, ph.cols, threads)
+	last := c.phases[len(c.phases)-1]
+	flat := buf[last.out+g.C*last.rows*last.cols:]
+	product := func(ph *backPhase) []T { return buf[ph.out : ph.out+g.C*ph.rows*ph.cols] }
+	for p := range c.phases {
+		ph := &c.phases[p]
+		windowsInto(product(ph), flat, g.C, ph.k, wf[ph.wOff:ph.wOff+g.C*ph.k], nil, dyp, ph.pad, ph.rows, ph.cols, threads)
 	}
 	// Phase a·sw' + b is rows a, a+sh, … and columns b, b+sw, …, where
 	// sw' = min(sw, W) phases run along a row (backPhases's order).
@@ -289,14 +286,14 @@ func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
 				// The common case in one sequential pass: even columns
 				// from phase b = 0, odd ones from b = 1.
 				p0, p1 := &c.phases[first], &c.phases[first+1]
-				even := srcs[first][(ch*p0.rows+i)*p0.cols:][:p0.cols]
-				odd := srcs[first+1][(ch*p1.rows+i)*p1.cols:][:p1.cols]
+				even := product(p0)[(ch*p0.rows+i)*p0.cols:][:p0.cols]
+				odd := product(p1)[(ch*p1.rows+i)*p1.cols:][:p1.cols]
 				interleave(row, even, odd)
 				continue
 			}
 			for b := range across {
 				ph := &c.phases[first+b]
-				from := srcs[first+b][(ch*ph.rows+i)*ph.cols:][:ph.cols]
+				from := product(ph)[(ch*ph.rows+i)*ph.cols:][:ph.cols]
 				if across == 1 {
 					copy(row, from)
 					continue
@@ -465,7 +462,7 @@ func startWithBias[T float](dst, bias []T, n int) T {
 		return 0
 	}
 	for r, b := range bias {
-		fillDoubling(dst[r*n:(r+1)*n], b)
+		fillFloats(dst[r*n:(r+1)*n], b)
 	}
 	return 1
 }

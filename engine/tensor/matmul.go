@@ -191,10 +191,7 @@ func Linear(x, weight, bias *Tensor) *Tensor {
 	if x.dt != weight.dt || (bias != nil && bias.dt != x.dt) {
 		return rt.fail("linear", "mixed dtypes: input %v, weight %v", x.dt, weight.dt)
 	}
-	rows := 1 // the leading dimensions' product (not numel / in: in may be 0)
-	for _, e := range x.shape[:len(x.shape)-1] {
-		rows *= e
-	}
+	rows := numel(x.shape[:len(x.shape)-1]) // not numel / in: in may be 0
 	x2 := x
 	if len(x.shape) != 2 {
 		x2 = x.Reshape(rows, inF)
