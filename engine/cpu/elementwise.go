@@ -111,8 +111,10 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 		f(math.Log)
 	case device.Sqrt:
 		f(math.Sqrt)
-	case device.Rsqrt:
-		f(func(x float64) float64 { return 1 / math.Sqrt(x) })
+	case device.Rsqrt: // PyTorch's: the rounded square root, then 1/it
+		for i := 0; i < n; i++ {
+			dst[o0+i*ds] = 1 / T(math.Sqrt(float64(src[o1+i*ss])))
+		}
 	case device.Tanh:
 		f(math.Tanh)
 	case device.Sin:
@@ -405,26 +407,97 @@ type ordered interface {
 
 func compareRun[T ordered](w *walk, op device.BinaryOp, dst []uint8, a, b []T) {
 	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
-	var g func(x, y T) bool
-	switch op {
-	case device.Eq:
-		g = func(x, y T) bool { return x == y }
-	case device.Ne:
-		g = func(x, y T) bool { return x != y }
-	case device.Lt:
-		g = func(x, y T) bool { return x < y }
-	case device.Le:
-		g = func(x, y T) bool { return x <= y }
-	case device.Gt:
-		g = func(x, y T) bool { return x > y }
-	case device.Ge:
-		g = func(x, y T) bool { return x >= y }
-	}
 	w.run(func(off *[maxOperands]int, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			dst[off[0]+i*s0] = b2u(g(a[off[1]+i*s1], b[off[2]+i*s2]))
+		n := hi - lo
+		o0, o1, o2 := off[0]+lo*s0, off[1]+lo*s1, off[2]+lo*s2
+		if s0 == 1 && s1 == 1 && (s2 == 1 || s2 == 0) {
+			compareRow(op, dst[o0:o0+n], a[o1:o1+n], b[o2:o2+max(1, n*s2)], s2)
+			return
+		}
+		for i := 0; i < n; i++ {
+			dst[o0+i*s0] = b2u(compare1(op, a[o1+i*s1], b[o2+i*s2]))
 		}
 	})
+}
+
+func compare1[T ordered](op device.BinaryOp, x, y T) bool {
+	switch op {
+	case device.Eq:
+		return x == y
+	case device.Ne:
+		return x != y
+	case device.Lt:
+		return x < y
+	case device.Le:
+		return x <= y
+	case device.Gt:
+		return x > y
+	}
+	return x >= y
+}
+
+// compareRow is compareRun's contiguous segment, b a row (bStride 1) or a
+// broadcast scalar (bStride 0): one loop per operator without branches,
+// which on unpredictable data cost several times the comparison.
+func compareRow[T ordered](op device.BinaryOp, dst []uint8, a, b []T, bStride int) {
+	if bStride == 0 {
+		y := b[0]
+		dst = dst[:len(a)]
+		switch op {
+		case device.Eq:
+			for i, x := range a {
+				dst[i] = b2u(x == y)
+			}
+		case device.Ne:
+			for i, x := range a {
+				dst[i] = b2u(x != y)
+			}
+		case device.Lt:
+			for i, x := range a {
+				dst[i] = b2u(x < y)
+			}
+		case device.Le:
+			for i, x := range a {
+				dst[i] = b2u(x <= y)
+			}
+		case device.Gt:
+			for i, x := range a {
+				dst[i] = b2u(x > y)
+			}
+		case device.Ge:
+			for i, x := range a {
+				dst[i] = b2u(x >= y)
+			}
+		}
+		return
+	}
+	dst, b = dst[:len(a)], b[:len(a)]
+	switch op {
+	case device.Eq:
+		for i, x := range a {
+			dst[i] = b2u(x == b[i])
+		}
+	case device.Ne:
+		for i, x := range a {
+			dst[i] = b2u(x != b[i])
+		}
+	case device.Lt:
+		for i, x := range a {
+			dst[i] = b2u(x < b[i])
+		}
+	case device.Le:
+		for i, x := range a {
+			dst[i] = b2u(x <= b[i])
+		}
+	case device.Gt:
+		for i, x := range a {
+			dst[i] = b2u(x > b[i])
+		}
+	case device.Ge:
+		for i, x := range a {
+			dst[i] = b2u(x >= b[i])
+		}
+	}
 }
 
 // Where implements device.Device.
@@ -455,11 +528,26 @@ func (d *Device) Where(dst, cond, a, b device.View) error {
 func whereRun[T any](w *walk, dst []T, cond []uint8, a, b []T) {
 	s0, s1, s2, s3 := w.innerStride(0), w.innerStride(1), w.innerStride(2), w.innerStride(3)
 	w.run(func(off *[maxOperands]int, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			if cond[off[1]+i*s1] != 0 {
-				dst[off[0]+i*s0] = a[off[2]+i*s2]
+		n := hi - lo
+		o0, o1, o2, o3 := off[0]+lo*s0, off[1]+lo*s1, off[2]+lo*s2, off[3]+lo*s3
+		if s0 == 1 && s1 == 1 && s2 == 1 && s3 == 1 {
+			// Contiguous: a select the compiler makes a conditional move,
+			// as a branch on a random mask mispredicts half the time.
+			d, c, x, y := dst[o0:o0+n], cond[o1:o1+n], a[o2:o2+n], b[o3:o3+n]
+			for i := range d {
+				v := y[i]
+				if c[i] != 0 {
+					v = x[i]
+				}
+				d[i] = v
+			}
+			return
+		}
+		for i := 0; i < n; i++ {
+			if cond[o1+i*s1] != 0 {
+				dst[o0+i*s0] = a[o2+i*s2]
 			} else {
-				dst[off[0]+i*s0] = b[off[3]+i*s3]
+				dst[o0+i*s0] = b[o3+i*s3]
 			}
 		}
 	})

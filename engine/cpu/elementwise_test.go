@@ -42,3 +42,127 @@ func TestDivByScalarIsTrueDivision(t *testing.T) {
 		}
 	}
 }
+
+// specialValues are mixed into the random inputs of TestFastPathsMatchWalk:
+// both zeros, infinities, NaN, subnormals and ties between operands.
+var specialValues = []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 0x1p-149, 1, -1, 0.5}
+
+// TestFastPathsMatchWalk runs the float32 ops that have vector kernels on
+// contiguous operands (the kernels, below and above the parallel grain)
+// and on strided ones (the portable loops of the walk), and expects the
+// same bits: the sign of a zero, NaN, ties of maximum and minimum, the
+// rounding of rsqrt, comparisons and where on unpredictable masks, and max
+// and min reductions over rows and over everything.
+func TestFastPathsMatchWalk(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(7, 8))
+	input := func(n int) []float64 {
+		x := randn(r, n, 3, dtype.Float32)
+		for i := range x {
+			if r.IntN(4) == 0 {
+				x[i] = specialValues[r.IntN(len(specialValues))]
+			}
+		}
+		return x
+	}
+	type run func(t *testing.T, l layout, shape []int, a, b []float64) device.View
+	unary := func(op device.UnaryOp, s float64) run {
+		return func(t *testing.T, l layout, shape []int, a, _ []float64) device.View {
+			y := emptyOperand(t, d, dtype.Float32, shape, l)
+			if err := d.Unary(op, y, newOperand(t, d, dtype.Float32, shape, a, l), s); err != nil {
+				t.Fatal(err)
+			}
+			return y
+		}
+	}
+	binary := func(op device.BinaryOp, scalarB bool) run {
+		return func(t *testing.T, l layout, shape []int, a, b []float64) device.View {
+			out := dtype.Float32
+			if op.IsComparison() {
+				out = dtype.Bool
+			}
+			y := emptyOperand(t, d, out, shape, l)
+			bv := newOperand(t, d, dtype.Float32, shape, b, l)
+			if scalarB {
+				bv = newOperand(t, d, dtype.Float32, []int{1}, b[:1], contiguous)
+				bv.Shape, bv.Strides = shape, make([]int, len(shape))
+			}
+			if err := d.Binary(op, y, newOperand(t, d, dtype.Float32, shape, a, l), bv); err != nil {
+				t.Fatal(err)
+			}
+			return y
+		}
+	}
+	where := func(t *testing.T, l layout, shape []int, a, b []float64) device.View {
+		c := make([]float64, len(a))
+		for i := range c {
+			c[i] = float64(r.IntN(2))
+		}
+		y := emptyOperand(t, d, dtype.Float32, shape, l)
+		err := d.Where(y, newOperand(t, d, dtype.Bool, shape, c, l), newOperand(t, d, dtype.Float32, shape, a, l),
+			newOperand(t, d, dtype.Float32, shape, b, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return y
+	}
+	reduce := func(op device.ReduceOp, all bool) run {
+		return func(t *testing.T, l layout, shape []int, a, _ []float64) device.View {
+			keep := []int{shape[0], 1}
+			if all {
+				keep = []int{1, 1}
+			}
+			y := emptyOperand(t, d, dtype.Float32, keep, contiguous)
+			if err := d.Reduce(op, y, newOperand(t, d, dtype.Float32, shape, a, l)); err != nil {
+				t.Fatal(err)
+			}
+			return y
+		}
+	}
+	ops := map[string]run{
+		"neg": unary(device.Neg, 0), "abs": unary(device.Abs, 0), "square": unary(device.Square, 0),
+		"pow2": unary(device.PowScalar, 2), "sqrt": unary(device.Sqrt, 0), "rsqrt": unary(device.Rsqrt, 0),
+		"reciprocal": unary(device.Reciprocal, 0), "sign": unary(device.Sign, 0),
+		"maximum": binary(device.Maximum, false), "minimum": binary(device.Minimum, false),
+		"maximum scalar": binary(device.Maximum, true), "minimum scalar": binary(device.Minimum, true),
+		"gt": binary(device.Gt, false), "le": binary(device.Le, false), "eq": binary(device.Eq, false),
+		"ne scalar": binary(device.Ne, true), "ge scalar": binary(device.Ge, true), "lt scalar": binary(device.Lt, true),
+		"where":    where,
+		"max rows": reduce(device.Max, false), "min rows": reduce(device.Min, false),
+		"max all": reduce(device.Max, true), "min all": reduce(device.Min, true),
+	}
+	for name, f := range ops {
+		for _, shape := range [][]int{{3, 7}, {5, 33}, {4, grain/4 + 9}, {1, 3*grain + 5}} {
+			n := shape[0] * shape[1]
+			a, b := input(n), input(n)
+			for i := 0; i < n; i += 5 {
+				b[i] = a[i] // ties
+			}
+			t.Run(fmt.Sprintf("%s/%v", name, shape), func(t *testing.T) {
+				seed := r.Uint64()
+				r = rand.New(rand.NewPCG(seed, 1)) // where's mask: the same for both layouts
+				fast := rawBits(t, d, contiguousCopy(t, d, f(t, contiguous, shape, a, b)))
+				r = rand.New(rand.NewPCG(seed, 1))
+				walk := rawBits(t, d, contiguousCopy(t, d, f(t, strided, shape, a, b)))
+				for i := range fast {
+					if fast[i] != walk[i] {
+						t.Fatalf("byte %d: contiguous %#x, strided %#x", i, fast[i], walk[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// contiguousCopy returns v, copied into a contiguous view when it is not.
+func contiguousCopy(t *testing.T, d *Device, v device.View) device.View {
+	t.Helper()
+	if v.Contiguous() {
+		return v
+	}
+	c := emptyOperand(t, d, v.DType, v.Shape, contiguous)
+	if err := d.Copy(c, v); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -28,6 +28,24 @@ func unaryFast32(op device.UnaryOp, s float32) func(dst, src []float32) {
 		return vmath.Silu
 	case device.Relu:
 		return vmath.Relu
+	case device.Neg:
+		return vmath.Neg
+	case device.Abs:
+		return vmath.Abs
+	case device.Square:
+		return vmath.Square
+	case device.Sqrt:
+		return vmath.Sqrt
+	case device.Rsqrt:
+		return vmath.Rsqrt
+	case device.Reciprocal:
+		return vmath.Reciprocal
+	case device.Sign:
+		return vmath.Sign
+	case device.PowScalar:
+		if s == 2 {
+			return vmath.Square
+		}
 	case device.AddScalar:
 		return func(dst, src []float32) { vmath.AddScalar(dst, src, s) }
 	case device.MulScalar:
@@ -92,6 +110,24 @@ func binaryFast32(op device.BinaryOp) func(dst, a, b []float32, bStride int) boo
 				vmath.DivScalar(dst, a, b[0])
 			} else {
 				vmath.Div(dst, a, b)
+			}
+			return true
+		}
+	case device.Maximum:
+		return func(dst, a, b []float32, bs int) bool {
+			if bs == 0 {
+				vmath.MaximumScalar(dst, a, b[0])
+			} else {
+				vmath.Maximum(dst, a, b)
+			}
+			return true
+		}
+	case device.Minimum:
+		return func(dst, a, b []float32, bs int) bool {
+			if bs == 0 {
+				vmath.MinimumScalar(dst, a, b[0])
+			} else {
+				vmath.Minimum(dst, a, b)
 			}
 			return true
 		}

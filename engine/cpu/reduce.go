@@ -56,6 +56,9 @@ func (d *Device) Reduce(op device.ReduceOp, dst, src device.View) error {
 		if op == device.Sum && sumFast32(w, elems[float32](dst.Buf), elems[float32](src.Buf), rshape, rstride, innerReduce) {
 			return nil
 		}
+		if (op == device.Max || op == device.Min) && extremeFast32(w, op, elems[float32](dst.Buf), elems[float32](src.Buf), rshape, rstride, innerReduce) {
+			return nil
+		}
 		reduceRun(w, op, elems[float32](dst.Buf), elems[float32](src.Buf), rshape, rstride, innerReduce)
 	case dtype.Float64:
 		reduceRun(w, op, elems[float64](dst.Buf), elems[float64](src.Buf), rshape, rstride, innerReduce)
@@ -346,6 +349,92 @@ func (d *Device) SumSquares(x device.View) (float64, error) {
 	return total, nil
 }
 
+// forRuns calls f with the offset of each position of the reduced
+// sub-space (rshape, rstride; at most 8 dimensions) from base, the last
+// reduced dimension excluded when skipLast.
+func forRuns(rshape, rstride []int, base int, skipLast bool, f func(off int)) {
+	dims, strides := rshape, rstride
+	if skipLast {
+		dims, strides = rshape[:len(rshape)-1], rstride[:len(rstride)-1]
+	}
+	var idx [8]int
+	n := 1
+	for _, e := range dims {
+		n *= e
+	}
+	off := base
+	for k := 0; k < n; k++ {
+		f(off)
+		for d := len(dims) - 1; d >= 0; d-- {
+			idx[d]++
+			off += strides[d]
+			if idx[d] < dims[d] {
+				break
+			}
+			off -= strides[d] * dims[d]
+			idx[d] = 0
+		}
+	}
+}
+
+// extremeFast32 handles float32 max and min over contiguous runs (the
+// innermost reduced dimension has stride 1) with vmath.Max and vmath.Min;
+// it reports false for other layouts, which the generic loop handles. NaN
+// wins, as in torch.max and torch.amax.
+func extremeFast32(w *walk, op device.ReduceOp, dst, src []float32, rshape, rstride []int, innerReduce bool) bool {
+	nr := len(rshape)
+	if !innerReduce || nr > 8 || rstride[nr-1] != 1 {
+		return false
+	}
+	f, better := vmath.Max, func(c, m float32) bool { return c > m }
+	if op == device.Min {
+		f, better = vmath.Min, func(c, m float32) bool { return c < m }
+	}
+	fold := func(m, c float32) float32 {
+		if m == m && (c != c || better(c, m)) {
+			return c
+		}
+		return m
+	}
+	last := rshape[nr-1]
+	if total := last; nr == 1 && w.rows()*w.inner() == 1 && total > grain {
+		// One output from one long run: partial results in parallel.
+		nchunks := min(4*parallel.Threads(), (total+grain-1)/grain)
+		chunk := (total + nchunks - 1) / nchunks
+		nchunks = (total + chunk - 1) / chunk
+		partial := make([]float32, nchunks)
+		base := w.off[1]
+		parallel.For(nchunks, 1, func(c0, c1 int) {
+			for c := c0; c < c1; c++ {
+				partial[c] = f(src[base+c*chunk : base+min((c+1)*chunk, total)])
+			}
+		})
+		m := partial[0]
+		for _, c := range partial[1:] {
+			m = fold(m, c)
+		}
+		dst[w.off[0]] = m
+		return true
+	}
+	s0, s1 := w.innerStride(0), w.innerStride(1)
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			first := true
+			var m float32
+			forRuns(rshape, rstride, off[1]+i*s1, true, func(o int) {
+				c := f(src[o : o+last])
+				if first {
+					m, first = c, false
+				} else {
+					m = fold(m, c)
+				}
+			})
+			dst[off[0]+i*s0] = m
+		}
+	})
+	return true
+}
+
 // sumFast32 handles the float32 sums whose innermost memory runs are
 // contiguous with vector kernels; it reports false for other layouts, which
 // the generic loop handles.
@@ -367,32 +456,6 @@ func sumFast32(w *walk, dst, src []float32, rshape, rstride []int, innerReduce b
 	rows := 1
 	for _, e := range rshape {
 		rows *= e
-	}
-	// forRuns calls f with the offset of each reduced position, the last
-	// reduced dimension excluded when skipLast.
-	forRuns := func(base int, skipLast bool, f func(off int)) {
-		dims, strides := rshape, rstride
-		if skipLast {
-			dims, strides = rshape[:nr-1], rstride[:nr-1]
-		}
-		var idx [8]int
-		n := 1
-		for _, e := range dims {
-			n *= e
-		}
-		off := base
-		for k := 0; k < n; k++ {
-			f(off)
-			for d := len(dims) - 1; d >= 0; d-- {
-				idx[d]++
-				off += strides[d]
-				if idx[d] < dims[d] {
-					break
-				}
-				off -= strides[d] * dims[d]
-				idx[d] = 0
-			}
-		}
 	}
 	if innerReduce {
 		if rstride[nr-1] != 1 {
@@ -420,7 +483,7 @@ func sumFast32(w *walk, dst, src []float32, rshape, rstride []int, innerReduce b
 		w.run(func(off *[maxOperands]int, lo, hi int) {
 			for i := lo; i < hi; i++ {
 				acc := 0.0
-				forRuns(off[1]+i*s1, true, func(o int) { acc += vmath.Sum64(src[o : o+last]) })
+				forRuns(rshape, rstride, off[1]+i*s1, true, func(o int) { acc += vmath.Sum64(src[o : o+last]) })
 				dst[off[0]+i*s0] = float32(acc)
 			}
 		})
@@ -438,7 +501,7 @@ func sumFast32(w *walk, dst, src []float32, rshape, rstride []int, innerReduce b
 			p, a := part[:n], acc[:n]
 			clear(a)
 			inBlock := 0
-			forRuns(off[1]+c, false, func(o int) {
+			forRuns(rshape, rstride, off[1]+c, false, func(o int) {
 				row := src[o : o+n]
 				if inBlock == 0 {
 					copy(p, row)

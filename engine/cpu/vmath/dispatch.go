@@ -23,12 +23,17 @@ type kernels struct {
 	add, sub, mul, div   func(dst, a, b []float32)
 	addScalar, mulScalar func(dst, x []float32, s float32)
 	divScalar            func(dst, x []float32, s float32)
-	mulScalarFlush       func(dst, x []float32, s float32) // x·s, subnormal results flushed to zero
-	axpy                 func(dst []float32, alpha float32, x []float32)
+
+	neg, abs, square, sqrt, rsqrt, reciprocal, sign func(dst, x []float32)
+
+	maximum, minimum             func(dst, a, b []float32)
+	maximumScalar, minimumScalar func(dst, a []float32, b float32)
+	mulScalarFlush               func(dst, x []float32, s float32) // x·s, subnormal results flushed to zero
+	axpy                         func(dst []float32, alpha float32, x []float32)
 
 	sum, sumSquares func(x []float32) float64
 	dot             func(x, y []float32) float64
-	max             func(x []float32) float32
+	max, min        func(x []float32) float32
 
 	expSubSum     func(dst, x []float32, m float32) float64
 	sumExpSub     func(x []float32, m float32) float64
@@ -71,12 +76,24 @@ var goKernels = kernels{
 	addScalar:        addScalarGo,
 	mulScalar:        mulScalarGo,
 	divScalar:        divScalarGo,
+	neg:              negGo,
+	abs:              absGo,
+	square:           squareGo,
+	sqrt:             sqrtGo,
+	rsqrt:            rsqrtGo,
+	reciprocal:       reciprocalGo,
+	sign:             signGo,
+	maximum:          maximumGo,
+	minimum:          minimumGo,
+	maximumScalar:    maximumScalarGo,
+	minimumScalar:    minimumScalarGo,
 	mulScalarFlush:   mulScalarFlushGo,
 	axpy:             axpyGo,
 	sum:              sumGo[float32],
 	sumSquares:       sumSquaresGo,
 	dot:              dotGo,
 	max:              maxGo,
+	min:              minGo,
 	expSubSum:        expSubSumGo,
 	sumExpSub:        sumExpSubGo,
 	subSub:           subSubGo,
@@ -165,6 +182,26 @@ func (k kernels) fill() *kernels {
 	if k.axpy == nil {
 		k.axpy = g.axpy
 	}
+	for _, f := range []struct{ k, g *func(dst, x []float32) }{
+		{&k.neg, &g.neg}, {&k.abs, &g.abs}, {&k.square, &g.square}, {&k.sqrt, &g.sqrt},
+		{&k.rsqrt, &g.rsqrt}, {&k.reciprocal, &g.reciprocal}, {&k.sign, &g.sign},
+	} {
+		if *f.k == nil {
+			*f.k = *f.g
+		}
+	}
+	if k.maximum == nil {
+		k.maximum = g.maximum
+	}
+	if k.minimum == nil {
+		k.minimum = g.minimum
+	}
+	if k.maximumScalar == nil {
+		k.maximumScalar = g.maximumScalar
+	}
+	if k.minimumScalar == nil {
+		k.minimumScalar = g.minimumScalar
+	}
 	if k.sum == nil {
 		k.sum = g.sum
 	}
@@ -176,6 +213,9 @@ func (k kernels) fill() *kernels {
 	}
 	if k.max == nil {
 		k.max = g.max
+	}
+	if k.min == nil {
+		k.min = g.min
 	}
 	if k.expSubSum == nil {
 		k.expSubSum = g.expSubSum

@@ -175,6 +175,75 @@ func DivScalar(dst, x []float32, s float32) {
 	splitScalar(dst, x, s, impl.divScalar)
 }
 
+// Neg sets dst = -x (the sign bit flipped, NaN included).
+func Neg(dst, x []float32) {
+	check2("Neg", dst, x)
+	split2(dst, x, impl.neg)
+}
+
+// Abs sets dst = |x| (the sign bit cleared, NaN included).
+func Abs(dst, x []float32) {
+	check2("Abs", dst, x)
+	split2(dst, x, impl.abs)
+}
+
+// Square sets dst = x·x.
+func Square(dst, x []float32) {
+	check2("Square", dst, x)
+	split2(dst, x, impl.square)
+}
+
+// Sqrt sets dst = √x, correctly rounded.
+func Sqrt(dst, x []float32) {
+	check2("Sqrt", dst, x)
+	split2(dst, x, impl.sqrt)
+}
+
+// Rsqrt sets dst = 1/√x as PyTorch's float32 rsqrt computes it: the
+// rounded square root, then the rounded division.
+func Rsqrt(dst, x []float32) {
+	check2("Rsqrt", dst, x)
+	split2(dst, x, impl.rsqrt)
+}
+
+// Reciprocal sets dst = 1/x.
+func Reciprocal(dst, x []float32) {
+	check2("Reciprocal", dst, x)
+	split2(dst, x, impl.reciprocal)
+}
+
+// Sign sets dst = (x > 0) - (x < 0): ±1, +0 for either zero and for NaN,
+// as PyTorch's sign.
+func Sign(dst, x []float32) {
+	check2("Sign", dst, x)
+	split2(dst, x, impl.sign)
+}
+
+// Maximum sets dst = torch.maximum(a, b): the larger of each pair, NaN if
+// either is NaN, b where they compare equal (the sign of a tied zero).
+func Maximum(dst, a, b []float32) {
+	check3("Maximum", dst, a, b)
+	split3(dst, a, b, impl.maximum)
+}
+
+// Minimum is Maximum's counterpart, torch.minimum.
+func Minimum(dst, a, b []float32) {
+	check3("Minimum", dst, a, b)
+	split3(dst, a, b, impl.minimum)
+}
+
+// MaximumScalar is Maximum with b broadcast: clamp_min's pass.
+func MaximumScalar(dst, a []float32, b float32) {
+	check2("MaximumScalar", dst, a)
+	splitScalar(dst, a, b, impl.maximumScalar)
+}
+
+// MinimumScalar is Minimum with b broadcast: clamp_max's pass.
+func MinimumScalar(dst, a []float32, b float32) {
+	check2("MinimumScalar", dst, a)
+	splitScalar(dst, a, b, impl.minimumScalar)
+}
+
 // Axpy sets dst += alpha·x with one rounding (a fused multiply-add), like
 // PyTorch's dst.add_(x, alpha=alpha) on AVX2 and AVX-512 CPUs.
 func Axpy(dst []float32, alpha float32, x []float32) {
@@ -293,14 +362,24 @@ func SumSquares(x []float32) float64 { return splitSum(x, impl.sumSquares) }
 // Max returns the largest element of x, or NaN if any element is NaN (as
 // torch.max). It panics on an empty slice, as torch.max does.
 func Max(x []float32) float32 {
+	return extreme("vmath.Max", x, impl.max, func(c, m float32) bool { return c > m })
+}
+
+// Min returns the smallest element of x, or NaN if any element is NaN (as
+// torch.min). It panics on an empty slice.
+func Min(x []float32) float32 {
+	return extreme("vmath.Min", x, impl.min, func(c, m float32) bool { return c < m })
+}
+
+// extreme runs f a chunk at a time and keeps the better of the chunks'
+// results, or the first NaN.
+func extreme(fn string, x []float32, f func(x []float32) float32, better func(c, m float32) bool) float32 {
 	if len(x) == 0 {
-		panic("vmath.Max: empty slice")
+		panic(fn + ": empty slice")
 	}
-	k := impl
-	m := k.max(x[:min(len(x), chunk)])
+	m := f(x[:min(len(x), chunk)])
 	for x = x[min(len(x), chunk):]; len(x) > 0; x = x[min(len(x), chunk):] {
-		c := k.max(x[:min(len(x), chunk)])
-		if c > m || c != c {
+		if c := f(x[:min(len(x), chunk)]); m == m && (c != c || better(c, m)) {
 			m = c
 		}
 	}

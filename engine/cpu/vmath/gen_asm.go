@@ -421,19 +421,83 @@ func scalar2(name, first, second string) kernel {
 	}
 }
 
-// reduce64 is a float64 reduction over one slice with two accumulators in
-// V12 (low halves) and V13 (high halves).
-func reduce64(name string, f func(g *gen)) kernel {
+// reduce64 is a float64 reduction over one slice, unrolled twice, each
+// unrolled vector into accumulators of its own (V12:V13 and V10:V11): a
+// single pair made the additions' latency, not memory, the limit. f adds
+// the vector, widened to float64 in V1 (low half) and V2 (high half), into
+// the accumulators lo and hi.
+func reduce64(name string, f func(g *gen, lo, hi int)) kernel {
 	return kernel{
 		name: name, goArgs: "(x []float32) float64", frame: 32,
 		ptrs: []string{"SI x_base+0(FP)"}, n: "x_len+8(FP)", unroll: 2,
-		setup: zeroAcc,
+		setup: zeroAcc4,
 		body: func(g *gen, u int) {
-			g.load(0, g.mem("SI", u))
-			f(g)
+			if g.tail {
+				g.load(0, g.mem("SI", u))
+				g.cvt(0, 1, 2)
+			} else {
+				// Widen straight from memory: no load and no extract of
+				// the high half.
+				g.op("VCVTPS2PD %d(SI), %s", u*g.vb, g.v(1))
+				g.op("VCVTPS2PD %d(SI), %s", u*g.vb+g.vb/2, g.v(2))
+			}
+			f(g, 12-2*u, 13-2*u)
 		},
-		finish: func(g *gen) { finishAcc(g, "ret+24(FP)") },
+		finish: func(g *gen) { finishAcc4(g, "ret+24(FP)") },
 	}
+}
+
+// lanewise is an exact elementwise kernel of a few instructions a vector,
+// unrolled four times: V(u) holds the u-th vector, V(4+u) a scratch
+// register, V13 and V14 what setup puts there.
+func lanewise(name string, setup func(g *gen), f func(g *gen, u int)) kernel {
+	return kernel{
+		name: name, goArgs: "(dst, x []float32)", frame: 48, unroll: 4,
+		ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+		setup: setup,
+		body: func(g *gen, u int) {
+			g.load(u, g.mem("SI", u))
+			f(g, u)
+			g.store(u, g.mem("DI", u))
+		},
+	}
+}
+
+// extremum is torch.maximum (inst VMAXPS) or torch.minimum (VMINPS) of two
+// slices, or of a slice and a broadcast scalar in V14 (scalar). The
+// instruction returns its second operand when the two are equal or either
+// is NaN; with b second, that is b on ties and NaN in b, and a blend puts
+// back a where a is NaN: NaN propagates from either side, and ties give b
+// as the Go loop does.
+func extremum(name, inst string, scalar bool) kernel {
+	k := kernel{
+		name: name, goArgs: "(dst, a, b []float32)", frame: 72, unroll: 4,
+		ptrs: []string{"DI dst_base+0(FP)", "SI a_base+24(FP)", "DX b_base+48(FP)"}, n: "a_len+32(FP)",
+	}
+	if scalar {
+		k.goArgs, k.frame = "(dst, a []float32, b float32)", 52
+		k.ptrs, k.n = k.ptrs[:2], "a_len+32(FP)"
+		k.setup = func(g *gen) { g.op("VBROADCASTSS b+48(FP), %s", g.v(14)) }
+	}
+	k.body = func(g *gen, u int) {
+		a, b, m := 2*u, 2*u+1, 8+u
+		g.load(a, g.mem("SI", u))
+		if scalar {
+			g.op("%s %s, %s, %s", inst, g.v(14), g.v(a), g.v(b))
+		} else {
+			g.load(b, g.mem("DX", u))
+			g.op("%s %s, %s, %s", inst, g.v(b), g.v(a), g.v(b))
+		}
+		if g.k512 {
+			g.op("VCMPPS $3, %s, %s, K2", g.v(a), g.v(a))
+			g.op("VMOVAPS %s, K2, %s", g.v(a), g.v(b))
+		} else {
+			g.op("VCMPPS $3, %s, %s, %s", g.v(a), g.v(a), g.v(m))
+			g.op("VBLENDVPS %s, %s, %s, %s", g.v(m), g.v(a), g.v(b), g.v(b))
+		}
+		g.store(b, g.mem("DI", u))
+	}
+	return k
 }
 
 func zeroAcc(g *gen) {
@@ -764,6 +828,45 @@ func kernels() []kernel {
 		scalar("addScalar", "VADDPS"),
 		scalar("mulScalar", "VMULPS"),
 		scalar("divScalar", "VDIVPS"),
+		lanewise("neg", func(g *gen) { g.op("VMOVUPS %s, %s", g.ci("sign", signBit), g.v(14)) }, func(g *gen, u int) {
+			g.op("VXORPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
+		}),
+		lanewise("abs", func(g *gen) { g.op("VMOVUPS %s, %s", g.ci("abs", ^uint32(signBit)), g.v(14)) }, func(g *gen, u int) {
+			g.op("VANDPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
+		}),
+		lanewise("square", nil, func(g *gen, u int) { g.op("VMULPS %s, %s, %s", g.v(u), g.v(u), g.v(u)) }),
+		lanewise("sqrt", nil, func(g *gen, u int) { g.op("VSQRTPS %s, %s", g.v(u), g.v(u)) }),
+		// 1/sqrt(x) as PyTorch's vectorized rsqrt: a float32 square root,
+		// then a float32 division, each correctly rounded.
+		lanewise("rsqrt", func(g *gen) { g.op("VMOVUPS %s, %s", g.c("one", 1), g.v(14)) }, func(g *gen, u int) {
+			g.op("VSQRTPS %s, %s", g.v(u), g.v(u))
+			g.op("VDIVPS %s, %s, %s", g.v(u), g.v(14), g.v(u))
+		}),
+		lanewise("reciprocal", func(g *gen) { g.op("VMOVUPS %s, %s", g.c("one", 1), g.v(14)) }, func(g *gen, u int) {
+			g.op("VDIVPS %s, %s, %s", g.v(u), g.v(14), g.v(u))
+		}),
+		// (x > 0) - (x < 0), both comparisons ordered (false for NaN).
+		lanewise("sign", func(g *gen) {
+			g.op("VXORPS %s, %s, %s", g.v(13), g.v(13), g.v(13))
+			g.op("VMOVUPS %s, %s", g.c("one", 1), g.v(14))
+		}, func(g *gen, u int) {
+			if g.k512 {
+				g.op("VCMPPS $14, %s, %s, K2", g.v(13), g.v(u))
+				g.op("VCMPPS $1, %s, %s, K3", g.v(13), g.v(u))
+				g.op("VMOVAPS.Z %s, K2, %s", g.v(14), g.v(4+u))
+				g.op("VMOVAPS.Z %s, K3, %s", g.v(14), g.v(u))
+			} else {
+				g.op("VCMPPS $14, %s, %s, %s", g.v(13), g.v(u), g.v(4+u))
+				g.op("VCMPPS $1, %s, %s, %s", g.v(13), g.v(u), g.v(u))
+				g.op("VANDPS %s, %s, %s", g.v(14), g.v(4+u), g.v(4+u))
+				g.op("VANDPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
+			}
+			g.op("VSUBPS %s, %s, %s", g.v(u), g.v(4+u), g.v(u))
+		}),
+		extremum("maximum", "VMAXPS", false),
+		extremum("minimum", "VMINPS", false),
+		extremum("maximumScalar", "VMAXPS", true),
+		extremum("minimumScalar", "VMINPS", true),
 		{
 			name: "mulScalarFlush", goArgs: "(dst, x []float32, s float32)", frame: 52, unroll: 4,
 			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
@@ -798,11 +901,13 @@ func kernels() []kernel {
 				g.store(2*u+1, g.mem("DI", u))
 			},
 		},
-		reduce64("sum", func(g *gen) { g.cvtAdd(0, 12, 13, 1, 2) }),
-		reduce64("sumSquares", func(g *gen) {
-			g.cvt(0, 1, 2)
-			g.op("VFMADD231PD %s, %s, %s", g.v(1), g.v(1), g.v(12))
-			g.op("VFMADD231PD %s, %s, %s", g.v(2), g.v(2), g.v(13))
+		reduce64("sum", func(g *gen, lo, hi int) {
+			g.op("VADDPD %s, %s, %s", g.v(1), g.v(lo), g.v(lo))
+			g.op("VADDPD %s, %s, %s", g.v(2), g.v(hi), g.v(hi))
+		}),
+		reduce64("sumSquares", func(g *gen, lo, hi int) {
+			g.op("VFMADD231PD %s, %s, %s", g.v(1), g.v(1), g.v(lo))
+			g.op("VFMADD231PD %s, %s, %s", g.v(2), g.v(2), g.v(hi))
 		}),
 		{
 			name: "dot", goArgs: "(x, y []float32) float64", frame: 56, unroll: 2,
@@ -818,53 +923,8 @@ func kernels() []kernel {
 			},
 			finish: func(g *gen) { finishAcc(g, "ret+48(FP)") },
 		},
-		{
-			name: "max", goArgs: "(x []float32) float32", frame: 28, unroll: 2,
-			ptrs: []string{"SI x_base+0(FP)"}, n: "x_len+8(FP)",
-			setup: func(g *gen) {
-				g.op("VMOVUPS %s, %s", g.ci("negInf", 0xff800000), g.v(12))
-				if g.k512 {
-					g.op("KXORW K3, K3, K3")
-				} else {
-					g.op("VXORPS Y13, Y13, Y13")
-				}
-			},
-			body: func(g *gen, u int) {
-				g.loadFill(0, g.mem("SI", u), g.ci("negInf", 0xff800000), 1)
-				g.op("VMAXPS %s, %s, %s", g.v(0), g.v(12), g.v(12))
-				// VMAXPS does not keep NaN; remember NaNs separately.
-				if g.k512 {
-					g.op("VCMPPS $3, %s, %s, K2", g.v(0), g.v(0))
-					g.op("KORW K2, K3, K3")
-				} else {
-					g.op("VCMPPS $3, %s, %s, %s", g.v(0), g.v(0), g.v(1))
-					g.op("VORPS %s, %s, %s", g.v(1), g.v(13), g.v(13))
-				}
-			},
-			finish: func(g *gen) {
-				if g.k512 {
-					g.op("VEXTRACTF32X8 $1, Z12, Y0")
-					g.op("VMAXPS Y0, Y12, Y12")
-				}
-				g.op("VEXTRACTF128 $1, Y12, X0")
-				g.op("VMAXPS X0, X12, X12")
-				g.op("VPERMILPS $0x4e, X12, X0")
-				g.op("VMAXPS X0, X12, X12")
-				g.op("VPERMILPS $0xb1, X12, X0")
-				g.op("VMAXPS X0, X12, X12")
-				g.op("VMOVSS X12, ret+24(FP)")
-				if g.k512 {
-					g.op("KMOVW K3, AX")
-				} else {
-					g.op("VMOVMSKPS Y13, AX")
-				}
-				g.op("TESTL AX, AX")
-				g.op("JZ nonan")
-				g.op("MOVL $0x7fc00000, AX")
-				g.op("MOVL AX, ret+24(FP)")
-				fmt.Fprintf(&g.b, "nonan:\n")
-			},
-		},
+		extremeReduce("max", "VMAXPS", "negInf", 0xff800000),
+		extremeReduce("min", "VMINPS", "posInf", 0x7f800000),
 		{
 			name: "expSubSum", goArgs: "(dst, x []float32, m float32) float64", frame: 64,
 			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
@@ -994,6 +1054,58 @@ func kernels() []kernel {
 	}
 }
 
+// extremeReduce is the largest (inst VMAXPS, init -Inf) or smallest
+// (VMINPS, +Inf) element of a slice, NaN if any element is NaN.
+func extremeReduce(name, inst, initName string, initBits uint32) kernel {
+	return kernel{
+		name: name, goArgs: "(x []float32) float32", frame: 28, unroll: 2,
+		ptrs: []string{"SI x_base+0(FP)"}, n: "x_len+8(FP)",
+		setup: func(g *gen) {
+			g.op("VMOVUPS %s, %s", g.ci(initName, initBits), g.v(12))
+			if g.k512 {
+				g.op("KXORW K3, K3, K3")
+			} else {
+				g.op("VXORPS Y13, Y13, Y13")
+			}
+		},
+		body: func(g *gen, u int) {
+			g.loadFill(0, g.mem("SI", u), g.ci(initName, initBits), 1)
+			g.op("%s %s, %s, %s", inst, g.v(0), g.v(12), g.v(12))
+			// The instruction does not keep NaN; remember NaNs separately.
+			if g.k512 {
+				g.op("VCMPPS $3, %s, %s, K2", g.v(0), g.v(0))
+				g.op("KORW K2, K3, K3")
+			} else {
+				g.op("VCMPPS $3, %s, %s, %s", g.v(0), g.v(0), g.v(1))
+				g.op("VORPS %s, %s, %s", g.v(1), g.v(13), g.v(13))
+			}
+		},
+		finish: func(g *gen) {
+			if g.k512 {
+				g.op("VEXTRACTF32X8 $1, Z12, Y0")
+				g.op("%s Y0, Y12, Y12", inst)
+			}
+			g.op("VEXTRACTF128 $1, Y12, X0")
+			g.op("%s X0, X12, X12", inst)
+			g.op("VPERMILPS $0x4e, X12, X0")
+			g.op("%s X0, X12, X12", inst)
+			g.op("VPERMILPS $0xb1, X12, X0")
+			g.op("%s X0, X12, X12", inst)
+			g.op("VMOVSS X12, ret+24(FP)")
+			if g.k512 {
+				g.op("KMOVW K3, AX")
+			} else {
+				g.op("VMOVMSKPS Y13, AX")
+			}
+			g.op("TESTL AX, AX")
+			g.op("JZ nonan")
+			g.op("MOVL $0x7fc00000, AX")
+			g.op("MOVL AX, ret+24(FP)")
+			fmt.Fprintf(&g.b, "nonan:\n")
+		},
+	}
+}
+
 // regDoc describes each kernel's vector registers (V = Z or Y); the
 // pointer registers are listed in the kernel's MOVQs.
 var regDoc = map[string]string{
@@ -1018,12 +1130,24 @@ var regDoc = map[string]string{
 	"addScalar":          "V14 s; V(u) x then x+s",
 	"mulScalar":          "V14 s; V(u) x then x·s",
 	"divScalar":          "V14 s; V(u) x then x/s",
+	"neg":                "V14 the sign bit; V(u) x then -x",
+	"abs":                "V14 all bits but the sign; V(u) x then |x|",
+	"square":             "V(u) x then x·x",
+	"sqrt":               "V(u) x then sqrt(x)",
+	"rsqrt":              "V14 one; V(u) x, sqrt(x), then 1/sqrt(x)",
+	"reciprocal":         "V14 one; V(u) x then 1/x",
+	"sign":               "V13 zero; V14 one; V(u) x, then (x < 0 ? 1 : 0), then the sign; V(4+u) x > 0 ? 1 : 0",
+	"maximum":            "V(2u) a; V(2u+1) b, then max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
+	"minimum":            "V(2u) a; V(2u+1) b, then min(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
+	"maximumScalar":      "V14 b; V(2u) a; V(2u+1) max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
+	"minimumScalar":      "V14 b; V(2u) a; V(2u+1) min(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
 	"mulScalarFlush":     "V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask",
 	"axpy":               "V14 alpha; V(2u) x; V(2u+1) dst then dst + alpha·x",
-	"sum":                "V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators",
-	"sumSquares":         "V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators",
+	"sum":                "V0 x; V1:V2 its halves as float64; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors",
+	"sumSquares":         "V0 x; V1:V2 its halves as float64; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors",
 	"dot":                "V0 x, V3 y; V1:V2 and V4:V5 their halves as float64; V12:V13 float64 accumulators",
 	"max":                "V0 x (-Inf past the tail); V12 running max; K3 (AVX-512) or V13 (AVX2) lanes that saw a NaN",
+	"min":                "V0 x (+Inf past the tail); V12 running min; K3 (AVX-512) or V13 (AVX2) lanes that saw a NaN",
 	"expSubSum":          "V14 m; V0 x-m; V1 exp(x-m); V5:V6 its halves as float64; V12:V13 float64 accumulators",
 	"sumExpSub":          "V14 m; V0 x-m; V1 exp(x-m); V5:V6 its halves as float64; V12:V13 float64 accumulators",
 	"sumSqDev":           "V14 mean; V0 x; V1:V2 its halves as float64, then minus the mean; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors; V3, V4 the tail's float64 masks (AVX2)",

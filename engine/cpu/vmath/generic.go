@@ -257,6 +257,21 @@ func dotGo(x, y []float32) float64 {
 func sumSquaresGo(x []float32) float64 { return dotGo(x, x) }
 
 // maxGo returns NaN if any element is NaN, like torch.max; len(x) > 0.
+func minGo(x []float32) float32 {
+	m := float32(math.Inf(1))
+	nan := false
+	for _, v := range x {
+		if v < m {
+			m = v
+		}
+		nan = nan || v != v
+	}
+	if nan {
+		return float32(math.NaN())
+	}
+	return m
+}
+
 func maxGo(x []float32) float32 {
 	m := float32(math.Inf(-1))
 	nan := false
@@ -401,5 +416,111 @@ func scaleAdd2Go[T ~float32 | ~float64](dst, x, y []T, a, b, c T) {
 	dst, y = dst[:len(x)], y[:len(x)]
 	for i, v := range x {
 		dst[i] = T(v*a) + T(y[i]*b) + c
+	}
+}
+
+func negGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = -v
+	}
+}
+
+func absGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = math.Float32frombits(math.Float32bits(v) &^ (1 << 31))
+	}
+}
+
+func squareGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = v * v
+	}
+}
+
+// sqrtGo rounds the float64 square root to float32: the square root of a
+// float32 is exact enough in float64 that the double rounding gives the
+// correctly rounded float32 result, as the vector instruction does.
+func sqrtGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = float32(math.Sqrt(float64(v)))
+	}
+}
+
+func rsqrtGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = 1 / float32(math.Sqrt(float64(v)))
+	}
+}
+
+func reciprocalGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = 1 / v
+	}
+}
+
+func signGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = b2f(v > 0) - b2f(v < 0)
+	}
+}
+
+func b2f(b bool) float32 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// maximumGo is torch.maximum: NaN from either side, b on ties (so that
+// max(-0, +0) is +0 and max(+0, -0) is -0, as the vector instruction
+// gives).
+func maximumGo(dst, a, b []float32) {
+	dst, b = dst[:len(a)], b[:len(a)]
+	for i, x := range a {
+		if x != x || x > b[i] {
+			dst[i] = x
+		} else {
+			dst[i] = b[i]
+		}
+	}
+}
+
+func minimumGo(dst, a, b []float32) {
+	dst, b = dst[:len(a)], b[:len(a)]
+	for i, x := range a {
+		if x != x || x < b[i] {
+			dst[i] = x
+		} else {
+			dst[i] = b[i]
+		}
+	}
+}
+
+func maximumScalarGo(dst, a []float32, b float32) {
+	dst = dst[:len(a)]
+	for i, x := range a {
+		if x != x || x > b {
+			dst[i] = x
+		} else {
+			dst[i] = b
+		}
+	}
+}
+
+func minimumScalarGo(dst, a []float32, b float32) {
+	dst = dst[:len(a)]
+	for i, x := range a {
+		if x != x || x < b {
+			dst[i] = x
+		} else {
+			dst[i] = b
+		}
 	}
 }

@@ -68,6 +68,39 @@ func mulScalarAVX512(dst, x []float32, s float32)
 func divScalarAVX512(dst, x []float32, s float32)
 
 //go:noescape
+func negAVX512(dst, x []float32)
+
+//go:noescape
+func absAVX512(dst, x []float32)
+
+//go:noescape
+func squareAVX512(dst, x []float32)
+
+//go:noescape
+func sqrtAVX512(dst, x []float32)
+
+//go:noescape
+func rsqrtAVX512(dst, x []float32)
+
+//go:noescape
+func reciprocalAVX512(dst, x []float32)
+
+//go:noescape
+func signAVX512(dst, x []float32)
+
+//go:noescape
+func maximumAVX512(dst, a, b []float32)
+
+//go:noescape
+func minimumAVX512(dst, a, b []float32)
+
+//go:noescape
+func maximumScalarAVX512(dst, a []float32, b float32)
+
+//go:noescape
+func minimumScalarAVX512(dst, a []float32, b float32)
+
+//go:noescape
 func mulScalarFlushAVX512(dst, x []float32, s float32)
 
 //go:noescape
@@ -84,6 +117,9 @@ func dotAVX512(x, y []float32) float64
 
 //go:noescape
 func maxAVX512(x []float32) float32
+
+//go:noescape
+func minAVX512(x []float32) float32
 
 //go:noescape
 func expSubSumAVX512(dst, x []float32, m float32) float64
@@ -215,6 +251,39 @@ func mulScalarAVX2(dst, x []float32, s float32)
 func divScalarAVX2(dst, x []float32, s float32)
 
 //go:noescape
+func negAVX2(dst, x []float32)
+
+//go:noescape
+func absAVX2(dst, x []float32)
+
+//go:noescape
+func squareAVX2(dst, x []float32)
+
+//go:noescape
+func sqrtAVX2(dst, x []float32)
+
+//go:noescape
+func rsqrtAVX2(dst, x []float32)
+
+//go:noescape
+func reciprocalAVX2(dst, x []float32)
+
+//go:noescape
+func signAVX2(dst, x []float32)
+
+//go:noescape
+func maximumAVX2(dst, a, b []float32)
+
+//go:noescape
+func minimumAVX2(dst, a, b []float32)
+
+//go:noescape
+func maximumScalarAVX2(dst, a []float32, b float32)
+
+//go:noescape
+func minimumScalarAVX2(dst, a []float32, b float32)
+
+//go:noescape
 func mulScalarFlushAVX2(dst, x []float32, s float32)
 
 //go:noescape
@@ -231,6 +300,9 @@ func dotAVX2(x, y []float32) float64
 
 //go:noescape
 func maxAVX2(x []float32) float32
+
+//go:noescape
+func minAVX2(x []float32) float32
 
 //go:noescape
 func expSubSumAVX2(dst, x []float32, m float32) float64
@@ -321,12 +393,24 @@ var avx512Kernels = kernels{
 	addScalar:        addScalarAVX512,
 	mulScalar:        mulScalarAVX512,
 	divScalar:        divScalarAVX512,
+	neg:              negAVX512,
+	abs:              absAVX512,
+	square:           squareAVX512,
+	sqrt:             sqrtAVX512,
+	rsqrt:            rsqrtAVX512,
+	reciprocal:       reciprocalAVX512,
+	sign:             signAVX512,
+	maximum:          maximumAVX512,
+	minimum:          minimumAVX512,
+	maximumScalar:    maximumScalarAVX512,
+	minimumScalar:    minimumScalarAVX512,
 	mulScalarFlush:   mulScalarFlushAVX512,
 	axpy:             axpyAVX512,
 	sum:              sumAVX512,
 	sumSquares:       sumSquaresAVX512,
 	dot:              dotAVX512,
 	max:              maxAVX512,
+	min:              minAVX512,
 	expSubSum:        expSubSumAVX512,
 	sumExpSub:        sumExpSubAVX512,
 	sumSqDev:         sumSqDevAVX512,
@@ -397,12 +481,24 @@ var avx2Kernels = kernels{
 	addScalar:        addScalarAVX2,
 	mulScalar:        mulScalarAVX2,
 	divScalar:        divScalarAVX2,
+	neg:              negAVX2,
+	abs:              absAVX2,
+	square:           squareAVX2,
+	sqrt:             sqrtAVX2,
+	rsqrt:            rsqrtAVX2,
+	reciprocal:       reciprocalAVX2,
+	sign:             signAVX2,
+	maximum:          maximumAVX2,
+	minimum:          minimumAVX2,
+	maximumScalar:    maximumScalarAVX2,
+	minimumScalar:    minimumScalarAVX2,
 	mulScalarFlush:   mulScalarFlushAVX2,
 	axpy:             axpyAVX2,
 	sum:              sumAVX2,
 	sumSquares:       sumSquaresAVX2,
 	dot:              dotAVX2,
 	max:              maxAVX2,
+	min:              minAVX2,
 	expSubSum:        expSubSumAVX2,
 	sumExpSub:        sumExpSubAVX2,
 	sumSqDev:         sumSqDevAVX2,

@@ -1933,6 +1933,649 @@ done:
 	VZEROUPPER
 	RET
 
+// func negAVX2(dst, x []float32)
+// Registers: V14 the sign bit; V(u) x then -x.
+TEXT ·negAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VMOVUPS sign<>(SB), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VXORPS Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VXORPS Y14, Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VXORPS Y14, Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VXORPS Y14, Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VXORPS Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VXORPS Y14, Y0, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func absAVX2(dst, x []float32)
+// Registers: V14 all bits but the sign; V(u) x then |x|.
+TEXT ·absAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VMOVUPS abs<>(SB), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VANDPS Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VANDPS Y14, Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VANDPS Y14, Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VANDPS Y14, Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VANDPS Y14, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VANDPS Y14, Y0, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func squareAVX2(dst, x []float32)
+// Registers: V(u) x then x·x.
+TEXT ·squareAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VMULPS Y1, Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VMULPS Y2, Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VMULPS Y3, Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMULPS Y0, Y0, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func sqrtAVX2(dst, x []float32)
+// Registers: V(u) x then sqrt(x).
+TEXT ·sqrtAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VSQRTPS Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VSQRTPS Y1, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VSQRTPS Y2, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VSQRTPS Y3, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VSQRTPS Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VSQRTPS Y0, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func rsqrtAVX2(dst, x []float32)
+// Registers: V14 one; V(u) x, sqrt(x), then 1/sqrt(x).
+TEXT ·rsqrtAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VMOVUPS one<>(SB), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VSQRTPS Y0, Y0
+	VDIVPS Y0, Y14, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VSQRTPS Y1, Y1
+	VDIVPS Y1, Y14, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VSQRTPS Y2, Y2
+	VDIVPS Y2, Y14, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VSQRTPS Y3, Y3
+	VDIVPS Y3, Y14, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VSQRTPS Y0, Y0
+	VDIVPS Y0, Y14, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VSQRTPS Y0, Y0
+	VDIVPS Y0, Y14, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func reciprocalAVX2(dst, x []float32)
+// Registers: V14 one; V(u) x then 1/x.
+TEXT ·reciprocalAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VMOVUPS one<>(SB), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VDIVPS Y0, Y14, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VDIVPS Y1, Y14, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VDIVPS Y2, Y14, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VDIVPS Y3, Y14, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VDIVPS Y0, Y14, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VDIVPS Y0, Y14, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func signAVX2(dst, x []float32)
+// Registers: V13 zero; V14 one; V(u) x, then (x < 0 ? 1 : 0), then the sign; V(4+u) x > 0 ? 1 : 0.
+TEXT ·signAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+	VXORPS Y13, Y13, Y13
+	VMOVUPS one<>(SB), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VCMPPS $14, Y13, Y0, Y4
+	VCMPPS $1, Y13, Y0, Y0
+	VANDPS Y14, Y4, Y4
+	VANDPS Y14, Y0, Y0
+	VSUBPS Y0, Y4, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VCMPPS $14, Y13, Y1, Y5
+	VCMPPS $1, Y13, Y1, Y1
+	VANDPS Y14, Y5, Y5
+	VANDPS Y14, Y1, Y1
+	VSUBPS Y1, Y5, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VCMPPS $14, Y13, Y2, Y6
+	VCMPPS $1, Y13, Y2, Y2
+	VANDPS Y14, Y6, Y6
+	VANDPS Y14, Y2, Y2
+	VSUBPS Y2, Y6, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VCMPPS $14, Y13, Y3, Y7
+	VCMPPS $1, Y13, Y3, Y3
+	VANDPS Y14, Y7, Y7
+	VANDPS Y14, Y3, Y3
+	VSUBPS Y3, Y7, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VCMPPS $14, Y13, Y0, Y4
+	VCMPPS $1, Y13, Y0, Y0
+	VANDPS Y14, Y4, Y4
+	VANDPS Y14, Y0, Y0
+	VSUBPS Y0, Y4, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VCMPPS $14, Y13, Y0, Y4
+	VCMPPS $1, Y13, Y0, Y0
+	VANDPS Y14, Y4, Y4
+	VANDPS Y14, Y0, Y0
+	VSUBPS Y0, Y4, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func maximumAVX2(dst, a, b []float32)
+// Registers: V(2u) a; V(2u+1) b, then max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2).
+TEXT ·maximumAVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), DI
+	MOVQ a_base+24(FP), SI
+	MOVQ b_base+48(FP), DX
+	MOVQ a_len+32(FP), CX
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMAXPS Y1, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	VMOVUPS 32(SI), Y2
+	VMOVUPS 32(DX), Y3
+	VMAXPS Y3, Y2, Y3
+	VCMPPS $3, Y2, Y2, Y9
+	VBLENDVPS Y9, Y2, Y3, Y3
+	VMOVUPS Y3, 32(DI)
+	VMOVUPS 64(SI), Y4
+	VMOVUPS 64(DX), Y5
+	VMAXPS Y5, Y4, Y5
+	VCMPPS $3, Y4, Y4, Y10
+	VBLENDVPS Y10, Y4, Y5, Y5
+	VMOVUPS Y5, 64(DI)
+	VMOVUPS 96(SI), Y6
+	VMOVUPS 96(DX), Y7
+	VMAXPS Y7, Y6, Y7
+	VCMPPS $3, Y6, Y6, Y11
+	VBLENDVPS Y11, Y6, Y7, Y7
+	VMOVUPS Y7, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $128, DX
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMAXPS Y1, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMASKMOVPS (DX), Y15, Y1
+	VMAXPS Y1, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMASKMOVPS Y1, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func minimumAVX2(dst, a, b []float32)
+// Registers: V(2u) a; V(2u+1) b, then min(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2).
+TEXT ·minimumAVX2(SB), NOSPLIT, $0-72
+	MOVQ dst_base+0(FP), DI
+	MOVQ a_base+24(FP), SI
+	MOVQ b_base+48(FP), DX
+	MOVQ a_len+32(FP), CX
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMINPS Y1, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	VMOVUPS 32(SI), Y2
+	VMOVUPS 32(DX), Y3
+	VMINPS Y3, Y2, Y3
+	VCMPPS $3, Y2, Y2, Y9
+	VBLENDVPS Y9, Y2, Y3, Y3
+	VMOVUPS Y3, 32(DI)
+	VMOVUPS 64(SI), Y4
+	VMOVUPS 64(DX), Y5
+	VMINPS Y5, Y4, Y5
+	VCMPPS $3, Y4, Y4, Y10
+	VBLENDVPS Y10, Y4, Y5, Y5
+	VMOVUPS Y5, 64(DI)
+	VMOVUPS 96(SI), Y6
+	VMOVUPS 96(DX), Y7
+	VMINPS Y7, Y6, Y7
+	VCMPPS $3, Y6, Y6, Y11
+	VBLENDVPS Y11, Y6, Y7, Y7
+	VMOVUPS Y7, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $128, DX
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMINPS Y1, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMASKMOVPS (DX), Y15, Y1
+	VMINPS Y1, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMASKMOVPS Y1, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func maximumScalarAVX2(dst, a []float32, b float32)
+// Registers: V14 b; V(2u) a; V(2u+1) max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2).
+TEXT ·maximumScalarAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ a_base+24(FP), SI
+	MOVQ a_len+32(FP), CX
+	VBROADCASTSS b+48(FP), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMAXPS Y14, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	VMOVUPS 32(SI), Y2
+	VMAXPS Y14, Y2, Y3
+	VCMPPS $3, Y2, Y2, Y9
+	VBLENDVPS Y9, Y2, Y3, Y3
+	VMOVUPS Y3, 32(DI)
+	VMOVUPS 64(SI), Y4
+	VMAXPS Y14, Y4, Y5
+	VCMPPS $3, Y4, Y4, Y10
+	VBLENDVPS Y10, Y4, Y5, Y5
+	VMOVUPS Y5, 64(DI)
+	VMOVUPS 96(SI), Y6
+	VMAXPS Y14, Y6, Y7
+	VCMPPS $3, Y6, Y6, Y11
+	VBLENDVPS Y11, Y6, Y7, Y7
+	VMOVUPS Y7, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMAXPS Y14, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMAXPS Y14, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMASKMOVPS Y1, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
+// func minimumScalarAVX2(dst, a []float32, b float32)
+// Registers: V14 b; V(2u) a; V(2u+1) min(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2).
+TEXT ·minimumScalarAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst_base+0(FP), DI
+	MOVQ a_base+24(FP), SI
+	MOVQ a_len+32(FP), CX
+	VBROADCASTSS b+48(FP), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMINPS Y14, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	VMOVUPS 32(SI), Y2
+	VMINPS Y14, Y2, Y3
+	VCMPPS $3, Y2, Y2, Y9
+	VBLENDVPS Y9, Y2, Y3, Y3
+	VMOVUPS Y3, 32(DI)
+	VMOVUPS 64(SI), Y4
+	VMINPS Y14, Y4, Y5
+	VCMPPS $3, Y4, Y4, Y10
+	VBLENDVPS Y10, Y4, Y5, Y5
+	VMOVUPS Y5, 64(DI)
+	VMOVUPS 96(SI), Y6
+	VMINPS Y14, Y6, Y7
+	VCMPPS $3, Y6, Y6, Y11
+	VBLENDVPS Y11, Y6, Y7, Y7
+	VMOVUPS Y7, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMINPS Y14, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMINPS Y14, Y0, Y1
+	VCMPPS $3, Y0, Y0, Y8
+	VBLENDVPS Y8, Y0, Y1, Y1
+	VMASKMOVPS Y1, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func mulScalarFlushAVX2(dst, x []float32, s float32)
 // Registers: V14 s; V13 abs mask; V12 smallest normal; V(u) x then x·s, zeroed where subnormal; V(4+u) |x·s|, then the mask.
 TEXT ·mulScalarFlushAVX2(SB), NOSPLIT, $0-52
@@ -2060,37 +2703,33 @@ done:
 	RET
 
 // func sumAVX2(x []float32) float64
-// Registers: V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators.
+// Registers: V0 x; V1:V2 its halves as float64; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors.
 TEXT ·sumAVX2(SB), NOSPLIT, $0-32
 	MOVQ x_base+0(FP), SI
 	MOVQ x_len+8(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
 loop2:
 	CMPQ CX, $16
 	JLT loop1
-	VMOVUPS (SI), Y0
-	VCVTPS2PD X0, Y1
-	VEXTRACTF128 $1, Y0, X2
-	VCVTPS2PD X2, Y2
+	VCVTPS2PD 0(SI), Y1
+	VCVTPS2PD 16(SI), Y2
 	VADDPD Y1, Y12, Y12
 	VADDPD Y2, Y13, Y13
-	VMOVUPS 32(SI), Y0
-	VCVTPS2PD X0, Y1
-	VEXTRACTF128 $1, Y0, X2
-	VCVTPS2PD X2, Y2
-	VADDPD Y1, Y12, Y12
-	VADDPD Y2, Y13, Y13
+	VCVTPS2PD 32(SI), Y1
+	VCVTPS2PD 48(SI), Y2
+	VADDPD Y1, Y10, Y10
+	VADDPD Y2, Y11, Y11
 	ADDQ $64, SI
 	SUBQ $16, CX
 	JMP loop2
 loop1:
 	CMPQ CX, $8
 	JLT tail
-	VMOVUPS (SI), Y0
-	VCVTPS2PD X0, Y1
-	VEXTRACTF128 $1, Y0, X2
-	VCVTPS2PD X2, Y2
+	VCVTPS2PD 0(SI), Y1
+	VCVTPS2PD 16(SI), Y2
 	VADDPD Y1, Y12, Y12
 	VADDPD Y2, Y13, Y13
 	ADDQ $32, SI
@@ -2110,6 +2749,8 @@ tail:
 	VADDPD Y1, Y12, Y12
 	VADDPD Y2, Y13, Y13
 done:
+	VADDPD Y10, Y12, Y12
+	VADDPD Y11, Y13, Y13
 	VADDPD Y13, Y12, Y12
 	VEXTRACTF128 $1, Y12, X0
 	VADDPD X0, X12, X12
@@ -2120,37 +2761,33 @@ done:
 	RET
 
 // func sumSquaresAVX2(x []float32) float64
-// Registers: V0 x; V1:V2 its halves as float64; V12:V13 float64 accumulators.
+// Registers: V0 x; V1:V2 its halves as float64; V12:V13, V10:V11 float64 accumulators of the two unrolled vectors.
 TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-32
 	MOVQ x_base+0(FP), SI
 	MOVQ x_len+8(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
 loop2:
 	CMPQ CX, $16
 	JLT loop1
-	VMOVUPS (SI), Y0
-	VCVTPS2PD X0, Y1
-	VEXTRACTF128 $1, Y0, X2
-	VCVTPS2PD X2, Y2
+	VCVTPS2PD 0(SI), Y1
+	VCVTPS2PD 16(SI), Y2
 	VFMADD231PD Y1, Y1, Y12
 	VFMADD231PD Y2, Y2, Y13
-	VMOVUPS 32(SI), Y0
-	VCVTPS2PD X0, Y1
-	VEXTRACTF128 $1, Y0, X2
-	VCVTPS2PD X2, Y2
-	VFMADD231PD Y1, Y1, Y12
-	VFMADD231PD Y2, Y2, Y13
+	VCVTPS2PD 32(SI), Y1
+	VCVTPS2PD 48(SI), Y2
+	VFMADD231PD Y1, Y1, Y10
+	VFMADD231PD Y2, Y2, Y11
 	ADDQ $64, SI
 	SUBQ $16, CX
 	JMP loop2
 loop1:
 	CMPQ CX, $8
 	JLT tail
-	VMOVUPS (SI), Y0
-	VCVTPS2PD X0, Y1
-	VEXTRACTF128 $1, Y0, X2
-	VCVTPS2PD X2, Y2
+	VCVTPS2PD 0(SI), Y1
+	VCVTPS2PD 16(SI), Y2
 	VFMADD231PD Y1, Y1, Y12
 	VFMADD231PD Y2, Y2, Y13
 	ADDQ $32, SI
@@ -2170,6 +2807,8 @@ tail:
 	VFMADD231PD Y1, Y1, Y12
 	VFMADD231PD Y2, Y2, Y13
 done:
+	VADDPD Y10, Y12, Y12
+	VADDPD Y11, Y13, Y13
 	VADDPD Y13, Y12, Y12
 	VEXTRACTF128 $1, Y12, X0
 	VADDPD X0, X12, X12
@@ -2309,6 +2948,67 @@ done:
 	VMAXPS X0, X12, X12
 	VPERMILPS $0xb1, X12, X0
 	VMAXPS X0, X12, X12
+	VMOVSS X12, ret+24(FP)
+	VMOVMSKPS Y13, AX
+	TESTL AX, AX
+	JZ nonan
+	MOVL $0x7fc00000, AX
+	MOVL AX, ret+24(FP)
+nonan:
+	VZEROUPPER
+	RET
+
+// func minAVX2(x []float32) float32
+// Registers: V0 x (+Inf past the tail); V12 running min; K3 (AVX-512) or V13 (AVX2) lanes that saw a NaN.
+TEXT ·minAVX2(SB), NOSPLIT, $0-28
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	VMOVUPS posInf<>(SB), Y12
+	VXORPS Y13, Y13, Y13
+loop2:
+	CMPQ CX, $16
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMINPS Y0, Y12, Y12
+	VCMPPS $3, Y0, Y0, Y1
+	VORPS Y1, Y13, Y13
+	VMOVUPS 32(SI), Y0
+	VMINPS Y0, Y12, Y12
+	VCMPPS $3, Y0, Y0, Y1
+	VORPS Y1, Y13, Y13
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP loop2
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMINPS Y0, Y12, Y12
+	VCMPPS $3, Y0, Y0, Y1
+	VORPS Y1, Y13, Y13
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMOVUPS posInf<>(SB), Y1
+	VBLENDVPS Y15, Y0, Y1, Y0
+	VMINPS Y0, Y12, Y12
+	VCMPPS $3, Y0, Y0, Y1
+	VORPS Y1, Y13, Y13
+done:
+	VEXTRACTF128 $1, Y12, X0
+	VMINPS X0, X12, X12
+	VPERMILPS $0x4e, X12, X0
+	VMINPS X0, X12, X12
+	VPERMILPS $0xb1, X12, X0
+	VMINPS X0, X12, X12
 	VMOVSS X12, ret+24(FP)
 	VMOVMSKPS Y13, AX
 	TESTL AX, AX
@@ -4534,6 +5234,24 @@ DATA one<>+52(SB)/4, $0x3f800000
 DATA one<>+56(SB)/4, $0x3f800000
 DATA one<>+60(SB)/4, $0x3f800000
 GLOBL one<>(SB), RODATA|NOPTR, $64
+
+DATA posInf<>+0(SB)/4, $0x7f800000
+DATA posInf<>+4(SB)/4, $0x7f800000
+DATA posInf<>+8(SB)/4, $0x7f800000
+DATA posInf<>+12(SB)/4, $0x7f800000
+DATA posInf<>+16(SB)/4, $0x7f800000
+DATA posInf<>+20(SB)/4, $0x7f800000
+DATA posInf<>+24(SB)/4, $0x7f800000
+DATA posInf<>+28(SB)/4, $0x7f800000
+DATA posInf<>+32(SB)/4, $0x7f800000
+DATA posInf<>+36(SB)/4, $0x7f800000
+DATA posInf<>+40(SB)/4, $0x7f800000
+DATA posInf<>+44(SB)/4, $0x7f800000
+DATA posInf<>+48(SB)/4, $0x7f800000
+DATA posInf<>+52(SB)/4, $0x7f800000
+DATA posInf<>+56(SB)/4, $0x7f800000
+DATA posInf<>+60(SB)/4, $0x7f800000
+GLOBL posInf<>(SB), RODATA|NOPTR, $64
 
 DATA sign<>+0(SB)/4, $0x80000000
 DATA sign<>+4(SB)/4, $0x80000000

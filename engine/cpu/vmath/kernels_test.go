@@ -69,6 +69,17 @@ var ops = []op{
 	{name: "addScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.addScalar(o, in[0], 0.37); return 0 }, scale: 1},
 	{name: "mulScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mulScalar(o, in[0], -1.7); return 0 }, scale: 1},
 	{name: "divScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.divScalar(o, in[0], -1.7); return 0 }, scale: 1},
+	{name: "neg", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.neg(o, in[0]); return 0 }, scale: 1},
+	{name: "abs", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.abs(o, in[0]); return 0 }, scale: 1},
+	{name: "square", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.square(o, in[0]); return 0 }, scale: 1},
+	{name: "sqrt", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sqrt(o, in[0]); return 0 }, scale: 1},
+	{name: "rsqrt", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.rsqrt(o, in[0]); return 0 }, scale: 1},
+	{name: "reciprocal", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.reciprocal(o, in[0]); return 0 }, scale: 1},
+	{name: "sign", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sign(o, in[0]); return 0 }, scale: 1},
+	{name: "maximum", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.maximum(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "minimum", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.minimum(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "maximumScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.maximumScalar(o, in[0], 0.25); return 0 }, scale: 1},
+	{name: "minimumScalar", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.minimumScalar(o, in[0], -0.25); return 0 }, scale: 1},
 	// The products straddle the smallest normal, 2^-126 ≈ 1.18e-38.
 	{name: "mulScalarFlush", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mulScalarFlush(o, in[0], -2e-38); return 0 }, scale: 1},
 	{name: "axpy", ins: 1, inplace: true, run: func(k *kernels, o []float32, in [][]float32) float64 { k.axpy(o, 0.3, in[0]); return 0 }, tol: 6e-8, abs: 1e-37, scale: 1},
@@ -80,6 +91,12 @@ var ops = []op{
 			return 0
 		}
 		return float64(k.max(in[0]))
+	}, scale: 1},
+	{name: "min", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 {
+		if len(in[0]) == 0 {
+			return 0
+		}
+		return float64(k.min(in[0]))
 	}, scale: 1},
 	{name: "expSubSum", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.expSubSum(o, in[0], 0.5) }, tol: 3e-7, scale: 2},
 	{name: "sumExpSub", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { return k.sumExpSub(in[0], 0.5) }, tol: 3e-7, scale: 2},
@@ -213,7 +230,7 @@ func col(ins [][]float32, i int) []float32 {
 // input in turn and expects the result of the unaliased call.
 func TestAliasing(t *testing.T) {
 	for _, o := range ops {
-		if o.inplace || strings.HasPrefix(o.name, "sum") || strings.HasPrefix(o.name, "dot") || o.name == "max" {
+		if o.inplace || strings.HasPrefix(o.name, "sum") || strings.HasPrefix(o.name, "dot") || o.name == "max" || o.name == "min" {
 			continue
 		}
 		r := newRand(3)
@@ -322,6 +339,9 @@ func TestReductions(t *testing.T) {
 				if got := Max(x); got != m {
 					t.Errorf("%s Max n=%d = %g, want %g", k.name, n, got, m)
 				}
+				if got, want := Min(x), -Max(negated(x)); got != want {
+					t.Errorf("%s Min n=%d = %g, want %g", k.name, n, got, want)
+				}
 				for _, special := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 					for _, at := range []int{0, n / 2, n - 1} {
 						z := append([]float32(nil), x...)
@@ -336,6 +356,17 @@ func TestReductions(t *testing.T) {
 						}
 						if got := Max(z); !(got == want || got != got && want != want) {
 							t.Errorf("%s Max n=%d with %g at %d = %g, want %g", k.name, n, special, at, got, want)
+						}
+						wantMin := float32(math.Inf(1))
+						for _, v := range z {
+							if v != v || wantMin != wantMin {
+								wantMin = float32(math.NaN())
+							} else {
+								wantMin = min(wantMin, v)
+							}
+						}
+						if got := Min(z); !(got == wantMin || got != got && wantMin != wantMin) {
+							t.Errorf("%s Min n=%d with %g at %d = %g, want %g", k.name, n, special, at, got, wantMin)
 						}
 					}
 				}
@@ -465,4 +496,123 @@ func TestChunking(t *testing.T) {
 		}
 		restore()
 	}
+}
+
+// specials are the inputs where exact kernels most easily go wrong: both
+// zeros, infinities, NaNs of either sign, subnormals and the extremes of
+// the normal range.
+var specials = []float32{0, float32(math.Copysign(0, -1)), 1, -1, 0.5, 2, float32(math.Inf(1)), float32(math.Inf(-1)),
+	float32(math.NaN()), -float32(math.NaN()), 0x1p-149, -0x1p-149, 0x1p-126, math.MaxFloat32, -math.MaxFloat32, 3, -7.25}
+
+// TestExactKernels runs the exact elementwise kernels of every variant on
+// every pair of special values (and each unary one on each) and expects
+// the Go kernels' bits: the sign of zero, which NaN, ties.
+func TestExactKernels(t *testing.T) {
+	var a, b []float32
+	for _, x := range specials {
+		for _, y := range specials {
+			a, b = append(a, x), append(b, y)
+		}
+	}
+	unary := map[string]func(k *kernels) func(dst, x []float32){
+		"neg":        func(k *kernels) func(dst, x []float32) { return k.neg },
+		"abs":        func(k *kernels) func(dst, x []float32) { return k.abs },
+		"square":     func(k *kernels) func(dst, x []float32) { return k.square },
+		"sqrt":       func(k *kernels) func(dst, x []float32) { return k.sqrt },
+		"rsqrt":      func(k *kernels) func(dst, x []float32) { return k.rsqrt },
+		"reciprocal": func(k *kernels) func(dst, x []float32) { return k.reciprocal },
+		"sign":       func(k *kernels) func(dst, x []float32) { return k.sign },
+		"maximumScalar(-0)": func(k *kernels) func(dst, x []float32) {
+			return func(dst, x []float32) { k.maximumScalar(dst, x, float32(math.Copysign(0, -1))) }
+		},
+		"minimumScalar(NaN)": func(k *kernels) func(dst, x []float32) {
+			return func(dst, x []float32) { k.minimumScalar(dst, x, float32(math.NaN())) }
+		},
+	}
+	binary := map[string]func(k *kernels) func(dst, a, b []float32){
+		"maximum": func(k *kernels) func(dst, a, b []float32) { return k.maximum },
+		"minimum": func(k *kernels) func(dst, a, b []float32) { return k.minimum },
+		"maximumScalar": func(k *kernels) func(dst, a, b []float32) {
+			return func(dst, a, b []float32) {
+				for i := range a {
+					k.maximumScalar(dst[i:i+1], a[i:i+1], b[i])
+				}
+			}
+		},
+		"minimumScalar": func(k *kernels) func(dst, a, b []float32) {
+			return func(dst, a, b []float32) {
+				for i := range a {
+					k.minimumScalar(dst[i:i+1], a[i:i+1], b[i])
+				}
+			}
+		},
+	}
+	same := func(name string, k *kernels, got, want, in0, in1 []float32) {
+		t.Helper()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Errorf("%s %s(%g, %g) = %g (%#08x), go %g (%#08x)", k.name, name, in0[i], in1[i], got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+			}
+		}
+	}
+	for _, k := range variants {
+		for name, f := range unary {
+			got, want := make([]float32, len(a)), make([]float32, len(a))
+			f(k)(got, a)
+			f(&goKernels)(want, a)
+			same(name, k, got, want, a, a)
+		}
+		for name, f := range binary {
+			got, want := make([]float32, len(a)), make([]float32, len(a))
+			f(k)(got, a, b)
+			f(&goKernels)(want, a, b)
+			same(name, k, got, want, a, b)
+		}
+	}
+	// The Go kernels themselves: PyTorch's results on the cases that
+	// decide (torch.maximum/minimum propagate NaN, sign(NaN) = 0, the
+	// tie takes b).
+	nan := float32(math.NaN())
+	negZero := float32(math.Copysign(0, -1))
+	for _, c := range []struct {
+		name      string
+		got, want float32
+	}{
+		{"maximum(NaN, 1)", call2(maximumGo, nan, 1), nan},
+		{"maximum(1, NaN)", call2(maximumGo, 1, nan), nan},
+		{"minimum(NaN, 1)", call2(minimumGo, nan, 1), nan},
+		{"minimum(-1, NaN)", call2(minimumGo, -1, nan), nan},
+		{"maximum(-0, 0)", call2(maximumGo, negZero, 0), 0},
+		{"maximum(0, -0)", call2(maximumGo, 0, negZero), negZero},
+		{"sign(NaN)", call1(signGo, nan), 0},
+		{"sign(-0)", call1(signGo, negZero), 0},
+		{"sign(-3)", call1(signGo, -3), -1},
+		{"rsqrt(4)", call1(rsqrtGo, 4), 0.5},
+		{"rsqrt(-0)", call1(rsqrtGo, negZero), float32(math.Inf(-1))},
+		{"abs(-0)", call1(absGo, negZero), 0},
+	} {
+		if math.Float32bits(c.got) != math.Float32bits(c.want) && !(c.got != c.got && c.want != c.want) {
+			t.Errorf("%s = %g, want %g", c.name, c.got, c.want)
+		}
+	}
+}
+
+func call1(f func(dst, x []float32), x float32) float32 {
+	d := []float32{0}
+	f(d, []float32{x})
+	return d[0]
+}
+
+func call2(f func(dst, a, b []float32), a, b float32) float32 {
+	d := []float32{0}
+	f(d, []float32{a}, []float32{b})
+	return d[0]
+}
+
+func negated(x []float32) []float32 {
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = -v
+	}
+	return y
 }
