@@ -16,9 +16,9 @@ func Exp(dst, x []float32) {
 	split2(dst, x, impl.exp)
 }
 
-// Log sets dst[i] = ln x[i]; Log(0) = -Inf, Log(x<0) = NaN. Correctly
-// rounded over every float32 input (pure Go on every platform: it is on no
-// hot path).
+// Log sets dst[i] = ln x[i]; Log(±0) = -Inf, Log(x<0) = NaN. Error: asm
+// 0.83 ulp (Cephes logf: within 1 ulp of the correctly rounded result
+// over every float32 input, TestExhaustive); go correctly rounded.
 func Log(dst, x []float32) {
 	check2("Log", dst, x)
 	split2(dst, x, impl.log)

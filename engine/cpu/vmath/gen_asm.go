@@ -257,6 +257,65 @@ func (g *gen) exp(d, s, t0, t1, t2 int) {
 	g.op("VMULPS %s, %s, %s", g.v(t1), g.v(d), g.v(d))
 }
 
+// Cephes logf: ln(1+f) = f - f²/2 + f³·P(f) on f in [√½-1, √2-1].
+var logP = []float32{7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+	-1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1}
+
+// log sets V1 = ln(V0), Cephes logf: x = m·2^e with m in [√½, √2) (a
+// subnormal x is scaled by 2^23 first), f = m-1 (exact), and ln x =
+// f - f²/2 + f³·P(f) + e·ln2, ln2 split as 0.693359375 - 2.12194440e-4
+// so that e·ln2 adds without rounding error. ln(±0) = -Inf, ln(x<0) = NaN,
+// ln(+Inf) = +Inf, NaN stays NaN. Clobbers V2-V10.
+func (g *gen) log() {
+	const x, d, xs, eadj, e, m, msk, f, z = 0, 1, 2, 3, 4, 5, 6, 7, 8
+	const y, t = 9, 10
+	// blendIf sets dst = (a pred b) ? val : dst.
+	blendIf := func(pred int, b string, a int, val string, dst int) {
+		if g.k512 {
+			g.op("VCMPPS $%d, %s, %s, K2", pred, b, g.v(a))
+			g.op("VMOVAPS %s, K2, %s", val, g.v(dst))
+		} else {
+			g.op("VCMPPS $%d, %s, %s, %s", pred, b, g.v(a), g.v(t))
+			g.op("VBLENDVPS %s, %s, %s, %s", g.v(t), val, g.v(dst), g.v(dst))
+		}
+	}
+	g.comment("subnormals: x·2^23, and 23 off the exponent")
+	g.op("VMOVAPS %s, %s", g.v(x), g.v(xs))
+	g.op("VMULPS %s, %s, %s", g.c("two23", 0x1p23), g.v(x), g.v(y))
+	g.op("VXORPS %s, %s, %s", g.v(eadj), g.v(eadj), g.v(eadj))
+	blendIf(1, g.ci("minNormal", 0x00800000), x, g.v(y), xs)
+	blendIf(1, g.ci("minNormal", 0x00800000), x, g.c("logAdj", 23), eadj)
+	g.comment("e = exponent - 126 (m in [0.5, 1)), m = mantissa | 0.5")
+	g.op("VPSRLD $23, %s, %s", g.v(xs), g.v(e))
+	g.op("VPSUBD %s, %s, %s", g.ci("bias126", 126), g.v(e), g.v(e))
+	g.op("VCVTDQ2PS %s, %s", g.v(e), g.v(e))
+	g.op("VSUBPS %s, %s, %s", g.v(eadj), g.v(e), g.v(e))
+	g.op("VANDPS %s, %s, %s", g.ci("mantissa", 0x007fffff), g.v(xs), g.v(m))
+	g.op("VORPS %s, %s, %s", g.c("half", 0.5), g.v(m), g.v(m))
+	g.comment("m < √½: f = 2m-1, e-1; else f = m-1 (both exact)")
+	g.op("VSUBPS %s, %s, %s", g.c("one", 1), g.v(m), g.v(f))
+	g.op("VXORPS %s, %s, %s", g.v(msk), g.v(msk), g.v(msk))
+	blendIf(1, g.c("sqrtHalf", float32(math.Sqrt2/2)), m, g.v(m), msk)
+	g.op("VADDPS %s, %s, %s", g.v(msk), g.v(f), g.v(f))
+	g.op("VXORPS %s, %s, %s", g.v(msk), g.v(msk), g.v(msk))
+	blendIf(1, g.c("sqrtHalf", float32(math.Sqrt2/2)), m, g.c("one", 1), msk)
+	g.op("VSUBPS %s, %s, %s", g.v(msk), g.v(e), g.v(e))
+	g.comment("ln(1+f) = f + (f·z·P(f) - z/2 - e·2.12194440e-4) + e·0.693359375, z = f²")
+	g.op("VMULPS %s, %s, %s", g.v(f), g.v(f), g.v(z))
+	g.horner(y, f, "logP", logP)
+	g.op("VMULPS %s, %s, %s", g.v(f), g.v(y), g.v(y))
+	g.op("VMULPS %s, %s, %s", g.v(z), g.v(y), g.v(y))
+	g.op("VFMADD231PS %s, %s, %s", g.c("logQ1", -2.12194440e-4), g.v(e), g.v(y))
+	g.op("VFMADD231PS %s, %s, %s", g.c("mhalf", -0.5), g.v(z), g.v(y))
+	g.op("VADDPS %s, %s, %s", g.v(y), g.v(f), g.v(d))
+	g.op("VFMADD231PS %s, %s, %s", g.c("logQ2", 0.693359375), g.v(e), g.v(d))
+	g.comment("+Inf, zeros, negatives, NaN")
+	blendIf(0, g.ci("posInf", 0x7f800000), x, g.ci("posInf", 0x7f800000), d)
+	blendIf(0, g.ci("zero", 0), x, g.ci("negInf", 0xff800000), d)
+	blendIf(1, g.ci("zero", 0), x, g.ci("qnan", 0x7fc00000), d)
+	blendIf(3, g.v(x), x, g.v(x), d)
+}
+
 // recip sets d = 1/s using t (d may be s).
 func (g *gen) recip(d, s, t int) {
 	g.op("VMOVUPS %s, %s", g.c("one", 1), g.v(t))
@@ -670,6 +729,7 @@ func geluTanhU(g *gen) {
 func kernels() []kernel {
 	return []kernel{
 		unary("exp", func(g *gen) { g.exp(1, 0, 2, 3, 4) }),
+		unary("log", func(g *gen) { g.log() }),
 		unary("sigmoid", func(g *gen) {
 			g.op("VMOVAPS %s, %s", g.v(0), g.v(2))
 			g.sigmoid(1, 2, 0, 3, 4, 5)
@@ -1110,6 +1170,7 @@ func extremeReduce(name, inst, initName string, initBits uint32) kernel {
 // pointer registers are listed in the kernel's MOVQs.
 var regDoc = map[string]string{
 	"exp":                "V0 x; V1 exp(x); V2-V4 exp scratch (clamped x and r, n, polynomial)",
+	"log":                "V0 x; V2 x scaled out of the subnormals; V3 23 or 0; V4 the exponent e; V5 the mantissa m; V6 m<√½ selections; V7 f; V8 f²; V9 the polynomial terms; V1 ln x; V10 blend masks (AVX2)",
 	"sigmoid":            "V0 x; V2 -|x|; V5 e = exp(-|x|); V3 1+e; V1 (x<0 ? e : 1)/(1+e); V4 scratch",
 	"silu":               "V0 x; V2 -|x|; V5 e; V3 1+e; V1 sigmoid(x), then x·sigmoid(x); V4 scratch",
 	"tanh":               "V0 x; V6 |x|; V5 2|x|; V1 1-2/(e^2|x|+1) with the sign of x; V3 x²; V4 x+x³·P(x²); V2, V7 scratch",

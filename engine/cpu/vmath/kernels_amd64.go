@@ -8,6 +8,9 @@ package vmath
 func expAVX512(dst, x []float32)
 
 //go:noescape
+func logAVX512(dst, x []float32)
+
+//go:noescape
 func sigmoidAVX512(dst, x []float32)
 
 //go:noescape
@@ -189,6 +192,9 @@ func adamAVX512(p, g, m, v []float32, c *adamConsts)
 
 //go:noescape
 func expAVX2(dst, x []float32)
+
+//go:noescape
+func logAVX2(dst, x []float32)
 
 //go:noescape
 func sigmoidAVX2(dst, x []float32)
@@ -373,6 +379,7 @@ func adamAVX2(p, g, m, v []float32, c *adamConsts)
 var avx512Kernels = kernels{
 	name:             "avx512",
 	exp:              expAVX512,
+	log:              logAVX512,
 	sigmoid:          sigmoidAVX512,
 	silu:             siluAVX512,
 	tanh:             tanhAVX512,
@@ -461,6 +468,7 @@ var avx512Kernels = kernels{
 var avx2Kernels = kernels{
 	name:             "avx2",
 	exp:              expAVX2,
+	log:              logAVX2,
 	sigmoid:          sigmoidAVX2,
 	silu:             siluAVX2,
 	tanh:             tanhAVX2,

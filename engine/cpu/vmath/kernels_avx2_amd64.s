@@ -92,6 +92,136 @@ done:
 	VZEROUPPER
 	RET
 
+// func logAVX2(dst, x []float32)
+// Registers: V0 x; V2 x scaled out of the subnormals; V3 23 or 0; V4 the exponent e; V5 the mantissa m; V6 m<√½ selections; V7 f; V8 f²; V9 the polynomial terms; V1 ln x; V10 blend masks (AVX2).
+TEXT ·logAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	// subnormals: x·2^23, and 23 off the exponent
+	VMOVAPS Y0, Y2
+	VMULPS two23<>(SB), Y0, Y9
+	VXORPS Y3, Y3, Y3
+	VCMPPS $1, minNormal<>(SB), Y0, Y10
+	VBLENDVPS Y10, Y9, Y2, Y2
+	VCMPPS $1, minNormal<>(SB), Y0, Y10
+	VBLENDVPS Y10, logAdj<>(SB), Y3, Y3
+	// e = exponent - 126 (m in [0.5, 1)), m = mantissa | 0.5
+	VPSRLD $23, Y2, Y4
+	VPSUBD bias126<>(SB), Y4, Y4
+	VCVTDQ2PS Y4, Y4
+	VSUBPS Y3, Y4, Y4
+	VANDPS mantissa<>(SB), Y2, Y5
+	VORPS half<>(SB), Y5, Y5
+	// m < √½: f = 2m-1, e-1; else f = m-1 (both exact)
+	VSUBPS one<>(SB), Y5, Y7
+	VXORPS Y6, Y6, Y6
+	VCMPPS $1, sqrtHalf<>(SB), Y5, Y10
+	VBLENDVPS Y10, Y5, Y6, Y6
+	VADDPS Y6, Y7, Y7
+	VXORPS Y6, Y6, Y6
+	VCMPPS $1, sqrtHalf<>(SB), Y5, Y10
+	VBLENDVPS Y10, one<>(SB), Y6, Y6
+	VSUBPS Y6, Y4, Y4
+	// ln(1+f) = f + (f·z·P(f) - z/2 - e·2.12194440e-4) + e·0.693359375, z = f²
+	VMULPS Y7, Y7, Y8
+	VMOVUPS logP8<>(SB), Y9
+	VFMADD213PS logP7<>(SB), Y7, Y9
+	VFMADD213PS logP6<>(SB), Y7, Y9
+	VFMADD213PS logP5<>(SB), Y7, Y9
+	VFMADD213PS logP4<>(SB), Y7, Y9
+	VFMADD213PS logP3<>(SB), Y7, Y9
+	VFMADD213PS logP2<>(SB), Y7, Y9
+	VFMADD213PS logP1<>(SB), Y7, Y9
+	VFMADD213PS logP0<>(SB), Y7, Y9
+	VMULPS Y7, Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VFMADD231PS logQ1<>(SB), Y4, Y9
+	VFMADD231PS mhalf<>(SB), Y8, Y9
+	VADDPS Y9, Y7, Y1
+	VFMADD231PS logQ2<>(SB), Y4, Y1
+	// +Inf, zeros, negatives, NaN
+	VCMPPS $0, posInf<>(SB), Y0, Y10
+	VBLENDVPS Y10, posInf<>(SB), Y1, Y1
+	VCMPPS $0, zero<>(SB), Y0, Y10
+	VBLENDVPS Y10, negInf<>(SB), Y1, Y1
+	VCMPPS $1, zero<>(SB), Y0, Y10
+	VBLENDVPS Y10, qnan<>(SB), Y1, Y1
+	VCMPPS $3, Y0, Y0, Y10
+	VBLENDVPS Y10, Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	// subnormals: x·2^23, and 23 off the exponent
+	VMOVAPS Y0, Y2
+	VMULPS two23<>(SB), Y0, Y9
+	VXORPS Y3, Y3, Y3
+	VCMPPS $1, minNormal<>(SB), Y0, Y10
+	VBLENDVPS Y10, Y9, Y2, Y2
+	VCMPPS $1, minNormal<>(SB), Y0, Y10
+	VBLENDVPS Y10, logAdj<>(SB), Y3, Y3
+	// e = exponent - 126 (m in [0.5, 1)), m = mantissa | 0.5
+	VPSRLD $23, Y2, Y4
+	VPSUBD bias126<>(SB), Y4, Y4
+	VCVTDQ2PS Y4, Y4
+	VSUBPS Y3, Y4, Y4
+	VANDPS mantissa<>(SB), Y2, Y5
+	VORPS half<>(SB), Y5, Y5
+	// m < √½: f = 2m-1, e-1; else f = m-1 (both exact)
+	VSUBPS one<>(SB), Y5, Y7
+	VXORPS Y6, Y6, Y6
+	VCMPPS $1, sqrtHalf<>(SB), Y5, Y10
+	VBLENDVPS Y10, Y5, Y6, Y6
+	VADDPS Y6, Y7, Y7
+	VXORPS Y6, Y6, Y6
+	VCMPPS $1, sqrtHalf<>(SB), Y5, Y10
+	VBLENDVPS Y10, one<>(SB), Y6, Y6
+	VSUBPS Y6, Y4, Y4
+	// ln(1+f) = f + (f·z·P(f) - z/2 - e·2.12194440e-4) + e·0.693359375, z = f²
+	VMULPS Y7, Y7, Y8
+	VMOVUPS logP8<>(SB), Y9
+	VFMADD213PS logP7<>(SB), Y7, Y9
+	VFMADD213PS logP6<>(SB), Y7, Y9
+	VFMADD213PS logP5<>(SB), Y7, Y9
+	VFMADD213PS logP4<>(SB), Y7, Y9
+	VFMADD213PS logP3<>(SB), Y7, Y9
+	VFMADD213PS logP2<>(SB), Y7, Y9
+	VFMADD213PS logP1<>(SB), Y7, Y9
+	VFMADD213PS logP0<>(SB), Y7, Y9
+	VMULPS Y7, Y9, Y9
+	VMULPS Y8, Y9, Y9
+	VFMADD231PS logQ1<>(SB), Y4, Y9
+	VFMADD231PS mhalf<>(SB), Y8, Y9
+	VADDPS Y9, Y7, Y1
+	VFMADD231PS logQ2<>(SB), Y4, Y1
+	// +Inf, zeros, negatives, NaN
+	VCMPPS $0, posInf<>(SB), Y0, Y10
+	VBLENDVPS Y10, posInf<>(SB), Y1, Y1
+	VCMPPS $0, zero<>(SB), Y0, Y10
+	VBLENDVPS Y10, negInf<>(SB), Y1, Y1
+	VCMPPS $1, zero<>(SB), Y0, Y10
+	VBLENDVPS Y10, qnan<>(SB), Y1, Y1
+	VCMPPS $3, Y0, Y0, Y10
+	VBLENDVPS Y10, Y0, Y1, Y1
+	VMASKMOVPS Y1, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func sigmoidAVX2(dst, x []float32)
 // Registers: V0 x; V2 -|x|; V5 e = exp(-|x|); V3 1+e; V1 (x<0 ? e : 1)/(1+e); V4 scratch.
 TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-48
@@ -4551,6 +4681,24 @@ DATA beta<>+56(SB)/4, $0x3f4c422a
 DATA beta<>+60(SB)/4, $0x3f4c422a
 GLOBL beta<>(SB), RODATA|NOPTR, $64
 
+DATA bias126<>+0(SB)/4, $0x0000007e
+DATA bias126<>+4(SB)/4, $0x0000007e
+DATA bias126<>+8(SB)/4, $0x0000007e
+DATA bias126<>+12(SB)/4, $0x0000007e
+DATA bias126<>+16(SB)/4, $0x0000007e
+DATA bias126<>+20(SB)/4, $0x0000007e
+DATA bias126<>+24(SB)/4, $0x0000007e
+DATA bias126<>+28(SB)/4, $0x0000007e
+DATA bias126<>+32(SB)/4, $0x0000007e
+DATA bias126<>+36(SB)/4, $0x0000007e
+DATA bias126<>+40(SB)/4, $0x0000007e
+DATA bias126<>+44(SB)/4, $0x0000007e
+DATA bias126<>+48(SB)/4, $0x0000007e
+DATA bias126<>+52(SB)/4, $0x0000007e
+DATA bias126<>+56(SB)/4, $0x0000007e
+DATA bias126<>+60(SB)/4, $0x0000007e
+GLOBL bias126<>(SB), RODATA|NOPTR, $64
+
 DATA bias127<>+0(SB)/4, $0x0000007f
 DATA bias127<>+4(SB)/4, $0x0000007f
 DATA bias127<>+8(SB)/4, $0x0000007f
@@ -5163,6 +5311,258 @@ DATA log2e<>+56(SB)/4, $0x3fb8aa3b
 DATA log2e<>+60(SB)/4, $0x3fb8aa3b
 GLOBL log2e<>(SB), RODATA|NOPTR, $64
 
+DATA logAdj<>+0(SB)/4, $0x41b80000
+DATA logAdj<>+4(SB)/4, $0x41b80000
+DATA logAdj<>+8(SB)/4, $0x41b80000
+DATA logAdj<>+12(SB)/4, $0x41b80000
+DATA logAdj<>+16(SB)/4, $0x41b80000
+DATA logAdj<>+20(SB)/4, $0x41b80000
+DATA logAdj<>+24(SB)/4, $0x41b80000
+DATA logAdj<>+28(SB)/4, $0x41b80000
+DATA logAdj<>+32(SB)/4, $0x41b80000
+DATA logAdj<>+36(SB)/4, $0x41b80000
+DATA logAdj<>+40(SB)/4, $0x41b80000
+DATA logAdj<>+44(SB)/4, $0x41b80000
+DATA logAdj<>+48(SB)/4, $0x41b80000
+DATA logAdj<>+52(SB)/4, $0x41b80000
+DATA logAdj<>+56(SB)/4, $0x41b80000
+DATA logAdj<>+60(SB)/4, $0x41b80000
+GLOBL logAdj<>(SB), RODATA|NOPTR, $64
+
+DATA logP0<>+0(SB)/4, $0x3eaaaaaa
+DATA logP0<>+4(SB)/4, $0x3eaaaaaa
+DATA logP0<>+8(SB)/4, $0x3eaaaaaa
+DATA logP0<>+12(SB)/4, $0x3eaaaaaa
+DATA logP0<>+16(SB)/4, $0x3eaaaaaa
+DATA logP0<>+20(SB)/4, $0x3eaaaaaa
+DATA logP0<>+24(SB)/4, $0x3eaaaaaa
+DATA logP0<>+28(SB)/4, $0x3eaaaaaa
+DATA logP0<>+32(SB)/4, $0x3eaaaaaa
+DATA logP0<>+36(SB)/4, $0x3eaaaaaa
+DATA logP0<>+40(SB)/4, $0x3eaaaaaa
+DATA logP0<>+44(SB)/4, $0x3eaaaaaa
+DATA logP0<>+48(SB)/4, $0x3eaaaaaa
+DATA logP0<>+52(SB)/4, $0x3eaaaaaa
+DATA logP0<>+56(SB)/4, $0x3eaaaaaa
+DATA logP0<>+60(SB)/4, $0x3eaaaaaa
+GLOBL logP0<>(SB), RODATA|NOPTR, $64
+
+DATA logP1<>+0(SB)/4, $0xbe7ffffc
+DATA logP1<>+4(SB)/4, $0xbe7ffffc
+DATA logP1<>+8(SB)/4, $0xbe7ffffc
+DATA logP1<>+12(SB)/4, $0xbe7ffffc
+DATA logP1<>+16(SB)/4, $0xbe7ffffc
+DATA logP1<>+20(SB)/4, $0xbe7ffffc
+DATA logP1<>+24(SB)/4, $0xbe7ffffc
+DATA logP1<>+28(SB)/4, $0xbe7ffffc
+DATA logP1<>+32(SB)/4, $0xbe7ffffc
+DATA logP1<>+36(SB)/4, $0xbe7ffffc
+DATA logP1<>+40(SB)/4, $0xbe7ffffc
+DATA logP1<>+44(SB)/4, $0xbe7ffffc
+DATA logP1<>+48(SB)/4, $0xbe7ffffc
+DATA logP1<>+52(SB)/4, $0xbe7ffffc
+DATA logP1<>+56(SB)/4, $0xbe7ffffc
+DATA logP1<>+60(SB)/4, $0xbe7ffffc
+GLOBL logP1<>(SB), RODATA|NOPTR, $64
+
+DATA logP2<>+0(SB)/4, $0x3e4cceac
+DATA logP2<>+4(SB)/4, $0x3e4cceac
+DATA logP2<>+8(SB)/4, $0x3e4cceac
+DATA logP2<>+12(SB)/4, $0x3e4cceac
+DATA logP2<>+16(SB)/4, $0x3e4cceac
+DATA logP2<>+20(SB)/4, $0x3e4cceac
+DATA logP2<>+24(SB)/4, $0x3e4cceac
+DATA logP2<>+28(SB)/4, $0x3e4cceac
+DATA logP2<>+32(SB)/4, $0x3e4cceac
+DATA logP2<>+36(SB)/4, $0x3e4cceac
+DATA logP2<>+40(SB)/4, $0x3e4cceac
+DATA logP2<>+44(SB)/4, $0x3e4cceac
+DATA logP2<>+48(SB)/4, $0x3e4cceac
+DATA logP2<>+52(SB)/4, $0x3e4cceac
+DATA logP2<>+56(SB)/4, $0x3e4cceac
+DATA logP2<>+60(SB)/4, $0x3e4cceac
+GLOBL logP2<>(SB), RODATA|NOPTR, $64
+
+DATA logP3<>+0(SB)/4, $0xbe2aae50
+DATA logP3<>+4(SB)/4, $0xbe2aae50
+DATA logP3<>+8(SB)/4, $0xbe2aae50
+DATA logP3<>+12(SB)/4, $0xbe2aae50
+DATA logP3<>+16(SB)/4, $0xbe2aae50
+DATA logP3<>+20(SB)/4, $0xbe2aae50
+DATA logP3<>+24(SB)/4, $0xbe2aae50
+DATA logP3<>+28(SB)/4, $0xbe2aae50
+DATA logP3<>+32(SB)/4, $0xbe2aae50
+DATA logP3<>+36(SB)/4, $0xbe2aae50
+DATA logP3<>+40(SB)/4, $0xbe2aae50
+DATA logP3<>+44(SB)/4, $0xbe2aae50
+DATA logP3<>+48(SB)/4, $0xbe2aae50
+DATA logP3<>+52(SB)/4, $0xbe2aae50
+DATA logP3<>+56(SB)/4, $0xbe2aae50
+DATA logP3<>+60(SB)/4, $0xbe2aae50
+GLOBL logP3<>(SB), RODATA|NOPTR, $64
+
+DATA logP4<>+0(SB)/4, $0x3e11e9bf
+DATA logP4<>+4(SB)/4, $0x3e11e9bf
+DATA logP4<>+8(SB)/4, $0x3e11e9bf
+DATA logP4<>+12(SB)/4, $0x3e11e9bf
+DATA logP4<>+16(SB)/4, $0x3e11e9bf
+DATA logP4<>+20(SB)/4, $0x3e11e9bf
+DATA logP4<>+24(SB)/4, $0x3e11e9bf
+DATA logP4<>+28(SB)/4, $0x3e11e9bf
+DATA logP4<>+32(SB)/4, $0x3e11e9bf
+DATA logP4<>+36(SB)/4, $0x3e11e9bf
+DATA logP4<>+40(SB)/4, $0x3e11e9bf
+DATA logP4<>+44(SB)/4, $0x3e11e9bf
+DATA logP4<>+48(SB)/4, $0x3e11e9bf
+DATA logP4<>+52(SB)/4, $0x3e11e9bf
+DATA logP4<>+56(SB)/4, $0x3e11e9bf
+DATA logP4<>+60(SB)/4, $0x3e11e9bf
+GLOBL logP4<>(SB), RODATA|NOPTR, $64
+
+DATA logP5<>+0(SB)/4, $0xbdfe5d4f
+DATA logP5<>+4(SB)/4, $0xbdfe5d4f
+DATA logP5<>+8(SB)/4, $0xbdfe5d4f
+DATA logP5<>+12(SB)/4, $0xbdfe5d4f
+DATA logP5<>+16(SB)/4, $0xbdfe5d4f
+DATA logP5<>+20(SB)/4, $0xbdfe5d4f
+DATA logP5<>+24(SB)/4, $0xbdfe5d4f
+DATA logP5<>+28(SB)/4, $0xbdfe5d4f
+DATA logP5<>+32(SB)/4, $0xbdfe5d4f
+DATA logP5<>+36(SB)/4, $0xbdfe5d4f
+DATA logP5<>+40(SB)/4, $0xbdfe5d4f
+DATA logP5<>+44(SB)/4, $0xbdfe5d4f
+DATA logP5<>+48(SB)/4, $0xbdfe5d4f
+DATA logP5<>+52(SB)/4, $0xbdfe5d4f
+DATA logP5<>+56(SB)/4, $0xbdfe5d4f
+DATA logP5<>+60(SB)/4, $0xbdfe5d4f
+GLOBL logP5<>(SB), RODATA|NOPTR, $64
+
+DATA logP6<>+0(SB)/4, $0x3def251a
+DATA logP6<>+4(SB)/4, $0x3def251a
+DATA logP6<>+8(SB)/4, $0x3def251a
+DATA logP6<>+12(SB)/4, $0x3def251a
+DATA logP6<>+16(SB)/4, $0x3def251a
+DATA logP6<>+20(SB)/4, $0x3def251a
+DATA logP6<>+24(SB)/4, $0x3def251a
+DATA logP6<>+28(SB)/4, $0x3def251a
+DATA logP6<>+32(SB)/4, $0x3def251a
+DATA logP6<>+36(SB)/4, $0x3def251a
+DATA logP6<>+40(SB)/4, $0x3def251a
+DATA logP6<>+44(SB)/4, $0x3def251a
+DATA logP6<>+48(SB)/4, $0x3def251a
+DATA logP6<>+52(SB)/4, $0x3def251a
+DATA logP6<>+56(SB)/4, $0x3def251a
+DATA logP6<>+60(SB)/4, $0x3def251a
+GLOBL logP6<>(SB), RODATA|NOPTR, $64
+
+DATA logP7<>+0(SB)/4, $0xbdebd1b8
+DATA logP7<>+4(SB)/4, $0xbdebd1b8
+DATA logP7<>+8(SB)/4, $0xbdebd1b8
+DATA logP7<>+12(SB)/4, $0xbdebd1b8
+DATA logP7<>+16(SB)/4, $0xbdebd1b8
+DATA logP7<>+20(SB)/4, $0xbdebd1b8
+DATA logP7<>+24(SB)/4, $0xbdebd1b8
+DATA logP7<>+28(SB)/4, $0xbdebd1b8
+DATA logP7<>+32(SB)/4, $0xbdebd1b8
+DATA logP7<>+36(SB)/4, $0xbdebd1b8
+DATA logP7<>+40(SB)/4, $0xbdebd1b8
+DATA logP7<>+44(SB)/4, $0xbdebd1b8
+DATA logP7<>+48(SB)/4, $0xbdebd1b8
+DATA logP7<>+52(SB)/4, $0xbdebd1b8
+DATA logP7<>+56(SB)/4, $0xbdebd1b8
+DATA logP7<>+60(SB)/4, $0xbdebd1b8
+GLOBL logP7<>(SB), RODATA|NOPTR, $64
+
+DATA logP8<>+0(SB)/4, $0x3d9021bb
+DATA logP8<>+4(SB)/4, $0x3d9021bb
+DATA logP8<>+8(SB)/4, $0x3d9021bb
+DATA logP8<>+12(SB)/4, $0x3d9021bb
+DATA logP8<>+16(SB)/4, $0x3d9021bb
+DATA logP8<>+20(SB)/4, $0x3d9021bb
+DATA logP8<>+24(SB)/4, $0x3d9021bb
+DATA logP8<>+28(SB)/4, $0x3d9021bb
+DATA logP8<>+32(SB)/4, $0x3d9021bb
+DATA logP8<>+36(SB)/4, $0x3d9021bb
+DATA logP8<>+40(SB)/4, $0x3d9021bb
+DATA logP8<>+44(SB)/4, $0x3d9021bb
+DATA logP8<>+48(SB)/4, $0x3d9021bb
+DATA logP8<>+52(SB)/4, $0x3d9021bb
+DATA logP8<>+56(SB)/4, $0x3d9021bb
+DATA logP8<>+60(SB)/4, $0x3d9021bb
+GLOBL logP8<>(SB), RODATA|NOPTR, $64
+
+DATA logQ1<>+0(SB)/4, $0xb95e8083
+DATA logQ1<>+4(SB)/4, $0xb95e8083
+DATA logQ1<>+8(SB)/4, $0xb95e8083
+DATA logQ1<>+12(SB)/4, $0xb95e8083
+DATA logQ1<>+16(SB)/4, $0xb95e8083
+DATA logQ1<>+20(SB)/4, $0xb95e8083
+DATA logQ1<>+24(SB)/4, $0xb95e8083
+DATA logQ1<>+28(SB)/4, $0xb95e8083
+DATA logQ1<>+32(SB)/4, $0xb95e8083
+DATA logQ1<>+36(SB)/4, $0xb95e8083
+DATA logQ1<>+40(SB)/4, $0xb95e8083
+DATA logQ1<>+44(SB)/4, $0xb95e8083
+DATA logQ1<>+48(SB)/4, $0xb95e8083
+DATA logQ1<>+52(SB)/4, $0xb95e8083
+DATA logQ1<>+56(SB)/4, $0xb95e8083
+DATA logQ1<>+60(SB)/4, $0xb95e8083
+GLOBL logQ1<>(SB), RODATA|NOPTR, $64
+
+DATA logQ2<>+0(SB)/4, $0x3f318000
+DATA logQ2<>+4(SB)/4, $0x3f318000
+DATA logQ2<>+8(SB)/4, $0x3f318000
+DATA logQ2<>+12(SB)/4, $0x3f318000
+DATA logQ2<>+16(SB)/4, $0x3f318000
+DATA logQ2<>+20(SB)/4, $0x3f318000
+DATA logQ2<>+24(SB)/4, $0x3f318000
+DATA logQ2<>+28(SB)/4, $0x3f318000
+DATA logQ2<>+32(SB)/4, $0x3f318000
+DATA logQ2<>+36(SB)/4, $0x3f318000
+DATA logQ2<>+40(SB)/4, $0x3f318000
+DATA logQ2<>+44(SB)/4, $0x3f318000
+DATA logQ2<>+48(SB)/4, $0x3f318000
+DATA logQ2<>+52(SB)/4, $0x3f318000
+DATA logQ2<>+56(SB)/4, $0x3f318000
+DATA logQ2<>+60(SB)/4, $0x3f318000
+GLOBL logQ2<>(SB), RODATA|NOPTR, $64
+
+DATA mantissa<>+0(SB)/4, $0x007fffff
+DATA mantissa<>+4(SB)/4, $0x007fffff
+DATA mantissa<>+8(SB)/4, $0x007fffff
+DATA mantissa<>+12(SB)/4, $0x007fffff
+DATA mantissa<>+16(SB)/4, $0x007fffff
+DATA mantissa<>+20(SB)/4, $0x007fffff
+DATA mantissa<>+24(SB)/4, $0x007fffff
+DATA mantissa<>+28(SB)/4, $0x007fffff
+DATA mantissa<>+32(SB)/4, $0x007fffff
+DATA mantissa<>+36(SB)/4, $0x007fffff
+DATA mantissa<>+40(SB)/4, $0x007fffff
+DATA mantissa<>+44(SB)/4, $0x007fffff
+DATA mantissa<>+48(SB)/4, $0x007fffff
+DATA mantissa<>+52(SB)/4, $0x007fffff
+DATA mantissa<>+56(SB)/4, $0x007fffff
+DATA mantissa<>+60(SB)/4, $0x007fffff
+GLOBL mantissa<>(SB), RODATA|NOPTR, $64
+
+DATA mhalf<>+0(SB)/4, $0xbf000000
+DATA mhalf<>+4(SB)/4, $0xbf000000
+DATA mhalf<>+8(SB)/4, $0xbf000000
+DATA mhalf<>+12(SB)/4, $0xbf000000
+DATA mhalf<>+16(SB)/4, $0xbf000000
+DATA mhalf<>+20(SB)/4, $0xbf000000
+DATA mhalf<>+24(SB)/4, $0xbf000000
+DATA mhalf<>+28(SB)/4, $0xbf000000
+DATA mhalf<>+32(SB)/4, $0xbf000000
+DATA mhalf<>+36(SB)/4, $0xbf000000
+DATA mhalf<>+40(SB)/4, $0xbf000000
+DATA mhalf<>+44(SB)/4, $0xbf000000
+DATA mhalf<>+48(SB)/4, $0xbf000000
+DATA mhalf<>+52(SB)/4, $0xbf000000
+DATA mhalf<>+56(SB)/4, $0xbf000000
+DATA mhalf<>+60(SB)/4, $0xbf000000
+GLOBL mhalf<>(SB), RODATA|NOPTR, $64
+
 DATA minNormal<>+0(SB)/4, $0x00800000
 DATA minNormal<>+4(SB)/4, $0x00800000
 DATA minNormal<>+8(SB)/4, $0x00800000
@@ -5253,6 +5653,24 @@ DATA posInf<>+56(SB)/4, $0x7f800000
 DATA posInf<>+60(SB)/4, $0x7f800000
 GLOBL posInf<>(SB), RODATA|NOPTR, $64
 
+DATA qnan<>+0(SB)/4, $0x7fc00000
+DATA qnan<>+4(SB)/4, $0x7fc00000
+DATA qnan<>+8(SB)/4, $0x7fc00000
+DATA qnan<>+12(SB)/4, $0x7fc00000
+DATA qnan<>+16(SB)/4, $0x7fc00000
+DATA qnan<>+20(SB)/4, $0x7fc00000
+DATA qnan<>+24(SB)/4, $0x7fc00000
+DATA qnan<>+28(SB)/4, $0x7fc00000
+DATA qnan<>+32(SB)/4, $0x7fc00000
+DATA qnan<>+36(SB)/4, $0x7fc00000
+DATA qnan<>+40(SB)/4, $0x7fc00000
+DATA qnan<>+44(SB)/4, $0x7fc00000
+DATA qnan<>+48(SB)/4, $0x7fc00000
+DATA qnan<>+52(SB)/4, $0x7fc00000
+DATA qnan<>+56(SB)/4, $0x7fc00000
+DATA qnan<>+60(SB)/4, $0x7fc00000
+GLOBL qnan<>(SB), RODATA|NOPTR, $64
+
 DATA sign<>+0(SB)/4, $0x80000000
 DATA sign<>+4(SB)/4, $0x80000000
 DATA sign<>+8(SB)/4, $0x80000000
@@ -5288,6 +5706,24 @@ DATA sqrt1_2<>+52(SB)/4, $0x3f3504f3
 DATA sqrt1_2<>+56(SB)/4, $0x3f3504f3
 DATA sqrt1_2<>+60(SB)/4, $0x3f3504f3
 GLOBL sqrt1_2<>(SB), RODATA|NOPTR, $64
+
+DATA sqrtHalf<>+0(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+4(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+8(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+12(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+16(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+20(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+24(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+28(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+32(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+36(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+40(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+44(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+48(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+52(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+56(SB)/4, $0x3f3504f3
+DATA sqrtHalf<>+60(SB)/4, $0x3f3504f3
+GLOBL sqrtHalf<>(SB), RODATA|NOPTR, $64
 
 DATA tanhP0<>+0(SB)/4, $0xbeaaaa99
 DATA tanhP0<>+4(SB)/4, $0xbeaaaa99
@@ -5450,6 +5886,42 @@ DATA two<>+52(SB)/4, $0x40000000
 DATA two<>+56(SB)/4, $0x40000000
 DATA two<>+60(SB)/4, $0x40000000
 GLOBL two<>(SB), RODATA|NOPTR, $64
+
+DATA two23<>+0(SB)/4, $0x4b000000
+DATA two23<>+4(SB)/4, $0x4b000000
+DATA two23<>+8(SB)/4, $0x4b000000
+DATA two23<>+12(SB)/4, $0x4b000000
+DATA two23<>+16(SB)/4, $0x4b000000
+DATA two23<>+20(SB)/4, $0x4b000000
+DATA two23<>+24(SB)/4, $0x4b000000
+DATA two23<>+28(SB)/4, $0x4b000000
+DATA two23<>+32(SB)/4, $0x4b000000
+DATA two23<>+36(SB)/4, $0x4b000000
+DATA two23<>+40(SB)/4, $0x4b000000
+DATA two23<>+44(SB)/4, $0x4b000000
+DATA two23<>+48(SB)/4, $0x4b000000
+DATA two23<>+52(SB)/4, $0x4b000000
+DATA two23<>+56(SB)/4, $0x4b000000
+DATA two23<>+60(SB)/4, $0x4b000000
+GLOBL two23<>(SB), RODATA|NOPTR, $64
+
+DATA zero<>+0(SB)/4, $0x00000000
+DATA zero<>+4(SB)/4, $0x00000000
+DATA zero<>+8(SB)/4, $0x00000000
+DATA zero<>+12(SB)/4, $0x00000000
+DATA zero<>+16(SB)/4, $0x00000000
+DATA zero<>+20(SB)/4, $0x00000000
+DATA zero<>+24(SB)/4, $0x00000000
+DATA zero<>+28(SB)/4, $0x00000000
+DATA zero<>+32(SB)/4, $0x00000000
+DATA zero<>+36(SB)/4, $0x00000000
+DATA zero<>+40(SB)/4, $0x00000000
+DATA zero<>+44(SB)/4, $0x00000000
+DATA zero<>+48(SB)/4, $0x00000000
+DATA zero<>+52(SB)/4, $0x00000000
+DATA zero<>+56(SB)/4, $0x00000000
+DATA zero<>+60(SB)/4, $0x00000000
+GLOBL zero<>(SB), RODATA|NOPTR, $64
 
 DATA tailmask<>+0(SB)/4, $0xffffffff
 DATA tailmask<>+4(SB)/4, $0xffffffff
