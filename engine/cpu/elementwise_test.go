@@ -121,7 +121,9 @@ func TestFastPathsMatchWalk(t *testing.T) {
 	}
 	ops := map[string]run{
 		"neg": unary(device.Neg, 0), "abs": unary(device.Abs, 0), "square": unary(device.Square, 0),
-		"pow2": unary(device.PowScalar, 2), "sqrt": unary(device.Sqrt, 0), "rsqrt": unary(device.Rsqrt, 0),
+		"pow2": unary(device.PowScalar, 2), "pow3": unary(device.PowScalar, 3), "pow-2": unary(device.PowScalar, -2),
+		"pow0.5": unary(device.PowScalar, 0.5), "pow-0.5": unary(device.PowScalar, -0.5), "pow-1": unary(device.PowScalar, -1),
+		"sqrt": unary(device.Sqrt, 0), "rsqrt": unary(device.Rsqrt, 0),
 		"reciprocal": unary(device.Reciprocal, 0), "sign": unary(device.Sign, 0),
 		"maximum": binary(device.Maximum, false), "minimum": binary(device.Minimum, false),
 		"maximum scalar": binary(device.Maximum, true), "minimum scalar": binary(device.Minimum, true),

@@ -42,10 +42,26 @@ func unaryFast32(op device.UnaryOp, s float32) func(dst, src []float32) {
 		return vmath.Reciprocal
 	case device.Sign:
 		return vmath.Sign
-	case device.PowScalar:
-		if s == 2 {
+	case device.PowScalar: // PyTorch's special exponents (PowKernel.cpp)
+		switch s {
+		case 2:
 			return vmath.Square
+		case 3:
+			return vmath.Cube
+		case 0.5:
+			return vmath.Sqrt
+		case -0.5:
+			return vmath.Rsqrt
+		case -1:
+			return vmath.Reciprocal
+		case -2:
+			return func(dst, src []float32) {
+				vmath.Square(dst, src)
+				vmath.Reciprocal(dst, dst)
+			}
 		}
+	case device.Erf:
+		return vmath.Erf
 	case device.AddScalar:
 		return func(dst, src []float32) { vmath.AddScalar(dst, src, s) }
 	case device.MulScalar:

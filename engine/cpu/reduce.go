@@ -482,6 +482,11 @@ func sumFast32(w *walk, dst, src []float32, rshape, rstride []int, innerReduce b
 		}
 		w.run(func(off *[maxOperands]int, lo, hi int) {
 			for i := lo; i < hi; i++ {
+				if nr == 1 { // one run an output: no walk over the reduced space
+					o := off[1] + i*s1
+					dst[off[0]+i*s0] = float32(vmath.Sum64(src[o : o+last]))
+					continue
+				}
 				acc := 0.0
 				forRuns(rshape, rstride, off[1]+i*s1, true, func(o int) { acc += vmath.Sum64(src[o : o+last]) })
 				dst[off[0]+i*s0] = float32(acc)

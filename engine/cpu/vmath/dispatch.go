@@ -24,7 +24,7 @@ type kernels struct {
 	addScalar, mulScalar func(dst, x []float32, s float32)
 	divScalar            func(dst, x []float32, s float32)
 
-	neg, abs, square, sqrt, rsqrt, reciprocal, sign func(dst, x []float32)
+	neg, abs, square, cube, sqrt, rsqrt, reciprocal, sign func(dst, x []float32)
 
 	maximum, minimum             func(dst, a, b []float32)
 	maximumScalar, minimumScalar func(dst, a []float32, b float32)
@@ -79,6 +79,7 @@ var goKernels = kernels{
 	neg:              negGo,
 	abs:              absGo,
 	square:           squareGo,
+	cube:             cubeGo,
 	sqrt:             sqrtGo,
 	rsqrt:            rsqrtGo,
 	reciprocal:       reciprocalGo,
@@ -183,7 +184,7 @@ func (k kernels) fill() *kernels {
 		k.axpy = g.axpy
 	}
 	for _, f := range []struct{ k, g *func(dst, x []float32) }{
-		{&k.neg, &g.neg}, {&k.abs, &g.abs}, {&k.square, &g.square}, {&k.sqrt, &g.sqrt},
+		{&k.neg, &g.neg}, {&k.abs, &g.abs}, {&k.square, &g.square}, {&k.cube, &g.cube}, {&k.sqrt, &g.sqrt},
 		{&k.rsqrt, &g.rsqrt}, {&k.reciprocal, &g.reciprocal}, {&k.sign, &g.sign},
 	} {
 		if *f.k == nil {

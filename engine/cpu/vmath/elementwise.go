@@ -193,6 +193,12 @@ func Square(dst, x []float32) {
 	split2(dst, x, impl.square)
 }
 
+// Cube sets dst = (x·x)·x, PyTorch's pow(x, 3).
+func Cube(dst, x []float32) {
+	check2("Cube", dst, x)
+	split2(dst, x, impl.cube)
+}
+
 // Sqrt sets dst = √x, correctly rounded.
 func Sqrt(dst, x []float32) {
 	check2("Sqrt", dst, x)

@@ -895,6 +895,10 @@ func kernels() []kernel {
 			g.op("VANDPS %s, %s, %s", g.v(14), g.v(u), g.v(u))
 		}),
 		lanewise("square", nil, func(g *gen, u int) { g.op("VMULPS %s, %s, %s", g.v(u), g.v(u), g.v(u)) }),
+		lanewise("cube", nil, func(g *gen, u int) { // (x·x)·x, PyTorch's pow(x, 3)
+			g.op("VMULPS %s, %s, %s", g.v(u), g.v(u), g.v(4+u))
+			g.op("VMULPS %s, %s, %s", g.v(u), g.v(4+u), g.v(u))
+		}),
 		lanewise("sqrt", nil, func(g *gen, u int) { g.op("VSQRTPS %s, %s", g.v(u), g.v(u)) }),
 		// 1/sqrt(x) as PyTorch's vectorized rsqrt: a float32 square root,
 		// then a float32 division, each correctly rounded.
@@ -1194,6 +1198,7 @@ var regDoc = map[string]string{
 	"neg":                "V14 the sign bit; V(u) x then -x",
 	"abs":                "V14 all bits but the sign; V(u) x then |x|",
 	"square":             "V(u) x then x·x",
+	"cube":               "V(u) x then x·x·x; V(4+u) x·x",
 	"sqrt":               "V(u) x then sqrt(x)",
 	"rsqrt":              "V14 one; V(u) x, sqrt(x), then 1/sqrt(x)",
 	"reciprocal":         "V14 one; V(u) x then 1/x",

@@ -440,6 +440,13 @@ func squareGo(dst, x []float32) {
 	}
 }
 
+func cubeGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = v * v * v
+	}
+}
+
 // sqrtGo rounds the float64 square root to float32: the square root of a
 // float32 is exact enough in float64 that the double rounding gives the
 // correctly rounded float32 result, as the vector instruction does.

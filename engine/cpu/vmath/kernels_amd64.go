@@ -80,6 +80,9 @@ func absAVX512(dst, x []float32)
 func squareAVX512(dst, x []float32)
 
 //go:noescape
+func cubeAVX512(dst, x []float32)
+
+//go:noescape
 func sqrtAVX512(dst, x []float32)
 
 //go:noescape
@@ -266,6 +269,9 @@ func absAVX2(dst, x []float32)
 func squareAVX2(dst, x []float32)
 
 //go:noescape
+func cubeAVX2(dst, x []float32)
+
+//go:noescape
 func sqrtAVX2(dst, x []float32)
 
 //go:noescape
@@ -403,6 +409,7 @@ var avx512Kernels = kernels{
 	neg:              negAVX512,
 	abs:              absAVX512,
 	square:           squareAVX512,
+	cube:             cubeAVX512,
 	sqrt:             sqrtAVX512,
 	rsqrt:            rsqrtAVX512,
 	reciprocal:       reciprocalAVX512,
@@ -492,6 +499,7 @@ var avx2Kernels = kernels{
 	neg:              negAVX2,
 	abs:              absAVX2,
 	square:           squareAVX2,
+	cube:             cubeAVX2,
 	sqrt:             sqrtAVX2,
 	rsqrt:            rsqrtAVX2,
 	reciprocal:       reciprocalAVX2,

@@ -2212,6 +2212,61 @@ done:
 	VZEROUPPER
 	RET
 
+// func cubeAVX2(dst, x []float32)
+// Registers: V(u) x then x·x·x; V(4+u) x·x.
+TEXT ·cubeAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y4
+	VMULPS Y0, Y4, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y1
+	VMULPS Y1, Y1, Y5
+	VMULPS Y1, Y5, Y1
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS 64(SI), Y2
+	VMULPS Y2, Y2, Y6
+	VMULPS Y2, Y6, Y2
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS 96(SI), Y3
+	VMULPS Y3, Y3, Y7
+	VMULPS Y3, Y7, Y3
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMULPS Y0, Y0, Y4
+	VMULPS Y0, Y4, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMULPS Y0, Y0, Y4
+	VMULPS Y0, Y4, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func sqrtAVX2(dst, x []float32)
 // Registers: V(u) x then sqrt(x).
 TEXT ·sqrtAVX2(SB), NOSPLIT, $0-48

@@ -2068,6 +2068,61 @@ done:
 	VZEROUPPER
 	RET
 
+// func cubeAVX512(dst, x []float32)
+// Registers: V(u) x then x·x·x; V(4+u) x·x.
+TEXT ·cubeAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop4:
+	CMPQ CX, $64
+	JLT loop1
+	VMOVUPS (SI), Z0
+	VMULPS Z0, Z0, Z4
+	VMULPS Z0, Z4, Z0
+	VMOVUPS Z0, (DI)
+	VMOVUPS 64(SI), Z1
+	VMULPS Z1, Z1, Z5
+	VMULPS Z1, Z5, Z1
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS 128(SI), Z2
+	VMULPS Z2, Z2, Z6
+	VMULPS Z2, Z6, Z2
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS 192(SI), Z3
+	VMULPS Z3, Z3, Z7
+	VMULPS Z3, Z7, Z3
+	VMOVUPS Z3, 192(DI)
+	ADDQ $256, DI
+	ADDQ $256, SI
+	SUBQ $64, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $16
+	JLT tail
+	VMOVUPS (SI), Z0
+	VMULPS Z0, Z0, Z4
+	VMULPS Z0, Z4, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	MOVL $1, R11
+	SHLL CX, R11
+	DECL R11
+	KMOVW R11, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z0, Z0, Z4
+	VMULPS Z0, Z4, Z0
+	VMOVUPS Z0, K1, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func sqrtAVX512(dst, x []float32)
 // Registers: V(u) x then sqrt(x).
 TEXT ·sqrtAVX512(SB), NOSPLIT, $0-48
