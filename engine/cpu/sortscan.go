@@ -3,6 +3,7 @@ package cpu
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/zeroeng/zeroeng/engine/device"
@@ -138,15 +139,15 @@ func (d *Device) Sort(values, indices, src device.View, axis int, descending boo
 	idx := elems[int64](indices.Buf)
 	switch src.DType {
 	case dtype.Float32:
-		sortRun(w, elems[float32](values.Buf), idx, elems[float32](src.Buf), n, vs, is, ss, descending, func(x float32) float32 { return x })
+		sortRun32(w, elems[float32](values.Buf), idx, elems[float32](src.Buf), n, vs, is, ss, descending, func(x float32) float32 { return x })
 	case dtype.Float64:
 		sortRun(w, elems[float64](values.Buf), idx, elems[float64](src.Buf), n, vs, is, ss, descending, func(x float64) float64 { return x })
 	case dtype.Int64:
 		sortRun(w, elems[int64](values.Buf), idx, elems[int64](src.Buf), n, vs, is, ss, descending, func(x int64) int64 { return x })
 	case dtype.BFloat16:
-		sortRun(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, vs, is, ss, descending, func(x uint16) float32 { return dtype.BF16(x).Float32() })
+		sortRun32(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, vs, is, ss, descending, func(x uint16) float32 { return dtype.BF16(x).Float32() })
 	case dtype.Float16:
-		sortRun(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, vs, is, ss, descending, func(x uint16) float32 { return dtype.F16(x).Float32() })
+		sortRun32(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, vs, is, ss, descending, func(x uint16) float32 { return dtype.F16(x).Float32() })
 	default:
 		return fmt.Errorf("cpu: sort of %v", src.DType)
 	}
@@ -203,6 +204,178 @@ func sortRun[T any, K sortKey](w *walk, vals []T, idx []int64, src []T, n, vs, i
 			}
 		}
 	})
+}
+
+// sortRun32 is sortRun for keys that are float32: each element becomes one
+// uint64, its key's place in sortCmp's order above its index, and a row
+// sorts as plain integers, without a comparison function (3-4x faster than
+// sortRun, measured on rows of 196). Rows longer than 2^32 take sortRun.
+func sortRun32[T any](w *walk, vals []T, idx []int64, src []T, n, vs, is, ss int, descending bool, key func(T) float32) {
+	if uint64(n) > 1<<32 {
+		sortRun(w, vals, idx, src, n, vs, is, ss, descending, key)
+		return
+	}
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	w.runRows(n*max(1, bitsLen(n)), func(off *[maxOperands]int, lo, hi int) {
+		row := make([]uint64, n)
+		for r := lo; r < hi; r++ {
+			vo, io, so := off[0]+r*s0, off[1]+r*s1, off[2]+r*s2
+			for j := range row {
+				k := orderedKey32(key(src[so+j*ss]))
+				if descending {
+					k = ^k
+				}
+				row[j] = uint64(k)<<32 | uint64(j)
+			}
+			slices.Sort(row)
+			for j, e := range row {
+				i := int(uint32(e))
+				vals[vo+j*vs] = src[so+i*ss]
+				idx[io+j*is] = int64(i)
+			}
+		}
+	})
+}
+
+// TopK implements device.TopKer: each row's k first elements of Sort's
+// order, from a bounded max-heap of the keys of sortRun32 (O(n log k); on
+// rows of random values most elements cost one comparison with the heap's
+// top) for float32 and the 16-bit floats, and from a sorted copy of the
+// row for the other types.
+func (d *Device) TopK(values, indices, src device.View, axis, k int, largest bool) error {
+	if indices.DType != dtype.Int64 {
+		return fmt.Errorf("cpu: topk indices must be int64, not %v", indices.DType)
+	}
+	if values.DType != src.DType {
+		return fmt.Errorf("cpu: topk of %v into %v", src.DType, values.DType)
+	}
+	if axis < 0 || axis >= len(src.Shape) {
+		return fmt.Errorf("cpu: topk along axis %d of a %d-dimensional view", axis, len(src.Shape))
+	}
+	want := slices.Clone(src.Shape)
+	want[axis] = k
+	if k < 0 || k > src.Shape[axis] || !slices.Equal(values.Shape, want) || !slices.Equal(indices.Shape, want) {
+		return fmt.Errorf("cpu: topk of %d from shape %v into shapes %v and %v", k, src.Shape, values.Shape, indices.Shape)
+	}
+	if values.Numel() == 0 {
+		return nil
+	}
+	w := rowWalk(axis, values, indices, src)
+	n, vs, is, ss := src.Shape[axis], values.Strides[axis], indices.Strides[axis], src.Strides[axis]
+	idx := elems[int64](indices.Buf)
+	switch src.DType {
+	case dtype.Float32:
+		topkRun32(w, elems[float32](values.Buf), idx, elems[float32](src.Buf), n, k, vs, is, ss, largest, func(x float32) float32 { return x })
+	case dtype.BFloat16:
+		topkRun32(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, k, vs, is, ss, largest, func(x uint16) float32 { return dtype.BF16(x).Float32() })
+	case dtype.Float16:
+		topkRun32(w, elems[uint16](values.Buf), idx, elems[uint16](src.Buf), n, k, vs, is, ss, largest, func(x uint16) float32 { return dtype.F16(x).Float32() })
+	default:
+		// Sort whole rows into scratch and keep the first k.
+		sorted, err := d.Alloc(src.DType, src.Numel())
+		if err != nil {
+			return err
+		}
+		defer d.Free(sorted)
+		order, err := d.Alloc(dtype.Int64, src.Numel())
+		if err != nil {
+			return err
+		}
+		defer d.Free(order)
+		sv := device.View{Buf: sorted, DType: src.DType, Shape: src.Shape, Strides: device.ContiguousStrides(src.Shape)}
+		ov := device.View{Buf: order, DType: dtype.Int64, Shape: src.Shape, Strides: sv.Strides}
+		if err := d.Sort(sv, ov, src, axis, largest); err != nil {
+			return err
+		}
+		sv.Shape, ov.Shape = want, want
+		if err := d.Copy(values, sv); err != nil {
+			return err
+		}
+		return d.Copy(indices, ov)
+	}
+	return nil
+}
+
+// topkRun32 keeps, per row, the k smallest of sortRun32's unique keys in a
+// max-heap, then sorts the heap: the row's first k in Sort's order.
+func topkRun32[T any](w *walk, vals []T, idx []int64, src []T, n, k, vs, is, ss int, largest bool, key func(T) float32) {
+	if uint64(n) > 1<<32 {
+		panic("cpu: topk of a row longer than 2^32 elements")
+	}
+	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
+	// float32 rows read their keys directly: through key, a call an
+	// element took most of the time of a vocabulary's top 50.
+	f32, isF32 := any(src).([]float32)
+	w.runRows(n+k*max(1, bitsLen(k)), func(off *[maxOperands]int, lo, hi int) {
+		heap := make([]uint64, k)
+		for r := lo; r < hi; r++ {
+			vo, io, so := off[0]+r*s0, off[1]+r*s1, off[2]+r*s2
+			var flip uint32
+			if largest {
+				flip = math.MaxUint32
+			}
+			for j := 0; j < n; j++ {
+				var x float32
+				if isF32 {
+					x = f32[so+j*ss]
+				} else {
+					x = key(src[so+j*ss])
+				}
+				e := uint64(orderedKey32(x)^flip)<<32 | uint64(j)
+				switch {
+				case j < k:
+					heap[j] = e
+					if j == k-1 {
+						for i := k/2 - 1; i >= 0; i-- {
+							siftDown(heap, i)
+						}
+					}
+				case e < heap[0]:
+					heap[0] = e
+					siftDown(heap, 0)
+				}
+			}
+			slices.Sort(heap)
+			for j, e := range heap {
+				i := int(uint32(e))
+				vals[vo+j*vs] = src[so+i*ss]
+				idx[io+j*is] = int64(i)
+			}
+		}
+	})
+}
+
+// siftDown restores the max-heap order of h below position i.
+func siftDown(h []uint64, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] > h[c] {
+			c++
+		}
+		if h[i] >= h[c] {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// orderedKey32 maps x to a uint32 whose unsigned order is sortCmp's order
+// of keys: −0 equal to +0, every NaN equal to every other and above +Inf.
+func orderedKey32(x float32) uint32 {
+	if x != x {
+		return math.MaxUint32
+	}
+	if x == 0 {
+		x = 0 // −0 sorts as +0
+	}
+	// Negative: all bits flipped; positive: the sign bit set. Without a
+	// branch, which random signs mispredict half the time.
+	b := math.Float32bits(x)
+	return b ^ (uint32(int32(b)>>31) | 1<<31)
 }
 
 // bitsLen is ⌈log₂ n⌉ roughly: the comparisons per element of a sort.

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -146,6 +147,93 @@ func TestSortScanErrors(t *testing.T) {
 	} {
 		if tc.err == nil || !strings.HasPrefix(tc.err.Error(), tc.want) {
 			t.Errorf("got %v, want %q", tc.err, tc.want)
+		}
+	}
+}
+
+// TestSortRun32MatchesComparison sorts rows full of ties, both zeros,
+// infinities and NaNs with the integer keys of sortRun32 and with sortRun's
+// comparison, both directions, and expects the same values (bits) and the
+// same indices.
+func TestSortRun32MatchesComparison(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	specials := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)),
+		float32(math.NaN()), -float32(math.NaN()), 1, -1, 0x1p-149, -math.MaxFloat32}
+	for _, n := range []int{1, 2, 7, 64, 300} {
+		rows := 5
+		src := make([]float32, rows*n)
+		for i := range src {
+			if r.IntN(3) == 0 {
+				src[i] = specials[r.IntN(len(specials))]
+			} else {
+				src[i] = float32(r.IntN(7) - 3) // ties
+			}
+		}
+		for _, desc := range []bool{false, true} {
+			v := device.View{Shape: []int{rows, n}, Strides: []int{n, 1}, DType: dtype.Float32}
+			w1 := rowWalk(1, v, v, v)
+			w2 := rowWalk(1, v, v, v)
+			vals1, vals2 := make([]float32, rows*n), make([]float32, rows*n)
+			idx1, idx2 := make([]int64, rows*n), make([]int64, rows*n)
+			id := func(x float32) float32 { return x }
+			sortRun32(w1, vals1, idx1, src, n, 1, 1, 1, desc, id)
+			sortRun(w2, vals2, idx2, src, n, 1, 1, 1, desc, id)
+			for i := range vals1 {
+				if math.Float32bits(vals1[i]) != math.Float32bits(vals2[i]) || idx1[i] != idx2[i] {
+					t.Fatalf("n=%d descending=%v [%d]: keys give %g at %d, comparison %g at %d", n, desc, i, vals1[i], idx1[i], vals2[i], idx2[i])
+				}
+			}
+		}
+	}
+}
+
+// TestTopKMatchesSort: for every k of rows with ties, both zeros,
+// infinities and NaNs, along the last and the first axis, both directions,
+// TopK gives the first k elements of Sort's order, values (bits) and
+// indices, on the heap route (float32, bfloat16) and the sorting one
+// (float64, int64).
+func TestTopKMatchesSort(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(11, 12))
+	specials := []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 1, -1}
+	for _, dt := range []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Float64, dtype.Int64} {
+		for _, shape := range [][]int{{3, 1}, {4, 9}, {2, 70}} {
+			n := shape[0] * shape[1]
+			src := make([]float64, n)
+			for i := range src {
+				switch {
+				case dt != dtype.Int64 && r.IntN(3) == 0:
+					src[i] = specials[r.IntN(len(specials))]
+				default:
+					src[i] = float64(r.IntN(9) - 4)
+				}
+			}
+			sv := newOperand(t, d, dt, shape, src, contiguous)
+			for axis := range 2 {
+				for _, largest := range []bool{false, true} {
+					sortedV := emptyOperand(t, d, dt, shape, contiguous)
+					sortedI := emptyOperand(t, d, dtype.Int64, shape, contiguous)
+					if err := d.Sort(sortedV, sortedI, sv, axis, largest); err != nil {
+						t.Fatal(err)
+					}
+					for k := 0; k <= shape[axis]; k++ {
+						want := slices.Clone(shape)
+						want[axis] = k
+						vals := emptyOperand(t, d, dt, want, strided)
+						idx := emptyOperand(t, d, dtype.Int64, want, strided)
+						if err := d.TopK(vals, idx, sv, axis, k, largest); err != nil {
+							t.Fatal(err)
+						}
+						head := func(v device.View) device.View { v.Shape = want; return v }
+						for _, pair := range [][2]device.View{{vals, head(sortedV)}, {idx, head(sortedI)}} {
+							got, exp := rawBits(t, d, contiguousCopy(t, d, pair[0])), rawBits(t, d, contiguousCopy(t, d, pair[1]))
+							if !slices.Equal(got, exp) {
+								t.Fatalf("%v %v axis %d largest=%v k=%d: topk %v, sort %v", dt, shape, axis, largest, k, values(t, d, pair[0]), values(t, d, pair[1]))
+							}
+						}
+					}
+				}
+			}
 		}
 	}
 }

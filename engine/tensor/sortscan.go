@@ -317,6 +317,32 @@ func (t *Tensor) sorted(opName string, d int, descending bool) (values, indices 
 	return values, indices
 }
 
+// selected is topk on a device with a selection kernel: the first k of
+// sorted's order along d, without sorting whole rows.
+func (t *Tensor) selected(tk device.TopKer, d, k int, largest bool) (values, indices *Tensor) {
+	rt := t.rt
+	shape := slices.Clone(t.shape)
+	shape[d] = k
+	values, err := rt.empty(t.dt, shape)
+	if err != nil {
+		bad := rt.failErr("topk", err)
+		return bad, bad
+	}
+	indices, err = rt.empty(Int64, shape)
+	if err != nil {
+		values.Release()
+		bad := rt.failErr("topk", err)
+		return bad, bad
+	}
+	if err := kernel(func() error { return tk.TopK(values.rowView(), indices.rowView(), t.rowView(), d, k, largest) }); err != nil {
+		values.Release()
+		indices.Release()
+		bad := rt.failErr("topk", err)
+		return bad, bad
+	}
+	return values, indices
+}
+
 // selectionBackward records, on values, the backward of an op that picked
 // them from t at indices along d: the gradient goes to the picked elements
 // (PyTorch's value_selecting_reduction_backward).
@@ -391,6 +417,13 @@ func (t *Tensor) TopK(k, dim int, largest, sorted bool) (values, indices *Tensor
 	if n := t.extent(d); k < 0 || k > n {
 		bad := rt.fail("topk", "k (%d) is out of range for dimension %d of size %d", k, dim, n)
 		return bad, bad
+	}
+	if tk, ok := rt.dev.(device.TopKer); ok && (t.dt.IsFloat() || t.dt == Int64) && len(t.shape) > 0 {
+		values, indices = t.selected(tk, d, k, largest)
+		if values.err == nil {
+			selectionBackward("TopkBackward", values, indices, t, d)
+		}
+		return values, indices
 	}
 	all, allIdx := t.sorted("topk", d, largest)
 	if all.err != nil {
