@@ -134,3 +134,46 @@ func elementBits(dt dtype.DType, x float64) []byte {
 	}
 	return b[:dt.Size()]
 }
+
+// TestCopyBFloat16 converts float32 to bfloat16 and back on the vector
+// route (contiguous) and the strided loop, at lengths around the kernels'
+// 16-element vectors, with NaNs, infinities, zeros and ties, and expects
+// dtype's conversions bit for bit.
+func TestCopyBFloat16(t *testing.T) {
+	d := New(Options{})
+	specials := []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, math.Copysign(0, -1), 1.00390625, 1.01171875, 0x1p-130}
+	for _, n := range []int{1, 15, 16, 17, 100, grain + 3} {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = float64(float32(math.Sin(float64(i)) * 100))
+			if i%5 == 0 {
+				x[i] = specials[i%len(specials)]
+			}
+		}
+		for _, l := range []layout{contiguous, strided} {
+			src := newOperand(t, d, dtype.Float32, []int{n}, x, l)
+			bf := emptyOperand(t, d, dtype.BFloat16, []int{n}, l)
+			if err := d.Copy(bf, src); err != nil {
+				t.Fatal(err)
+			}
+			back := emptyOperand(t, d, dtype.Float32, []int{n}, l)
+			if err := d.Copy(back, bf); err != nil {
+				t.Fatal(err)
+			}
+			got := values(t, d, back)
+			for i, v := range x {
+				want := dtype.BF16FromFloat32(float32(v)).Float32()
+				if math.Float32bits(float32(got[i])) != math.Float32bits(want) && !(math.IsNaN(got[i]) && want != want) {
+					t.Fatalf("n=%d %v [%d] %g: %g, want %g", n, l, i, v, got[i], want)
+				}
+			}
+			raw := rawBits(t, d, contiguousCopy(t, d, bf))
+			for i, v := range x {
+				want := uint16(dtype.BF16FromFloat32(float32(v)))
+				if g := uint16(raw[2*i]) | uint16(raw[2*i+1])<<8; g != want {
+					t.Fatalf("n=%d %v [%d] %g: bits %#04x, want %#04x", n, l, i, v, g, want)
+				}
+			}
+		}
+	}
+}

@@ -26,6 +26,9 @@ type kernels struct {
 
 	neg, abs, square, cube, sqrt, rsqrt, reciprocal, sign func(dst, x []float32)
 
+	toBF16   func(dst []uint16, x []float32) // whole vectors only (len a multiple of 16)
+	fromBF16 func(dst []float32, x []uint16) // whole vectors only
+
 	maximum, minimum             func(dst, a, b []float32)
 	maximumScalar, minimumScalar func(dst, a []float32, b float32)
 	mulScalarFlush               func(dst, x []float32, s float32) // x·s, subnormal results flushed to zero
@@ -85,6 +88,8 @@ var goKernels = kernels{
 	reciprocal:       reciprocalGo,
 	sign:             signGo,
 	maximum:          maximumGo,
+	toBF16:           toBF16Go,
+	fromBF16:         fromBF16Go,
 	minimum:          minimumGo,
 	maximumScalar:    maximumScalarGo,
 	minimumScalar:    minimumScalarGo,
@@ -190,6 +195,12 @@ func (k kernels) fill() *kernels {
 		if *f.k == nil {
 			*f.k = *f.g
 		}
+	}
+	if k.toBF16 == nil {
+		k.toBF16 = g.toBF16
+	}
+	if k.fromBF16 == nil {
+		k.fromBF16 = g.fromBF16
 	}
 	if k.maximum == nil {
 		k.maximum = g.maximum

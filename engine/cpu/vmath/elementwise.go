@@ -225,6 +225,39 @@ func Sign(dst, x []float32) {
 	split2(dst, x, impl.sign)
 }
 
+// ToBF16 rounds x to bfloat16 bits into dst: to nearest even, a NaN
+// quieted with its sign and top payload bits (dtype.BF16FromFloat32).
+func ToBF16(dst []uint16, x []float32) {
+	if len(dst) != len(x) {
+		panic("vmath.ToBF16: slice lengths differ (" + itoa(len(dst)) + " and " + itoa(len(x)) + ")")
+	}
+	for len(x) > 0 {
+		n := min(len(x), chunk) &^ 15 // the kernels take whole vectors
+		if n == 0 {
+			toBF16Go(dst, x)
+			return
+		}
+		impl.toBF16(dst[:n], x[:n])
+		dst, x = dst[n:], x[n:]
+	}
+}
+
+// FromBF16 widens bfloat16 bits to float32 (exact).
+func FromBF16(dst []float32, x []uint16) {
+	if len(dst) != len(x) {
+		panic("vmath.FromBF16: slice lengths differ (" + itoa(len(dst)) + " and " + itoa(len(x)) + ")")
+	}
+	for len(x) > 0 {
+		n := min(len(x), chunk) &^ 15
+		if n == 0 {
+			fromBF16Go(dst, x)
+			return
+		}
+		impl.fromBF16(dst[:n], x[:n])
+		dst, x = dst[n:], x[n:]
+	}
+}
+
 // Maximum sets dst = torch.maximum(a, b): the larger of each pair, NaN if
 // either is NaN, b where they compare equal (the sign of a tied zero).
 func Maximum(dst, a, b []float32) {

@@ -396,6 +396,12 @@ type kernel struct {
 	ptrs   []string // "REG arg+off(FP)"
 	n      string   // length argument
 	unroll int
+	// narrow names the pointer register of a slice of 16-bit elements,
+	// which advances half as far as the float32 ones.
+	narrow string
+	// whole: the kernel is only called on whole vectors (its Go wrapper
+	// runs the rest), so it has no masked tail.
+	whole  bool
 	setup  func(g *gen)
 	body   func(g *gen, u int) // u: index within the unrolled group
 	finish func(g *gen)
@@ -927,6 +933,46 @@ func kernels() []kernel {
 			}
 			g.op("VSUBPS %s, %s, %s", g.v(u), g.v(4+u), g.v(u))
 		}),
+		{
+			// float32 to bfloat16 bits, rounded to nearest even; a NaN keeps
+			// its sign and top payload bits, quieted (dtype.BF16FromFloat32).
+			name: "toBF16", goArgs: "(dst []uint16, x []float32)", frame: 48, whole: true, narrow: "DI",
+			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+			body: func(g *gen, u int) {
+				and, or := "VPAND", "VPOR"
+				if g.k512 {
+					and, or = "VPANDD", "VPORD"
+				}
+				g.op("VMOVUPS (SI), %s", g.v(0))
+				g.op("VPSRLD $16, %s, %s", g.v(0), g.v(1))
+				g.op("%s %s, %s, %s", and, g.ci("lowBit", 1), g.v(1), g.v(2))
+				g.op("VPADDD %s, %s, %s", g.ci("roundHalf", 0x7fff), g.v(0), g.v(3))
+				g.op("VPADDD %s, %s, %s", g.v(2), g.v(3), g.v(3))
+				g.op("VPSRLD $16, %s, %s", g.v(3), g.v(3))
+				g.op("%s %s, %s, %s", or, g.ci("quietBF16", 0x40), g.v(1), g.v(1))
+				if g.k512 {
+					g.op("VCMPPS $3, %s, %s, K2", g.v(0), g.v(0))
+					g.op("VMOVDQA32 %s, K2, %s", g.v(1), g.v(3))
+					g.op("VPMOVDW %s, (DI)", g.v(3))
+					return
+				}
+				g.op("VCMPPS $3, %s, %s, %s", g.v(0), g.v(0), g.v(4))
+				g.op("VBLENDVPS %s, %s, %s, %s", g.v(4), g.v(1), g.v(3), g.v(3))
+				g.op("VPACKUSDW %s, %s, %s", g.v(3), g.v(3), g.v(3)) // words 0-3 | 4-7 of each lane
+				g.op("VPERMQ $0x08, %s, %s", g.v(3), g.v(3))
+				g.op("VMOVDQU %s, (DI)", g.h(3))
+			},
+		},
+		{
+			// bfloat16 bits to float32: exact, the bits moved up.
+			name: "fromBF16", goArgs: "(dst []float32, x []uint16)", frame: 48, whole: true, narrow: "SI",
+			ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+			body: func(g *gen, u int) {
+				g.op("VPMOVZXWD (SI), %s", g.v(0))
+				g.op("VPSLLD $16, %s, %s", g.v(0), g.v(0))
+				g.op("VMOVUPS %s, (DI)", g.v(0))
+			},
+		},
 		extremum("maximum", "VMAXPS", false),
 		extremum("minimum", "VMINPS", false),
 		extremum("maximumScalar", "VMAXPS", true),
@@ -1203,6 +1249,8 @@ var regDoc = map[string]string{
 	"rsqrt":              "V14 one; V(u) x, sqrt(x), then 1/sqrt(x)",
 	"reciprocal":         "V14 one; V(u) x then 1/x",
 	"sign":               "V13 zero; V14 one; V(u) x, then (x < 0 ? 1 : 0), then the sign; V(4+u) x > 0 ? 1 : 0",
+	"toBF16":             "V0 x; V1 x>>16, then the NaN result; V2 its low bit; V3 x+0x7fff+bit, then rounded >>16, then packed to 16 bits; V4 the NaN lanes (AVX2)",
+	"fromBF16":           "V0 the 16-bit elements widened, then moved into the high half",
 	"maximum":            "V(2u) a; V(2u+1) b, then max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
 	"minimum":            "V(2u) a; V(2u+1) b, then min(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
 	"maximumScalar":      "V14 b; V(2u) a; V(2u+1) max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2)",
@@ -1259,7 +1307,11 @@ func (g *gen) emit(k kernel) {
 	advance := func(n int) {
 		for _, p := range k.ptrs {
 			r := strings.Fields(p)[0]
-			if r != "AX" {
+			switch r {
+			case "AX":
+			case k.narrow:
+				g.op("ADDQ $%d, %s", n*g.vb/2, r)
+			default:
 				g.op("ADDQ $%d, %s", n*g.vb, r)
 			}
 		}
@@ -1282,6 +1334,13 @@ func (g *gen) emit(k kernel) {
 	advance(1)
 	g.op("JMP loop1")
 	fmt.Fprintf(&g.b, "tail:\n")
+	if k.whole {
+		fmt.Fprintf(&g.b, "done:\n")
+		g.op("VZEROUPPER")
+		g.op("RET")
+		fmt.Fprintf(&g.b, "\n")
+		return
+	}
 	g.op("TESTQ CX, CX")
 	g.op("JZ done")
 	if g.k512 {

@@ -531,3 +531,24 @@ func minimumScalarGo(dst, a []float32, b float32) {
 		}
 	}
 }
+
+// toBF16Go is dtype.BF16FromFloat32 (vmath imports nothing): round to
+// nearest even; a NaN keeps its sign and top payload bits, quieted.
+func toBF16Go(dst []uint16, x []float32) {
+	dst = dst[:len(x)]
+	for i, f := range x {
+		u := math.Float32bits(f)
+		if u&0x7fffffff > 0x7f800000 {
+			dst[i] = uint16(u>>16 | 0x0040)
+			continue
+		}
+		dst[i] = uint16((u + 0x7fff + (u >> 16 & 1)) >> 16)
+	}
+}
+
+func fromBF16Go(dst []float32, x []uint16) {
+	dst = dst[:len(x)]
+	for i, b := range x {
+		dst[i] = math.Float32frombits(uint32(b) << 16)
+	}
+}

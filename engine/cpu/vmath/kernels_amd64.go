@@ -95,6 +95,12 @@ func reciprocalAVX512(dst, x []float32)
 func signAVX512(dst, x []float32)
 
 //go:noescape
+func toBF16AVX512(dst []uint16, x []float32)
+
+//go:noescape
+func fromBF16AVX512(dst []float32, x []uint16)
+
+//go:noescape
 func maximumAVX512(dst, a, b []float32)
 
 //go:noescape
@@ -284,6 +290,12 @@ func reciprocalAVX2(dst, x []float32)
 func signAVX2(dst, x []float32)
 
 //go:noescape
+func toBF16AVX2(dst []uint16, x []float32)
+
+//go:noescape
+func fromBF16AVX2(dst []float32, x []uint16)
+
+//go:noescape
 func maximumAVX2(dst, a, b []float32)
 
 //go:noescape
@@ -414,6 +426,8 @@ var avx512Kernels = kernels{
 	rsqrt:            rsqrtAVX512,
 	reciprocal:       reciprocalAVX512,
 	sign:             signAVX512,
+	toBF16:           toBF16AVX512,
+	fromBF16:         fromBF16AVX512,
 	maximum:          maximumAVX512,
 	minimum:          minimumAVX512,
 	maximumScalar:    maximumScalarAVX512,
@@ -504,6 +518,8 @@ var avx2Kernels = kernels{
 	rsqrt:            rsqrtAVX2,
 	reciprocal:       reciprocalAVX2,
 	sign:             signAVX2,
+	toBF16:           toBF16AVX2,
+	fromBF16:         fromBF16AVX2,
 	maximum:          maximumAVX2,
 	minimum:          minimumAVX2,
 	maximumScalar:    maximumScalarAVX2,

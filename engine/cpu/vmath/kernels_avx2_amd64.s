@@ -2497,6 +2497,57 @@ done:
 	VZEROUPPER
 	RET
 
+// func toBF16AVX2(dst []uint16, x []float32)
+// Registers: V0 x; V1 x>>16, then the NaN result; V2 its low bit; V3 x+0x7fff+bit, then rounded >>16, then packed to 16 bits; V4 the NaN lanes (AVX2).
+TEXT ·toBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VPSRLD $16, Y0, Y1
+	VPAND lowBit<>(SB), Y1, Y2
+	VPADDD roundHalf<>(SB), Y0, Y3
+	VPADDD Y2, Y3, Y3
+	VPSRLD $16, Y3, Y3
+	VPOR quietBF16<>(SB), Y1, Y1
+	VCMPPS $3, Y0, Y0, Y4
+	VBLENDVPS Y4, Y1, Y3, Y3
+	VPACKUSDW Y3, Y3, Y3
+	VPERMQ $0x08, Y3, Y3
+	VMOVDQU X3, (DI)
+	ADDQ $16, DI
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+done:
+	VZEROUPPER
+	RET
+
+// func fromBF16AVX2(dst []float32, x []uint16)
+// Registers: V0 the 16-bit elements widened, then moved into the high half.
+TEXT ·fromBF16AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VPMOVZXWD (SI), Y0
+	VPSLLD $16, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $16, SI
+	SUBQ $8, CX
+	JMP loop1
+tail:
+done:
+	VZEROUPPER
+	RET
+
 // func maximumAVX2(dst, a, b []float32)
 // Registers: V(2u) a; V(2u+1) b, then max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2).
 TEXT ·maximumAVX2(SB), NOSPLIT, $0-72
@@ -5582,6 +5633,24 @@ DATA logQ2<>+56(SB)/4, $0x3f318000
 DATA logQ2<>+60(SB)/4, $0x3f318000
 GLOBL logQ2<>(SB), RODATA|NOPTR, $64
 
+DATA lowBit<>+0(SB)/4, $0x00000001
+DATA lowBit<>+4(SB)/4, $0x00000001
+DATA lowBit<>+8(SB)/4, $0x00000001
+DATA lowBit<>+12(SB)/4, $0x00000001
+DATA lowBit<>+16(SB)/4, $0x00000001
+DATA lowBit<>+20(SB)/4, $0x00000001
+DATA lowBit<>+24(SB)/4, $0x00000001
+DATA lowBit<>+28(SB)/4, $0x00000001
+DATA lowBit<>+32(SB)/4, $0x00000001
+DATA lowBit<>+36(SB)/4, $0x00000001
+DATA lowBit<>+40(SB)/4, $0x00000001
+DATA lowBit<>+44(SB)/4, $0x00000001
+DATA lowBit<>+48(SB)/4, $0x00000001
+DATA lowBit<>+52(SB)/4, $0x00000001
+DATA lowBit<>+56(SB)/4, $0x00000001
+DATA lowBit<>+60(SB)/4, $0x00000001
+GLOBL lowBit<>(SB), RODATA|NOPTR, $64
+
 DATA mantissa<>+0(SB)/4, $0x007fffff
 DATA mantissa<>+4(SB)/4, $0x007fffff
 DATA mantissa<>+8(SB)/4, $0x007fffff
@@ -5725,6 +5794,42 @@ DATA qnan<>+52(SB)/4, $0x7fc00000
 DATA qnan<>+56(SB)/4, $0x7fc00000
 DATA qnan<>+60(SB)/4, $0x7fc00000
 GLOBL qnan<>(SB), RODATA|NOPTR, $64
+
+DATA quietBF16<>+0(SB)/4, $0x00000040
+DATA quietBF16<>+4(SB)/4, $0x00000040
+DATA quietBF16<>+8(SB)/4, $0x00000040
+DATA quietBF16<>+12(SB)/4, $0x00000040
+DATA quietBF16<>+16(SB)/4, $0x00000040
+DATA quietBF16<>+20(SB)/4, $0x00000040
+DATA quietBF16<>+24(SB)/4, $0x00000040
+DATA quietBF16<>+28(SB)/4, $0x00000040
+DATA quietBF16<>+32(SB)/4, $0x00000040
+DATA quietBF16<>+36(SB)/4, $0x00000040
+DATA quietBF16<>+40(SB)/4, $0x00000040
+DATA quietBF16<>+44(SB)/4, $0x00000040
+DATA quietBF16<>+48(SB)/4, $0x00000040
+DATA quietBF16<>+52(SB)/4, $0x00000040
+DATA quietBF16<>+56(SB)/4, $0x00000040
+DATA quietBF16<>+60(SB)/4, $0x00000040
+GLOBL quietBF16<>(SB), RODATA|NOPTR, $64
+
+DATA roundHalf<>+0(SB)/4, $0x00007fff
+DATA roundHalf<>+4(SB)/4, $0x00007fff
+DATA roundHalf<>+8(SB)/4, $0x00007fff
+DATA roundHalf<>+12(SB)/4, $0x00007fff
+DATA roundHalf<>+16(SB)/4, $0x00007fff
+DATA roundHalf<>+20(SB)/4, $0x00007fff
+DATA roundHalf<>+24(SB)/4, $0x00007fff
+DATA roundHalf<>+28(SB)/4, $0x00007fff
+DATA roundHalf<>+32(SB)/4, $0x00007fff
+DATA roundHalf<>+36(SB)/4, $0x00007fff
+DATA roundHalf<>+40(SB)/4, $0x00007fff
+DATA roundHalf<>+44(SB)/4, $0x00007fff
+DATA roundHalf<>+48(SB)/4, $0x00007fff
+DATA roundHalf<>+52(SB)/4, $0x00007fff
+DATA roundHalf<>+56(SB)/4, $0x00007fff
+DATA roundHalf<>+60(SB)/4, $0x00007fff
+GLOBL roundHalf<>(SB), RODATA|NOPTR, $64
 
 DATA sign<>+0(SB)/4, $0x80000000
 DATA sign<>+4(SB)/4, $0x80000000

@@ -2353,6 +2353,55 @@ done:
 	VZEROUPPER
 	RET
 
+// func toBF16AVX512(dst []uint16, x []float32)
+// Registers: V0 x; V1 x>>16, then the NaN result; V2 its low bit; V3 x+0x7fff+bit, then rounded >>16, then packed to 16 bits; V4 the NaN lanes (AVX2).
+TEXT ·toBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop1:
+	CMPQ CX, $16
+	JLT tail
+	VMOVUPS (SI), Z0
+	VPSRLD $16, Z0, Z1
+	VPANDD lowBit<>(SB), Z1, Z2
+	VPADDD roundHalf<>(SB), Z0, Z3
+	VPADDD Z2, Z3, Z3
+	VPSRLD $16, Z3, Z3
+	VPORD quietBF16<>(SB), Z1, Z1
+	VCMPPS $3, Z0, Z0, K2
+	VMOVDQA32 Z1, K2, Z3
+	VPMOVDW Z3, (DI)
+	ADDQ $32, DI
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP loop1
+tail:
+done:
+	VZEROUPPER
+	RET
+
+// func fromBF16AVX512(dst []float32, x []uint16)
+// Registers: V0 the 16-bit elements widened, then moved into the high half.
+TEXT ·fromBF16AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst_base+0(FP), DI
+	MOVQ x_base+24(FP), SI
+	MOVQ x_len+32(FP), CX
+loop1:
+	CMPQ CX, $16
+	JLT tail
+	VPMOVZXWD (SI), Z0
+	VPSLLD $16, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $32, SI
+	SUBQ $16, CX
+	JMP loop1
+tail:
+done:
+	VZEROUPPER
+	RET
+
 // func maximumAVX512(dst, a, b []float32)
 // Registers: V(2u) a; V(2u+1) b, then max(a, b) with NaN from either; V(8+u) the lanes where a is NaN (AVX2).
 TEXT ·maximumAVX512(SB), NOSPLIT, $0-72
@@ -5392,6 +5441,24 @@ DATA logQ2<>+56(SB)/4, $0x3f318000
 DATA logQ2<>+60(SB)/4, $0x3f318000
 GLOBL logQ2<>(SB), RODATA|NOPTR, $64
 
+DATA lowBit<>+0(SB)/4, $0x00000001
+DATA lowBit<>+4(SB)/4, $0x00000001
+DATA lowBit<>+8(SB)/4, $0x00000001
+DATA lowBit<>+12(SB)/4, $0x00000001
+DATA lowBit<>+16(SB)/4, $0x00000001
+DATA lowBit<>+20(SB)/4, $0x00000001
+DATA lowBit<>+24(SB)/4, $0x00000001
+DATA lowBit<>+28(SB)/4, $0x00000001
+DATA lowBit<>+32(SB)/4, $0x00000001
+DATA lowBit<>+36(SB)/4, $0x00000001
+DATA lowBit<>+40(SB)/4, $0x00000001
+DATA lowBit<>+44(SB)/4, $0x00000001
+DATA lowBit<>+48(SB)/4, $0x00000001
+DATA lowBit<>+52(SB)/4, $0x00000001
+DATA lowBit<>+56(SB)/4, $0x00000001
+DATA lowBit<>+60(SB)/4, $0x00000001
+GLOBL lowBit<>(SB), RODATA|NOPTR, $64
+
 DATA mantissa<>+0(SB)/4, $0x007fffff
 DATA mantissa<>+4(SB)/4, $0x007fffff
 DATA mantissa<>+8(SB)/4, $0x007fffff
@@ -5535,6 +5602,42 @@ DATA qnan<>+52(SB)/4, $0x7fc00000
 DATA qnan<>+56(SB)/4, $0x7fc00000
 DATA qnan<>+60(SB)/4, $0x7fc00000
 GLOBL qnan<>(SB), RODATA|NOPTR, $64
+
+DATA quietBF16<>+0(SB)/4, $0x00000040
+DATA quietBF16<>+4(SB)/4, $0x00000040
+DATA quietBF16<>+8(SB)/4, $0x00000040
+DATA quietBF16<>+12(SB)/4, $0x00000040
+DATA quietBF16<>+16(SB)/4, $0x00000040
+DATA quietBF16<>+20(SB)/4, $0x00000040
+DATA quietBF16<>+24(SB)/4, $0x00000040
+DATA quietBF16<>+28(SB)/4, $0x00000040
+DATA quietBF16<>+32(SB)/4, $0x00000040
+DATA quietBF16<>+36(SB)/4, $0x00000040
+DATA quietBF16<>+40(SB)/4, $0x00000040
+DATA quietBF16<>+44(SB)/4, $0x00000040
+DATA quietBF16<>+48(SB)/4, $0x00000040
+DATA quietBF16<>+52(SB)/4, $0x00000040
+DATA quietBF16<>+56(SB)/4, $0x00000040
+DATA quietBF16<>+60(SB)/4, $0x00000040
+GLOBL quietBF16<>(SB), RODATA|NOPTR, $64
+
+DATA roundHalf<>+0(SB)/4, $0x00007fff
+DATA roundHalf<>+4(SB)/4, $0x00007fff
+DATA roundHalf<>+8(SB)/4, $0x00007fff
+DATA roundHalf<>+12(SB)/4, $0x00007fff
+DATA roundHalf<>+16(SB)/4, $0x00007fff
+DATA roundHalf<>+20(SB)/4, $0x00007fff
+DATA roundHalf<>+24(SB)/4, $0x00007fff
+DATA roundHalf<>+28(SB)/4, $0x00007fff
+DATA roundHalf<>+32(SB)/4, $0x00007fff
+DATA roundHalf<>+36(SB)/4, $0x00007fff
+DATA roundHalf<>+40(SB)/4, $0x00007fff
+DATA roundHalf<>+44(SB)/4, $0x00007fff
+DATA roundHalf<>+48(SB)/4, $0x00007fff
+DATA roundHalf<>+52(SB)/4, $0x00007fff
+DATA roundHalf<>+56(SB)/4, $0x00007fff
+DATA roundHalf<>+60(SB)/4, $0x00007fff
+GLOBL roundHalf<>(SB), RODATA|NOPTR, $64
 
 DATA sign<>+0(SB)/4, $0x80000000
 DATA sign<>+4(SB)/4, $0x80000000

@@ -618,3 +618,47 @@ func negated(x []float32) []float32 {
 	}
 	return y
 }
+
+// TestBF16Conversions converts every length up to 70 and two long slices,
+// with both zeros, infinities, NaNs of either sign and payload,
+// subnormals, ties to even and values that round up into the next binade,
+// on every variant, against the Go loops (and the widening back, exactly).
+func TestBF16Conversions(t *testing.T) {
+	r := newRand(21)
+	specials := []uint32{0, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001, 0xff812345,
+		0x00000001, 0x807fffff, 0x3f808000, 0x3f818000, 0x3f80ffff, 0x7f7fffff, 0xff7fffff, 0x3fffffff}
+	var x []float32
+	for i := 0; i < 1100; i++ {
+		if i%3 == 0 {
+			x = append(x, math.Float32frombits(specials[r.next()%uint64(len(specials))]))
+		} else {
+			x = append(x, float32(r.norm()*1e3))
+		}
+	}
+	for _, k := range variants {
+		restore := useVariant(k)
+		lengths := []int{1000, 1100}
+		for n := range 71 {
+			lengths = append(lengths, n)
+		}
+		for _, n := range lengths {
+			got, want := make([]uint16, n), make([]uint16, n)
+			ToBF16(got, x[:n])
+			toBF16Go(want, x[:n])
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%s ToBF16 n=%d [%d] %#08x: %#04x, go %#04x", k.name, n, i, math.Float32bits(x[i]), got[i], want[i])
+				}
+			}
+			back, wantBack := make([]float32, n), make([]float32, n)
+			FromBF16(back, got)
+			fromBF16Go(wantBack, got)
+			for i := range back {
+				if math.Float32bits(back[i]) != math.Float32bits(wantBack[i]) {
+					t.Fatalf("%s FromBF16 n=%d [%d]: %g, go %g", k.name, n, i, back[i], wantBack[i])
+				}
+			}
+		}
+		restore()
+	}
+}
