@@ -351,7 +351,7 @@ template <class C> __device__ __forceinline__ C ze_unary_fn(int op, C x, C ts, d
     case UN_EXP: return ze_expf(x);
     case UN_LOG: return ze_logf(x);
     case UN_SQRT: return ze_sqrt(x);
-    case UN_RSQRT: return (C)(1.0 / sqrt((double)x));  // in double, rounded once (cpu.unaryLoop)
+    case UN_RSQRT: return ze_div((C)1, ze_sqrt(x));  // PyTorch's: the rounded root, then the rounded division
     case UN_ABS: return ze_absf(x);
     case UN_SIGN: return (C)((x > 0) - (x < 0));  // PyTorch's: +0 for ±0 and NaN
     case UN_RELU: return x < 0 ? (C)0 : x;                     // NaN and -0 pass, as clamp_min
@@ -362,8 +362,13 @@ template <class C> __device__ __forceinline__ C ze_unary_fn(int op, C x, C ts, d
     case UN_SIGMOID: return ze_sigmoid(x);
     case UN_ADD_SCALAR: return ze_add(x, ts);
     case UN_MUL_SCALAR: return ze_mul(x, ts);
-    case UN_POW_SCALAR:  // x·x and x exactly for 2 and 1, else math.Pow in double
+    case UN_POW_SCALAR:  // PyTorch's special exponents (PowKernel) as cpu.unaryLoop, else math.Pow in double
         if (s == 2.0) return ze_mul(x, x);
+        if (s == 3.0) return ze_mul(ze_mul(x, x), x);
+        if (s == -2.0) return ze_div((C)1, ze_mul(x, x));
+        if (s == 0.5) return ze_sqrt(x);
+        if (s == -0.5) return ze_div((C)1, ze_sqrt(x));
+        if (s == -1.0) return ze_div((C)1, x);
         if (s == 1.0) return x;
         return (C)pow((double)x, s);
     case UN_RSUB_SCALAR: return ze_sub(ts, x);

@@ -365,7 +365,7 @@ func unarySpecs() []unarySpec {
 		{op: device.Cos, g: unif(-10, 10)},
 		{op: device.Erf, g: unif(-4, 4)},
 	}
-	for _, p := range []float64{2, 0.5, 3, -1.5, 1} {
+	for _, p := range []float64{2, 0.5, 3, -1.5, 1, -0.5, -1, -2} { // PyTorch's special exponents and two others
 		specs = append(specs, unarySpec{op: device.PowScalar, s: p, label: "pow_scalar=" + fmtValue(p), g: unif(0.05, 3)})
 	}
 	for i := range specs {
