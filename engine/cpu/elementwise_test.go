@@ -45,14 +45,16 @@ func TestDivByScalarIsTrueDivision(t *testing.T) {
 
 // specialValues are mixed into the random inputs of TestFastPathsMatchWalk:
 // both zeros, infinities, NaN, subnormals and ties between operands.
-var specialValues = []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 0x1p-149, 1, -1, 0.5}
+var specialValues = []float64{0, math.Copysign(0, -1), math.Inf(1), math.Inf(-1), math.NaN(), 0x1p-149, 1, -1, 0.5, 1e7}
 
 // TestFastPathsMatchWalk runs the float32 ops that have vector kernels on
 // contiguous operands (the kernels, below and above the parallel grain)
 // and on strided ones (the portable loops of the walk), and expects the
 // same bits: the sign of a zero, NaN, ties of maximum and minimum, the
 // rounding of rsqrt, comparisons and where on unpredictable masks, and max
-// and min reductions over rows and over everything.
+// and min reductions over rows and over everything; sine and cosine, which
+// both routes round correctly (the kernels were checked on every float32
+// input).
 func TestFastPathsMatchWalk(t *testing.T) {
 	d := New(Options{})
 	r := rand.New(rand.NewPCG(7, 8))
@@ -125,6 +127,7 @@ func TestFastPathsMatchWalk(t *testing.T) {
 		"pow0.5": unary(device.PowScalar, 0.5), "pow-0.5": unary(device.PowScalar, -0.5), "pow-1": unary(device.PowScalar, -1),
 		"sqrt": unary(device.Sqrt, 0), "rsqrt": unary(device.Rsqrt, 0),
 		"reciprocal": unary(device.Reciprocal, 0), "sign": unary(device.Sign, 0),
+		"sin": unary(device.Sin, 0), "cos": unary(device.Cos, 0), // correctly rounded on both routes
 		"maximum": binary(device.Maximum, false), "minimum": binary(device.Minimum, false),
 		"maximum scalar": binary(device.Maximum, true), "minimum scalar": binary(device.Minimum, true),
 		"gt": binary(device.Gt, false), "le": binary(device.Le, false), "eq": binary(device.Eq, false),

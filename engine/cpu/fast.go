@@ -62,6 +62,10 @@ func unaryFast32(op device.UnaryOp, s float32) func(dst, src []float32) {
 		}
 	case device.Erf:
 		return vmath.Erf
+	case device.Sin:
+		return vmath.Sin
+	case device.Cos:
+		return vmath.Cos
 	case device.AddScalar:
 		return func(dst, src []float32) { vmath.AddScalar(dst, src, s) }
 	case device.MulScalar:

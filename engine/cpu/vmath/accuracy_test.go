@@ -125,6 +125,8 @@ func refSilu(x float64) float64 { return x / (1 + math.Exp(-x)) }
 var unaryCases = []unaryCase{
 	{name: "Exp", get: func(k *kernels) func(dst, x []float32) { return k.exp }, ref: math.Exp, goMax: 1, asmMax: 2},
 	{name: "Log", get: func(k *kernels) func(dst, x []float32) { return k.log }, ref: math.Log, goMax: 1, asmMax: 1},
+	{name: "Sin", get: func(k *kernels) func(dst, x []float32) { return func(d, x []float32) { trig(d, x, k.sin, math.Sin) } }, ref: math.Sin, goMax: 1, asmMax: 1},
+	{name: "Cos", get: func(k *kernels) func(dst, x []float32) { return func(d, x []float32) { trig(d, x, k.cos, math.Cos) } }, ref: math.Cos, goMax: 1, asmMax: 1},
 	{name: "Tanh", get: func(k *kernels) func(dst, x []float32) { return k.tanh }, ref: math.Tanh, goMax: 1, asmMax: 2},
 	{name: "Sigmoid", get: func(k *kernels) func(dst, x []float32) { return k.sigmoid }, ref: func(x float64) float64 { return 1 / (1 + math.Exp(-x)) }, goMax: 1, asmMax: 2},
 	{name: "Erf", get: func(k *kernels) func(dst, x []float32) { return k.erf }, ref: math.Erf, goMax: 1, asmMax: 2},

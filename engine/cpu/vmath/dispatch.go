@@ -13,7 +13,10 @@ type kernels struct {
 	name string
 
 	exp, log, tanh, sigmoid, erf func(dst, x []float32)
-	gelu, geluTanh, silu         func(dst, x []float32)
+	// sin and cos report a lane past the exact reduction of the vector
+	// kernels (|x| > 2^19), whose slice the caller recomputes in Go.
+	sin, cos             func(dst, x []float32) bool
+	gelu, geluTanh, silu func(dst, x []float32)
 
 	geluBackward, geluTanhBackward, siluBackward func(dx, dy, x []float32)
 	tanhBackward, sigmoidBackward                func(dx, dy, y []float32)
@@ -59,6 +62,8 @@ var goKernels = kernels{
 	name:             "go",
 	exp:              expGo,
 	log:              logGo,
+	sin:              func(dst, x []float32) bool { sinGo(dst, x); return false },
+	cos:              func(dst, x []float32) bool { cosGo(dst, x); return false },
 	tanh:             tanhGo,
 	sigmoid:          sigmoidGo,
 	erf:              erfGo,
@@ -121,6 +126,12 @@ func (k kernels) fill() *kernels {
 	}
 	if k.log == nil {
 		k.log = g.log
+	}
+	if k.sin == nil {
+		k.sin = g.sin
+	}
+	if k.cos == nil {
+		k.cos = g.cos
 	}
 	if k.tanh == nil {
 		k.tanh = g.tanh

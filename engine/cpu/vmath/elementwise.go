@@ -1,5 +1,7 @@
 package vmath
 
+import "math"
+
 // Accuracy. The bounds quoted below were measured by the tests (see
 // docs/benchmarks-vmath.md): for the transcendentals, the distance in ulps
 // to the correctly rounded result over every float32 input
@@ -23,6 +25,42 @@ func Log(dst, x []float32) {
 	check2("Log", dst, x)
 	split2(dst, x, impl.log)
 }
+
+// Sin sets dst[i] = sin x[i]. The vector kernels reduce x by π/2 exactly
+// in float64 for |x| <= 2^19 and evaluate fdlibm's polynomials in float64,
+// rounding once (at most 1 ulp from the correctly rounded result); larger
+// |x| take float64 math.Sin, whose reduction is exact everywhere. Either
+// way an element's result depends on its value alone.
+func Sin(dst, x []float32) {
+	check2("Sin", dst, x)
+	trig(dst, x, impl.sin, math.Sin)
+}
+
+// Cos sets dst[i] = cos x[i], as Sin does.
+func Cos(dst, x []float32) {
+	check2("Cos", dst, x)
+	trig(dst, x, impl.cos, math.Cos)
+}
+
+// trig runs a sine or cosine kernel a chunk at a time and recomputes the
+// elements past the kernel's exact reduction with exact.
+func trig(dst, x []float32, f func(dst, x []float32) bool, exact func(float64) float64) {
+	for len(x) > 0 {
+		n := min(len(x), chunk)
+		if f(dst[:n], x[:n]) {
+			for i, v := range x[:n] {
+				if math.Abs(float64(v)) > sinMax {
+					dst[i] = float32(exact(float64(v)))
+				}
+			}
+		}
+		dst, x = dst[n:], x[n:]
+	}
+}
+
+// sinMax is the largest |x| whose reduction by π/2 the vector kernels do
+// exactly (gen_asm.go).
+const sinMax = 1 << 19
 
 // Tanh sets dst[i] = tanh x[i]. Within 1 ulp of the correctly rounded result
 // (go: 0).

@@ -54,7 +54,9 @@ type gen struct {
 	b    bytes.Buffer
 	tail bool
 	used map[string]uint32 // constants referenced, name -> bits
-	lbl  int
+	// used64 are the float64 constants (8 lanes of 64 bits).
+	used64 map[string]uint64
+	lbl    int
 }
 
 func (g *gen) op(format string, args ...any) {
@@ -71,6 +73,20 @@ func (g *gen) h(i int) string { return fmt.Sprintf("%s%d", g.half, i) }
 func (g *gen) c(name string, f float32) string {
 	g.used[name] = math.Float32bits(f)
 	return name + "<>(SB)"
+}
+
+// c64 references a constant vector of float64 lanes, each f.
+func (g *gen) c64(name string, f float64) string {
+	g.used64[name] = math.Float64bits(f)
+	return name + "<>(SB)"
+}
+
+// horner64 is horner in float64 lanes.
+func (g *gen) horner64(dst, x int, prefix string, cs []float64) {
+	g.op("VMOVUPD %s, %s", g.c64(fmt.Sprintf("%s%d", prefix, len(cs)-1), cs[0]), g.v(dst))
+	for i := 1; i < len(cs); i++ {
+		g.op("VFMADD213PD %s, %s, %s", g.c64(fmt.Sprintf("%s%d", prefix, len(cs)-1-i), cs[i]), g.v(x), g.v(dst))
+	}
 }
 
 // ci references a constant vector given by its bits.
@@ -314,6 +330,121 @@ func (g *gen) log() {
 	blendIf(0, g.ci("zero", 0), x, g.ci("negInf", 0xff800000), d)
 	blendIf(1, g.ci("zero", 0), x, g.ci("qnan", 0x7fc00000), d)
 	blendIf(3, g.v(x), x, g.v(x), d)
+}
+
+// fdlibm's __kernel_sin and __kernel_cos coefficients (float64).
+var (
+	sinS = []float64{1.58969099521155010221e-10, -2.50507602534068634195e-08, 2.75573137070700676789e-06,
+		-1.98412698298579493134e-04, 8.33333333332248946124e-03, -1.66666666666666324348e-01}
+	cosC = []float64{-1.13596475577881948265e-11, 2.08757232129817482790e-09, -2.75573143513906633035e-07,
+		2.48015872894767294178e-05, -1.38888888888741095749e-03, 4.16666666666666019037e-02}
+)
+
+// sinMax is the largest |x| the vector sine and cosine reduce exactly:
+// there the quadrant j = round(x·2/π) has at most 19 bits, and j times the
+// 33-bit head of π/2 is exact in float64.
+const sinMax = 1 << 19
+
+// sincos is the kernel of Sin (cos false) or Cos: the float32 lanes
+// widened to float64, x = j·π/2 + r with r in [-π/4, π/4] (a two-part
+// Cody-Waite reduction, exact to far below float32's precision for |x| <=
+// sinMax), the sine or cosine polynomial of r by j's low two bits, and
+// one rounding to float32. It returns whether a lane exceeded sinMax (its
+// result is then not to be trusted; the Go wrapper recomputes the slice).
+func sincos(name string, cos bool) kernel {
+	const j, r, z, p, sp, cp, m, t, msk = 3, 4, 5, 6, 7, 8, 9, 10, 11
+	half := func(g *gen, h int) {
+		g.op("VMULPD %s, %s, %s", g.c64("twoOverPi", 2/math.Pi), g.v(h), g.v(j))
+		if g.k512 {
+			g.op("VRNDSCALEPD $0, %s, %s", g.v(j), g.v(j))
+		} else {
+			g.op("VROUNDPD $0, %s, %s", g.v(j), g.v(j))
+		}
+		g.op("VMOVAPD %s, %s", g.v(h), g.v(r))
+		g.op("VFNMADD231PD %s, %s, %s", g.c64("pio2Hi", 1.57079632673412561417e+00), g.v(j), g.v(r))
+		g.op("VFNMADD231PD %s, %s, %s", g.c64("pio2Lo", 6.07710050650619224932e-11), g.v(j), g.v(r))
+		g.op("VMULPD %s, %s, %s", g.v(r), g.v(r), g.v(z))
+		g.horner64(p, z, "sinS", sinS)
+		g.op("VMULPD %s, %s, %s", g.v(z), g.v(r), g.v(t))
+		g.op("VMOVAPD %s, %s", g.v(r), g.v(sp))
+		g.op("VFMADD231PD %s, %s, %s", g.v(p), g.v(t), g.v(sp)) // r + r·z·S(z)
+		g.horner64(p, z, "cosC", cosC)
+		g.op("VMULPD %s, %s, %s", g.v(z), g.v(z), g.v(t))
+		g.op("VMOVUPD %s, %s", g.c64("one64", 1), g.v(cp))
+		g.op("VFNMADD231PD %s, %s, %s", g.c64("half64", 0.5), g.v(z), g.v(cp))
+		g.op("VFMADD231PD %s, %s, %s", g.v(p), g.v(t), g.v(cp)) // 1 - z/2 + z²·C(z)
+		// j's low bits from the mantissa of j + 1.5·2^52; the cosine is the
+		// sine a quadrant on.
+		g.op("VADDPD %s, %s, %s", g.c64("roundMagic", 0x1.8p52), g.v(j), g.v(m))
+		if cos {
+			g.op("VADDPD %s, %s, %s", g.c64("one64", 1), g.v(m), g.v(m))
+		}
+		g.op("VPSLLQ $63, %s, %s", g.v(m), g.v(msk))
+		if g.k512 {
+			g.op("VPMOVQ2M %s, K2", g.v(msk))
+			g.op("VMOVAPD %s, %s", g.v(sp), g.v(h))
+			g.op("VMOVAPD %s, K2, %s", g.v(cp), g.v(h))
+		} else {
+			g.op("VBLENDVPD %s, %s, %s, %s", g.v(msk), g.v(cp), g.v(sp), g.v(h))
+		}
+		g.op("VPSLLQ $62, %s, %s", g.v(m), g.v(msk))
+		g.op("VANDPD %s, %s, %s", g.c64("sign64", math.Copysign(0, -1)), g.v(msk), g.v(msk))
+		g.op("VXORPD %s, %s, %s", g.v(msk), g.v(h), g.v(h))
+	}
+	return kernel{
+		name: name, goArgs: "(dst, x []float32) bool", frame: 49,
+		ptrs: []string{"DI dst_base+0(FP)", "SI x_base+24(FP)"}, n: "x_len+32(FP)",
+		setup: func(g *gen) {
+			if g.k512 {
+				g.op("KXORW K3, K3, K3")
+			} else {
+				g.op("VXORPS Y13, Y13, Y13")
+			}
+		},
+		body: func(g *gen, u int) {
+			g.load(0, g.mem("SI", 0))
+			g.op("VANDPS %s, %s, %s", g.ci("abs", ^uint32(signBit)), g.v(0), g.v(14))
+			if g.k512 {
+				g.op("VCMPPS $14, %s, %s, K2", g.c("sinMax", sinMax), g.v(14))
+				g.op("KORW K2, K3, K3")
+			} else {
+				g.op("VCMPPS $14, %s, %s, %s", g.c("sinMax", sinMax), g.v(14), g.v(14))
+				g.op("VORPS %s, %s, %s", g.v(14), g.v(13), g.v(13))
+			}
+			g.cvt(0, 1, 2)
+			half(g, 1)
+			half(g, 2)
+			if g.k512 {
+				g.op("VCVTPD2PS Z1, Y1")
+				g.op("VCVTPD2PS Z2, Y2")
+				g.op("VINSERTF32X8 $1, Y2, Z1, Z1")
+			} else {
+				g.op("VCVTPD2PSY Y1, X1")
+				g.op("VCVTPD2PSY Y2, X2")
+				g.op("VINSERTF128 $1, X2, Y1, Y1")
+			}
+			if !cos { // the sign of a zero: sin(-0) = -0
+				if g.k512 {
+					g.op("VCMPPS $0, %s, %s, K2", g.ci("zero", 0), g.v(0))
+					g.op("VMOVAPS %s, K2, %s", g.v(0), g.v(1))
+				} else {
+					g.op("VCMPPS $0, %s, %s, %s", g.ci("zero", 0), g.v(0), g.v(14))
+					g.op("VBLENDVPS %s, %s, %s, %s", g.v(14), g.v(0), g.v(1), g.v(1))
+				}
+			}
+			g.store(1, g.mem("DI", 0))
+		},
+		finish: func(g *gen) {
+			if g.k512 {
+				g.op("KMOVW K3, AX")
+			} else {
+				g.op("VMOVMSKPS Y13, AX")
+			}
+			g.op("TESTL AX, AX")
+			g.op("SETNE AL")
+			g.op("MOVB AL, ret+48(FP)")
+		},
+	}
 }
 
 // recip sets d = 1/s using t (d may be s).
@@ -736,6 +867,8 @@ func kernels() []kernel {
 	return []kernel{
 		unary("exp", func(g *gen) { g.exp(1, 0, 2, 3, 4) }),
 		unary("log", func(g *gen) { g.log() }),
+		sincos("sin", false),
+		sincos("cos", true),
 		unary("sigmoid", func(g *gen) {
 			g.op("VMOVAPS %s, %s", g.v(0), g.v(2))
 			g.sigmoid(1, 2, 0, 3, 4, 5)
@@ -1220,6 +1353,8 @@ func extremeReduce(name, inst, initName string, initBits uint32) kernel {
 // pointer registers are listed in the kernel's MOVQs.
 var regDoc = map[string]string{
 	"exp":                "V0 x; V1 exp(x); V2-V4 exp scratch (clamped x and r, n, polynomial)",
+	"sin":                "V0 x; V14 |x| > 2^19, then the zero lanes (AVX2); V13 or K3 lanes past 2^19; V1:V2 x's halves as float64, then sin x; V3 j; V4 r; V5 r²; V6 a polynomial; V7 sin r; V8 cos r; V9 j + 1.5·2^52; V10 r·z or z²; V11 the quadrant's selection and sign",
+	"cos":                "as sin, with j + 1 selecting and signing",
 	"log":                "V0 x; V2 x scaled out of the subnormals; V3 23 or 0; V4 the exponent e; V5 the mantissa m; V6 m<√½ selections; V7 f; V8 f²; V9 the polynomial terms; V1 ln x; V10 blend masks (AVX2)",
 	"sigmoid":            "V0 x; V2 -|x|; V5 e = exp(-|x|); V3 1+e; V1 (x<0 ? e : 1)/(1+e); V4 scratch",
 	"silu":               "V0 x; V2 -|x|; V5 e; V3 1+e; V1 sigmoid(x), then x·sigmoid(x); V4 scratch",
@@ -1369,7 +1504,7 @@ func (g *gen) emit(k kernel) {
 const header = "// Code generated by gen_asm.go; DO NOT EDIT.\n\n"
 
 func writeAsm(a isa, ks []kernel) {
-	g := &gen{isa: a, used: map[string]uint32{}}
+	g := &gen{isa: a, used: map[string]uint32{}, used64: map[string]uint64{}}
 	fmt.Fprintf(&g.b, "%s//go:build !purego\n\n", header)
 	fmt.Fprintf(&g.b, "// %s kernels of package vmath (%d float32 lanes). Every kernel:\n", a.name, a.w)
 	fmt.Fprintf(&g.b, "// CX elements left; DI, SI, DX, R8 the slices in argument order (see each\n")
@@ -1393,6 +1528,17 @@ func writeAsm(a isa, ks []kernel) {
 	for _, n := range names {
 		for i := 0; i < 16; i++ {
 			fmt.Fprintf(&g.b, "DATA %s<>+%d(SB)/4, $0x%08x\n", n, 4*i, g.used[n])
+		}
+		fmt.Fprintf(&g.b, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", n)
+	}
+	names = names[:0]
+	for n := range g.used64 {
+		names = append(names, n)
+	}
+	sortStrings(names)
+	for _, n := range names {
+		for i := 0; i < 8; i++ {
+			fmt.Fprintf(&g.b, "DATA %s<>+%d(SB)/8, $0x%016x\n", n, 8*i, g.used64[n])
 		}
 		fmt.Fprintf(&g.b, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", n)
 	}

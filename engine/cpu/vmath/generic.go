@@ -91,6 +91,20 @@ func logGo(dst, x []float32) {
 	}
 }
 
+func sinGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = float32(math.Sin(float64(v)))
+	}
+}
+
+func cosGo(dst, x []float32) {
+	dst = dst[:len(x)]
+	for i, v := range x {
+		dst[i] = float32(math.Cos(float64(v)))
+	}
+}
+
 func tanhGo(dst, x []float32) {
 	dst = dst[:len(x)]
 	for i, v := range x {

@@ -11,6 +11,12 @@ func expAVX512(dst, x []float32)
 func logAVX512(dst, x []float32)
 
 //go:noescape
+func sinAVX512(dst, x []float32) bool
+
+//go:noescape
+func cosAVX512(dst, x []float32) bool
+
+//go:noescape
 func sigmoidAVX512(dst, x []float32)
 
 //go:noescape
@@ -206,6 +212,12 @@ func expAVX2(dst, x []float32)
 func logAVX2(dst, x []float32)
 
 //go:noescape
+func sinAVX2(dst, x []float32) bool
+
+//go:noescape
+func cosAVX2(dst, x []float32) bool
+
+//go:noescape
 func sigmoidAVX2(dst, x []float32)
 
 //go:noescape
@@ -398,6 +410,8 @@ var avx512Kernels = kernels{
 	name:             "avx512",
 	exp:              expAVX512,
 	log:              logAVX512,
+	sin:              sinAVX512,
+	cos:              cosAVX512,
 	sigmoid:          sigmoidAVX512,
 	silu:             siluAVX512,
 	tanh:             tanhAVX512,
@@ -490,6 +504,8 @@ var avx2Kernels = kernels{
 	name:             "avx2",
 	exp:              expAVX2,
 	log:              logAVX2,
+	sin:              sinAVX2,
+	cos:              cosAVX2,
 	sigmoid:          sigmoidAVX2,
 	silu:             siluAVX2,
 	tanh:             tanhAVX2,

@@ -45,6 +45,8 @@ func init() {
 
 var ops = []op{
 	{name: "exp", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.exp(o, in[0]); return 0 }, tol: 3e-7, scale: 10},
+	{name: "sin", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sin(o, in[0]); return 0 }, tol: 1.2e-7, abs: 1e-30, scale: 30},
+	{name: "cos", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.cos(o, in[0]); return 0 }, tol: 1.2e-7, abs: 1e-30, scale: 30},
 	{name: "tanh", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.tanh(o, in[0]); return 0 }, tol: 3e-7, scale: 2},
 	{name: "sigmoid", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sigmoid(o, in[0]); return 0 }, tol: 3e-7, scale: 5},
 	{name: "erf", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.erf(o, in[0]); return 0 }, tol: 3e-7, scale: 1},
