@@ -48,6 +48,17 @@ func unaryRun[T float](w *walk, op device.UnaryOp, dst, src []T, s float64, fast
 			fast(dst[o0:o0+hi-lo], src[o1:o1+hi-lo])
 			return
 		}
+		if ds == 1 && ss == 0 {
+			// One input for the whole run (a gradient expanded from a
+			// sum): compute one element as the run would, fill the rest.
+			if fast != nil {
+				fast(dst[o0:o0+1], src[o1:o1+1])
+			} else {
+				unaryLoop(op, dst, o0, 1, src, o1, 0, 1, s)
+			}
+			fillFloats(dst[o0+1:o0+hi-lo], dst[o0])
+			return
+		}
 		unaryLoop(op, dst, o0, ds, src, o1, ss, hi-lo, s)
 	})
 }

@@ -171,3 +171,45 @@ func contiguousCopy(t *testing.T, d *Device, v device.View) device.View {
 	}
 	return c
 }
+
+// TestUnaryBroadcastSource: a unary op whose input is one value broadcast
+// along the run (the gradient of a sum, expanded) computes it once and
+// fills the run; every element must be what the op gives on that value
+// alone, on the vector route and the portable one, below and above the
+// parallel grain.
+func TestUnaryBroadcastSource(t *testing.T) {
+	d := New(Options{})
+	ops := []struct {
+		op device.UnaryOp
+		s  float64
+	}{
+		{device.Neg, 0}, {device.Exp, 0}, {device.Log, 0}, {device.Rsqrt, 0}, {device.Sigmoid, 0},
+		{device.Gelu, 0}, {device.MulScalar, -1.5}, {device.PowScalar, 2}, {device.PowScalar, 1.7},
+		{device.Sin, 0}, {device.Relu, 0}, {device.Sign, 0},
+	}
+	for _, c := range ops {
+		for _, v := range []float64{0.37, -2.5, math.Copysign(0, -1)} {
+			one := newOperand(t, d, dtype.Float32, []int{1}, []float64{v}, contiguous)
+			want := emptyOperand(t, d, dtype.Float32, []int{1}, contiguous)
+			if err := d.Unary(c.op, want, one, c.s); err != nil {
+				t.Fatal(err)
+			}
+			w := math.Float32bits(float32(values(t, d, want)[0]))
+			for _, n := range []int{5, grain + 7} {
+				for _, l := range []layout{contiguous, strided} {
+					src := one
+					src.Shape, src.Strides = []int{n}, []int{0}
+					dst := emptyOperand(t, d, dtype.Float32, []int{n}, l)
+					if err := d.Unary(c.op, dst, src, c.s); err != nil {
+						t.Fatal(err)
+					}
+					for i, g := range values(t, d, dst) {
+						if math.Float32bits(float32(g)) != w {
+							t.Fatalf("%v(%g) s=%g n=%d %v: [%d] = %g, alone %g", c.op, v, c.s, n, l, i, g, math.Float32frombits(w))
+						}
+					}
+				}
+			}
+		}
+	}
+}
