@@ -366,6 +366,20 @@ func binaryRun[T float](w *walk, op device.BinaryOp, dst, a, b []T, fast func(ds
 			fast(dst[o0:o0+n], a[o1:o1+n], b[o2:o2+max(1, n*s2)], s2) {
 			return
 		}
+		if fast != nil && s0 == 1 && s1 == 0 && s2 == 1 {
+			// a is one value for the whole run (a gradient expanded from a
+			// sum, meeting the saved operand of a product): the vector
+			// kernel over blocks of a copy of it, a op b in that order.
+			var buf [512]T
+			for i := range buf {
+				buf[i] = a[o1]
+			}
+			for at := 0; at < n; at += len(buf) {
+				m := min(len(buf), n-at)
+				fast(dst[o0+at:o0+at+m], buf[:m], b[o2+at:o2+at+m], 1)
+			}
+			return
+		}
 		switch op {
 		case device.Add:
 			for i := 0; i < n; i++ {
@@ -563,14 +577,17 @@ func whereRun[T any](w *walk, dst []T, cond []uint8, a, b []T) {
 	w.run(func(off *[maxOperands]int, lo, hi int) {
 		n := hi - lo
 		o0, o1, o2, o3 := off[0]+lo*s0, off[1]+lo*s1, off[2]+lo*s2, off[3]+lo*s3
-		if s0 == 1 && s1 == 1 && s2 == 1 && s3 == 1 {
-			// Contiguous: a select the compiler makes a conditional move,
-			// as a branch on a random mask mispredicts half the time.
-			d, c, x, y := dst[o0:o0+n], cond[o1:o1+n], a[o2:o2+n], b[o3:o3+n]
+		if s0 == 1 && s1 == 1 && s2 <= 1 && s3 <= 1 && s2 >= 0 && s3 >= 0 {
+			// Contiguous, a and b each a row or one value broadcast along
+			// it (a gradient expanded from a sum): a select the compiler
+			// makes a conditional move, as a branch on a random mask
+			// mispredicts half the time.
+			d, c := dst[o0:o0+n], cond[o1:o1+n]
+			x, y := a[o2:o2+(n-1)*s2+1], b[o3:o3+(n-1)*s3+1]
 			for i := range d {
-				v := y[i]
+				v := y[i*s3]
 				if c[i] != 0 {
-					v = x[i]
+					v = x[i*s2]
 				}
 				d[i] = v
 			}

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -208,6 +209,60 @@ func TestUnaryBroadcastSource(t *testing.T) {
 							t.Fatalf("%v(%g) s=%g n=%d %v: [%d] = %g, alone %g", c.op, v, c.s, n, l, i, g, math.Float32frombits(w))
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestBroadcastOperands: a binary op or a where whose operand is one value
+// broadcast along the run (a gradient expanded from a sum) takes the
+// vector kernels and the branch-free select on a contiguous output; each
+// must give the bits of the portable loops a strided output takes.
+func TestBroadcastOperands(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, shape := range [][]int{{2, 3}, {4, 150}, {2, grain/2 + 9}} {
+		n := shape[0] * shape[1]
+		b := randn(r, n, 3, dtype.Float32)
+		cond := make([]float64, n)
+		for i := range b {
+			if r.IntN(5) == 0 {
+				b[i] = specialValues[r.IntN(len(specialValues))]
+			}
+			cond[i] = float64(r.IntN(2))
+		}
+		for _, av := range []float64{-1.25, 0, math.NaN()} {
+			scalar := newOperand(t, d, dtype.Float32, []int{1}, []float64{av}, contiguous)
+			scalar.Shape, scalar.Strides = shape, []int{0, 0}
+			run := func(l layout, f func(dst device.View) error) []byte {
+				dst := emptyOperand(t, d, dtype.Float32, shape, l)
+				if err := f(dst); err != nil {
+					t.Fatal(err)
+				}
+				return rawBits(t, d, contiguousCopy(t, d, dst))
+			}
+			for _, op := range []device.BinaryOp{device.Add, device.Sub, device.Mul, device.Div, device.Maximum, device.Minimum} {
+				f := func(l layout) []byte {
+					bv := newOperand(t, d, dtype.Float32, shape, b, l)
+					return run(l, func(dst device.View) error { return d.Binary(op, dst, scalar, bv) })
+				}
+				if got, want := f(contiguous), f(strided); !bytes.Equal(got, want) {
+					t.Errorf("%v(broadcast %g, rows) %v: the contiguous route differs from the strided one", op, av, shape)
+				}
+			}
+			for _, scalarFirst := range []bool{true, false} {
+				f := func(l layout) []byte {
+					bv := newOperand(t, d, dtype.Float32, shape, b, l)
+					cv := newOperand(t, d, dtype.Bool, shape, cond, l)
+					x, y := scalar, bv
+					if !scalarFirst {
+						x, y = bv, scalar
+					}
+					return run(l, func(dst device.View) error { return d.Where(dst, cv, x, y) })
+				}
+				if got, want := f(contiguous), f(strided); !bytes.Equal(got, want) {
+					t.Errorf("where with broadcast %g first=%v %v: the contiguous route differs from the strided one", av, scalarFirst, shape)
 				}
 			}
 		}

@@ -284,10 +284,10 @@ func (t *Tensor) GeScalar(s float64) *Tensor { return compareScalar("ge", device
 
 // LogicalAnd, LogicalOr and LogicalNot combine bool (or nonzero) tensors.
 func (t *Tensor) LogicalAnd(u *Tensor) *Tensor {
-	return logical("logical_and", t, u, device.Mul)
+	return logical("logical_and", t, u, device.Gt)
 }
 func (t *Tensor) LogicalOr(u *Tensor) *Tensor {
-	return logical("logical_or", t, u, device.Maximum)
+	return logical("logical_or", t, u, device.Ge)
 }
 func (t *Tensor) LogicalNot() *Tensor {
 	if _, bad := check("logical_not", t); bad != nil {
@@ -296,17 +296,18 @@ func (t *Tensor) LogicalNot() *Tensor {
 	return t.EqScalar(0)
 }
 
+// logical is and (op Gt) or or (op Ge) of the truth values of a and b, as
+// one comparison of bytes: with p = (a != 0) and q = (b == 0), each 0 or 1,
+// a and b is p > q, a or b is p >= q. (Through int64 copies and a product
+// it took six passes, 27 ms of clamp's backward on 800K elements.)
 func logical(opName string, a, b *Tensor, op device.BinaryOp) *Tensor {
 	if _, bad := check(opName, a, b); bad != nil {
 		return bad
 	}
-	na, nb := a.NeScalar(0), b.NeScalar(0)
-	ia, ib := na.To(Int64), nb.To(Int64)
-	r := binaryOp(opName, op, ia, ib)
-	out := r.To(Bool)
-	for _, x := range []*Tensor{na, nb, ia, ib, r} {
-		x.Release()
-	}
+	p, q := a.NeScalar(0), b.EqScalar(0)
+	out := compare(opName, op, p, q)
+	p.Release()
+	q.Release()
 	return out
 }
 
