@@ -477,7 +477,9 @@ func (rt *Runtime) accumulateLeaf(leaf, p *Tensor) error {
 			leaf.grad = p
 		} else {
 			sc := rt.OpenScope()
-			c := p.Contiguous().Clone()
+			// A gradient of the leaf's own: a contiguous copy (Clone makes
+			// one whatever p's layout; Contiguous then Clone copied twice).
+			c := p.Clone()
 			if c.err == nil {
 				leaf.grad = c.ref()
 			}
