@@ -1,21 +1,24 @@
 // Elementwise ops, reductions, conversions, sorting and selection one at a time, each the median of
 // groups of 20 calls (ms a call), at the shapes of a CNN activation (64×16×28×28) and of rows
-// (4096×196, 8 rows of a 50,257-token vocabulary). bench/torch_ops.py is PyTorch's twin with the
-// same names; bench/ops.sh runs both and prints the ratios.
+// (4096×196, 8 rows of a 50,257-token vocabulary). With the argument "grad", the differentiable
+// ones forward and backward instead: op(x).sum().backward() with the inputs requiring gradients.
+// bench/torch_ops.py is PyTorch's twin with the same names; bench/ops.sh runs both and prints the
+// ratios.
 //
-//   zeroeng run --quiet --threads 1 bench/ops.js
+//   zeroeng run --quiet --threads 1 bench/ops.js [-- grad]
 const { tensor, nn } = require("zeroeng");
 const F = nn.functional;
+const grad = process.argv[2] === "grad";
 tensor.manualSeed(0);
-const x = tensor.randn([64, 16, 28, 28]).keep();
+const x = tensor.randn([64, 16, 28, 28]).requiresGrad_(grad).keep();
 const z = tensor.randn([64, 16, 28, 28]).keep();
-const p = tensor.rand([64, 16, 28, 28]).add(0.5).keep();
-const rows = tensor.randn([4096, 196]).keep();
+const p = tensor.rand([64, 16, 28, 28]).add(0.5).requiresGrad_(grad).keep();
+const rows = tensor.randn([4096, 196]).requiresGrad_(grad).keep();
 const vocab = tensor.randn([8, 50257]).keep();
 const mask = x.gt(0).keep();
 const idx = tensor.randint(0, 4096, [2048]).keep();
 
-const ops = {
+const forward = {
   relu: () => x.relu(), neg: () => x.neg(), abs: () => x.abs(), exp: () => x.exp(), log: () => p.log(),
   sqrt: () => p.sqrt(), rsqrt: () => p.rsqrt(), reciprocal: () => p.reciprocal(), sign: () => x.sign(),
   tanh: () => x.tanh(), sigmoid: () => x.sigmoid(), erf: () => x.erf(), gelu: () => F.gelu(x), silu: () => F.silu(x),
@@ -33,6 +36,15 @@ const ops = {
   topk50_vocab: () => vocab.topk(50, -1),
 };
 
+// Forward and backward: the gradient of the output's sum, the leaves' gradients dropped after each.
+const backward = Object.fromEntries(["relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs",
+  "neg", "square", "pow2", "add", "mul", "div", "add_scalar", "maximum", "clamp", "where", "softmax", "log_softmax",
+  "layer_norm", "sum_rows", "sum_cols", "amax_rows", "mse_loss", "transpose_copy"].map(name => [name, () => {
+  forward[name]().sum().backward();
+  x.grad = null; p.grad = null; rows.grad = null;
+}]));
+const ops = grad ? backward : forward;
+
 const ms = {};
 for (const [name, f] of Object.entries(ops)) {
   const groups = [];
@@ -44,4 +56,4 @@ for (const [name, f] of Object.entries(ops)) {
   groups.sort((a, b) => a - b);
   ms[name] = Number(groups[groups.length >> 1].toFixed(4));
 }
-console.log(JSON.stringify({ workload: "ops", ms }));
+console.log(JSON.stringify({ workload: grad ? "ops-grad" : "ops", ms }));

@@ -1,21 +1,24 @@
 """PyTorch's twin of bench/ops.js: the same ops, shapes and timing (ms a call, the median of groups
-of 20 calls). TORCH_THREADS sets torch.set_num_threads (default 1).
+of 20 calls); with the argument "grad", forward and backward as bench/ops.js grad. TORCH_THREADS sets
+torch.set_num_threads (default 1).
 
-    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 python3 bench/torch_ops.py
+    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 python3 bench/torch_ops.py [grad]
 """
 import json
 import os
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
 torch.set_num_threads(int(os.environ.get("TORCH_THREADS", "1")))
+grad = sys.argv[1:] == ["grad"]
 torch.manual_seed(0)
-x = torch.randn(64, 16, 28, 28)
+x = torch.randn(64, 16, 28, 28).requires_grad_(grad)
 z = torch.randn(64, 16, 28, 28)
-p = torch.rand(64, 16, 28, 28) + 0.5
-rows = torch.randn(4096, 196)
+p = (torch.rand(64, 16, 28, 28) + 0.5).requires_grad_(grad)
+rows = torch.randn(4096, 196).requires_grad_(grad)
 vocab = torch.randn(8, 50257)
 mask = x.gt(0)
 idx = torch.randint(0, 4096, (2048,))
@@ -38,6 +41,21 @@ ops = dict(
     topk50_vocab=lambda: vocab.topk(50, -1),
 )
 
+forward = ops
+
+
+def backward(name):
+    def run():
+        forward[name]().sum().backward()
+        x.grad = p.grad = rows.grad = None
+    return run
+
+
+if grad:
+    ops = {name: backward(name) for name in ["relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs",
+        "neg", "square", "pow2", "add", "mul", "div", "add_scalar", "maximum", "clamp", "where", "softmax", "log_softmax",
+        "layer_norm", "sum_rows", "sum_cols", "amax_rows", "mse_loss", "transpose_copy"]}
+
 ms = {}
 for name, f in ops.items():
     groups = []
@@ -49,4 +67,4 @@ for name, f in ops.items():
             groups.append((time.perf_counter() - t0) * 1e3 / 20)
     groups.sort()
     ms[name] = round(groups[len(groups) // 2], 4)
-print(json.dumps({"workload": "ops", "ms": ms}))
+print(json.dumps({"workload": "ops-grad" if grad else "ops", "ms": ms}))
