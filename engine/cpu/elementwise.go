@@ -63,6 +63,19 @@ func unaryRun[T float](w *walk, op device.UnaryOp, dst, src []T, s float64, fast
 	})
 }
 
+// broadcastBlocks calls fn for the blocks of [0, n), up to 512 elements
+// each, with a slice holding v as long as the block: the vector kernels'
+// operand for one value broadcast along a run.
+func broadcastBlocks[T float](n int, v T, fn func(at int, vs []T)) {
+	var buf [512]T
+	for i := range buf[:min(n, len(buf))] {
+		buf[i] = v
+	}
+	for at := 0; at < n; at += len(buf) {
+		fn(at, buf[:min(len(buf), n-at)])
+	}
+}
+
 // unaryLoop is the portable reference of every unary op, with PyTorch's
 // formulas (aten/src/ATen/native/cpu/UnaryOpsKernel.cpp, Activation.cpp).
 func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss, n int, s float64) {
@@ -257,14 +270,9 @@ func activationBackwardRun[T float](w *walk, op device.ActivationOp, dx, dy, sv 
 		if fast != nil && s0 == 1 && s1 == 0 && s2 == 1 {
 			// One gradient for the whole run (the backward of a sum, an
 			// expanded tensor): the fast kernel over pieces of a copy.
-			var buf [512]T
-			for i := range buf {
-				buf[i] = dy[o1]
-			}
-			for at := 0; at < n; at += len(buf) {
-				m := min(len(buf), n-at)
-				fast(dx[o0+at:o0+at+m], buf[:m], sv[o2+at:o2+at+m])
-			}
+			broadcastBlocks(n, dy[o1], func(at int, g []T) {
+				fast(dx[o0+at:o0+at+len(g)], g, sv[o2+at:o2+at+len(g)])
+			})
 			return
 		}
 		for i := 0; i < n; i++ {
@@ -370,14 +378,9 @@ func binaryRun[T float](w *walk, op device.BinaryOp, dst, a, b []T, fast func(ds
 			// a is one value for the whole run (a gradient expanded from a
 			// sum, meeting the saved operand of a product): the vector
 			// kernel over blocks of a copy of it, a op b in that order.
-			var buf [512]T
-			for i := range buf {
-				buf[i] = a[o1]
-			}
-			for at := 0; at < n; at += len(buf) {
-				m := min(len(buf), n-at)
-				fast(dst[o0+at:o0+at+m], buf[:m], b[o2+at:o2+at+m], 1)
-			}
+			broadcastBlocks(n, a[o1], func(at int, x []T) {
+				fast(dst[o0+at:o0+at+len(x)], x, b[o2+at:o2+at+len(x)], 1)
+			})
 			return
 		}
 		switch op {

@@ -251,6 +251,18 @@ func TestBroadcastOperands(t *testing.T) {
 					t.Errorf("%v(broadcast %g, rows) %v: the contiguous route differs from the strided one", op, av, shape)
 				}
 			}
+			// ReLU's backward is exact on both routes (the others' vector
+			// kernels and float64 loops round differently, within their
+			// tolerances).
+			for _, op := range []device.ActivationOp{device.ReluBackward} {
+				f := func(l layout) []byte {
+					saved := newOperand(t, d, dtype.Float32, shape, b, l)
+					return run(l, func(dst device.View) error { return d.ActivationBackward(op, dst, scalar, saved) })
+				}
+				if got, want := f(contiguous), f(strided); !bytes.Equal(got, want) {
+					t.Errorf("%v(broadcast gradient %g) %v: the contiguous route differs from the strided one", op, av, shape)
+				}
+			}
 			for _, scalarFirst := range []bool{true, false} {
 				f := func(l layout) []byte {
 					bv := newOperand(t, d, dtype.Float32, shape, b, l)
