@@ -397,16 +397,16 @@ func extremeFast32(w *walk, op device.ReduceOp, dst, src []float32, rshape, rstr
 		return m
 	}
 	last := rshape[nr-1]
-	if total := last; nr == 1 && w.rows()*w.inner() == 1 && total > grain {
+	if nr == 1 && w.rows()*w.inner() == 1 && last > grain {
 		// One output from one long run: partial results in parallel.
-		nchunks := min(4*parallel.Threads(), (total+grain-1)/grain)
-		chunk := (total + nchunks - 1) / nchunks
-		nchunks = (total + chunk - 1) / chunk
+		nchunks := min(4*parallel.Threads(), (last+grain-1)/grain)
+		chunk := (last + nchunks - 1) / nchunks
+		nchunks = (last + chunk - 1) / chunk
 		partial := make([]float32, nchunks)
 		base := w.off[1]
 		parallel.For(nchunks, 1, func(c0, c1 int) {
 			for c := c0; c < c1; c++ {
-				partial[c] = f(src[base+c*chunk : base+min((c+1)*chunk, total)])
+				partial[c] = f(src[base+c*chunk : base+min((c+1)*chunk, last)])
 			}
 		})
 		m := partial[0]

@@ -218,10 +218,13 @@ func sortRun32[T any](w *walk, vals []T, idx []int64, src []T, n, vs, is, ss int
 	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
 	w.runRows(n*max(1, bitsLen(n)), func(off *[maxOperands]int, lo, hi int) {
 		row := make([]uint64, n)
+		orig := make([]T, n) // the row as it was: values may be src
 		for r := lo; r < hi; r++ {
 			vo, io, so := off[0]+r*s0, off[1]+r*s1, off[2]+r*s2
 			for j := range row {
-				k := orderedKey32(key(src[so+j*ss]))
+				v := src[so+j*ss]
+				orig[j] = v
+				k := orderedKey32(key(v))
 				if descending {
 					k = ^k
 				}
@@ -230,7 +233,7 @@ func sortRun32[T any](w *walk, vals []T, idx []int64, src []T, n, vs, is, ss int
 			slices.Sort(row)
 			for j, e := range row {
 				i := int(uint32(e))
-				vals[vo+j*vs] = src[so+i*ss]
+				vals[vo+j*vs] = orig[i]
 				idx[io+j*is] = int64(i)
 			}
 		}

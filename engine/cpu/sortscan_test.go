@@ -237,3 +237,29 @@ func TestTopKMatchesSort(t *testing.T) {
 		}
 	}
 }
+
+// TestSortInPlace: the CPU's Sort may write its values over src (the
+// integer-key route keeps each row's values before writing them).
+func TestSortInPlace(t *testing.T) {
+	d := New(Options{})
+	r := rand.New(rand.NewPCG(15, 16))
+	for _, dt := range []dtype.DType{dtype.Float32, dtype.BFloat16, dtype.Float64} {
+		shape := []int{3, 50}
+		src := randn(r, 150, 5, dt)
+		for _, desc := range []bool{false, true} {
+			a := newOperand(t, d, dt, shape, src, contiguous)
+			want := emptyOperand(t, d, dt, shape, contiguous)
+			wantIdx := emptyOperand(t, d, dtype.Int64, shape, contiguous)
+			if err := d.Sort(want, wantIdx, a, 1, desc); err != nil {
+				t.Fatal(err)
+			}
+			idx := emptyOperand(t, d, dtype.Int64, shape, contiguous)
+			if err := d.Sort(a, idx, a, 1, desc); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rawBits(t, d, a), rawBits(t, d, want)) || !slices.Equal(rawBits(t, d, idx), rawBits(t, d, wantIdx)) {
+				t.Errorf("%v descending=%v: sorting in place gives %v, out of place %v", dt, desc, values(t, d, a)[:8], values(t, d, want)[:8])
+			}
+		}
+	}
+}
