@@ -385,6 +385,11 @@ func TestReductions(t *testing.T) {
 // test-all) draws a new one there, once per P. One P measures the steady
 // state the claim is about.
 func TestNoAlloc(t *testing.T) {
+	if raceEnabled {
+		// Under make test-all's race run it failed as "1 allocations per
+		// run" once: 20 draws from the pool with a quarter dropped.
+		t.Skip("the race detector makes sync.Pool drop items at random")
+	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	x, y, z := make([]float32, 100), make([]float32, 100), make([]float32, 100)
 	for i := range x {
