@@ -118,6 +118,10 @@ type programKey struct{}
 // the function), with Exit for a proc_exit with a status other than 0 and
 // Interrupted when the run was stopped from outside.
 func (r *Runtime) RunProgram(path string) (err error) {
+	interrupted := &Error{Message: "interrupted", Interrupted: true}
+	if r.interrupted.Load() { // another rank failed before this one started
+		return interrupted
+	}
 	prog, err := wasm.LoadProgram(path, r.opts.Program)
 	if err != nil {
 		return &Error{Message: err.Error()}
@@ -132,6 +136,9 @@ func (r *Runtime) RunProgram(path string) (err error) {
 		}
 		return v, err
 	}); err != nil {
+		if r.interrupted.Load() { // the interrupt stopped the API's loading
+			return interrupted
+		}
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), programKey{}, p))
@@ -139,6 +146,12 @@ func (r *Runtime) RunProgram(path string) (err error) {
 	r.progMu.Lock()
 	r.progCancel = cancel
 	r.progMu.Unlock()
+	// An interrupt that came while the program loaded (another rank failed
+	// first) found nothing to cancel: it stops the program before it runs.
+	// (Either this load sees it or the interrupt sees progCancel.)
+	if r.interrupted.Load() {
+		cancel()
+	}
 	defer func() {
 		r.progMu.Lock()
 		r.progCancel = nil
