@@ -63,19 +63,6 @@ func unaryRun[T float](w *walk, op device.UnaryOp, dst, src []T, s float64, fast
 	})
 }
 
-// broadcastBlocks calls fn for the blocks of [0, n), up to 512 elements
-// each, with a slice holding v as long as the block: the vector kernels'
-// operand for one value broadcast along a run.
-func broadcastBlocks[T float](n int, v T, fn func(at int, vs []T)) {
-	var buf [512]T
-	for i := range buf[:min(n, len(buf))] {
-		buf[i] = v
-	}
-	for at := 0; at < n; at += len(buf) {
-		fn(at, buf[:min(len(buf), n-at)])
-	}
-}
-
 // unaryLoop is the portable reference of every unary op, with PyTorch's
 // formulas (aten/src/ATen/native/cpu/UnaryOpsKernel.cpp, Activation.cpp).
 func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss, n int, s float64) {
@@ -270,9 +257,14 @@ func activationBackwardRun[T float](w *walk, op device.ActivationOp, dx, dy, sv 
 		if fast != nil && s0 == 1 && s1 == 0 && s2 == 1 {
 			// One gradient for the whole run (the backward of a sum, an
 			// expanded tensor): the fast kernel over pieces of a copy.
-			broadcastBlocks(n, dy[o1], func(at int, g []T) {
-				fast(dx[o0+at:o0+at+len(g)], g, sv[o2+at:o2+at+len(g)])
-			})
+			var buf [512]T
+			for i := range buf[:min(n, len(buf))] {
+				buf[i] = dy[o1]
+			}
+			for at := 0; at < n; at += len(buf) {
+				m := min(len(buf), n-at)
+				fast(dx[o0+at:o0+at+m], buf[:m], sv[o2+at:o2+at+m])
+			}
 			return
 		}
 		for i := 0; i < n; i++ {
@@ -374,13 +366,21 @@ func binaryRun[T float](w *walk, op device.BinaryOp, dst, a, b []T, fast func(ds
 			fast(dst[o0:o0+n], a[o1:o1+n], b[o2:o2+max(1, n*s2)], s2) {
 			return
 		}
-		if fast != nil && s0 == 1 && s1 == 0 && s2 == 1 {
-			// a is one value for the whole run (a gradient expanded from a
+		if fast != nil && s0 == 1 && s1 == 0 && s2 == 1 && n >= 256 {
+			// a is one value for a long run (a gradient expanded from a
 			// sum, meeting the saved operand of a product): the vector
 			// kernel over blocks of a copy of it, a op b in that order.
-			broadcastBlocks(n, a[o1], func(at int, x []T) {
-				fast(dst[o0+at:o0+at+len(x)], x, b[o2+at:o2+at+len(x)], 1)
-			})
+			// (The copy escapes to the heap through fast: short runs,
+			// thousands of them in a pooling's backward, take the loop,
+			// whose arithmetic is the same.)
+			var buf [512]T
+			for i := range buf[:min(n, len(buf))] {
+				buf[i] = a[o1]
+			}
+			for at := 0; at < n; at += len(buf) {
+				m := min(len(buf), n-at)
+				fast(dst[o0+at:o0+at+m], buf[:m], b[o2+at:o2+at+m], 1)
+			}
 			return
 		}
 		switch op {
