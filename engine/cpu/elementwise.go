@@ -18,6 +18,9 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.View, s float64) error
 	if anyHalf(dst, src) {
 		return d.widened([]*device.View{&dst}, []*device.View{&src}, func() error { return d.Unary(op, dst, src, s) })
 	}
+	if dst.DType.IsFloat() {
+		op = powAsUnary(op, s)
+	}
 	if dst.DType == dtype.Float32 && dst.Numel() <= grain && dst.Contiguous() && src.Contiguous() {
 		if fast := unaryFast32(op, float32(s)); fast != nil {
 			fast(flat32(dst), flat32(src))
@@ -36,6 +39,27 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.View, s float64) error
 		return fmt.Errorf("cpu: %v is not defined for %v", op, dst.DType)
 	}
 	return nil
+}
+
+// powAsUnary is op, or for PyTorch's special exponents of pow (its
+// PowKernel.cpp) the op they stand for: x² is square, x^0.5 sqrt, x^-0.5
+// rsqrt, x^-1 reciprocal, so that both routes of every float type compute
+// them as those ops do (3 and -2, products, stay pow's own cases).
+func powAsUnary(op device.UnaryOp, s float64) device.UnaryOp {
+	if op != device.PowScalar {
+		return op
+	}
+	switch s {
+	case 2:
+		return device.Square
+	case 0.5:
+		return device.Sqrt
+	case -0.5:
+		return device.Rsqrt
+	case -1:
+		return device.Reciprocal
+	}
+	return op
 }
 
 // unaryRun walks the operands; fast, when not nil, handles contiguous
@@ -143,14 +167,9 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 	case device.GeluTanh:
 		f(geluTanh)
 	case device.PowScalar:
-		// PyTorch's special exponents (PowKernel.cpp): products, the
-		// square root and the reciprocal in T, not math.Pow in float64.
+		// PyTorch's products for 3 and -2 in T, not math.Pow in float64
+		// (its other special exponents arrive as their ops: powAsUnary).
 		switch s {
-		case 2:
-			for i := 0; i < n; i++ {
-				x := src[o1+i*ss]
-				dst[o0+i*ds] = x * x
-			}
 		case 3:
 			for i := 0; i < n; i++ {
 				x := src[o1+i*ss]
@@ -160,16 +179,6 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 			for i := 0; i < n; i++ {
 				x := src[o1+i*ss]
 				dst[o0+i*ds] = 1 / (x * x)
-			}
-		case 0.5:
-			f(math.Sqrt)
-		case -0.5:
-			for i := 0; i < n; i++ {
-				dst[o0+i*ds] = 1 / T(math.Sqrt(float64(src[o1+i*ss])))
-			}
-		case -1:
-			for i := 0; i < n; i++ {
-				dst[o0+i*ds] = 1 / src[o1+i*ss]
 			}
 		case 1:
 			for i := 0; i < n; i++ {

@@ -42,18 +42,10 @@ func unaryFast32(op device.UnaryOp, s float32) func(dst, src []float32) {
 		return vmath.Reciprocal
 	case device.Sign:
 		return vmath.Sign
-	case device.PowScalar: // PyTorch's special exponents (PowKernel.cpp)
+	case device.PowScalar: // 3 and -2; the other special exponents: powAsUnary
 		switch s {
-		case 2:
-			return vmath.Square
 		case 3:
 			return vmath.Cube
-		case 0.5:
-			return vmath.Sqrt
-		case -0.5:
-			return vmath.Rsqrt
-		case -1:
-			return vmath.Reciprocal
 		case -2:
 			return func(dst, src []float32) {
 				vmath.Square(dst, src)

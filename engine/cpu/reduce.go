@@ -409,16 +409,17 @@ func extremeFast32(w *walk, op device.ReduceOp, dst, src []float32, rshape, rstr
 				partial[c] = f(src[base+c*chunk : base+min((c+1)*chunk, last)])
 			}
 		})
-		m := partial[0]
-		for _, c := range partial[1:] {
-			m = fold(m, c)
-		}
-		dst[w.off[0]] = m
+		dst[w.off[0]] = f(partial) // the partial results' extreme, NaN kept
 		return true
 	}
 	s0, s1 := w.innerStride(0), w.innerStride(1)
 	w.run(func(off *[maxOperands]int, lo, hi int) {
 		for i := lo; i < hi; i++ {
+			if nr == 1 { // one run an output: no walk over the reduced space
+				o := off[1] + i*s1
+				dst[off[0]+i*s0] = f(src[o : o+last])
+				continue
+			}
 			first := true
 			var m float32
 			forRuns(rshape, rstride, off[1]+i*s1, true, func(o int) {

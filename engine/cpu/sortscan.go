@@ -207,9 +207,9 @@ func sortRun[T any, K sortKey](w *walk, vals []T, idx []int64, src []T, n, vs, i
 }
 
 // sortRun32 is sortRun for keys that are float32: each element becomes one
-// uint64, its key's place in sortCmp's order above its index, and a row
-// sorts as plain integers, without a comparison function (3-4x faster than
-// sortRun, measured on rows of 196). Rows longer than 2^32 take sortRun.
+// uint64 (rowKeys32) and a row sorts as plain integers, without a
+// comparison function (3-4x faster than sortRun, measured on rows of 196).
+// Rows longer than 2^32 take sortRun.
 func sortRun32[T any](w *walk, vals []T, idx []int64, src []T, n, vs, is, ss int, descending bool, key func(T) float32) {
 	if uint64(n) > 1<<32 {
 		sortRun(w, vals, idx, src, n, vs, is, ss, descending, key)
@@ -217,27 +217,50 @@ func sortRun32[T any](w *walk, vals []T, idx []int64, src []T, n, vs, is, ss int
 	}
 	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
 	w.runRows(n*max(1, bitsLen(n)), func(off *[maxOperands]int, lo, hi int) {
-		row := make([]uint64, n)
+		keys := make([]uint64, n)
 		orig := make([]T, n) // the row as it was: values may be src
 		for r := lo; r < hi; r++ {
-			vo, io, so := off[0]+r*s0, off[1]+r*s1, off[2]+r*s2
-			for j := range row {
-				v := src[so+j*ss]
-				orig[j] = v
-				k := orderedKey32(key(v))
-				if descending {
-					k = ^k
-				}
-				row[j] = uint64(k)<<32 | uint64(j)
+			so := off[2] + r*s2
+			for j := range orig {
+				orig[j] = src[so+j*ss]
 			}
-			slices.Sort(row)
-			for j, e := range row {
-				i := int(uint32(e))
-				vals[vo+j*vs] = orig[i]
-				idx[io+j*is] = int64(i)
-			}
+			rowKeys32(keys, orig, 0, 1, descending, key)
+			slices.Sort(keys)
+			writeKeyed(keys, vals, idx, off[0]+r*s0, vs, off[1]+r*s1, is, orig, 0, 1)
 		}
 	})
+}
+
+// rowKeys32 sets keys[j] to element j's place in Sort's order (its key's
+// orderedKey32, flipped when descending) above j, for the len(keys)
+// elements of src from so with stride ss: unique integers whose order is
+// Sort's, ties by index. float32 rows read their values directly: through
+// key, a call an element took most of a vocabulary's top 50.
+func rowKeys32[T any](keys []uint64, src []T, so, ss int, descending bool, key func(T) float32) {
+	var flip uint32
+	if descending {
+		flip = math.MaxUint32
+	}
+	if f32, ok := any(src).([]float32); ok {
+		for j := range keys {
+			keys[j] = uint64(orderedKey32(f32[so+j*ss])^flip)<<32 | uint64(j)
+		}
+		return
+	}
+	for j := range keys {
+		keys[j] = uint64(orderedKey32(key(src[so+j*ss]))^flip)<<32 | uint64(j)
+	}
+}
+
+// writeKeyed writes the elements that keys name (their indices in the low
+// 32 bits), in keys' order, into vals (from vo, stride vs), taking them
+// from src (from so, stride ss), and their indices into idx.
+func writeKeyed[T any](keys []uint64, vals []T, idx []int64, vo, vs, io, is int, src []T, so, ss int) {
+	for j, e := range keys {
+		i := int(uint32(e))
+		vals[vo+j*vs] = src[so+i*ss]
+		idx[io+j*is] = int64(i)
+	}
 }
 
 // TopK implements device.TopKer: each row's k first elements of Sort's
@@ -299,51 +322,31 @@ func (d *Device) TopK(values, indices, src device.View, axis, k int, largest boo
 	return nil
 }
 
-// topkRun32 keeps, per row, the k smallest of sortRun32's unique keys in a
-// max-heap, then sorts the heap: the row's first k in Sort's order.
+// topkRun32 keeps, per row, the k smallest of the row's keys (rowKeys32)
+// in a max-heap at the front of the keys, then sorts it: the row's first k
+// in Sort's order.
 func topkRun32[T any](w *walk, vals []T, idx []int64, src []T, n, k, vs, is, ss int, largest bool, key func(T) float32) {
 	if uint64(n) > 1<<32 {
 		panic("cpu: topk of a row longer than 2^32 elements")
 	}
 	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
-	// float32 rows read their keys directly: through key, a call an
-	// element took most of the time of a vocabulary's top 50.
-	f32, isF32 := any(src).([]float32)
 	w.runRows(n+k*max(1, bitsLen(k)), func(off *[maxOperands]int, lo, hi int) {
-		heap := make([]uint64, k)
+		keys := make([]uint64, n)
 		for r := lo; r < hi; r++ {
-			vo, io, so := off[0]+r*s0, off[1]+r*s1, off[2]+r*s2
-			var flip uint32
-			if largest {
-				flip = math.MaxUint32
+			so := off[2] + r*s2
+			rowKeys32(keys, src, so, ss, largest, key)
+			heap := keys[:k]
+			for i := k/2 - 1; i >= 0; i-- {
+				siftDown(heap, i)
 			}
-			for j := 0; j < n; j++ {
-				var x float32
-				if isF32 {
-					x = f32[so+j*ss]
-				} else {
-					x = key(src[so+j*ss])
-				}
-				e := uint64(orderedKey32(x)^flip)<<32 | uint64(j)
-				switch {
-				case j < k:
-					heap[j] = e
-					if j == k-1 {
-						for i := k/2 - 1; i >= 0; i-- {
-							siftDown(heap, i)
-						}
-					}
-				case e < heap[0]:
+			for _, e := range keys[k:] {
+				if e < heap[0] {
 					heap[0] = e
 					siftDown(heap, 0)
 				}
 			}
 			slices.Sort(heap)
-			for j, e := range heap {
-				i := int(uint32(e))
-				vals[vo+j*vs] = src[so+i*ss]
-				idx[io+j*is] = int64(i)
-			}
+			writeKeyed(heap, vals, idx, off[0]+r*s0, vs, off[1]+r*s1, is, src, so, ss)
 		}
 	})
 }
