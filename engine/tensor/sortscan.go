@@ -292,22 +292,11 @@ func (t *Tensor) sorted(opName string, d int, descending bool) (values, indices 
 		src = t.To(Int64)
 		defer src.Release()
 	}
-	values, err := rt.empty(src.dt, t.shape)
-	if err != nil {
-		bad := rt.failErr(opName, err)
-		return bad, bad
-	}
-	indices, err = rt.empty(Int64, t.shape)
-	if err != nil {
-		values.Release()
-		bad := rt.failErr(opName, err)
-		return bad, bad
-	}
-	if err := kernel(func() error { return rt.dev.Sort(values.rowView(), indices.rowView(), src.rowView(), d, descending) }); err != nil {
-		values.Release()
-		indices.Release()
-		bad := rt.failErr(opName, err)
-		return bad, bad
+	values, indices = rt.valuesAndIndices(opName, src.dt, t.shape, func(v, i device.View) error {
+		return rt.dev.Sort(v, i, src.rowView(), d, descending)
+	})
+	if values.err != nil {
+		return values, indices
 	}
 	if src != t {
 		v := values.To(t.dt)
@@ -320,24 +309,31 @@ func (t *Tensor) sorted(opName string, d int, descending bool) (values, indices 
 // selected is topk on a device with a selection kernel: the first k of
 // sorted's order along d, without sorting whole rows.
 func (t *Tensor) selected(tk device.TopKer, d, k int, largest bool) (values, indices *Tensor) {
-	rt := t.rt
 	shape := slices.Clone(t.shape)
 	shape[d] = k
-	values, err := rt.empty(t.dt, shape)
+	return t.rt.valuesAndIndices("topk", t.dt, shape, func(v, i device.View) error {
+		return tk.TopK(v, i, t.rowView(), d, k, largest)
+	})
+}
+
+// valuesAndIndices allocates values (dt) and int64 indices of shape and
+// runs the kernel that fills them, releasing both if either step fails.
+func (rt *Runtime) valuesAndIndices(opName string, dt DType, shape []int, run func(values, indices device.View) error) (values, indices *Tensor) {
+	values, err := rt.empty(dt, shape)
 	if err != nil {
-		bad := rt.failErr("topk", err)
+		bad := rt.failErr(opName, err)
 		return bad, bad
 	}
 	indices, err = rt.empty(Int64, shape)
+	if err == nil {
+		err = kernel(func() error { return run(values.rowView(), indices.rowView()) })
+		if err != nil {
+			indices.Release()
+		}
+	}
 	if err != nil {
 		values.Release()
-		bad := rt.failErr("topk", err)
-		return bad, bad
-	}
-	if err := kernel(func() error { return tk.TopK(values.rowView(), indices.rowView(), t.rowView(), d, k, largest) }); err != nil {
-		values.Release()
-		indices.Release()
-		bad := rt.failErr("topk", err)
+		bad := rt.failErr(opName, err)
 		return bad, bad
 	}
 	return values, indices

@@ -265,33 +265,26 @@ func Sign(dst, x []float32) {
 
 // ToBF16 rounds x to bfloat16 bits into dst: to nearest even, a NaN
 // quieted with its sign and top payload bits (dtype.BF16FromFloat32).
-func ToBF16(dst []uint16, x []float32) {
-	if len(dst) != len(x) {
-		panic("vmath.ToBF16: slice lengths differ (" + itoa(len(dst)) + " and " + itoa(len(x)) + ")")
-	}
-	for len(x) > 0 {
-		n := min(len(x), chunk) &^ 15 // the kernels take whole vectors
-		if n == 0 {
-			toBF16Go(dst, x)
-			return
-		}
-		impl.toBF16(dst[:n], x[:n])
-		dst, x = dst[n:], x[n:]
-	}
-}
+func ToBF16(dst []uint16, x []float32) { wholeVectors("vmath.ToBF16", dst, x, impl.toBF16, toBF16Go) }
 
 // FromBF16 widens bfloat16 bits to float32 (exact).
 func FromBF16(dst []float32, x []uint16) {
+	wholeVectors("vmath.FromBF16", dst, x, impl.fromBF16, fromBF16Go)
+}
+
+// wholeVectors runs a kernel that takes whole vectors (a multiple of 16
+// elements) a chunk at a time, and the Go loop on the last 0-15 elements.
+func wholeVectors[D, S any](fn string, dst []D, x []S, kernel, loop func([]D, []S)) {
 	if len(dst) != len(x) {
-		panic("vmath.FromBF16: slice lengths differ (" + itoa(len(dst)) + " and " + itoa(len(x)) + ")")
+		panic(fn + ": slice lengths differ (" + itoa(len(dst)) + " and " + itoa(len(x)) + ")")
 	}
 	for len(x) > 0 {
 		n := min(len(x), chunk) &^ 15
 		if n == 0 {
-			fromBF16Go(dst, x)
+			loop(dst, x)
 			return
 		}
-		impl.fromBF16(dst[:n], x[:n])
+		kernel(dst[:n], x[:n])
 		dst, x = dst[n:], x[n:]
 	}
 }
