@@ -289,7 +289,10 @@ func (g *gen) log() {
 	blendIf := func(pred int, b string, a int, val string, dst int) {
 		if g.k512 {
 			g.op("VCMPPS $%d, %s, %s, K2", pred, b, g.v(a))
-			g.op("VMOVAPS %s, K2, %s", val, g.v(dst))
+			// VMOVUPS: val may be a constant in memory, and Go's
+			// linker aligns a symbol to at most 32 bytes; a masked
+			// VMOVAPS from it faults on a Z register.
+			g.op("VMOVUPS %s, K2, %s", val, g.v(dst))
 		} else {
 			g.op("VCMPPS $%d, %s, %s, %s", pred, b, g.v(a), g.v(t))
 			g.op("VBLENDVPS %s, %s, %s, %s", g.v(t), val, g.v(dst), g.v(dst))

@@ -91,9 +91,9 @@ loop1:
 	VMULPS two23<>(SB), Z0, Z9
 	VXORPS Z3, Z3, Z3
 	VCMPPS $1, minNormal<>(SB), Z0, K2
-	VMOVAPS Z9, K2, Z2
+	VMOVUPS Z9, K2, Z2
 	VCMPPS $1, minNormal<>(SB), Z0, K2
-	VMOVAPS logAdj<>(SB), K2, Z3
+	VMOVUPS logAdj<>(SB), K2, Z3
 	// e = exponent - 126 (m in [0.5, 1)), m = mantissa | 0.5
 	VPSRLD $23, Z2, Z4
 	VPSUBD bias126<>(SB), Z4, Z4
@@ -105,11 +105,11 @@ loop1:
 	VSUBPS one<>(SB), Z5, Z7
 	VXORPS Z6, Z6, Z6
 	VCMPPS $1, sqrtHalf<>(SB), Z5, K2
-	VMOVAPS Z5, K2, Z6
+	VMOVUPS Z5, K2, Z6
 	VADDPS Z6, Z7, Z7
 	VXORPS Z6, Z6, Z6
 	VCMPPS $1, sqrtHalf<>(SB), Z5, K2
-	VMOVAPS one<>(SB), K2, Z6
+	VMOVUPS one<>(SB), K2, Z6
 	VSUBPS Z6, Z4, Z4
 	// ln(1+f) = f + (f·z·P(f) - z/2 - e·2.12194440e-4) + e·0.693359375, z = f²
 	VMULPS Z7, Z7, Z8
@@ -130,13 +130,13 @@ loop1:
 	VFMADD231PS logQ2<>(SB), Z4, Z1
 	// +Inf, zeros, negatives, NaN
 	VCMPPS $0, posInf<>(SB), Z0, K2
-	VMOVAPS posInf<>(SB), K2, Z1
+	VMOVUPS posInf<>(SB), K2, Z1
 	VCMPPS $0, zero<>(SB), Z0, K2
-	VMOVAPS negInf<>(SB), K2, Z1
+	VMOVUPS negInf<>(SB), K2, Z1
 	VCMPPS $1, zero<>(SB), Z0, K2
-	VMOVAPS qnan<>(SB), K2, Z1
+	VMOVUPS qnan<>(SB), K2, Z1
 	VCMPPS $3, Z0, Z0, K2
-	VMOVAPS Z0, K2, Z1
+	VMOVUPS Z0, K2, Z1
 	VMOVUPS Z1, (DI)
 	ADDQ $64, DI
 	ADDQ $64, SI
@@ -155,9 +155,9 @@ tail:
 	VMULPS two23<>(SB), Z0, Z9
 	VXORPS Z3, Z3, Z3
 	VCMPPS $1, minNormal<>(SB), Z0, K2
-	VMOVAPS Z9, K2, Z2
+	VMOVUPS Z9, K2, Z2
 	VCMPPS $1, minNormal<>(SB), Z0, K2
-	VMOVAPS logAdj<>(SB), K2, Z3
+	VMOVUPS logAdj<>(SB), K2, Z3
 	// e = exponent - 126 (m in [0.5, 1)), m = mantissa | 0.5
 	VPSRLD $23, Z2, Z4
 	VPSUBD bias126<>(SB), Z4, Z4
@@ -169,11 +169,11 @@ tail:
 	VSUBPS one<>(SB), Z5, Z7
 	VXORPS Z6, Z6, Z6
 	VCMPPS $1, sqrtHalf<>(SB), Z5, K2
-	VMOVAPS Z5, K2, Z6
+	VMOVUPS Z5, K2, Z6
 	VADDPS Z6, Z7, Z7
 	VXORPS Z6, Z6, Z6
 	VCMPPS $1, sqrtHalf<>(SB), Z5, K2
-	VMOVAPS one<>(SB), K2, Z6
+	VMOVUPS one<>(SB), K2, Z6
 	VSUBPS Z6, Z4, Z4
 	// ln(1+f) = f + (f·z·P(f) - z/2 - e·2.12194440e-4) + e·0.693359375, z = f²
 	VMULPS Z7, Z7, Z8
@@ -194,13 +194,13 @@ tail:
 	VFMADD231PS logQ2<>(SB), Z4, Z1
 	// +Inf, zeros, negatives, NaN
 	VCMPPS $0, posInf<>(SB), Z0, K2
-	VMOVAPS posInf<>(SB), K2, Z1
+	VMOVUPS posInf<>(SB), K2, Z1
 	VCMPPS $0, zero<>(SB), Z0, K2
-	VMOVAPS negInf<>(SB), K2, Z1
+	VMOVUPS negInf<>(SB), K2, Z1
 	VCMPPS $1, zero<>(SB), Z0, K2
-	VMOVAPS qnan<>(SB), K2, Z1
+	VMOVUPS qnan<>(SB), K2, Z1
 	VCMPPS $3, Z0, Z0, K2
-	VMOVAPS Z0, K2, Z1
+	VMOVUPS Z0, K2, Z1
 	VMOVUPS Z1, K1, (DI)
 done:
 	VZEROUPPER
