@@ -412,7 +412,14 @@ func (f *flatLayout) prefetch(u *Unit, sealed bool) error {
 	if busy >= limit {
 		return nil
 	}
-	return u.startGather(sealed)
+	// The trace shows where the prefetch was issued: when its all-gather
+	// runs is up to the scheduler (a comm queue waits for a free core).
+	start := time.Now()
+	if err := u.startGather(sealed); err != nil {
+		return err
+	}
+	u.span("prefetch", start)
+	return nil
 }
 
 // backwardDone frees the unit's parameters once every one of its

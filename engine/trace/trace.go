@@ -47,7 +47,9 @@ const (
 	User
 	// Units holds ZeRO stage 3's units: each unit's forward and backward,
 	// from the moment its parameters are gathered, so that the all-gathers
-	// prefetched on the comm lane show against the units computing.
+	// prefetched on the comm lane show against the units computing, and
+	// each prefetch's issue ("unit k prefetch"), which the comm queue runs
+	// when it gets a core.
 	Units
 	// Schedule holds a ZeRO step schedule's events (each handler's call)
 	// and, inside them, its actions (wait, step, broadcast of a bucket).
