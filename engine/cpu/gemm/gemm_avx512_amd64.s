@@ -949,3 +949,349 @@ dgemmWindowsAVX512_store0:
 	DGEMMWINDOWSAVX512_ROW0(Z22, Z23)
 	VZEROUPPER
 	RET
+
+// func sgemmRowsAVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+//
+// C[6×32] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// a + offs[i] and a packed B panel (32 columns) of depth k. C is not read
+// when beta == 0.
+//
+// Registers:
+//   SI        a plus the depth step, 4 bytes per step
+//   R8–R13    the offsets of the rows, in elements
+//   BX        packed B, 128 bytes (32 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z11    accumulators: tile row i in Z(2i) … Z(2i+1), 16 columns each
+//   Z12, Z13  the B row of the current depth step
+//   Z14–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// SGEMMROWSAVX512_STEP is one depth step: 12 FMAs, with row i of A at ao(SI) plus its
+// offset, and B at bo(BX).
+#define SGEMMROWSAVX512_STEP(ao, bo) \
+	VMOVUPS bo+0(BX), Z12; \
+	VMOVUPS bo+64(BX), Z13; \
+	VBROADCASTSS ao(SI)(R8*4), Z14; \
+	VFMADD231PS Z12, Z14, Z0; \
+	VFMADD231PS Z13, Z14, Z1; \
+	VBROADCASTSS ao(SI)(R9*4), Z15; \
+	VFMADD231PS Z12, Z15, Z2; \
+	VFMADD231PS Z13, Z15, Z3; \
+	VBROADCASTSS ao(SI)(R10*4), Z16; \
+	VFMADD231PS Z12, Z16, Z4; \
+	VFMADD231PS Z13, Z16, Z5; \
+	VBROADCASTSS ao(SI)(R11*4), Z17; \
+	VFMADD231PS Z12, Z17, Z6; \
+	VFMADD231PS Z13, Z17, Z7; \
+	VBROADCASTSS ao(SI)(R12*4), Z18; \
+	VFMADD231PS Z12, Z18, Z8; \
+	VFMADD231PS Z13, Z18, Z9; \
+	VBROADCASTSS ao(SI)(R13*4), Z19; \
+	VFMADD231PS Z12, Z19, Z10; \
+	VFMADD231PS Z13, Z19, Z11
+
+// SGEMMROWSAVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMROWSAVX512_ROW(x0, x1) \
+	VFMADD231PS 0(DI), Z31, x0; \
+	VFMADD231PS 64(DI), Z31, x1; \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+// SGEMMROWSAVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMROWSAVX512_ROW0(x0, x1) \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmRowsAVX512(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// The rows' offsets, once the prefetches are done with R8.
+	MOVQ offs+16(FP), AX
+	MOVLQSX 0(AX), R8
+	MOVLQSX 4(AX), R9
+	MOVLQSX 8(AX), R10
+	MOVLQSX 12(AX), R11
+	MOVLQSX 16(AX), R12
+	MOVLQSX 20(AX), R13
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmRowsAVX512_tail
+
+sgemmRowsAVX512_loop4:
+	SGEMMROWSAVX512_STEP(0, 0)
+	SGEMMROWSAVX512_STEP(4, 128)
+	SGEMMROWSAVX512_STEP(8, 256)
+	SGEMMROWSAVX512_STEP(12, 384)
+	ADDQ $16, SI
+	ADDQ $512, BX
+	DECQ AX
+	JNZ  sgemmRowsAVX512_loop4
+
+sgemmRowsAVX512_tail:
+	ANDQ $3, CX
+	JZ   sgemmRowsAVX512_epilogue
+
+sgemmRowsAVX512_loop1:
+	SGEMMROWSAVX512_STEP(0, 0)
+	ADDQ $4, SI
+	ADDQ $128, BX
+	DECQ CX
+	JNZ  sgemmRowsAVX512_loop1
+
+sgemmRowsAVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Z30
+	VMULPS Z30, Z0, Z0
+	VMULPS Z30, Z1, Z1
+	VMULPS Z30, Z2, Z2
+	VMULPS Z30, Z3, Z3
+	VMULPS Z30, Z4, Z4
+	VMULPS Z30, Z5, Z5
+	VMULPS Z30, Z6, Z6
+	VMULPS Z30, Z7, Z7
+	VMULPS Z30, Z8, Z8
+	VMULPS Z30, Z9, Z9
+	VMULPS Z30, Z10, Z10
+	VMULPS Z30, Z11, Z11
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmRowsAVX512_store0
+	VBROADCASTSS beta+52(FP), Z31
+	SGEMMROWSAVX512_ROW(Z0, Z1)
+	SGEMMROWSAVX512_ROW(Z2, Z3)
+	SGEMMROWSAVX512_ROW(Z4, Z5)
+	SGEMMROWSAVX512_ROW(Z6, Z7)
+	SGEMMROWSAVX512_ROW(Z8, Z9)
+	SGEMMROWSAVX512_ROW(Z10, Z11)
+	VZEROUPPER
+	RET
+
+sgemmRowsAVX512_store0:
+	SGEMMROWSAVX512_ROW0(Z0, Z1)
+	SGEMMROWSAVX512_ROW0(Z2, Z3)
+	SGEMMROWSAVX512_ROW0(Z4, Z5)
+	SGEMMROWSAVX512_ROW0(Z6, Z7)
+	SGEMMROWSAVX512_ROW0(Z8, Z9)
+	SGEMMROWSAVX512_ROW0(Z10, Z11)
+	VZEROUPPER
+	RET
+
+// func dgemmRowsAVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
+//
+// C[6×16] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// a + offs[i] and a packed B panel (16 columns) of depth k. C is not read
+// when beta == 0.
+//
+// Registers:
+//   SI        a plus the depth step, 8 bytes per step
+//   R8–R13    the offsets of the rows, in elements
+//   BX        packed B, 128 bytes (16 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z11    accumulators: tile row i in Z(2i) … Z(2i+1), 8 columns each
+//   Z12, Z13  the B row of the current depth step
+//   Z14–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// DGEMMROWSAVX512_STEP is one depth step: 12 FMAs, with row i of A at ao(SI) plus its
+// offset, and B at bo(BX).
+#define DGEMMROWSAVX512_STEP(ao, bo) \
+	VMOVUPD bo+0(BX), Z12; \
+	VMOVUPD bo+64(BX), Z13; \
+	VBROADCASTSD ao(SI)(R8*8), Z14; \
+	VFMADD231PD Z12, Z14, Z0; \
+	VFMADD231PD Z13, Z14, Z1; \
+	VBROADCASTSD ao(SI)(R9*8), Z15; \
+	VFMADD231PD Z12, Z15, Z2; \
+	VFMADD231PD Z13, Z15, Z3; \
+	VBROADCASTSD ao(SI)(R10*8), Z16; \
+	VFMADD231PD Z12, Z16, Z4; \
+	VFMADD231PD Z13, Z16, Z5; \
+	VBROADCASTSD ao(SI)(R11*8), Z17; \
+	VFMADD231PD Z12, Z17, Z6; \
+	VFMADD231PD Z13, Z17, Z7; \
+	VBROADCASTSD ao(SI)(R12*8), Z18; \
+	VFMADD231PD Z12, Z18, Z8; \
+	VFMADD231PD Z13, Z18, Z9; \
+	VBROADCASTSD ao(SI)(R13*8), Z19; \
+	VFMADD231PD Z12, Z19, Z10; \
+	VFMADD231PD Z13, Z19, Z11
+
+// DGEMMROWSAVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define DGEMMROWSAVX512_ROW(x0, x1) \
+	VFMADD231PD 0(DI), Z31, x0; \
+	VFMADD231PD 64(DI), Z31, x1; \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 64(DI); \
+	ADDQ DX, DI
+
+// DGEMMROWSAVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define DGEMMROWSAVX512_ROW0(x0, x1) \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·dgemmRowsAVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $3, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// The rows' offsets, once the prefetches are done with R8.
+	MOVQ offs+16(FP), AX
+	MOVLQSX 0(AX), R8
+	MOVLQSX 4(AX), R9
+	MOVLQSX 8(AX), R10
+	MOVLQSX 12(AX), R11
+	MOVLQSX 16(AX), R12
+	MOVLQSX 20(AX), R13
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   dgemmRowsAVX512_tail
+
+dgemmRowsAVX512_loop4:
+	DGEMMROWSAVX512_STEP(0, 0)
+	DGEMMROWSAVX512_STEP(8, 128)
+	DGEMMROWSAVX512_STEP(16, 256)
+	DGEMMROWSAVX512_STEP(24, 384)
+	ADDQ $32, SI
+	ADDQ $512, BX
+	DECQ AX
+	JNZ  dgemmRowsAVX512_loop4
+
+dgemmRowsAVX512_tail:
+	ANDQ $3, CX
+	JZ   dgemmRowsAVX512_epilogue
+
+dgemmRowsAVX512_loop1:
+	DGEMMROWSAVX512_STEP(0, 0)
+	ADDQ $8, SI
+	ADDQ $128, BX
+	DECQ CX
+	JNZ  dgemmRowsAVX512_loop1
+
+dgemmRowsAVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSD alpha+48(FP), Z30
+	VMULPD Z30, Z0, Z0
+	VMULPD Z30, Z1, Z1
+	VMULPD Z30, Z2, Z2
+	VMULPD Z30, Z3, Z3
+	VMULPD Z30, Z4, Z4
+	VMULPD Z30, Z5, Z5
+	VMULPD Z30, Z6, Z6
+	VMULPD Z30, Z7, Z7
+	VMULPD Z30, Z8, Z8
+	VMULPD Z30, Z9, Z9
+	VMULPD Z30, Z10, Z10
+	VMULPD Z30, Z11, Z11
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVQ beta+56(FP), AX
+	SHLQ $1, AX
+	JZ   dgemmRowsAVX512_store0
+	VBROADCASTSD beta+56(FP), Z31
+	DGEMMROWSAVX512_ROW(Z0, Z1)
+	DGEMMROWSAVX512_ROW(Z2, Z3)
+	DGEMMROWSAVX512_ROW(Z4, Z5)
+	DGEMMROWSAVX512_ROW(Z6, Z7)
+	DGEMMROWSAVX512_ROW(Z8, Z9)
+	DGEMMROWSAVX512_ROW(Z10, Z11)
+	VZEROUPPER
+	RET
+
+dgemmRowsAVX512_store0:
+	DGEMMROWSAVX512_ROW0(Z0, Z1)
+	DGEMMROWSAVX512_ROW0(Z2, Z3)
+	DGEMMROWSAVX512_ROW0(Z4, Z5)
+	DGEMMROWSAVX512_ROW0(Z6, Z7)
+	DGEMMROWSAVX512_ROW0(Z8, Z9)
+	DGEMMROWSAVX512_ROW0(Z10, Z11)
+	VZEROUPPER
+	RET

@@ -19,7 +19,8 @@ type kernel[T scalar] struct {
 	mr, nr  int
 	fn      func(k int, a, b, c *T, ldc int, alpha, beta T)
 	windows func(k int, a, b *T, offs *int32, c *T, ldc int, alpha, beta T)
-	rows    *rowsKernel[T]
+	// rows are the rows kernels, narrowest tile first (rowsFor picks).
+	rows []*rowsKernel[T]
 }
 
 // rowsKernel computes an mr×nr tile of C from mr rows of A read in place
@@ -27,6 +28,21 @@ type kernel[T scalar] struct {
 type rowsKernel[T scalar] struct {
 	mr, nr int
 	fn     func(k int, a *T, offs *int32, b, c *T, ldc int, alpha, beta T)
+}
+
+// rowsFor returns the rows kernel for a product of n columns: the one that
+// covers them in the fewest tiles (every kernel spends the same time on a
+// tile: a wider tile has wider vectors), the narrower on a tie, which
+// wastes fewer columns. On AVX-512 16 columns (a 16-channel convolution's
+// weight gradient) take AVX2's 6×16 tile, 32 or more AVX-512's 6×32.
+func (k *kernel[T]) rowsFor(n int) *rowsKernel[T] {
+	best := k.rows[0]
+	for _, r := range k.rows[1:] {
+		if ceilDiv(n, r.nr) < ceilDiv(n, best.nr) {
+			best = r
+		}
+	}
+	return best
 }
 
 // kernelSet holds the kernels usable on this machine, best first, and the
@@ -47,17 +63,17 @@ func init() {
 	k32, k64 := asmKernels()
 	rows32 := &rowsKernel[float32]{goMR, goNR, kernelGoRows[float32]}
 	rows64 := &rowsKernel[float64]{goMR, goNR, kernelGoRows[float64]}
-	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32], kernelGoWindows[float32], rows32})
-	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64], kernelGoWindows[float64], rows64})
+	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32], kernelGoWindows[float32], nil})
+	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64], kernelGoWindows[float64], nil})
 	// An assembly kernel set without a rows kernel of its own uses Go's.
 	for _, k := range kernels32.all {
-		if k.rows == nil {
-			k.rows = rows32
+		if len(k.rows) == 0 {
+			k.rows = []*rowsKernel[float32]{rows32}
 		}
 	}
 	for _, k := range kernels64.all {
-		if k.rows == nil {
-			k.rows = rows64
+		if len(k.rows) == 0 {
+			k.rows = []*rowsKernel[float64]{rows64}
 		}
 	}
 	kernels32.cur = kernels32.all[0]

@@ -34,6 +34,12 @@ func sgemmWindowsAVX2(k int, a, b *float32, offs *int32, c *float32, ldc int, al
 func dgemmWindowsAVX2(k int, a, b *float64, offs *int32, c *float64, ldc int, alpha, beta float64)
 
 //go:noescape
+func sgemmRowsAVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func dgemmRowsAVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
+
+//go:noescape
 func sgemmRowsAVX2(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
 
 //go:noescape
@@ -43,21 +49,23 @@ func dgemmRowsAVX2(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha
 // cpu.X86 reports AVX2 and AVX-512 only when the OS also saves the YMM and
 // ZMM registers on context switches.
 func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
-	// The rows kernels hold a row offset per register: 6 rows, AVX2 only,
-	// which AVX-512 machines run too.
-	var rows32 *rowsKernel[float32]
-	var rows64 *rowsKernel[float64]
+	// The rows kernels hold a row offset per register: 6 rows. AVX-512
+	// machines keep AVX2's too, for products 16 floats wide (rowsFor).
+	var rows32 []*rowsKernel[float32]
+	var rows64 []*rowsKernel[float64]
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	if avx2 {
-		rows32 = &rowsKernel[float32]{6, 16, sgemmRowsAVX2}
-		rows64 = &rowsKernel[float64]{6, 8, dgemmRowsAVX2}
+		rows32 = []*rowsKernel[float32]{{6, 16, sgemmRowsAVX2}}
+		rows64 = []*rowsKernel[float64]{{6, 8, dgemmRowsAVX2}}
 	}
 	if cpu.X86.HasAVX512F {
 		// 12×32 float32: 24 accumulators in 2 ZMM per row, 2 for the B
 		// row, 6 for A broadcasts; 24 FMAs per 14 loads keeps both FMA
 		// ports busy.
-		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512, sgemmWindowsAVX512, rows32})
-		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512, dgemmWindowsAVX512, rows64})
+		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512, sgemmWindowsAVX512,
+			append(rows32, &rowsKernel[float32]{6, 32, sgemmRowsAVX512})})
+		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512, dgemmWindowsAVX512,
+			append(rows64, &rowsKernel[float64]{6, 16, dgemmRowsAVX512})})
 	}
 	if avx2 {
 		// 6×16 float32: 12 YMM accumulators, 2 for B, 2 for broadcasts.

@@ -239,7 +239,7 @@ func gemmRows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a Ro
 		return
 	}
 	threads = threadsFor(m, n, k, threads)
-	rk := kern.rows
+	rk := kern.rowsFor(n)
 	mr, nr := rk.mr, rk.nr
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)

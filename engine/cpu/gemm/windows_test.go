@@ -85,6 +85,8 @@ func TestGemmWindows(t *testing.T) {
 var rowsCases = []shape{
 	{1, 1, 1, 0},
 	{6, 16, 7, 0},      // one AVX2 tile
+	{6, 32, 7, 0},      // one AVX-512 tile
+	{144, 32, 300, 0},  // the CNN's second convolution: whole AVX-512 tiles
 	{5, 3, 9, 2},       // one partial tile, padded strides
 	{144, 16, 1088, 0}, // a 3×3 convolution's weight gradient: 3 K blocks
 	{27, 32, 300, 1},   // a partial last panel of rows
