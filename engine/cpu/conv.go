@@ -469,8 +469,7 @@ func startWithBias[T float](dst, bias []T, n int) T {
 
 // flattened reports whether windowsInto flattens rows of cols positions.
 func flattened[T float](cols int) bool {
-	_, nr := gemm.WindowsTile[T]()
-	return cols%nr != 0
+	return cols%gemm.WindowsTileWidth[T]() != 0
 }
 
 // checkConv checks the operands of a convolution against g and returns

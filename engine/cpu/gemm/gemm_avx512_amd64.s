@@ -950,6 +950,386 @@ dgemmWindowsAVX512_store0:
 	VZEROUPPER
 	RET
 
+// func sgemmWindows8AVX512(k int, a, b *float32, offs *int32, c *float32, ldc int, alpha, beta float32)
+//
+// C[8×32] = alpha·A·B + beta·C for a packed A panel (8 rows) of depth k and
+// a B whose row p is the 32 elements at b + offs[p]. C is not read when
+// beta == 0.
+//
+// Registers:
+//   SI        packed A, 32 bytes (8 elements) per depth step
+//   BX        b, the origin of the B rows
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z15    accumulators: tile row i in Z(2i) … Z(2i+1), 16 columns each
+//   Z16, Z17  the B row of the current depth step
+//   Z18–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// SGEMMWINDOWS8AVX512_STEP is one depth step: 16 FMAs, with A at ao(SI) and B at BX plus
+// the offset at bo(R9).
+#define SGEMMWINDOWS8AVX512_STEP(ao, bo) \
+	MOVLQSX bo(R9), R10; \
+	VMOVUPS 0(BX)(R10*4), Z16; \
+	VMOVUPS 64(BX)(R10*4), Z17; \
+	VBROADCASTSS ao+0(SI), Z18; \
+	VFMADD231PS Z16, Z18, Z0; \
+	VFMADD231PS Z17, Z18, Z1; \
+	VBROADCASTSS ao+4(SI), Z19; \
+	VFMADD231PS Z16, Z19, Z2; \
+	VFMADD231PS Z17, Z19, Z3; \
+	VBROADCASTSS ao+8(SI), Z20; \
+	VFMADD231PS Z16, Z20, Z4; \
+	VFMADD231PS Z17, Z20, Z5; \
+	VBROADCASTSS ao+12(SI), Z21; \
+	VFMADD231PS Z16, Z21, Z6; \
+	VFMADD231PS Z17, Z21, Z7; \
+	VBROADCASTSS ao+16(SI), Z22; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VBROADCASTSS ao+20(SI), Z23; \
+	VFMADD231PS Z16, Z23, Z10; \
+	VFMADD231PS Z17, Z23, Z11; \
+	VBROADCASTSS ao+24(SI), Z24; \
+	VFMADD231PS Z16, Z24, Z12; \
+	VFMADD231PS Z17, Z24, Z13; \
+	VBROADCASTSS ao+28(SI), Z25; \
+	VFMADD231PS Z16, Z25, Z14; \
+	VFMADD231PS Z17, Z25, Z15
+
+// SGEMMWINDOWS8AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMWINDOWS8AVX512_ROW(x0, x1) \
+	VFMADD231PS 0(DI), Z31, x0; \
+	VFMADD231PS 64(DI), Z31, x1; \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+// SGEMMWINDOWS8AVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMWINDOWS8AVX512_ROW0(x0, x1) \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmWindows8AVX512(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ offs+24(FP), R9
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmWindows8AVX512_tail
+
+sgemmWindows8AVX512_loop4:
+	SGEMMWINDOWS8AVX512_STEP(0, 0)
+	SGEMMWINDOWS8AVX512_STEP(32, 4)
+	SGEMMWINDOWS8AVX512_STEP(64, 8)
+	SGEMMWINDOWS8AVX512_STEP(96, 12)
+	ADDQ $128, SI
+	ADDQ $16, R9
+	DECQ AX
+	JNZ  sgemmWindows8AVX512_loop4
+
+sgemmWindows8AVX512_tail:
+	ANDQ $3, CX
+	JZ   sgemmWindows8AVX512_epilogue
+
+sgemmWindows8AVX512_loop1:
+	SGEMMWINDOWS8AVX512_STEP(0, 0)
+	ADDQ $32, SI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  sgemmWindows8AVX512_loop1
+
+sgemmWindows8AVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Z30
+	VMULPS Z30, Z0, Z0
+	VMULPS Z30, Z1, Z1
+	VMULPS Z30, Z2, Z2
+	VMULPS Z30, Z3, Z3
+	VMULPS Z30, Z4, Z4
+	VMULPS Z30, Z5, Z5
+	VMULPS Z30, Z6, Z6
+	VMULPS Z30, Z7, Z7
+	VMULPS Z30, Z8, Z8
+	VMULPS Z30, Z9, Z9
+	VMULPS Z30, Z10, Z10
+	VMULPS Z30, Z11, Z11
+	VMULPS Z30, Z12, Z12
+	VMULPS Z30, Z13, Z13
+	VMULPS Z30, Z14, Z14
+	VMULPS Z30, Z15, Z15
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmWindows8AVX512_store0
+	VBROADCASTSS beta+52(FP), Z31
+	SGEMMWINDOWS8AVX512_ROW(Z0, Z1)
+	SGEMMWINDOWS8AVX512_ROW(Z2, Z3)
+	SGEMMWINDOWS8AVX512_ROW(Z4, Z5)
+	SGEMMWINDOWS8AVX512_ROW(Z6, Z7)
+	SGEMMWINDOWS8AVX512_ROW(Z8, Z9)
+	SGEMMWINDOWS8AVX512_ROW(Z10, Z11)
+	SGEMMWINDOWS8AVX512_ROW(Z12, Z13)
+	SGEMMWINDOWS8AVX512_ROW(Z14, Z15)
+	VZEROUPPER
+	RET
+
+sgemmWindows8AVX512_store0:
+	SGEMMWINDOWS8AVX512_ROW0(Z0, Z1)
+	SGEMMWINDOWS8AVX512_ROW0(Z2, Z3)
+	SGEMMWINDOWS8AVX512_ROW0(Z4, Z5)
+	SGEMMWINDOWS8AVX512_ROW0(Z6, Z7)
+	SGEMMWINDOWS8AVX512_ROW0(Z8, Z9)
+	SGEMMWINDOWS8AVX512_ROW0(Z10, Z11)
+	SGEMMWINDOWS8AVX512_ROW0(Z12, Z13)
+	SGEMMWINDOWS8AVX512_ROW0(Z14, Z15)
+	VZEROUPPER
+	RET
+
+// func dgemmWindows8AVX512(k int, a, b *float64, offs *int32, c *float64, ldc int, alpha, beta float64)
+//
+// C[8×16] = alpha·A·B + beta·C for a packed A panel (8 rows) of depth k and
+// a B whose row p is the 16 elements at b + offs[p]. C is not read when
+// beta == 0.
+//
+// Registers:
+//   SI        packed A, 64 bytes (8 elements) per depth step
+//   BX        b, the origin of the B rows
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z15    accumulators: tile row i in Z(2i) … Z(2i+1), 8 columns each
+//   Z16, Z17  the B row of the current depth step
+//   Z18–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// DGEMMWINDOWS8AVX512_STEP is one depth step: 16 FMAs, with A at ao(SI) and B at BX plus
+// the offset at bo(R9).
+#define DGEMMWINDOWS8AVX512_STEP(ao, bo) \
+	MOVLQSX bo(R9), R10; \
+	VMOVUPD 0(BX)(R10*8), Z16; \
+	VMOVUPD 64(BX)(R10*8), Z17; \
+	VBROADCASTSD ao+0(SI), Z18; \
+	VFMADD231PD Z16, Z18, Z0; \
+	VFMADD231PD Z17, Z18, Z1; \
+	VBROADCASTSD ao+8(SI), Z19; \
+	VFMADD231PD Z16, Z19, Z2; \
+	VFMADD231PD Z17, Z19, Z3; \
+	VBROADCASTSD ao+16(SI), Z20; \
+	VFMADD231PD Z16, Z20, Z4; \
+	VFMADD231PD Z17, Z20, Z5; \
+	VBROADCASTSD ao+24(SI), Z21; \
+	VFMADD231PD Z16, Z21, Z6; \
+	VFMADD231PD Z17, Z21, Z7; \
+	VBROADCASTSD ao+32(SI), Z22; \
+	VFMADD231PD Z16, Z22, Z8; \
+	VFMADD231PD Z17, Z22, Z9; \
+	VBROADCASTSD ao+40(SI), Z23; \
+	VFMADD231PD Z16, Z23, Z10; \
+	VFMADD231PD Z17, Z23, Z11; \
+	VBROADCASTSD ao+48(SI), Z24; \
+	VFMADD231PD Z16, Z24, Z12; \
+	VFMADD231PD Z17, Z24, Z13; \
+	VBROADCASTSD ao+56(SI), Z25; \
+	VFMADD231PD Z16, Z25, Z14; \
+	VFMADD231PD Z17, Z25, Z15
+
+// DGEMMWINDOWS8AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define DGEMMWINDOWS8AVX512_ROW(x0, x1) \
+	VFMADD231PD 0(DI), Z31, x0; \
+	VFMADD231PD 64(DI), Z31, x1; \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 64(DI); \
+	ADDQ DX, DI
+
+// DGEMMWINDOWS8AVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define DGEMMWINDOWS8AVX512_ROW0(x0, x1) \
+	VMOVUPD x0, 0(DI); \
+	VMOVUPD x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·dgemmWindows8AVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), BX
+	MOVQ offs+24(FP), R9
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $3, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   dgemmWindows8AVX512_tail
+
+dgemmWindows8AVX512_loop4:
+	DGEMMWINDOWS8AVX512_STEP(0, 0)
+	DGEMMWINDOWS8AVX512_STEP(64, 4)
+	DGEMMWINDOWS8AVX512_STEP(128, 8)
+	DGEMMWINDOWS8AVX512_STEP(192, 12)
+	ADDQ $256, SI
+	ADDQ $16, R9
+	DECQ AX
+	JNZ  dgemmWindows8AVX512_loop4
+
+dgemmWindows8AVX512_tail:
+	ANDQ $3, CX
+	JZ   dgemmWindows8AVX512_epilogue
+
+dgemmWindows8AVX512_loop1:
+	DGEMMWINDOWS8AVX512_STEP(0, 0)
+	ADDQ $64, SI
+	ADDQ $4, R9
+	DECQ CX
+	JNZ  dgemmWindows8AVX512_loop1
+
+dgemmWindows8AVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSD alpha+48(FP), Z30
+	VMULPD Z30, Z0, Z0
+	VMULPD Z30, Z1, Z1
+	VMULPD Z30, Z2, Z2
+	VMULPD Z30, Z3, Z3
+	VMULPD Z30, Z4, Z4
+	VMULPD Z30, Z5, Z5
+	VMULPD Z30, Z6, Z6
+	VMULPD Z30, Z7, Z7
+	VMULPD Z30, Z8, Z8
+	VMULPD Z30, Z9, Z9
+	VMULPD Z30, Z10, Z10
+	VMULPD Z30, Z11, Z11
+	VMULPD Z30, Z12, Z12
+	VMULPD Z30, Z13, Z13
+	VMULPD Z30, Z14, Z14
+	VMULPD Z30, Z15, Z15
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVQ beta+56(FP), AX
+	SHLQ $1, AX
+	JZ   dgemmWindows8AVX512_store0
+	VBROADCASTSD beta+56(FP), Z31
+	DGEMMWINDOWS8AVX512_ROW(Z0, Z1)
+	DGEMMWINDOWS8AVX512_ROW(Z2, Z3)
+	DGEMMWINDOWS8AVX512_ROW(Z4, Z5)
+	DGEMMWINDOWS8AVX512_ROW(Z6, Z7)
+	DGEMMWINDOWS8AVX512_ROW(Z8, Z9)
+	DGEMMWINDOWS8AVX512_ROW(Z10, Z11)
+	DGEMMWINDOWS8AVX512_ROW(Z12, Z13)
+	DGEMMWINDOWS8AVX512_ROW(Z14, Z15)
+	VZEROUPPER
+	RET
+
+dgemmWindows8AVX512_store0:
+	DGEMMWINDOWS8AVX512_ROW0(Z0, Z1)
+	DGEMMWINDOWS8AVX512_ROW0(Z2, Z3)
+	DGEMMWINDOWS8AVX512_ROW0(Z4, Z5)
+	DGEMMWINDOWS8AVX512_ROW0(Z6, Z7)
+	DGEMMWINDOWS8AVX512_ROW0(Z8, Z9)
+	DGEMMWINDOWS8AVX512_ROW0(Z10, Z11)
+	DGEMMWINDOWS8AVX512_ROW0(Z12, Z13)
+	DGEMMWINDOWS8AVX512_ROW0(Z14, Z15)
+	VZEROUPPER
+	RET
+
 // func sgemmRowsAVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
 //
 // C[6×32] = alpha·A·B + beta·C for an A whose row i is the k elements at

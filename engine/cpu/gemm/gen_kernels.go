@@ -1,7 +1,7 @@
 //go:build ignore
 
 // gen_kernels writes the assembly micro-kernels gemm_avx512_amd64.s and
-// gemm_avx2_amd64.s. The kernels are twelve instances of one loop (float32
+// gemm_avx2_amd64.s. The kernels are fourteen instances of one loop (float32
 // and float64, AVX-512 and AVX2; both operands packed, B read in place
 // through a table of row offsets, or A's rows read in place) differing
 // only in register names, vector width, tile shape and where a depth
@@ -37,6 +37,10 @@ func main() {
 		spec{name: "dgemmAVX512", f64: true, zmm: true, mr: 12, vecs: 2},
 		spec{name: "sgemmWindowsAVX512", zmm: true, mr: 12, vecs: 2, windows: true},
 		spec{name: "dgemmWindowsAVX512", f64: true, zmm: true, mr: 12, vecs: 2, windows: true},
+		// 8 rows for products of 16 or 32 rows (a convolution's
+		// channels), which 12-row panels cover at 67% or 89%.
+		spec{name: "sgemmWindows8AVX512", zmm: true, mr: 8, vecs: 2, windows: true},
+		spec{name: "dgemmWindows8AVX512", f64: true, zmm: true, mr: 8, vecs: 2, windows: true},
 		// The rows kernels need a register per row: 6 rows, 12
 		// accumulators, each updated once in a depth step of 6 FMA
 		// cycles, more than the FMA's latency.

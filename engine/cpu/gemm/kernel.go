@@ -15,12 +15,21 @@ import "fmt"
 // place: row i of the A panel is the k elements at a + offs[i], and its
 // tile may differ (see windows.go).
 type kernel[T scalar] struct {
-	name    string
-	mr, nr  int
-	fn      func(k int, a, b, c *T, ldc int, alpha, beta T)
-	windows func(k int, a, b *T, offs *int32, c *T, ldc int, alpha, beta T)
+	name   string
+	mr, nr int
+	fn     func(k int, a, b, c *T, ldc int, alpha, beta T)
+	// windows are the windows kernels (tiles nr wide), the main one
+	// first (windowsFor picks).
+	windows []*windowsKernel[T]
 	// rows are the rows kernels, narrowest tile first (rowsFor picks).
 	rows []*rowsKernel[T]
+}
+
+// windowsKernel computes an mr×nr tile of C (nr its kernel's) from a
+// packed A panel of mr rows and B rows read in place.
+type windowsKernel[T scalar] struct {
+	mr int
+	fn func(k int, a, b *T, offs *int32, c *T, ldc int, alpha, beta T)
 }
 
 // rowsKernel computes an mr×nr tile of C from mr rows of A read in place
@@ -28,6 +37,21 @@ type kernel[T scalar] struct {
 type rowsKernel[T scalar] struct {
 	mr, nr int
 	fn     func(k int, a *T, offs *int32, b, c *T, ldc int, alpha, beta T)
+}
+
+// windowsFor returns the windows kernel for a product of m rows: the one
+// that computes the fewest rows of C (every row costs its FMAs, needed or
+// not), the first on a tie, whose taller tile loads less per FMA. On
+// AVX-512, 16, 32 or 64 channels take the 8-row tile, 12, 24 or 48 the
+// 12-row one.
+func (k *kernel[T]) windowsFor(m int) *windowsKernel[T] {
+	best := k.windows[0]
+	for _, w := range k.windows[1:] {
+		if ceilDiv(m, w.mr)*w.mr < ceilDiv(m, best.mr)*best.mr {
+			best = w
+		}
+	}
+	return best
 }
 
 // rowsFor returns the rows kernel for a product of n columns: the one that
@@ -63,8 +87,8 @@ func init() {
 	k32, k64 := asmKernels()
 	rows32 := &rowsKernel[float32]{goMR, goNR, kernelGoRows[float32]}
 	rows64 := &rowsKernel[float64]{goMR, goNR, kernelGoRows[float64]}
-	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32], kernelGoWindows[float32], nil})
-	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64], kernelGoWindows[float64], nil})
+	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32], []*windowsKernel[float32]{{goMR, kernelGoWindows[float32]}}, nil})
+	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64], []*windowsKernel[float64]{{goMR, kernelGoWindows[float64]}}, nil})
 	// An assembly kernel set without a rows kernel of its own uses Go's.
 	for _, k := range kernels32.all {
 		if len(k.rows) == 0 {

@@ -28,6 +28,12 @@ func sgemmWindowsAVX512(k int, a, b *float32, offs *int32, c *float32, ldc int, 
 func dgemmWindowsAVX512(k int, a, b *float64, offs *int32, c *float64, ldc int, alpha, beta float64)
 
 //go:noescape
+func sgemmWindows8AVX512(k int, a, b *float32, offs *int32, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func dgemmWindows8AVX512(k int, a, b *float64, offs *int32, c *float64, ldc int, alpha, beta float64)
+
+//go:noescape
 func sgemmWindowsAVX2(k int, a, b *float32, offs *int32, c *float32, ldc int, alpha, beta float32)
 
 //go:noescape
@@ -62,15 +68,17 @@ func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
 		// 12×32 float32: 24 accumulators in 2 ZMM per row, 2 for the B
 		// row, 6 for A broadcasts; 24 FMAs per 14 loads keeps both FMA
 		// ports busy.
-		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512, sgemmWindowsAVX512,
+		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512,
+			[]*windowsKernel[float32]{{12, sgemmWindowsAVX512}, {8, sgemmWindows8AVX512}},
 			append(rows32, &rowsKernel[float32]{6, 32, sgemmRowsAVX512})})
-		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512, dgemmWindowsAVX512,
+		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512,
+			[]*windowsKernel[float64]{{12, dgemmWindowsAVX512}, {8, dgemmWindows8AVX512}},
 			append(rows64, &rowsKernel[float64]{6, 16, dgemmRowsAVX512})})
 	}
 	if avx2 {
 		// 6×16 float32: 12 YMM accumulators, 2 for B, 2 for broadcasts.
-		k32 = append(k32, &kernel[float32]{"avx2", 6, 16, sgemmAVX2, sgemmWindowsAVX2, rows32})
-		k64 = append(k64, &kernel[float64]{"avx2", 6, 8, dgemmAVX2, dgemmWindowsAVX2, rows64})
+		k32 = append(k32, &kernel[float32]{"avx2", 6, 16, sgemmAVX2, []*windowsKernel[float32]{{6, sgemmWindowsAVX2}}, rows32})
+		k64 = append(k64, &kernel[float64]{"avx2", 6, 8, dgemmAVX2, []*windowsKernel[float64]{{6, dgemmWindowsAVX2}}, rows64})
 	}
 	return k32, k64
 }

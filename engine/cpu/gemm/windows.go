@@ -44,13 +44,13 @@ func GemmWindows[T ~float32 | ~float64](m, n, k int, alpha T, a []T, lda int, b 
 	gemmWindows(currentKernel[T](), m, n, k, alpha, a, lda, b, beta, c, ldc, threads)
 }
 
-// WindowsTile returns the tile GemmWindows computes for T: mr rows of C
-// by nr consecutive columns of one window row. A window row whose width
+// WindowsTileWidth returns the width of the tiles GemmWindows computes for
+// T: nr consecutive columns of one window row (by as many rows of C as the
+// kernel chosen for the product's rows computes). A window row whose width
 // is not a multiple of nr ends in a partial tile, computed whole into a
 // scratch tile and merged into C.
-func WindowsTile[T ~float32 | ~float64]() (mr, nr int) {
-	k := currentKernel[T]()
-	return k.mr, k.nr
+func WindowsTileWidth[T ~float32 | ~float64]() (nr int) {
+	return currentKernel[T]().nr
 }
 
 // currentKernel is the kernel in use for T.
@@ -103,11 +103,12 @@ func gemmWindows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a
 		return
 	}
 	threads = threadsFor(m, n, k, threads)
-	mr, nr := kern.mr, kern.nr
+	wk := kern.windowsFor(m)
+	mr, nr := wk.mr, kern.nr
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)
 	j := &ws.windows
-	*j = windowsJob[T]{kern: kern, m: m, ldc: ldc, alpha: alpha, b: b, c: c}
+	*j = windowsJob[T]{kern: wk, nr: nr, m: m, ldc: ldc, alpha: alpha, b: b, c: c}
 	j.rowTiles = ceilDiv(b.Width, nr)
 	ntiles := n / b.Width * j.rowTiles
 	j.npa = ceilDiv(m, mr)
@@ -160,8 +161,8 @@ func runChunks(chunks int, fn func(lo, hi int)) {
 // windowsJob is one GemmWindows call's K block, for the loops run by
 // parallel.For (kept in the workspace, so that no call allocates).
 type windowsJob[T scalar] struct {
-	kern          *kernel[T]
-	m, ldc        int
+	kern          *windowsKernel[T]
+	nr, m, ldc    int
 	alpha, beta   T
 	b             Windows[T]
 	c, packed     []T
@@ -172,7 +173,7 @@ type windowsJob[T scalar] struct {
 
 // tiles computes the tiles of chunks [c0, c1).
 func (j *windowsJob[T]) tiles(c0, c1 int) {
-	mr, nr, kc := j.kern.mr, j.kern.nr, j.kc
+	mr, nr, kc := j.kern.mr, j.nr, j.kc
 	offs := &j.b.Offs[j.p0]
 	for ch := c0; ch < c1; ch++ {
 		lo, hi, edge := j.units(ch)
@@ -185,10 +186,10 @@ func (j *windowsJob[T]) tiles(c0, c1 int) {
 				rows := min(mr, j.m-i*mr)
 				off := i*mr*j.ldc + row*j.b.Width + jx
 				if rows == mr && cols == nr {
-					j.kern.windows(kc, ap, bp, offs, &j.c[off], j.ldc, j.alpha, j.beta)
+					j.kern.fn(kc, ap, bp, offs, &j.c[off], j.ldc, j.alpha, j.beta)
 					continue
 				}
-				j.kern.windows(kc, ap, bp, offs, &edge[0], nr, j.alpha, 0)
+				j.kern.fn(kc, ap, bp, offs, &edge[0], nr, j.alpha, 0)
 				mergeEdge(j.c[off:], j.ldc, edge, nr, rows, cols, j.beta)
 			}
 		}

@@ -17,6 +17,8 @@ var windowsCases = []windowsCase{
 	{6, 7, 16, 1, 16},     // one AVX2 tile
 	{12, 9, 32, 2, 40},    // one AVX-512 tile a row
 	{16, 144, 32, 3, 34},  // a 3×3 convolution's shapes, two partial A panels
+	{32, 144, 32, 2, 32},  // AVX-512's 8-row kernel, whole panels
+	{24, 40, 64, 1, 64},   // AVX-512's 12-row kernel on a tie
 	{5, 27, 17, 2, 19},    // a column past a tile, rows overlapping nothing
 	{13, 33, 5, 4, 3},     // rows overlapping in Base
 	{7, 400, 28, 2, 30},   // several K blocks, partial tiles on every kernel
