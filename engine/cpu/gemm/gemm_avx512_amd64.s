@@ -1675,3 +1675,293 @@ dgemmRowsAVX512_store0:
 	DGEMMROWSAVX512_ROW0(Z10, Z11)
 	VZEROUPPER
 	RET
+
+// func sgemmRows16AVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+//
+// C[6×16] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// a + offs[i] and a packed B panel (16 columns) of depth k. C is not read
+// when beta == 0.
+//
+// Registers:
+//   SI        a plus the depth step, 4 bytes per step
+//   R8–R13    the offsets of the rows, in elements
+//   BX        packed B, 64 bytes (16 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z5     accumulators: tile row i in Z(1i) … Z(1i+0), 16 columns each
+//   Z6        the B row of the current depth step
+//   Z7–Z31    broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// SGEMMROWS16AVX512_STEP is one depth step: 6 FMAs, with row i of A at ao(SI) plus its
+// offset, and B at bo(BX).
+#define SGEMMROWS16AVX512_STEP(ao, bo) \
+	VMOVUPS bo+0(BX), Z6; \
+	VBROADCASTSS ao(SI)(R8*4), Z7; \
+	VFMADD231PS Z6, Z7, Z0; \
+	VBROADCASTSS ao(SI)(R9*4), Z8; \
+	VFMADD231PS Z6, Z8, Z1; \
+	VBROADCASTSS ao(SI)(R10*4), Z9; \
+	VFMADD231PS Z6, Z9, Z2; \
+	VBROADCASTSS ao(SI)(R11*4), Z10; \
+	VFMADD231PS Z6, Z10, Z3; \
+	VBROADCASTSS ao(SI)(R12*4), Z11; \
+	VFMADD231PS Z6, Z11, Z4; \
+	VBROADCASTSS ao(SI)(R13*4), Z12; \
+	VFMADD231PS Z6, Z12, Z5
+
+// SGEMMROWS16AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMROWS16AVX512_ROW(x0) \
+	VFMADD231PS 0(DI), Z31, x0; \
+	VMOVUPS x0, 0(DI); \
+	ADDQ DX, DI
+
+// SGEMMROWS16AVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMROWS16AVX512_ROW0(x0) \
+	VMOVUPS x0, 0(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmRows16AVX512(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+
+	// The rows' offsets, once the prefetches are done with R8.
+	MOVQ offs+16(FP), AX
+	MOVLQSX 0(AX), R8
+	MOVLQSX 4(AX), R9
+	MOVLQSX 8(AX), R10
+	MOVLQSX 12(AX), R11
+	MOVLQSX 16(AX), R12
+	MOVLQSX 20(AX), R13
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmRows16AVX512_tail
+
+sgemmRows16AVX512_loop4:
+	SGEMMROWS16AVX512_STEP(0, 0)
+	SGEMMROWS16AVX512_STEP(4, 64)
+	SGEMMROWS16AVX512_STEP(8, 128)
+	SGEMMROWS16AVX512_STEP(12, 192)
+	ADDQ $16, SI
+	ADDQ $256, BX
+	DECQ AX
+	JNZ  sgemmRows16AVX512_loop4
+
+sgemmRows16AVX512_tail:
+	ANDQ $3, CX
+	JZ   sgemmRows16AVX512_epilogue
+
+sgemmRows16AVX512_loop1:
+	SGEMMROWS16AVX512_STEP(0, 0)
+	ADDQ $4, SI
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  sgemmRows16AVX512_loop1
+
+sgemmRows16AVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Z30
+	VMULPS Z30, Z0, Z0
+	VMULPS Z30, Z1, Z1
+	VMULPS Z30, Z2, Z2
+	VMULPS Z30, Z3, Z3
+	VMULPS Z30, Z4, Z4
+	VMULPS Z30, Z5, Z5
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmRows16AVX512_store0
+	VBROADCASTSS beta+52(FP), Z31
+	SGEMMROWS16AVX512_ROW(Z0)
+	SGEMMROWS16AVX512_ROW(Z1)
+	SGEMMROWS16AVX512_ROW(Z2)
+	SGEMMROWS16AVX512_ROW(Z3)
+	SGEMMROWS16AVX512_ROW(Z4)
+	SGEMMROWS16AVX512_ROW(Z5)
+	VZEROUPPER
+	RET
+
+sgemmRows16AVX512_store0:
+	SGEMMROWS16AVX512_ROW0(Z0)
+	SGEMMROWS16AVX512_ROW0(Z1)
+	SGEMMROWS16AVX512_ROW0(Z2)
+	SGEMMROWS16AVX512_ROW0(Z3)
+	SGEMMROWS16AVX512_ROW0(Z4)
+	SGEMMROWS16AVX512_ROW0(Z5)
+	VZEROUPPER
+	RET
+
+// func dgemmRows8AVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
+//
+// C[6×8] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// a + offs[i] and a packed B panel (8 columns) of depth k. C is not read
+// when beta == 0.
+//
+// Registers:
+//   SI        a plus the depth step, 8 bytes per step
+//   R8–R13    the offsets of the rows, in elements
+//   BX        packed B, 64 bytes (8 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z5     accumulators: tile row i in Z(1i) … Z(1i+0), 8 columns each
+//   Z6        the B row of the current depth step
+//   Z7–Z31    broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// DGEMMROWS8AVX512_STEP is one depth step: 6 FMAs, with row i of A at ao(SI) plus its
+// offset, and B at bo(BX).
+#define DGEMMROWS8AVX512_STEP(ao, bo) \
+	VMOVUPD bo+0(BX), Z6; \
+	VBROADCASTSD ao(SI)(R8*8), Z7; \
+	VFMADD231PD Z6, Z7, Z0; \
+	VBROADCASTSD ao(SI)(R9*8), Z8; \
+	VFMADD231PD Z6, Z8, Z1; \
+	VBROADCASTSD ao(SI)(R10*8), Z9; \
+	VFMADD231PD Z6, Z9, Z2; \
+	VBROADCASTSD ao(SI)(R11*8), Z10; \
+	VFMADD231PD Z6, Z10, Z3; \
+	VBROADCASTSD ao(SI)(R12*8), Z11; \
+	VFMADD231PD Z6, Z11, Z4; \
+	VBROADCASTSD ao(SI)(R13*8), Z12; \
+	VFMADD231PD Z6, Z12, Z5
+
+// DGEMMROWS8AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define DGEMMROWS8AVX512_ROW(x0) \
+	VFMADD231PD 0(DI), Z31, x0; \
+	VMOVUPD x0, 0(DI); \
+	ADDQ DX, DI
+
+// DGEMMROWS8AVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define DGEMMROWS8AVX512_ROW0(x0) \
+	VMOVUPD x0, 0(DI); \
+	ADDQ DX, DI
+
+TEXT ·dgemmRows8AVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $3, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+
+	// The rows' offsets, once the prefetches are done with R8.
+	MOVQ offs+16(FP), AX
+	MOVLQSX 0(AX), R8
+	MOVLQSX 4(AX), R9
+	MOVLQSX 8(AX), R10
+	MOVLQSX 12(AX), R11
+	MOVLQSX 16(AX), R12
+	MOVLQSX 20(AX), R13
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   dgemmRows8AVX512_tail
+
+dgemmRows8AVX512_loop4:
+	DGEMMROWS8AVX512_STEP(0, 0)
+	DGEMMROWS8AVX512_STEP(8, 64)
+	DGEMMROWS8AVX512_STEP(16, 128)
+	DGEMMROWS8AVX512_STEP(24, 192)
+	ADDQ $32, SI
+	ADDQ $256, BX
+	DECQ AX
+	JNZ  dgemmRows8AVX512_loop4
+
+dgemmRows8AVX512_tail:
+	ANDQ $3, CX
+	JZ   dgemmRows8AVX512_epilogue
+
+dgemmRows8AVX512_loop1:
+	DGEMMROWS8AVX512_STEP(0, 0)
+	ADDQ $8, SI
+	ADDQ $64, BX
+	DECQ CX
+	JNZ  dgemmRows8AVX512_loop1
+
+dgemmRows8AVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSD alpha+48(FP), Z30
+	VMULPD Z30, Z0, Z0
+	VMULPD Z30, Z1, Z1
+	VMULPD Z30, Z2, Z2
+	VMULPD Z30, Z3, Z3
+	VMULPD Z30, Z4, Z4
+	VMULPD Z30, Z5, Z5
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVQ beta+56(FP), AX
+	SHLQ $1, AX
+	JZ   dgemmRows8AVX512_store0
+	VBROADCASTSD beta+56(FP), Z31
+	DGEMMROWS8AVX512_ROW(Z0)
+	DGEMMROWS8AVX512_ROW(Z1)
+	DGEMMROWS8AVX512_ROW(Z2)
+	DGEMMROWS8AVX512_ROW(Z3)
+	DGEMMROWS8AVX512_ROW(Z4)
+	DGEMMROWS8AVX512_ROW(Z5)
+	VZEROUPPER
+	RET
+
+dgemmRows8AVX512_store0:
+	DGEMMROWS8AVX512_ROW0(Z0)
+	DGEMMROWS8AVX512_ROW0(Z1)
+	DGEMMROWS8AVX512_ROW0(Z2)
+	DGEMMROWS8AVX512_ROW0(Z3)
+	DGEMMROWS8AVX512_ROW0(Z4)
+	DGEMMROWS8AVX512_ROW0(Z5)
+	VZEROUPPER
+	RET

@@ -1,7 +1,7 @@
 //go:build ignore
 
 // gen_kernels writes the assembly micro-kernels gemm_avx512_amd64.s and
-// gemm_avx2_amd64.s. The kernels are fourteen instances of one loop (float32
+// gemm_avx2_amd64.s. The kernels are sixteen instances of one loop (float32
 // and float64, AVX-512 and AVX2; both operands packed, B read in place
 // through a table of row offsets, or A's rows read in place) differing
 // only in register names, vector width, tile shape and where a depth
@@ -43,9 +43,13 @@ func main() {
 		spec{name: "dgemmWindows8AVX512", f64: true, zmm: true, mr: 8, vecs: 2, windows: true},
 		// The rows kernels need a register per row: 6 rows, 12
 		// accumulators, each updated once in a depth step of 6 FMA
-		// cycles, more than the FMA's latency.
+		// cycles, more than the FMA's latency; and one vector wide (6
+		// accumulators, at the latency's edge) for products of 16
+		// floats (8 doubles), which the wider tile would half waste.
 		spec{name: "sgemmRowsAVX512", zmm: true, mr: 6, vecs: 2, rows: true},
-		spec{name: "dgemmRowsAVX512", f64: true, zmm: true, mr: 6, vecs: 2, rows: true})
+		spec{name: "dgemmRowsAVX512", f64: true, zmm: true, mr: 6, vecs: 2, rows: true},
+		spec{name: "sgemmRows16AVX512", zmm: true, mr: 6, vecs: 1, rows: true},
+		spec{name: "dgemmRows8AVX512", f64: true, zmm: true, mr: 6, vecs: 1, rows: true})
 	write("gemm_avx2_amd64.s", "AVX2 and FMA3",
 		spec{name: "sgemmAVX2", mr: 6, vecs: 2},
 		spec{name: "dgemmAVX2", f64: true, mr: 6, vecs: 2},

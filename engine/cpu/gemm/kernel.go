@@ -55,10 +55,10 @@ func (k *kernel[T]) windowsFor(m int) *windowsKernel[T] {
 }
 
 // rowsFor returns the rows kernel for a product of n columns: the one that
-// covers them in the fewest tiles (every kernel spends the same time on a
-// tile: a wider tile has wider vectors), the narrower on a tie, which
-// wastes fewer columns. On AVX-512 16 columns (a 16-channel convolution's
-// weight gradient) take AVX2's 6×16 tile, 32 or more AVX-512's 6×32.
+// covers them in the fewest tiles (a tile twice as wide costs less than
+// two), the narrower on a tie, which wastes fewer columns. On AVX-512 16
+// columns (a 16-channel convolution's weight gradient) take the 6×16
+// tile, 32 or more the 6×32 one.
 func (k *kernel[T]) rowsFor(n int) *rowsKernel[T] {
 	best := k.rows[0]
 	for _, r := range k.rows[1:] {

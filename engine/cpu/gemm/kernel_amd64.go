@@ -46,6 +46,12 @@ func sgemmRowsAVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alp
 func dgemmRowsAVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
 
 //go:noescape
+func sgemmRows16AVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
+func dgemmRows8AVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
+
+//go:noescape
 func sgemmRowsAVX2(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
 
 //go:noescape
@@ -55,8 +61,8 @@ func dgemmRowsAVX2(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha
 // cpu.X86 reports AVX2 and AVX-512 only when the OS also saves the YMM and
 // ZMM registers on context switches.
 func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
-	// The rows kernels hold a row offset per register: 6 rows. AVX-512
-	// machines keep AVX2's too, for products 16 floats wide (rowsFor).
+	// The rows kernels hold a row offset per register: 6 rows; AVX-512
+	// has them one and two vectors wide (rowsFor picks).
 	var rows32 []*rowsKernel[float32]
 	var rows64 []*rowsKernel[float64]
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
@@ -70,10 +76,10 @@ func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
 		// ports busy.
 		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512,
 			[]*windowsKernel[float32]{{12, sgemmWindowsAVX512}, {8, sgemmWindows8AVX512}},
-			append(rows32, &rowsKernel[float32]{6, 32, sgemmRowsAVX512})})
+			[]*rowsKernel[float32]{{6, 16, sgemmRows16AVX512}, {6, 32, sgemmRowsAVX512}}})
 		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512,
 			[]*windowsKernel[float64]{{12, dgemmWindowsAVX512}, {8, dgemmWindows8AVX512}},
-			append(rows64, &rowsKernel[float64]{6, 16, dgemmRowsAVX512})})
+			[]*rowsKernel[float64]{{6, 8, dgemmRows8AVX512}, {6, 16, dgemmRowsAVX512}}})
 	}
 	if avx2 {
 		// 6×16 float32: 12 YMM accumulators, 2 for B, 2 for broadcasts.
