@@ -10,10 +10,12 @@ import "fmt"
 // where row r of C starts at c + r·ldc. When beta is zero C is only
 // written, never read. k may be zero.
 //
-// Its windows twin reads B in place rather than packed: row p of the B
-// panel is the nr elements at b + offs[p]; its rows kernel reads A in
-// place: row i of the A panel is the k elements at a + offs[i], and its
-// tile may differ (see windows.go).
+// Its windows kernels read B in place rather than packed: row p of the B
+// panel is the nr elements at b + offs[p], with tiles of their own height;
+// its rows kernels read A in place: row i of the A panel is the k
+// elements at a + offs[i], with tiles of their own (see windows.go). All
+// of them add a tile's products in depth order, so the choice among them
+// changes no bit of C.
 type kernel[T scalar] struct {
 	name   string
 	mr, nr int
