@@ -2,6 +2,7 @@ package gemm
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -207,5 +208,56 @@ func BenchmarkGemmWindows(b *testing.B) {
 			}
 			gflops(b)
 		})
+	}
+}
+
+// TestKernelChoiceKeepsBits: the windows and rows kernels a kernel set
+// chooses among by shape give the same bits, so that a product's result
+// does not depend on which one its shape picked.
+func TestKernelChoiceKeepsBits(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, kern := range kernels32.all {
+		if len(kern.windows) > 1 {
+			wc := windowsCase{32, 300, 32, 3, 34}
+			p, base, offs := newWindows(rng, wc, 1, 0.5)
+			b := to32(base)
+			var want []float32
+			for i, w := range kern.windows {
+				one := *kern
+				one.windows = []*windowsKernel[float32]{w}
+				c := to32(p.c)
+				gemmWindows(&one, wc.m, wc.width*wc.rows, wc.k, 1, to32(p.a), p.lda, Windows[float32]{b, offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2)
+				if i == 0 {
+					want = c
+					continue
+				}
+				for j := range c {
+					if math.Float32bits(c[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%s: windows kernel of %d rows: C[%d] = %g, the %d-row one gives %g", kern.name, w.mr, j, c[j], kern.windows[0].mr, want[j])
+					}
+				}
+			}
+		}
+		if len(kern.rows) > 1 {
+			rc := shape{144, 16, 700, 0}
+			p, base, offs := newRows(rng, rc, true, 1, 0.5)
+			a := to32(base)
+			var want []float32
+			for i, r := range kern.rows {
+				one := *kern
+				one.rows = []*rowsKernel[float32]{r}
+				c := to32(p.c)
+				gemmRows(&one, rc.m, rc.n, rc.k, 1, Rows[float32]{a, offs}, true, to32(p.b), p.ldb, 0.5, c, p.ldc, 2)
+				if i == 0 {
+					want = c
+					continue
+				}
+				for j := range c {
+					if math.Float32bits(c[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%s: rows kernel %d wide: C[%d] = %g, the %d-wide one gives %g", kern.name, r.nr, j, c[j], kern.rows[0].nr, want[j])
+					}
+				}
+			}
+		}
 	}
 }
