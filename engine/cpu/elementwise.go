@@ -20,6 +20,15 @@ func (d *Device) Unary(op device.UnaryOp, dst, src device.View, s float64) error
 	}
 	if dst.DType.IsFloat() {
 		op = powAsUnary(op, s)
+		// PyTorch's pow_out fills ones for an exponent of 0 and copies the
+		// base for 1 (math.Pow agrees bit for bit: Pow(x, ±0) = 1 and
+		// Pow(x, 1) = x for every x). x.pow(2)'s gradient is 2·x.pow(1).
+		if op == device.PowScalar && s == 0 {
+			return d.Fill(dst, 1)
+		}
+		if op == device.PowScalar && s == 1 {
+			return d.Copy(dst, src)
+		}
 	}
 	if dst.DType == dtype.Float32 && dst.Numel() <= grain && dst.Contiguous() && src.Contiguous() {
 		if fast := unaryFast32(op, float32(s)); fast != nil {

@@ -280,3 +280,29 @@ func TestBroadcastOperands(t *testing.T) {
 		}
 	}
 }
+
+// TestPowTrivialExponents: pow with an exponent of 0 is ones and of 1 the
+// base, bit for bit as math.Pow gives them (NaN and infinities included),
+// for float32 and float64, contiguous and strided.
+func TestPowTrivialExponents(t *testing.T) {
+	d := New(Options{})
+	x := append([]float64{3.25, -7, 0x1p-140}, specialValues...)
+	shape := []int{1, len(x)}
+	for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+		for _, l := range []layout{contiguous, strided} {
+			for _, s := range []float64{0, math.Copysign(0, -1), 1} {
+				y := emptyOperand(t, d, dt, shape, l)
+				if err := d.Unary(device.PowScalar, y, newOperand(t, d, dt, shape, x, l), s); err != nil {
+					t.Fatal(err)
+				}
+				got := values(t, d, y)
+				for i, v := range x {
+					want := roundTo(dt, math.Pow(v, s))
+					if math.Float64bits(got[i]) != math.Float64bits(want) && !(math.IsNaN(got[i]) && math.IsNaN(want)) {
+						t.Errorf("%v %v: pow(%g, %g) = %g, want %g", dt, l, v, s, got[i], want)
+					}
+				}
+			}
+		}
+	}
+}
