@@ -231,11 +231,7 @@ func TestKernelChoiceKeepsBits(t *testing.T) {
 					want = c
 					continue
 				}
-				for j := range c {
-					if math.Float32bits(c[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("%s: windows kernel of %d rows: C[%d] = %g, the %d-row one gives %g", kern.name, w.mr, j, c[j], kern.windows[0].mr, want[j])
-					}
-				}
+				sameBits(t, fmt.Sprintf("%s: windows kernel of %d rows against %d", kern.name, w.mr, kern.windows[0].mr), c, want)
 			}
 		}
 		if len(kern.rows) > 1 {
@@ -252,12 +248,19 @@ func TestKernelChoiceKeepsBits(t *testing.T) {
 					want = c
 					continue
 				}
-				for j := range c {
-					if math.Float32bits(c[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("%s: rows kernel %d wide: C[%d] = %g, the %d-wide one gives %g", kern.name, r.nr, j, c[j], kern.rows[0].nr, want[j])
-					}
-				}
+				sameBits(t, fmt.Sprintf("%s: rows kernel %d wide against %d", kern.name, r.nr, kern.rows[0].nr), c, want)
 			}
+		}
+	}
+}
+
+// sameBits fails the test at the first element of got whose bits differ
+// from want's.
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for j := range got {
+		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+			t.Fatalf("%s: C[%d] = %g, want %g", what, j, got[j], want[j])
 		}
 	}
 }
