@@ -217,50 +217,42 @@ func BenchmarkGemmWindows(b *testing.B) {
 func TestKernelChoiceKeepsBits(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	for _, kern := range kernels32.all {
-		if len(kern.windows) > 1 {
-			wc := windowsCase{32, 300, 32, 3, 34}
-			p, base, offs := newWindows(rng, wc, 1, 0.5)
-			b := to32(base)
-			var want []float32
-			for i, w := range kern.windows {
-				one := *kern
-				one.windows = []*windowsKernel[float32]{w}
-				c := to32(p.c)
-				gemmWindows(&one, wc.m, wc.width*wc.rows, wc.k, 1, to32(p.a), p.lda, Windows[float32]{b, offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2)
-				if i == 0 {
-					want = c
-					continue
-				}
-				sameBits(t, fmt.Sprintf("%s: windows kernel of %d rows against %d", kern.name, w.mr, kern.windows[0].mr), c, want)
-			}
+		// Each choice's C, computed with the kernel set narrowed to it.
+		var names []string
+		var results [][]float32
+		wc := windowsCase{32, 300, 32, 3, 34}
+		p, base, offs := newWindows(rng, wc, 1, 0.5)
+		for _, w := range kern.windows {
+			one := *kern
+			one.windows = []*windowsKernel[float32]{w}
+			c := to32(p.c)
+			gemmWindows(&one, wc.m, wc.width*wc.rows, wc.k, 1, to32(p.a), p.lda, Windows[float32]{to32(base), offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2)
+			names, results = append(names, fmt.Sprintf("windows kernel of %d rows", w.mr)), append(results, c)
 		}
-		if len(kern.rows) > 1 {
-			rc := shape{144, 16, 700, 0}
-			p, base, offs := newRows(rng, rc, true, 1, 0.5)
-			a := to32(base)
-			var want []float32
-			for i, r := range kern.rows {
-				one := *kern
-				one.rows = []*rowsKernel[float32]{r}
-				c := to32(p.c)
-				gemmRows(&one, rc.m, rc.n, rc.k, 1, Rows[float32]{a, offs}, true, to32(p.b), p.ldb, 0.5, c, p.ldc, 2)
-				if i == 0 {
-					want = c
-					continue
-				}
-				sameBits(t, fmt.Sprintf("%s: rows kernel %d wide against %d", kern.name, r.nr, kern.rows[0].nr), c, want)
-			}
+		sameBits(t, kern.name, names, results)
+		names, results = nil, nil
+		rc := shape{144, 16, 700, 0}
+		p, base, offs = newRows(rng, rc, true, 1, 0.5)
+		for _, r := range kern.rows {
+			one := *kern
+			one.rows = []*rowsKernel[float32]{r}
+			c := to32(p.c)
+			gemmRows(&one, rc.m, rc.n, rc.k, 1, Rows[float32]{to32(base), offs}, true, to32(p.b), p.ldb, 0.5, c, p.ldc, 2)
+			names, results = append(names, fmt.Sprintf("rows kernel %d wide", r.nr)), append(results, c)
 		}
+		sameBits(t, kern.name, names, results)
 	}
 }
 
-// sameBits fails the test at the first element of got whose bits differ
-// from want's.
-func sameBits(t *testing.T, what string, got, want []float32) {
+// sameBits fails the test at the first element of a result whose bits
+// differ from the first result's.
+func sameBits(t *testing.T, kernel string, names []string, results [][]float32) {
 	t.Helper()
-	for j := range got {
-		if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
-			t.Fatalf("%s: C[%d] = %g, want %g", what, j, got[j], want[j])
+	for i := 1; i < len(results); i++ {
+		for j, v := range results[i] {
+			if w := results[0][j]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Fatalf("%s: %s: C[%d] = %g, the %s gives %g", kernel, names[i], j, v, names[0], w)
+			}
 		}
 	}
 }
