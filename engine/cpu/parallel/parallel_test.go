@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -116,4 +117,41 @@ func TestSharedAmongCallers(t *testing.T) {
 	if most := <-inner; most != 1 {
 		t.Errorf("a loop beside another ran %d chunks at once on 2 threads, want 1", most)
 	}
+}
+
+// BenchmarkWakeParked measures how long a parked worker takes to start a
+// loop's second chunk: the caller works for about 100 µs first, so that
+// the worker has parked, then holds the first chunk until the second
+// starts (or 2 ms pass). The median delay is the metric "µs-to-start";
+// it is what a loop pays before two threads help (RATIONALE.md, "One
+// worker pool for the process").
+func BenchmarkWakeParked(b *testing.B) {
+	if Threads() < 2 {
+		b.Skip("one thread: no worker to wake")
+	}
+	buf := make([]float32, 40000)
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		for r := 0; r < 10; r++ {
+			for j := range buf {
+				buf[j] += 1
+			}
+		}
+		var first atomic.Int64
+		t0 := time.Now()
+		For(2, 1, func(lo, hi int) {
+			if first.CompareAndSwap(0, 1) {
+				for time.Since(t0) < 2*time.Millisecond && first.Load() == 1 {
+				}
+				return
+			}
+			first.Store(2)
+			lat = append(lat, time.Since(t0))
+		})
+	}
+	if len(lat) == 0 {
+		b.Fatal("the second chunk never ran on a worker")
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "µs-to-start")
 }
