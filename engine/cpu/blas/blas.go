@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/cblas"
 	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
@@ -176,7 +177,8 @@ func Info() string {
 	s := current()
 	kern := "Go kernels (" + gemm.Kernel() + ")"
 	if s.lib == nil {
-		return fmt.Sprintf("blas: go (mode %s): %s; CBLAS not used: %s", s.mode, kern, s.why)
+		return fmt.Sprintf("blas: go (mode %s): %s, idle workers poll %v before parking; CBLAS not used: %s",
+			s.mode, kern, parallel.Poll(), s.why)
 	}
 	t := fmt.Sprintf("%d threads a call (parallel.Threads()), calls take turns", parallel.Threads())
 	if c := callers.Load(); shared() && s.mode == "auto" {
@@ -210,9 +212,21 @@ func current() *state {
 			s.why = err.Error()
 		}
 	}
+	// The Go kernels' loops start sooner with workers that poll; a
+	// library's threads would lose their cores to them.
+	if s.lib == nil {
+		parallel.SetPoll(goPoll)
+	} else {
+		parallel.SetPoll(0)
+	}
 	cur.Store(s)
 	return s
 }
+
+// goPoll is how long the pool's workers poll for the next loop while the
+// Go kernels do the products (parallel.SetPoll): measured at 200 µs on a
+// 2-vCPU Zen 5 EPYC, where a parked worker takes 97 µs to start.
+const goPoll = 200 * time.Microsecond
 
 // load loads the library once.
 func load() (*cblas.Lib, error) {

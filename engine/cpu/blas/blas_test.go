@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/cblas"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
@@ -113,6 +114,11 @@ func TestModes(t *testing.T) {
 			}
 			if m == "cblas" && !strings.HasPrefix(info, "blas: cblas") {
 				t.Errorf("mode cblas: Info() = %q", info)
+			}
+			// The pool's workers poll while the Go kernels do the
+			// products, and park at once beside a library.
+			if want := map[bool]time.Duration{true: goPoll, false: 0}[current().lib == nil]; parallel.Poll() != want {
+				t.Errorf("mode %s: the workers poll %v, want %v", m, parallel.Poll(), want)
 			}
 			rng := rand.New(rand.NewPCG(1, 2))
 			for _, p := range products {

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 var (
@@ -49,13 +50,61 @@ func Threads() int {
 	return threads
 }
 
+// poll is how long, in nanoseconds, a worker that finished a loop keeps
+// polling for the next before it parks; 0 parks at once.
+var poll atomic.Int64
+
+// SetPoll sets how long a worker that finished a loop polls for the next
+// one before it parks (0 or less: it parks at once, the default). A
+// parked worker takes about 100 µs to start again on a VM (waking a
+// halted virtual CPU, BenchmarkWakeParked), longer than many loops; a
+// polling worker starts at once but keeps its core busy meanwhile, which
+// a threaded BLAS library's own threads would miss (engine/cpu/blas sets
+// it when the Go kernels do the products; RATIONALE.md, "One worker pool
+// for the process").
+func SetPoll(d time.Duration) { poll.Store(int64(max(d, 0))) }
+
+// Poll reports how long an idle worker polls before it parks (SetPoll).
+func Poll() time.Duration { return time.Duration(poll.Load()) }
+
 func worker(q chan *job, stop chan struct{}) {
 	for {
 		select {
 		case j := <-q:
 			j.work()
+			if !polled(q, stop) {
+				return
+			}
 		case <-stop:
 			return
+		}
+	}
+}
+
+// polled runs the loops that arrive within the poll window of the last
+// one, yielding the P every 16 turns to any goroutine that wants it. It
+// reports false when the pool was replaced.
+func polled(q chan *job, stop chan struct{}) bool {
+	window := time.Duration(poll.Load())
+	if window <= 0 {
+		return true
+	}
+	last := time.Now()
+	for i := 1; ; i++ {
+		select {
+		case j := <-q:
+			j.work()
+			last = time.Now()
+			continue
+		case <-stop:
+			return false
+		default:
+		}
+		if i%16 == 0 {
+			if time.Since(last) > window {
+				return true
+			}
+			runtime.Gosched()
 		}
 	}
 }
