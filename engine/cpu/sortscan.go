@@ -122,11 +122,8 @@ func scanRun[T accum, A float64 | int64](w *walk, op device.ScanOp, dst, src []T
 // gives. The values are moved as they are (the 16-bit types are compared
 // as float32, exactly, and moved as bits), so values may be src.
 func (d *Device) Sort(values, indices, src device.View, axis int, descending bool) error {
-	if indices.DType != dtype.Int64 {
-		return fmt.Errorf("cpu: sort indices must be int64, not %v", indices.DType)
-	}
-	if values.DType != src.DType {
-		return fmt.Errorf("cpu: sort of %v into %v", src.DType, values.DType)
+	if err := checkSelection("sort", values, indices, src); err != nil {
+		return err
 	}
 	if err := checkAxisOp("sort", axis, values, indices, src); err != nil {
 		return err
@@ -134,9 +131,7 @@ func (d *Device) Sort(values, indices, src device.View, axis int, descending boo
 	if values.Numel() == 0 {
 		return nil
 	}
-	w := rowWalk(axis, values, indices, src)
-	n, vs, is, ss := src.Shape[axis], values.Strides[axis], indices.Strides[axis], src.Strides[axis]
-	idx := elems[int64](indices.Buf)
+	w, n, vs, is, ss, idx := selectionRows(axis, values, indices, src)
 	switch src.DType {
 	case dtype.Float32:
 		sortRun32(w, elems[float32](values.Buf), idx, elems[float32](src.Buf), n, vs, is, ss, descending, func(x float32) float32 { return x })
@@ -152,6 +147,26 @@ func (d *Device) Sort(values, indices, src device.View, axis int, descending boo
 		return fmt.Errorf("cpu: sort of %v", src.DType)
 	}
 	return nil
+}
+
+// checkSelection checks the element types of an op that writes src's
+// values and their int64 indices (Sort, TopK).
+func checkSelection(op string, values, indices, src device.View) error {
+	if indices.DType != dtype.Int64 {
+		return fmt.Errorf("cpu: %s indices must be int64, not %v", op, indices.DType)
+	}
+	if values.DType != src.DType {
+		return fmt.Errorf("cpu: %s of %v into %v", op, src.DType, values.DType)
+	}
+	return nil
+}
+
+// selectionRows is the walk over the rows along axis of such an op, the
+// rows' length in src, the three operands' strides along it and the
+// indices' elements.
+func selectionRows(axis int, values, indices, src device.View) (w *walk, n, vs, is, ss int, idx []int64) {
+	return rowWalk(axis, values, indices, src), src.Shape[axis], values.Strides[axis], indices.Strides[axis],
+		src.Strides[axis], elems[int64](indices.Buf)
 }
 
 type sortKey interface{ ~float32 | ~float64 | ~int64 }
@@ -269,11 +284,8 @@ func writeKeyed[T any](keys []uint64, vals []T, idx []int64, vo, vs, io, is int,
 // top) for float32 and the 16-bit floats, and from a sorted copy of the
 // row for the other types.
 func (d *Device) TopK(values, indices, src device.View, axis, k int, largest bool) error {
-	if indices.DType != dtype.Int64 {
-		return fmt.Errorf("cpu: topk indices must be int64, not %v", indices.DType)
-	}
-	if values.DType != src.DType {
-		return fmt.Errorf("cpu: topk of %v into %v", src.DType, values.DType)
+	if err := checkSelection("topk", values, indices, src); err != nil {
+		return err
 	}
 	if axis < 0 || axis >= len(src.Shape) {
 		return fmt.Errorf("cpu: topk along axis %d of a %d-dimensional view", axis, len(src.Shape))
@@ -286,9 +298,7 @@ func (d *Device) TopK(values, indices, src device.View, axis, k int, largest boo
 	if values.Numel() == 0 {
 		return nil
 	}
-	w := rowWalk(axis, values, indices, src)
-	n, vs, is, ss := src.Shape[axis], values.Strides[axis], indices.Strides[axis], src.Strides[axis]
-	idx := elems[int64](indices.Buf)
+	w, n, vs, is, ss, idx := selectionRows(axis, values, indices, src)
 	switch src.DType {
 	case dtype.Float32:
 		topkRun32(w, elems[float32](values.Buf), idx, elems[float32](src.Buf), n, k, vs, is, ss, largest, func(x float32) float32 { return x })

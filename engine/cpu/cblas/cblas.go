@@ -66,18 +66,6 @@ const (
 	cblasTrans    = 112
 )
 
-// OpenBLASCore returns the kernel family an OpenBLAS library chose for
-// this CPU (its configuration's "core=" field: Haswell, SkylakeX, …), or
-// "" for another library or a build that does not say.
-func (l *Lib) OpenBLASCore() string {
-	i := strings.LastIndex(l.Config, "core=")
-	if l.Flavour != OpenBLAS || i < 0 {
-		return ""
-	}
-	core, _, _ := strings.Cut(l.Config[i+len("core="):], " ")
-	return core
-}
-
 // Flavours of library, as reported by Lib.Flavour.
 const (
 	OpenBLAS = "openblas"

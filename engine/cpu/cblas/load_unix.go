@@ -149,7 +149,7 @@ func (l *Lib) fixOpenBLASCore() *Lib {
 	if _, set := os.LookupEnv("OPENBLAS_CORETYPE"); set {
 		return nil
 	}
-	core := l.OpenBLASCore()
+	core := l.Config[strings.LastIndex(l.Config, "core=")+len("core="):]
 	switch strings.ToLower(core) {
 	case "prescott", "core2", "penryn", "dunnington", "nehalem", "atom", "katmai", "coppermine", "northwood", "banias":
 	default:

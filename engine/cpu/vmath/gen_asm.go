@@ -29,6 +29,7 @@ import (
 	"flag"
 	"fmt"
 	"go/format"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -438,11 +439,7 @@ func sincos(name string, cos bool) kernel {
 			g.store(1, g.mem("DI", 0))
 		},
 		finish: func(g *gen) {
-			if g.k512 {
-				g.op("KMOVW K3, AX")
-			} else {
-				g.op("VMOVMSKPS Y13, AX")
-			}
+			g.flaggedLanesToAX()
 			g.op("TESTL AX, AX")
 			g.op("SETNE AL")
 			g.op("MOVB AL, ret+48(FP)")
@@ -1338,11 +1335,7 @@ func extremeReduce(name, inst, initName string, initBits uint32) kernel {
 			g.op("VPERMILPS $0xb1, X12, X0")
 			g.op("%s X0, X12, X12", inst)
 			g.op("VMOVSS X12, ret+24(FP)")
-			if g.k512 {
-				g.op("KMOVW K3, AX")
-			} else {
-				g.op("VMOVMSKPS Y13, AX")
-			}
+			g.flaggedLanesToAX()
 			g.op("TESTL AX, AX")
 			g.op("JZ nonan")
 			g.op("MOVL $0x7fc00000, AX")
@@ -1523,28 +1516,8 @@ func writeAsm(a isa, ks []kernel) {
 	for _, k := range ks {
 		g.emit(k)
 	}
-	var names []string
-	for n := range g.used {
-		names = append(names, n)
-	}
-	sortStrings(names)
-	for _, n := range names {
-		for i := 0; i < 16; i++ {
-			fmt.Fprintf(&g.b, "DATA %s<>+%d(SB)/4, $0x%08x\n", n, 4*i, g.used[n])
-		}
-		fmt.Fprintf(&g.b, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", n)
-	}
-	names = names[:0]
-	for n := range g.used64 {
-		names = append(names, n)
-	}
-	sortStrings(names)
-	for _, n := range names {
-		for i := 0; i < 8; i++ {
-			fmt.Fprintf(&g.b, "DATA %s<>+%d(SB)/8, $0x%016x\n", n, 8*i, g.used64[n])
-		}
-		fmt.Fprintf(&g.b, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", n)
-	}
+	writeConsts(&g.b, g.used, 4)
+	writeConsts(&g.b, g.used64, 8)
 	if !a.k512 {
 		for i := 0; i < 16; i++ {
 			v := uint32(0)
@@ -1556,6 +1529,33 @@ func writeAsm(a isa, ks []kernel) {
 		fmt.Fprintf(&g.b, "GLOBL tailmask<>(SB), RODATA|NOPTR, $64\n")
 	}
 	must(os.WriteFile(filepath.Join(*outDir, "kernels_"+strings.ToLower(a.name)+"_amd64.s"), g.b.Bytes(), 0o644))
+}
+
+// flaggedLanesToAX moves the lanes a kernel flagged along the way (in K3
+// on AVX-512, in the sign bits of Y13 on AVX2: a NaN seen, an argument
+// past the reduction's range) into AX's low bits.
+func (g *gen) flaggedLanesToAX() {
+	if g.k512 {
+		g.op("KMOVW K3, AX")
+	} else {
+		g.op("VMOVMSKPS Y13, AX")
+	}
+}
+
+// writeConsts writes each constant of used as a 64-byte symbol of its
+// value repeated in lanes of size bytes, in name order.
+func writeConsts[T uint32 | uint64](b io.Writer, used map[string]T, size int) {
+	var names []string
+	for n := range used {
+		names = append(names, n)
+	}
+	sortStrings(names)
+	for _, n := range names {
+		for i := 0; i < 64/size; i++ {
+			fmt.Fprintf(b, "DATA %s<>+%d(SB)/%d, $0x%0*x\n", n, size*i, size, 2*size, used[n])
+		}
+		fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", n)
+	}
 }
 
 func sortStrings(s []string) {
