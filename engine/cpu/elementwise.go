@@ -189,11 +189,7 @@ func unaryLoop[T float](op device.UnaryOp, dst []T, o0, ds int, src []T, o1, ss,
 				x := src[o1+i*ss]
 				dst[o0+i*ds] = 1 / (x * x)
 			}
-		case 1:
-			for i := 0; i < n; i++ {
-				dst[o0+i*ds] = src[o1+i*ss]
-			}
-		default:
+		default: // 0 and 1 are a fill and a copy (Unary)
 			f(func(x float64) float64 { return math.Pow(x, s) })
 		}
 	default:
