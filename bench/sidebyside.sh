@@ -79,7 +79,8 @@ for w in "${workloads[@]}"; do
       gemm)
         torch_sides bash -c "$(declare -f torch_gemm); PY=$PY torch_gemm"
         ./bin/zeroeng bench gemm | tag zeroeng
-        ZEROENG_BLAS=none ./bin/zeroeng bench gemm | tag zeroeng-go
+        # Our products on OpenBLAS (mode auto prefers the engine's own kernels on AVX2 and AVX-512).
+        ZEROENG_BLAS=libopenblas.so.0 ./bin/zeroeng bench gemm | tag zeroeng-cblas
         ;;
       overlap)
         for v in none a b flat stage2; do ./bin/zeroeng bench "overlap4-$v" | tag zeroeng; done

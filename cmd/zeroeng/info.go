@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/blas"
+	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/gpu"
@@ -88,6 +89,7 @@ func writeInfo(w io.Writer) gpu.Report {
 	fmt.Fprintf(w, "cpu features:   %s\n", cpuFeatures())
 	fmt.Fprintf(w, "threads:        %d (--threads, ZEROENG_THREADS)\n", parallel.Threads())
 	fmt.Fprintf(w, "vector kernels: %s (ZEROENG_VMATH=avx512|avx2|go overrides)\n", vmath.Implementation())
+	fmt.Fprintf(w, "gemm kernels:   %s (ZEROENG_GEMM=avx512|avx2|go overrides)\n", gemm.Kernel())
 	fmt.Fprintf(w, "blas:           %s\n", strings.TrimPrefix(blas.Info(), "blas: "))
 	return writeGPUInfo(w)
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/zeroeng/zeroeng/bench"
+	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/jobenv"
 	"github.com/zeroeng/zeroeng/internal/suggest"
 	"github.com/zeroeng/zeroeng/script"
@@ -147,6 +149,11 @@ func newApp() *cli.App {
 				return usagef("", "--threads must be 0 (all cores) or more, got %d", c.Int("threads"))
 			}
 			parallel.SetThreads(c.Int("threads"))
+			// A kernel override that names no kernel of this CPU would
+			// leave a comparison running the default unnoticed.
+			if err := errors.Join(gemm.EnvError(), vmath.EnvError()); err != nil {
+				return usagef("", "%v", err)
+			}
 			return nil
 		},
 		// The process's exit status is decided in run, never inside cli.

@@ -348,6 +348,16 @@ const bar = progress.bar({ total: 1, label: "bar" }); bar.update(1); bar.done();
 	if r := zeroeng(t, dir, []string{"ZEROENG_THREADS=1"}, "run", "world.js"); r.code != 0 {
 		t.Errorf("ZEROENG_THREADS=1: status %d\n%s", r.code, r.stderr)
 	}
+	// A kernel override names a kernel of this CPU; "go" exists on all.
+	for _, kv := range []string{"ZEROENG_GEMM=sse", "ZEROENG_VMATH=avx3"} {
+		if r := zeroeng(t, dir, []string{kv}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, kv+" names no") {
+			t.Errorf("%s: status %d\n%s", kv, r.code, r.stderr)
+		}
+	}
+	if r := zeroeng(t, dir, []string{"ZEROENG_GEMM=go", "ZEROENG_VMATH=go"}, "info"); r.code != 0 ||
+		!strings.Contains(r.stdout, "gemm kernels:   sgemm go") || !strings.Contains(r.stdout, "vector kernels: go") {
+		t.Errorf("ZEROENG_GEMM=go ZEROENG_VMATH=go: status %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	if r := zeroeng(t, dir, []string{"ZEROENG_NPROC=many"}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, "ZEROENG_NPROC") {
 		t.Errorf("ZEROENG_NPROC=many: status %d\n%s", r.code, r.stderr)
 	}

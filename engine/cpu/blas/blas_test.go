@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/cblas"
+	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 )
 
@@ -209,8 +210,9 @@ func TestCallersShareTheThreads(t *testing.T) {
 	if !strings.Contains(Info(), "1 thread a call") {
 		t.Errorf("Info() = %q, want it to say 1 thread a call", Info())
 	}
-	// In mode auto the ranks run the Go kernels, which divide the pool's
-	// threads between them loop by loop.
+	// In mode auto, even with a library named, the ranks run the Go
+	// kernels, which divide the pool's threads between them loop by loop.
+	t.Setenv("ZEROENG_BLAS", l.Path)
 	Use("auto")
 	if library() != nil || !strings.Contains(Info(), "not used while 2 in-process ranks share 2 threads") {
 		t.Errorf("mode auto, 2 callers on 2 threads: library %v, Info() = %q; want the Go kernels", library(), Info())
@@ -227,6 +229,34 @@ func TestCallersShareTheThreads(t *testing.T) {
 	Use("auto")
 	if library() != l {
 		t.Errorf("mode auto, 1 caller: library %v, want %v", library(), l)
+	}
+}
+
+// TestAutoPrefersAssemblyKernels: mode auto runs this CPU's assembly
+// kernels rather than a library that loads, takes a library that
+// ZEROENG_BLAS names, and takes one that loads on a CPU without assembly
+// kernels.
+func TestAutoPrefersAssemblyKernels(t *testing.T) {
+	l := needCBLAS(t)
+	t.Setenv("ZEROENG_BLAS", "")
+	Use("auto")
+	want := l
+	if gemm.Vectorised() {
+		want = nil
+	}
+	if library() != want {
+		t.Errorf("mode auto, kernels %s: library %v, want %v; Info() = %q", gemm.Kernel(), library(), want, Info())
+	}
+	if want == nil && !strings.Contains(Info(), "mode auto prefers this CPU's assembly kernels") {
+		t.Errorf("Info() = %q, want it to say why the library is not used", Info())
+	}
+	if want := map[bool]time.Duration{true: goPoll, false: 0}[want == nil]; parallel.Poll() != want {
+		t.Errorf("the workers poll %v, want %v", parallel.Poll(), want)
+	}
+	t.Setenv("ZEROENG_BLAS", l.Path)
+	Use("auto")
+	if library() != l || !strings.HasPrefix(Info(), "blas: cblas (mode auto)") {
+		t.Errorf("mode auto, ZEROENG_BLAS=%s: library %v, Info() = %q; want the library named", l.Path, library(), Info())
 	}
 }
 

@@ -1,6 +1,10 @@
 package gemm
 
-import "fmt"
+import (
+	"fmt"
+	"os"
+	"strings"
+)
 
 // A kernel computes one mr×nr tile of C from a packed A panel (mr rows,
 // k deep) and a packed B panel (k deep, nr columns):
@@ -104,7 +108,24 @@ func init() {
 	}
 	kernels32.cur = kernels32.all[0]
 	kernels64.cur = kernels64.all[0]
+	if name := os.Getenv("ZEROENG_GEMM"); name != "" {
+		if _, err := useKernel(name); err != nil {
+			envErr = fmt.Errorf("ZEROENG_GEMM=%s names no GEMM kernel of this CPU (it has %s)", name, strings.Join(kernelNames(), ", "))
+		}
+	}
 }
+
+// The ZEROENG_GEMM environment variable, when it names a kernel this CPU
+// supports ("avx512", "avx2" or "go"), overrides the choice, as
+// ZEROENG_VMATH does the vector kernels': for comparing the kernels inside
+// a whole training run (and against a library's of the same width). A name
+// this CPU has no kernel of leaves the choice alone and is reported by
+// EnvError.
+var envErr error
+
+// EnvError reports a ZEROENG_GEMM that names no kernel of this CPU, which
+// the command line refuses rather than run on another kernel unnoticed.
+func EnvError() error { return envErr }
 
 // Kernel describes the micro-kernels in use, for diagnostics
 // ("sgemm avx512 12×32, dgemm avx512 12×16").
@@ -112,6 +133,12 @@ func Kernel() string {
 	s, d := kernels32.cur, kernels64.cur
 	return fmt.Sprintf("sgemm %s %d×%d, dgemm %s %d×%d", s.name, s.mr, s.nr, d.name, d.mr, d.nr)
 }
+
+// Vectorised reports whether the float32 kernels in use are assembly ones
+// for this CPU's vector unit (AVX2 or AVX-512) rather than the portable Go
+// kernel, which is a reference and runs at a few percent of a library's
+// rate.
+func Vectorised() bool { return kernels32.cur.name != "go" }
 
 // kernelNames lists the kernels usable on this machine, fastest first.
 func kernelNames() []string {

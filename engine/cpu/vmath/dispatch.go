@@ -1,6 +1,11 @@
 package vmath
 
-import "os"
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
 
 // kernels is one implementation of the primitive loops. The exported
 // functions check lengths and special cases and then call through the table
@@ -286,18 +291,29 @@ var (
 // The ZEROENG_VMATH environment variable, when it names a variant this CPU
 // supports ("avx512", "avx2" or "go"), overrides the choice: for comparing
 // the variants inside a whole training run, and for ruling a kernel variant
-// out when chasing a numerical difference.
+// out when chasing a numerical difference. A name this CPU has no variant
+// of leaves the choice alone and is reported by EnvError.
 func init() {
 	variants = append(archVariants(), &goKernels)
 	impl = variants[0]
 	if name := os.Getenv("ZEROENG_VMATH"); name != "" {
+		var names []string
 		for _, k := range variants {
-			if k.name == name {
-				impl = k
-			}
+			names = append(names, k.name)
+		}
+		if i := slices.IndexFunc(variants, func(k *kernels) bool { return k.name == name }); i >= 0 {
+			impl = variants[i]
+		} else {
+			envErr = fmt.Errorf("ZEROENG_VMATH=%s names no vector kernel variant of this CPU (it has %s)", name, strings.Join(names, ", "))
 		}
 	}
 }
+
+var envErr error
+
+// EnvError reports a ZEROENG_VMATH that names no variant of this CPU, which
+// the command line refuses rather than run on another variant unnoticed.
+func EnvError() error { return envErr }
 
 // Implementation names the kernel variant in use: "avx512", "avx2" or "go".
 func Implementation() string { return impl.name }
