@@ -231,8 +231,9 @@ func runDDPRank(c DDPConfig, pg dist.ProcessGroup, res *DDPResult) error {
 	return nil
 }
 
-// tracedAllReduce is DDP's default hook with each bucket's all-reduce
-// recorded (from launch to completion, on the communication goroutine).
+// tracedAllReduce averages each bucket as DDP does without a hook (times
+// 1/world, summed) with its all-reduce recorded (from launch to
+// completion, on the communication goroutine).
 func tracedAllReduce(pg dist.ProcessGroup, tl *timeline) ddp.CommHook {
 	if tl == nil {
 		return ddp.AllReduceHook(pg)

@@ -77,7 +77,7 @@ type DDP struct {
 	params []Param
 	opts   Options
 	hook   CommHook
-	custom bool // a hook other than the default was registered
+	custom bool // a hook was registered (without one, stage divides and the hook only sums)
 
 	buckets []*bucket
 	where   map[*tensor.Tensor]slot
@@ -150,7 +150,7 @@ func New(pg dist.ProcessGroup, params []Param, opts Options) (*DDP, error) {
 	// PyTorch 1.13 does not rebuild the buckets of a DDP that looks for
 	// unused parameters (it does with a static graph).
 	d.rebuilt = opts.FindUnusedParameters && !opts.StaticGraph
-	d.hook = AllReduceHook(pg)
+	d.hook = allReduceSum(pg)
 	for i, p := range params {
 		d.removes = append(d.removes, p.Tensor.OnGradReady(func(*tensor.Tensor) { d.ready(i) }))
 	}
@@ -167,8 +167,11 @@ func (d *DDP) Close() {
 	}
 }
 
-// RegisterCommHook replaces the default hook (AllReduceHook). It must be
-// called before the first backward pass, as in PyTorch.
+// RegisterCommHook replaces the default reduction, which divides each
+// gradient by the number of ranks on its way into the bucket and sums the
+// buckets across ranks, as PyTorch's reducer does without a hook. h then
+// gets the gradients as they are. It must be called before the first
+// backward pass, as in PyTorch.
 func (d *DDP) RegisterCommHook(h CommHook) error {
 	if d.active || d.order != nil {
 		return fmt.Errorf("ddp: registerCommHook must be called before the first backward pass")
@@ -372,15 +375,22 @@ func (d *DDP) build(plan [][]int) error {
 	}
 	d.buckets[len(d.buckets)-1].IsLast = true
 	if d.opts.GradientAsBucketView {
+		// A gradient that exists becomes its bucket's view now; one that
+		// does not yet (before the first backward pass, or after
+		// zeroGrad(true)) becomes it when it is first staged, as with
+		// PyTorch's reducer (initialize_bucket_views), whose first
+		// reduction therefore divides while copying.
 		for _, b := range d.buckets {
 			for pos, p := range b.Params {
+				g := p.GradNoSync()
+				if g == nil || g.Err() != nil {
+					continue
+				}
 				flat := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel())
 				view := flat.View(p.Shape()...).Persist()
 				flat.Release() // the view holds its own reference
-				if g := p.GradNoSync(); g != nil && g.Err() == nil {
-					if err := view.CopyFrom(g); err != nil {
-						return err
-					}
+				if err := view.CopyFrom(g); err != nil {
+					return err
 				}
 				if err := p.SetGrad(view); err != nil {
 					return err
@@ -458,7 +468,11 @@ func (d *DDP) start() {
 }
 
 // stage puts parameter pos's gradient into its bucket (nothing to do when
-// the gradient is a view of the bucket) and marks it ready.
+// the gradient is a view of the bucket) and marks it ready. Without a
+// registered hook it also divides the gradient by the number of ranks, as
+// PyTorch's reducer does (mark_variable_ready_dense): multiplied by the
+// reciprocal while it is copied in, one pass instead of a copy and a
+// division, or divided in place when it is the bucket's view already.
 func (d *DDP) stage(b *bucket, pos int) error {
 	sc := d.rt.OpenScope() // the views below
 	defer sc.Close()
@@ -472,9 +486,20 @@ func (d *DDP) stage(b *bucket, pos int) error {
 			return err
 		}
 	case tensor.SameMemory(g, view):
+		if !d.custom {
+			if err := view.DivScalarInPlace(float64(d.pg.Size())); err != nil {
+				return fmt.Errorf("ddp: gradient of %s: %w", b.Names[pos], err)
+			}
+		}
 	default:
 		bv := view.View(p.Shape()...)
-		if err := bv.CopyFrom(g); err != nil {
+		var err error
+		if d.custom {
+			err = bv.CopyFrom(g)
+		} else {
+			err = bv.MulScalarFrom(g, 1/float64(d.pg.Size()))
+		}
+		if err != nil {
 			return fmt.Errorf("ddp: gradient of %s: %w", b.Names[pos], err)
 		}
 		if d.opts.GradientAsBucketView {
@@ -803,9 +828,11 @@ func (d *DDP) syncFromLastJoiner() error {
 	return nil
 }
 
-// AllReduceHook is the default hook: the bucket divided by the number of
-// ranks, then summed across them (PyTorch's allreduce_hook), reduced in
-// place.
+// AllReduceHook is PyTorch's allreduce_hook: the bucket divided by the
+// number of ranks, then summed across them, in place. A DDP without a
+// registered hook computes the average with one pass less, and with a
+// multiplication by the reciprocal where this divides, as PyTorch's
+// reducer does (see stage; the same bits for a power-of-two world).
 func AllReduceHook(pg dist.ProcessGroup) CommHook {
 	return func(b *Bucket) func() (*tensor.Tensor, error) {
 		// bucket.buffer().div_(world_size): a true division, as PyTorch's
@@ -813,6 +840,16 @@ func AllReduceHook(pg dist.ProcessGroup) CommHook {
 		if err := b.Buffer.DivScalarInPlace(float64(pg.Size())); err != nil {
 			return func() (*tensor.Tensor, error) { return nil, err }
 		}
+		w := pg.AllReduce(b.Buffer, dist.Sum)
+		return func() (*tensor.Tensor, error) { return b.Buffer, w.Wait() }
+	}
+}
+
+// allReduceSum is the reduction of a DDP without a registered hook: the
+// gradients were divided on their way into the bucket (stage), so it only
+// sums the buckets across ranks, as PyTorch's reducer does then.
+func allReduceSum(pg dist.ProcessGroup) CommHook {
+	return func(b *Bucket) func() (*tensor.Tensor, error) {
 		w := pg.AllReduce(b.Buffer, dist.Sum)
 		return func() (*tensor.Tensor, error) { return b.Buffer, w.Wait() }
 	}

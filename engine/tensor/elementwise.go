@@ -701,6 +701,28 @@ func (t *Tensor) DivScalarInPlace(s float64) error {
 	return kernel(func() error { return t.rt.dev.Binary(device.Div, t.view(), t.view(), dv) })
 }
 
+// MulScalarFrom sets t to src·s, in place (torch.mul(src, s, out=t)): one
+// pass over memory where CopyFrom and MulScalarInPlace make two, as
+// DistributedDataParallel's reducer divides each gradient while copying it
+// into its bucket. src must have t's shape and dtype, a float one; the
+// product is rounded as MulScalar's is.
+func (t *Tensor) MulScalarFrom(src *Tensor, s float64) error {
+	if _, bad := check("mul_out", t, src); bad != nil {
+		return bad.err
+	}
+	if !slices.Equal(t.shape, src.shape) || t.dt != src.dt || !t.dt.IsFloat() {
+		return fmt.Errorf("tensor: mul_out: want a source of the output's shape %v and float dtype %v, got %v %v", t.shape, t.dt, src.shape, src.dt)
+	}
+	if err := t.checkInPlace("mul_out"); err != nil {
+		return err
+	}
+	t.st.version.Add(1)
+	if t.coversStorage() {
+		t.st.zeroPending = false // every byte is about to be written
+	}
+	return kernel(func() error { return t.rt.dev.Unary(device.MulScalar, t.view(), src.view(), s) })
+}
+
 func (t *Tensor) MulScalarInPlace(s float64) error {
 	if lz, off, ok := t.lazyRange(); ok && t.dt.IsFloat() {
 		return t.recordStep("mul_", lz, lazyStep{kind: lazyMul, off: off, value: s})
