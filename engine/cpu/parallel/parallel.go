@@ -118,6 +118,7 @@ type job struct {
 	chunk  int
 	next   atomic.Int64
 	wg     sync.WaitGroup
+	done   atomic.Int64 // chunks finished (after their wg.Done)
 	panicV atomic.Value
 }
 
@@ -133,15 +134,33 @@ func (j *job) work() {
 }
 
 func (j *job) runChunk(lo, hi int) {
-	defer j.wg.Done()
 	defer func() {
 		// A panic in a worker would kill the process without the caller's
 		// recover ever seeing it; carry it back to the caller instead.
 		if r := recover(); r != nil {
 			j.panicV.CompareAndSwap(nil, panicBox{r})
 		}
+		j.wg.Done()
+		j.done.Add(1)
 	}()
 	j.fn(lo, hi)
+}
+
+// wait returns once every chunk of j has run. While workers poll it polls
+// too, for at most the poll window: a caller that parked would be woken
+// onto the last worker's P, and the worker, yielding its P to it, would
+// wait in the global run queue for an idle P's thread to wake (tens of
+// microseconds on a VM) and miss the next loops.
+func (j *job) wait(chunks int, window time.Duration) {
+	if window > 0 {
+		start := time.Now()
+		for i := 1; j.done.Load() < int64(chunks); i++ {
+			if i%64 == 0 && time.Since(start) > window {
+				break
+			}
+		}
+	}
+	j.wg.Wait()
 }
 
 type panicBox struct{ v any }
@@ -186,7 +205,7 @@ recruit:
 		}
 	}
 	j.work()
-	j.wg.Wait()
+	j.wait(chunks, time.Duration(poll.Load()))
 	if p := j.panicV.Load(); p != nil {
 		panic(p.(panicBox).v)
 	}

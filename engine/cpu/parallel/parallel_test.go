@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -154,4 +155,36 @@ func BenchmarkWakeParked(b *testing.B) {
 	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "µs-to-start")
+}
+
+// BenchmarkShortLoop runs a loop of about 50 µs on one thread over every
+// thread, with workers that park at once and with workers that poll (as
+// beside the Go kernels): how much of a second thread a short loop gets.
+// On the 2-vCPU Zen 5 EPYC, polling, 2 threads: 36.0 µs a loop before the
+// caller waited for the workers by polling too, 27.9 after (one thread:
+// 51-54; workers that park: 60-61, slower than one thread).
+func BenchmarkShortLoop(b *testing.B) {
+	src := make([]float32, 100_000)
+	dst := make([]float32, len(src))
+	for i := range src {
+		src[i] = float32(i%7) - 3
+	}
+	all := Threads()
+	defer SetThreads(0)
+	defer SetPoll(0)
+	for _, poll := range []time.Duration{0, 200 * time.Microsecond} {
+		for _, threads := range []int{1, all} {
+			b.Run(fmt.Sprintf("threads=%d/poll=%v", threads, poll), func(b *testing.B) {
+				SetThreads(threads)
+				SetPoll(poll)
+				for i := 0; i < b.N; i++ {
+					For(len(src), len(src)/8, func(lo, hi int) {
+						for k := lo; k < hi; k++ {
+							dst[k] = max(src[k], 0)
+						}
+					})
+				}
+			})
+		}
+	}
 }
