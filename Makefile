@@ -12,7 +12,7 @@ run: build
 	./bin/zeroeng run samples/quickstart.js
 
 # `make test` is what a newcomer runs, in one and a half to three and a half minutes from an empty build cache on two
-# cores (172, 139 and 157 s measured; 185-213 s on days the shared VM ran 30% slower; 88 and 94 s on a Zen 5 EPYC): gofmt, unit tests, PyTorch numerics, the distributed conformance on the in-process
+# cores (172, 139 and 157 s measured; 185-213 s on days the shared VM ran 30% slower; 88, 94 and 93 s on a Zen 5 EPYC): gofmt, unit tests, PyTorch numerics, the distributed conformance on the in-process
 # backend and the hostile-input checks, each package compiled once. `make test-all` (what CI runs)
 # adds go vet, the long suites (jobs of several processes under mpirun, launch and
 # kill-and-resume, training runs on Fashion-MNIST and of the GPT and LLaMA samples, Go built for
