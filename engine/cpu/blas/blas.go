@@ -218,7 +218,7 @@ func current() *state {
 	case mode == "auto" && os.Getenv("ZEROENG_BLAS") == "" && gemm.Vectorised():
 		// ZEROENG_BLAS, when set, names the user's library (or none, which
 		// load reports).
-		s.why = "mode auto prefers this CPU's assembly kernels (ZEROENG_BLAS=libopenblas.so.0, or another library's name or path, chooses a library)"
+		s.why = "mode auto prefers the engine's own kernels on a CPU with AVX2 or AVX-512 (ZEROENG_BLAS=libopenblas.so.0, or another library's name or path, chooses a library)"
 	default: // auto, cblas (Use checked that it loads)
 		if l, err := load(); l != nil {
 			s.lib = l

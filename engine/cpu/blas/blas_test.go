@@ -247,7 +247,7 @@ func TestAutoPrefersAssemblyKernels(t *testing.T) {
 	if library() != want {
 		t.Errorf("mode auto, kernels %s: library %v, want %v; Info() = %q", gemm.Kernel(), library(), want, Info())
 	}
-	if want == nil && !strings.Contains(Info(), "mode auto prefers this CPU's assembly kernels") {
+	if want == nil && !strings.Contains(Info(), "mode auto prefers the engine's own kernels") {
 		t.Errorf("Info() = %q, want it to say why the library is not used", Info())
 	}
 	if want := map[bool]time.Duration{true: goPoll, false: 0}[want == nil]; parallel.Poll() != want {

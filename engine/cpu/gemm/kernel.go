@@ -134,11 +134,11 @@ func Kernel() string {
 	return fmt.Sprintf("sgemm %s %d×%d, dgemm %s %d×%d", s.name, s.mr, s.nr, d.name, d.mr, d.nr)
 }
 
-// Vectorised reports whether the float32 kernels in use are assembly ones
-// for this CPU's vector unit (AVX2 or AVX-512) rather than the portable Go
-// kernel, which is a reference and runs at a few percent of a library's
-// rate.
-func Vectorised() bool { return kernels32.cur.name != "go" }
+// Vectorised reports whether this CPU has assembly kernels for its vector
+// unit (AVX2 or AVX-512); without them only the portable Go kernel runs, a
+// reference at a few percent of a library's rate. It is the machine's
+// capability, whichever kernel ZEROENG_GEMM chose.
+func Vectorised() bool { return kernels32.all[0].name != "go" }
 
 // kernelNames lists the kernels usable on this machine, fastest first.
 func kernelNames() []string {
