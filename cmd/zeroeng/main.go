@@ -145,6 +145,9 @@ func newApp() *cli.App {
 			&cli.IntFlag{Name: "threads", Usage: "CPU threads for kernels (0: all cores)", EnvVars: []string{"ZEROENG_THREADS"}},
 		},
 		Before: func(c *cli.Context) error {
+			if err := checkEnvironment(os.Environ(), knownVariables(c.App)); err != nil {
+				return usagef("", "%v", err)
+			}
 			if c.Int("threads") < 0 {
 				return usagef("", "--threads must be 0 (all cores) or more, got %d", c.Int("threads"))
 			}

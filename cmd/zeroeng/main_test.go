@@ -348,6 +348,9 @@ const bar = progress.bar({ total: 1, label: "bar" }); bar.update(1); bar.done();
 	if r := zeroeng(t, dir, []string{"ZEROENG_THREADS=1"}, "run", "world.js"); r.code != 0 {
 		t.Errorf("ZEROENG_THREADS=1: status %d\n%s", r.code, r.stderr)
 	}
+	if r := zeroeng(t, dir, []string{"ZEROENG_THREDS=1"}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, "did you mean ZEROENG_THREADS?") {
+		t.Errorf("ZEROENG_THREDS=1: status %d\n%s", r.code, r.stderr)
+	}
 	// A kernel override names a kernel of this CPU; "go" exists on all.
 	for _, kv := range []string{"ZEROENG_GEMM=sse", "ZEROENG_VMATH=avx3"} {
 		if r := zeroeng(t, dir, []string{kv}, "run", "world.js"); r.code != 2 || !strings.Contains(r.stderr, kv+" names no") {

@@ -46,7 +46,8 @@ name; what follows it reaches it as its WASI arguments.
 Every flag but --dir can also be set with an environment variable: ZEROENG_
 and the flag's name in capitals, with _ for - (ZEROENG_LOG_FORMAT=json is
 --log-format json, ZEROENG_QUIET=1 is --quiet; OPTIONS names each). A flag
-given on the command line wins over the variable:
+given on the command line wins over the variable, and a ZEROENG_ variable
+zeroeng does not read is an error that names it:
 
    --nproc 4              four ranks on this host (in-process on the CPU)
    --device cuda          auto, cpu or cuda: one GPU per rank, NCCL between
