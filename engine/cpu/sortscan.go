@@ -332,27 +332,51 @@ func (d *Device) TopK(values, indices, src device.View, axis, k int, largest boo
 	return nil
 }
 
-// topkRun32 keeps, per row, the k smallest of the row's keys (rowKeys32)
-// in a max-heap at the front of the keys, then sorts it: the row's first k
-// in Sort's order.
+// topkRun32 keeps, per row, the k smallest of the row's keys (rowKeys32's:
+// the ordered value above, the index below) in a max-heap, then sorts it:
+// the row's first k in Sort's order. The keys past the first k are made
+// one at a time as the row is scanned, not stored: an element whose value
+// key is not below the heap's top cannot enter (on a tie its index, later
+// than every index in the heap, loses), which on rows of random values is
+// nearly every element, one comparison each.
 func topkRun32[T any](w *walk, vals []T, idx []int64, src []T, n, k, vs, is, ss int, largest bool, key func(T) float32) {
 	if uint64(n) > 1<<32 {
 		panic("cpu: topk of a row longer than 2^32 elements")
 	}
+	if k == 0 {
+		return
+	}
+	var flip uint32
+	if largest {
+		flip = math.MaxUint32
+	}
+	f32, _ := any(src).([]float32)
 	s0, s1, s2 := w.innerStride(0), w.innerStride(1), w.innerStride(2)
 	w.runRows(n+k*max(1, bitsLen(k)), func(off *[maxOperands]int, lo, hi int) {
-		keys := make([]uint64, n)
+		heap := make([]uint64, k)
 		for r := lo; r < hi; r++ {
 			so := off[2] + r*s2
-			rowKeys32(keys, src, so, ss, largest, key)
-			heap := keys[:k]
+			rowKeys32(heap, src, so, ss, largest, key)
 			for i := k/2 - 1; i >= 0; i-- {
 				siftDown(heap, i)
 			}
-			for _, e := range keys[k:] {
-				if e < heap[0] {
-					heap[0] = e
-					siftDown(heap, 0)
+			top := uint32(heap[0] >> 32)
+			enter := func(kk uint32, j int) {
+				heap[0] = uint64(kk)<<32 | uint64(j)
+				siftDown(heap, 0)
+				top = uint32(heap[0] >> 32)
+			}
+			if f32 != nil && ss == 1 {
+				for i, x := range f32[so+k : so+n] {
+					if kk := orderedKey32(x) ^ flip; kk < top {
+						enter(kk, k+i)
+					}
+				}
+			} else {
+				for j := k; j < n; j++ {
+					if kk := orderedKey32(key(src[so+j*ss])) ^ flip; kk < top {
+						enter(kk, j)
+					}
 				}
 			}
 			slices.Sort(heap)
