@@ -91,23 +91,8 @@ func init() {
 	// asmKernels (per architecture) lists the assembly kernels that this
 	// CPU supports, fastest first; the Go kernel is always last.
 	k32, k64 := asmKernels()
-	rows32 := &rowsKernel[float32]{goMR, goNR, kernelGoRows[float32]}
-	rows64 := &rowsKernel[float64]{goMR, goNR, kernelGoRows[float64]}
-	kernels32.all = append(k32, &kernel[float32]{"go", goMR, goNR, kernelGo[float32], []*windowsKernel[float32]{{goMR, kernelGoWindows[float32]}}, nil})
-	kernels64.all = append(k64, &kernel[float64]{"go", goMR, goNR, kernelGo[float64], []*windowsKernel[float64]{{goMR, kernelGoWindows[float64]}}, nil})
-	// An assembly kernel set without a rows kernel of its own uses Go's.
-	for _, k := range kernels32.all {
-		if len(k.rows) == 0 {
-			k.rows = []*rowsKernel[float32]{rows32}
-		}
-	}
-	for _, k := range kernels64.all {
-		if len(k.rows) == 0 {
-			k.rows = []*rowsKernel[float64]{rows64}
-		}
-	}
-	kernels32.cur = kernels32.all[0]
-	kernels64.cur = kernels64.all[0]
+	kernels32.init(k32)
+	kernels64.init(k64)
 	if name := os.Getenv("ZEROENG_GEMM"); name != "" {
 		if _, err := useKernel(name); err != nil {
 			envErr = fmt.Errorf("ZEROENG_GEMM=%s names no GEMM kernel of this CPU (it has %s)", name, strings.Join(kernelNames(), ", "))
@@ -126,6 +111,19 @@ var envErr error
 // EnvError reports a ZEROENG_GEMM that names no kernel of this CPU, which
 // the command line refuses rather than run on another kernel unnoticed.
 func EnvError() error { return envErr }
+
+// init lists asm, then the portable Go kernel, and uses the first. A kernel
+// set without a rows kernel of its own uses Go's.
+func (s *kernelSet[T]) init(asm []*kernel[T]) {
+	goRows := &rowsKernel[T]{goMR, goNR, kernelGoRows[T]}
+	s.all = append(asm, &kernel[T]{"go", goMR, goNR, kernelGo[T], []*windowsKernel[T]{{goMR, kernelGoWindows[T]}}, nil})
+	for _, k := range s.all {
+		if len(k.rows) == 0 {
+			k.rows = []*rowsKernel[T]{goRows}
+		}
+	}
+	s.cur = s.all[0]
+}
 
 // Kernel describes the micro-kernels in use, for diagnostics
 // ("sgemm avx512 12×32, dgemm avx512 12×16").

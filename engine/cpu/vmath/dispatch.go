@@ -297,18 +297,20 @@ func init() {
 	variants = append(archVariants(), &goKernels)
 	impl = variants[0]
 	if name := os.Getenv("ZEROENG_VMATH"); name != "" {
-		var names []string
-		for _, k := range variants {
-			names = append(names, k.name)
-		}
-		if i := slices.IndexFunc(variants, func(k *kernels) bool { return k.name == name }); i >= 0 {
-			impl = variants[i]
-		} else {
+		i := slices.IndexFunc(variants, func(k *kernels) bool { return k.name == name })
+		if i < 0 {
+			var names []string
+			for _, k := range variants {
+				names = append(names, k.name)
+			}
 			envErr = fmt.Errorf("ZEROENG_VMATH=%s names no vector kernel variant of this CPU (it has %s)", name, strings.Join(names, ", "))
+			return
 		}
+		impl = variants[i]
 	}
 }
 
+// envErr is a ZEROENG_VMATH naming no variant of this CPU (init).
 var envErr error
 
 // EnvError reports a ZEROENG_VMATH that names no variant of this CPU, which

@@ -30,9 +30,11 @@ import (
 	"fmt"
 	"go/format"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -1545,24 +1547,11 @@ func (g *gen) flaggedLanesToAX() {
 // writeConsts writes each constant of used as a 64-byte symbol of its
 // value repeated in lanes of size bytes, in name order.
 func writeConsts[T uint32 | uint64](b io.Writer, used map[string]T, size int) {
-	var names []string
-	for n := range used {
-		names = append(names, n)
-	}
-	sortStrings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(used)) {
 		for i := 0; i < 64/size; i++ {
 			fmt.Fprintf(b, "DATA %s<>+%d(SB)/%d, $0x%0*x\n", n, size*i, size, 2*size, used[n])
 		}
 		fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", n)
-	}
-}
-
-func sortStrings(s []string) {
-	for i := 1; i < len(s); i++ {
-		for j := i; j > 0 && s[j] < s[j-1]; j-- {
-			s[j], s[j-1] = s[j-1], s[j]
-		}
 	}
 }
 
