@@ -279,18 +279,19 @@ func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
 	// sw' = min(sw, W) phases run along a row (backPhases's order).
 	across := min(g.SW, g.W)
 	for ch := range g.C {
+		if across == 2 {
+			// The common case: the rows of each a interleave the
+			// even columns of phase b = 0 with the odd ones of b = 1.
+			for a := range min(g.SH, g.H) {
+				p0, p1 := &c.phases[a*2], &c.phases[a*2+1]
+				interleaveRows(dxn[ch*c.plane+a*g.W:], g.SH*g.W, product(p0)[ch*p0.rows*p0.cols:], p0.cols,
+					product(p1)[ch*p1.rows*p1.cols:], p1.cols, p0.rows, g.W)
+			}
+			continue
+		}
 		for y := range g.H {
 			row := dxn[ch*c.plane+y*g.W : ch*c.plane+(y+1)*g.W]
 			i, first := y/g.SH, (y%g.SH)*across
-			if across == 2 {
-				// The common case in one sequential pass: even columns
-				// from phase b = 0, odd ones from b = 1.
-				p0, p1 := &c.phases[first], &c.phases[first+1]
-				even := product(p0)[(ch*p0.rows+i)*p0.cols:][:p0.cols]
-				odd := product(p1)[(ch*p1.rows+i)*p1.cols:][:p1.cols]
-				interleave(row, even, odd)
-				continue
-			}
 			for b := range across {
 				ph := &c.phases[first+b]
 				from := product(ph)[(ch*ph.rows+i)*ph.cols:][:ph.cols]
@@ -303,20 +304,6 @@ func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
 				}
 			}
 		}
-	}
-}
-
-// interleave writes even into row's even elements and odd into its odd
-// ones (len(even) = ⌈len(row)/2⌉, len(odd) = ⌊len(row)/2⌋).
-func interleave[T float](row, even, odd []T) {
-	n := len(odd)
-	pairs := row[:2*n]
-	even0 := even[:n]
-	for j := range n {
-		pairs[2*j], pairs[2*j+1] = even0[j], odd[j]
-	}
-	if len(even) > n {
-		row[2*n] = even[n]
 	}
 }
 

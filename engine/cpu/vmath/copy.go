@@ -36,3 +36,63 @@ func CopyBlock[T ~float32 | ~float64](dst []T, dstStride int, src []T, srcStride
 	s := unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(src))), len(src)*f)
 	CopyRows(d, dstStride*f, s, srcStride*f, rows, cols*f)
 }
+
+// DeinterleaveRows splits rows runs of cols elements of src, srcStride
+// apart, into their even-indexed elements, ⌈cols/2⌉ a row written to
+// even (rows evenStride apart), and their odd-indexed ones, ⌊cols/2⌋ to
+// odd (oddStride apart): the two column phases of a stride-2
+// convolution's input. The runs must not overlap.
+func DeinterleaveRows(even []float32, evenStride int, odd []float32, oddStride int, src []float32, srcStride, rows, cols int) {
+	const fn = "vmath.DeinterleaveRows"
+	if !checkBlock(fn, rows, cols, "src", len(src), srcStride, cols) ||
+		!checkBlock(fn, rows, cols, "even", len(even), evenStride, (cols+1)/2) ||
+		!checkBlock(fn, rows, cols, "odd", len(odd), oddStride, cols/2) {
+		return
+	}
+	pairs := cols / 2
+	if pairs > 0 {
+		deinterleaveRows(&even[0], evenStride, &odd[0], oddStride, &src[0], srcStride, rows, pairs)
+	}
+	if cols%2 == 1 {
+		for r := range rows {
+			even[r*evenStride+pairs] = src[r*srcStride+2*pairs]
+		}
+	}
+}
+
+// InterleaveRows is the inverse of DeinterleaveRows: row r of dst (cols
+// elements, dstStride apart) takes its even-indexed elements from row r
+// of even and its odd-indexed ones from row r of odd.
+func InterleaveRows(dst []float32, dstStride int, even []float32, evenStride int, odd []float32, oddStride int, rows, cols int) {
+	const fn = "vmath.InterleaveRows"
+	if !checkBlock(fn, rows, cols, "dst", len(dst), dstStride, cols) ||
+		!checkBlock(fn, rows, cols, "even", len(even), evenStride, (cols+1)/2) ||
+		!checkBlock(fn, rows, cols, "odd", len(odd), oddStride, cols/2) {
+		return
+	}
+	pairs := cols / 2
+	if pairs > 0 {
+		interleaveRows(&dst[0], dstStride, &even[0], evenStride, &odd[0], oddStride, rows, pairs)
+	}
+	if cols%2 == 1 {
+		for r := range rows {
+			dst[r*dstStride+2*pairs] = even[r*evenStride+pairs]
+		}
+	}
+}
+
+// checkBlock panics, naming fn and the slice, when rows runs of run
+// elements, stride apart, do not fit in a slice of length n or an extent
+// is negative; it reports whether there is anything to do.
+func checkBlock(fn string, rows, cols int, name string, n, stride, run int) bool {
+	if rows < 0 || cols < 0 || stride < 0 {
+		panic(fn + ": negative extent (rows " + itoa(rows) + ", cols " + itoa(cols) + ", " + name + " stride " + itoa(stride) + ")")
+	}
+	if rows == 0 || cols == 0 {
+		return false
+	}
+	if need := (rows-1)*stride + run; n < need {
+		panic(fn + ": " + name + " has length " + itoa(n) + ", want " + itoa(need))
+	}
+	return true
+}

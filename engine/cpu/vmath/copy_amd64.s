@@ -65,3 +65,125 @@ next:
 
 done:
 	RET
+
+// func deinterleaveRows(even *float32, evenStride int, odd *float32, oddStride int, src *float32, srcStride int, rows, pairs int)
+//
+// Splits rows runs of 2·pairs float32 of src into their even elements
+// (into even) and odd ones (into odd): 4 pairs at a time with SHUFPS,
+// which every amd64 has, then a pair at a time.
+TEXT ·deinterleaveRows(SB), NOSPLIT, $0-64
+	MOVQ even+0(FP), DI
+	MOVQ evenStride+8(FP), R8
+	MOVQ odd+16(FP), R11
+	MOVQ oddStride+24(FP), R12
+	MOVQ src+32(FP), SI
+	MOVQ srcStride+40(FP), R9
+	MOVQ rows+48(FP), CX
+	MOVQ pairs+56(FP), DX
+	SHLQ $2, R8
+	SHLQ $2, R12
+	SHLQ $2, R9
+	TESTQ CX, CX
+	JLE deinterleaveDone
+	TESTQ DX, DX
+	JLE deinterleaveDone
+
+deinterleaveRow:
+	XORQ AX, AX
+	MOVQ DX, BX
+
+deinterleave4:
+	CMPQ BX, $4
+	JLT deinterleaveTail
+	MOVUPS (SI)(AX*8), X0
+	MOVUPS 16(SI)(AX*8), X1
+	MOVAPS X0, X2
+	SHUFPS $0x88, X1, X0 // a0 a2 a4 a6
+	SHUFPS $0xDD, X1, X2 // a1 a3 a5 a7
+	MOVUPS X0, (DI)(AX*4)
+	MOVUPS X2, (R11)(AX*4)
+	ADDQ $4, AX
+	SUBQ $4, BX
+	JMP deinterleave4
+
+deinterleaveTail:
+	TESTQ BX, BX
+	JEQ deinterleaveNext
+	MOVL (SI)(AX*8), R10
+	MOVL R10, (DI)(AX*4)
+	MOVL 4(SI)(AX*8), R10
+	MOVL R10, (R11)(AX*4)
+	INCQ AX
+	DECQ BX
+	JMP deinterleaveTail
+
+deinterleaveNext:
+	ADDQ R8, DI
+	ADDQ R12, R11
+	ADDQ R9, SI
+	DECQ CX
+	JNZ deinterleaveRow
+
+deinterleaveDone:
+	RET
+
+// func interleaveRows(dst *float32, dstStride int, even *float32, evenStride int, odd *float32, oddStride int, rows, pairs int)
+//
+// The inverse of deinterleaveRows: each row of dst takes pairs elements of
+// even and of odd alternately, 4 pairs at a time with UNPCKLPS and
+// UNPCKHPS, then a pair at a time.
+TEXT ·interleaveRows(SB), NOSPLIT, $0-64
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ even+16(FP), SI
+	MOVQ evenStride+24(FP), R9
+	MOVQ odd+32(FP), R11
+	MOVQ oddStride+40(FP), R12
+	MOVQ rows+48(FP), CX
+	MOVQ pairs+56(FP), DX
+	SHLQ $2, R8
+	SHLQ $2, R9
+	SHLQ $2, R12
+	TESTQ CX, CX
+	JLE interleaveDone
+	TESTQ DX, DX
+	JLE interleaveDone
+
+interleaveRow:
+	XORQ AX, AX
+	MOVQ DX, BX
+
+interleave4:
+	CMPQ BX, $4
+	JLT interleaveTail
+	MOVUPS (SI)(AX*4), X0
+	MOVUPS (R11)(AX*4), X1
+	MOVAPS X0, X2
+	UNPCKLPS X1, X0 // e0 o0 e1 o1
+	UNPCKHPS X1, X2 // e2 o2 e3 o3
+	MOVUPS X0, (DI)(AX*8)
+	MOVUPS X2, 16(DI)(AX*8)
+	ADDQ $4, AX
+	SUBQ $4, BX
+	JMP interleave4
+
+interleaveTail:
+	TESTQ BX, BX
+	JEQ interleaveNext
+	MOVL (SI)(AX*4), R10
+	MOVL R10, (DI)(AX*8)
+	MOVL (R11)(AX*4), R10
+	MOVL R10, 4(DI)(AX*8)
+	INCQ AX
+	DECQ BX
+	JMP interleaveTail
+
+interleaveNext:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	ADDQ R12, R11
+	DECQ CX
+	JNZ interleaveRow
+
+interleaveDone:
+	RET

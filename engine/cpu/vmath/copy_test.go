@@ -83,3 +83,82 @@ func BenchmarkCopyRows(b *testing.B) {
 		}
 	})
 }
+
+// TestDeinterleaveRows splits rows of every length up to a few of the
+// kernels' 4-pair steps, odd and even, with strides wider than the runs,
+// checks each element against its place in src and every other element
+// (between the runs, around the slices) untouched, then interleaves the
+// halves back into a copy of the rows.
+func TestDeinterleaveRows(t *testing.T) {
+	const g = 8
+	for _, rows := range []int{1, 2, 5} {
+		for cols := 0; cols <= 19; cols++ {
+			for _, pad := range []int{0, 3} {
+				t.Run(fmt.Sprintf("%dx%d+%d", rows, cols, pad), func(t *testing.T) {
+					ss, es, os := cols+pad, (cols+1)/2+pad+1, cols/2+2*pad
+					extent := func(stride, run int) int { return max(0, (rows-1)*stride+run) }
+					src := make([]float32, extent(ss, cols))
+					for i := range src {
+						src[i] = float32(i + 1)
+					}
+					even, ebuf := guarded(extent(es, (cols+1)/2), g, nil, 0)
+					odd, obuf := guarded(extent(os, cols/2), g, nil, 0)
+					DeinterleaveRows(even, es, odd, os, src, ss, rows, cols)
+					check := func(name string, got []float32, stride, run, parity int) {
+						t.Helper()
+						for i, v := range got {
+							want := math.Float32frombits(guardBits)
+							if r, c := i/max(stride, 1), i%max(stride, 1); c < run {
+								want = src[r*ss+2*c+parity]
+							}
+							if math.Float32bits(v) != math.Float32bits(want) {
+								t.Fatalf("%s[%d] = %v, want %v", name, i, v, want)
+							}
+						}
+					}
+					check("even", even, es, (cols+1)/2, 0)
+					check("odd", odd, os, cols/2, 1)
+					checkGuards(t, "even", ebuf, g)
+					checkGuards(t, "odd", obuf, g)
+
+					ds := cols + pad
+					dst, dbuf := guarded(extent(ds, cols), g, nil, 0)
+					InterleaveRows(dst, ds, even, es, odd, os, rows, cols)
+					for i, v := range dst {
+						want := math.Float32frombits(guardBits)
+						if r, c := i/max(ds, 1), i%max(ds, 1); c < cols {
+							want = src[r*ss+c]
+						}
+						if math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("dst[%d] = %v, want %v", i, v, want)
+						}
+					}
+					checkGuards(t, "dst", dbuf, g)
+				})
+			}
+		}
+	}
+}
+
+func TestInterleaveRefuses(t *testing.T) {
+	buf := make([]float32, 10)
+	for _, tc := range []struct {
+		call func()
+		want string
+	}{
+		{func() { DeinterleaveRows(buf, 2, buf, 2, buf, 4, 3, 3) }, "src has length 10, want 11"},
+		{func() { DeinterleaveRows(buf[:5], 2, buf, 2, buf, 3, 3, 3) }, "even has length 5, want 6"},
+		{func() { InterleaveRows(buf, 4, buf, 2, buf[:4], 2, 3, 2) }, "odd has length 4, want 5"},
+		{func() { InterleaveRows(buf, 4, buf, -2, buf, 2, 3, 2) }, "negative extent"},
+	} {
+		func() {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, tc.want) {
+					t.Errorf("panic %q, want one naming %q", msg, tc.want)
+				}
+			}()
+			tc.call()
+		}()
+	}
+}
