@@ -743,31 +743,45 @@ func sumBlocks[T float](dw, partials []T, blocks int) {
 	parallel.For(m, rowGrain(blocks), func(lo, hi int) {
 		copy(dw[lo:hi], partials[lo:hi])
 		for b := 1; b < blocks; b++ {
-			p := partials[b*m+lo : b*m+hi]
-			out := dw[lo:hi]
-			for i := range out {
-				out[i] += p[i]
-			}
+			addFloats(dw[lo:hi], partials[b*m+lo:b*m+hi])
 		}
 	})
 }
 
 // sumBlocksTransposed writes into dw [cols, rows] the sum of the blocks
-// partials, each its transpose [rows, cols], in block order.
+// partials, each its transpose [rows, cols], in block order: the blocks
+// are added into the first in place, over contiguous memory (the same
+// additions in the same order as element by element), and the sum is
+// then transposed into dw once.
 func sumBlocksTransposed[T float](dw, partials []T, blocks, rows, cols int) {
 	m := rows * cols
-	parallel.For(cols, rowGrain(rows*blocks), func(lo, hi int) {
+	if blocks > 1 {
+		parallel.For(m, rowGrain(blocks), func(lo, hi int) {
+			for b := 1; b < blocks; b++ {
+				addFloats(partials[lo:hi], partials[b*m+lo:b*m+hi])
+			}
+		})
+	}
+	sum := partials[:m]
+	parallel.For(cols, rowGrain(rows), func(lo, hi int) {
 		for j := lo; j < hi; j++ {
 			out := dw[j*rows : (j+1)*rows]
 			for i := range out {
-				out[i] = partials[i*cols+j]
-			}
-			for b := 1; b < blocks; b++ {
-				p := partials[b*m : (b+1)*m]
-				for i := range out {
-					out[i] += p[i*cols+j]
-				}
+				out[i] = sum[i*cols+j]
 			}
 		}
 	})
+}
+
+// addFloats adds x into acc element by element: vmath's kernel for
+// float32.
+func addFloats[T float](acc, x []T) {
+	if a, ok := any(acc).([]float32); ok {
+		vmath.Add(a, a, any(x).([]float32))
+		return
+	}
+	x = x[:len(acc)]
+	for i := range acc {
+		acc[i] += x[i]
+	}
 }
