@@ -1678,37 +1678,33 @@ dgemmRowsAVX512_store0:
 
 // func sgemmRows16AVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
 //
-// C[6×16] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// C[8×16] = alpha·A·B + beta·C for an A whose row i is the k elements at
 // a + offs[i] and a packed B panel (16 columns) of depth k. C is not read
 // when beta == 0.
 //
 // Registers:
 //   SI        a plus the depth step, 4 bytes per step
-//   R8–R13    the offsets of the rows, in elements
+//   R8–R15    the offsets of the rows, in elements
 //   BX        packed B, 64 bytes (16 elements) per depth step
 //   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
 //   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
-//   Z0–Z5     accumulators: tile row i in Z(1i) … Z(1i+0), 16 columns each
-//   Z6        the B row of the current depth step
-//   Z7–Z31    broadcasts of A elements, rotated so that consecutive rows
+//   Z0–Z7     accumulators: tile row i in Z(1i) … Z(1i+0), 16 columns each
+//   Z8        the B row of the current depth step
+//   Z9–Z31    broadcasts of A elements, rotated so that consecutive rows
 //             do not wait on one register; alpha (Z30) and beta (Z31) at the end
 
-// SGEMMROWS16AVX512_STEP is one depth step: 6 FMAs, with row i of A at ao(SI) plus its
+// SGEMMROWS16AVX512_STEP is one depth step: 8 FMAs, with row i of A at ao(SI) plus its
 // offset, and B at bo(BX).
 #define SGEMMROWS16AVX512_STEP(ao, bo) \
-	VMOVUPS bo+0(BX), Z6; \
-	VBROADCASTSS ao(SI)(R8*4), Z7; \
-	VFMADD231PS Z6, Z7, Z0; \
-	VBROADCASTSS ao(SI)(R9*4), Z8; \
-	VFMADD231PS Z6, Z8, Z1; \
-	VBROADCASTSS ao(SI)(R10*4), Z9; \
-	VFMADD231PS Z6, Z9, Z2; \
-	VBROADCASTSS ao(SI)(R11*4), Z10; \
-	VFMADD231PS Z6, Z10, Z3; \
-	VBROADCASTSS ao(SI)(R12*4), Z11; \
-	VFMADD231PS Z6, Z11, Z4; \
-	VBROADCASTSS ao(SI)(R13*4), Z12; \
-	VFMADD231PS Z6, Z12, Z5
+	VMOVUPS bo+0(BX), Z8; \
+	VFMADD231PS.BCST ao(SI)(R8*4), Z8, Z0; \
+	VFMADD231PS.BCST ao(SI)(R9*4), Z8, Z1; \
+	VFMADD231PS.BCST ao(SI)(R10*4), Z8, Z2; \
+	VFMADD231PS.BCST ao(SI)(R11*4), Z8, Z3; \
+	VFMADD231PS.BCST ao(SI)(R12*4), Z8, Z4; \
+	VFMADD231PS.BCST ao(SI)(R13*4), Z8, Z5; \
+	VFMADD231PS.BCST ao(SI)(R14*4), Z8, Z6; \
+	VFMADD231PS.BCST ao(SI)(R15*4), Z8, Z7
 
 // SGEMMROWS16AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
 // to the next row.
@@ -1743,6 +1739,10 @@ TEXT ·sgemmRows16AVX512(SB), NOSPLIT, $0-56
 	PREFETCHT0 0(R8)
 	ADDQ DX, R8
 	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
 
 	// The rows' offsets, once the prefetches are done with R8.
 	MOVQ offs+16(FP), AX
@@ -1752,6 +1752,8 @@ TEXT ·sgemmRows16AVX512(SB), NOSPLIT, $0-56
 	MOVLQSX 12(AX), R11
 	MOVLQSX 16(AX), R12
 	MOVLQSX 20(AX), R13
+	MOVLQSX 24(AX), R14
+	MOVLQSX 28(AX), R15
 
 	// Zero the accumulators.
 	VPXORD Z0, Z0, Z0
@@ -1760,6 +1762,8 @@ TEXT ·sgemmRows16AVX512(SB), NOSPLIT, $0-56
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
 
 	// Main loop: four depth steps per iteration.
 	MOVQ CX, AX
@@ -1796,6 +1800,8 @@ sgemmRows16AVX512_epilogue:
 	VMULPS Z30, Z3, Z3
 	VMULPS Z30, Z4, Z4
 	VMULPS Z30, Z5, Z5
+	VMULPS Z30, Z6, Z6
+	VMULPS Z30, Z7, Z7
 
 	// beta == ±0 must not read C, which may hold NaN.
 	MOVL beta+52(FP), AX
@@ -1808,6 +1814,8 @@ sgemmRows16AVX512_epilogue:
 	SGEMMROWS16AVX512_ROW(Z3)
 	SGEMMROWS16AVX512_ROW(Z4)
 	SGEMMROWS16AVX512_ROW(Z5)
+	SGEMMROWS16AVX512_ROW(Z6)
+	SGEMMROWS16AVX512_ROW(Z7)
 	VZEROUPPER
 	RET
 
@@ -1818,42 +1826,40 @@ sgemmRows16AVX512_store0:
 	SGEMMROWS16AVX512_ROW0(Z3)
 	SGEMMROWS16AVX512_ROW0(Z4)
 	SGEMMROWS16AVX512_ROW0(Z5)
+	SGEMMROWS16AVX512_ROW0(Z6)
+	SGEMMROWS16AVX512_ROW0(Z7)
 	VZEROUPPER
 	RET
 
 // func dgemmRows8AVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha, beta float64)
 //
-// C[6×8] = alpha·A·B + beta·C for an A whose row i is the k elements at
+// C[8×8] = alpha·A·B + beta·C for an A whose row i is the k elements at
 // a + offs[i] and a packed B panel (8 columns) of depth k. C is not read
 // when beta == 0.
 //
 // Registers:
 //   SI        a plus the depth step, 8 bytes per step
-//   R8–R13    the offsets of the rows, in elements
+//   R8–R15    the offsets of the rows, in elements
 //   BX        packed B, 64 bytes (8 elements) per depth step
 //   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
 //   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
-//   Z0–Z5     accumulators: tile row i in Z(1i) … Z(1i+0), 8 columns each
-//   Z6        the B row of the current depth step
-//   Z7–Z31    broadcasts of A elements, rotated so that consecutive rows
+//   Z0–Z7     accumulators: tile row i in Z(1i) … Z(1i+0), 8 columns each
+//   Z8        the B row of the current depth step
+//   Z9–Z31    broadcasts of A elements, rotated so that consecutive rows
 //             do not wait on one register; alpha (Z30) and beta (Z31) at the end
 
-// DGEMMROWS8AVX512_STEP is one depth step: 6 FMAs, with row i of A at ao(SI) plus its
+// DGEMMROWS8AVX512_STEP is one depth step: 8 FMAs, with row i of A at ao(SI) plus its
 // offset, and B at bo(BX).
 #define DGEMMROWS8AVX512_STEP(ao, bo) \
-	VMOVUPD bo+0(BX), Z6; \
-	VBROADCASTSD ao(SI)(R8*8), Z7; \
-	VFMADD231PD Z6, Z7, Z0; \
-	VBROADCASTSD ao(SI)(R9*8), Z8; \
-	VFMADD231PD Z6, Z8, Z1; \
-	VBROADCASTSD ao(SI)(R10*8), Z9; \
-	VFMADD231PD Z6, Z9, Z2; \
-	VBROADCASTSD ao(SI)(R11*8), Z10; \
-	VFMADD231PD Z6, Z10, Z3; \
-	VBROADCASTSD ao(SI)(R12*8), Z11; \
-	VFMADD231PD Z6, Z11, Z4; \
-	VBROADCASTSD ao(SI)(R13*8), Z12; \
-	VFMADD231PD Z6, Z12, Z5
+	VMOVUPD bo+0(BX), Z8; \
+	VFMADD231PD.BCST ao(SI)(R8*8), Z8, Z0; \
+	VFMADD231PD.BCST ao(SI)(R9*8), Z8, Z1; \
+	VFMADD231PD.BCST ao(SI)(R10*8), Z8, Z2; \
+	VFMADD231PD.BCST ao(SI)(R11*8), Z8, Z3; \
+	VFMADD231PD.BCST ao(SI)(R12*8), Z8, Z4; \
+	VFMADD231PD.BCST ao(SI)(R13*8), Z8, Z5; \
+	VFMADD231PD.BCST ao(SI)(R14*8), Z8, Z6; \
+	VFMADD231PD.BCST ao(SI)(R15*8), Z8, Z7
 
 // DGEMMROWS8AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
 // to the next row.
@@ -1888,6 +1894,10 @@ TEXT ·dgemmRows8AVX512(SB), NOSPLIT, $0-64
 	PREFETCHT0 0(R8)
 	ADDQ DX, R8
 	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
 
 	// The rows' offsets, once the prefetches are done with R8.
 	MOVQ offs+16(FP), AX
@@ -1897,6 +1907,8 @@ TEXT ·dgemmRows8AVX512(SB), NOSPLIT, $0-64
 	MOVLQSX 12(AX), R11
 	MOVLQSX 16(AX), R12
 	MOVLQSX 20(AX), R13
+	MOVLQSX 24(AX), R14
+	MOVLQSX 28(AX), R15
 
 	// Zero the accumulators.
 	VPXORD Z0, Z0, Z0
@@ -1905,6 +1917,8 @@ TEXT ·dgemmRows8AVX512(SB), NOSPLIT, $0-64
 	VPXORD Z3, Z3, Z3
 	VPXORD Z4, Z4, Z4
 	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
 
 	// Main loop: four depth steps per iteration.
 	MOVQ CX, AX
@@ -1941,6 +1955,8 @@ dgemmRows8AVX512_epilogue:
 	VMULPD Z30, Z3, Z3
 	VMULPD Z30, Z4, Z4
 	VMULPD Z30, Z5, Z5
+	VMULPD Z30, Z6, Z6
+	VMULPD Z30, Z7, Z7
 
 	// beta == ±0 must not read C, which may hold NaN.
 	MOVQ beta+56(FP), AX
@@ -1953,6 +1969,8 @@ dgemmRows8AVX512_epilogue:
 	DGEMMROWS8AVX512_ROW(Z3)
 	DGEMMROWS8AVX512_ROW(Z4)
 	DGEMMROWS8AVX512_ROW(Z5)
+	DGEMMROWS8AVX512_ROW(Z6)
+	DGEMMROWS8AVX512_ROW(Z7)
 	VZEROUPPER
 	RET
 
@@ -1963,5 +1981,7 @@ dgemmRows8AVX512_store0:
 	DGEMMROWS8AVX512_ROW0(Z3)
 	DGEMMROWS8AVX512_ROW0(Z4)
 	DGEMMROWS8AVX512_ROW0(Z5)
+	DGEMMROWS8AVX512_ROW0(Z6)
+	DGEMMROWS8AVX512_ROW0(Z7)
 	VZEROUPPER
 	RET

@@ -43,13 +43,15 @@ func main() {
 		spec{name: "dgemmWindows8AVX512", f64: true, zmm: true, mr: 8, vecs: 2, windows: true},
 		// The rows kernels need a register per row: 6 rows, 12
 		// accumulators, each updated once in a depth step of 6 FMA
-		// cycles, more than the FMA's latency; and one vector wide (6
-		// accumulators, at the latency's edge) for products of 16
-		// floats (8 doubles), which the wider tile would half waste.
+		// cycles, more than the FMA's latency; and one vector wide for
+		// products of 16 floats (8 doubles), which the wider tile would
+		// half waste, with 8 rows: 6 accumulators would wait on the
+		// FMA's latency (4 cycles, two FMAs a cycle), 8 keep both
+		// FMA units busy.
 		spec{name: "sgemmRowsAVX512", zmm: true, mr: 6, vecs: 2, rows: true},
 		spec{name: "dgemmRowsAVX512", f64: true, zmm: true, mr: 6, vecs: 2, rows: true},
-		spec{name: "sgemmRows16AVX512", zmm: true, mr: 6, vecs: 1, rows: true},
-		spec{name: "dgemmRows8AVX512", f64: true, zmm: true, mr: 6, vecs: 1, rows: true})
+		spec{name: "sgemmRows16AVX512", zmm: true, mr: 8, vecs: 1, rows: true},
+		spec{name: "dgemmRows8AVX512", f64: true, zmm: true, mr: 8, vecs: 1, rows: true})
 	write("gemm_avx2_amd64.s", "AVX2 and FMA3",
 		spec{name: "sgemmAVX2", mr: 6, vecs: 2},
 		spec{name: "dgemmAVX2", f64: true, mr: 6, vecs: 2},
@@ -103,7 +105,10 @@ func (s spec) emit(b *strings.Builder) {
 	if s.rows {
 		astep = esz // one element of each row per depth step
 	}
-	offRegs := []string{"R8", "R9", "R10", "R11", "R12", "R13"}
+	// ABI0 assembly may use R14 and R15 (the wrapper from Go's
+	// register ABI restores g in R14; nothing here reaches globals
+	// through R15).
+	offRegs := []string{"R8", "R9", "R10", "R11", "R12", "R13", "R14", "R15"}
 	if s.rows && s.mr > len(offRegs) {
 		log.Fatalf("%s: %d rows, registers for %d", s.name, s.mr, len(offRegs))
 	}
@@ -173,6 +178,12 @@ func (s spec) emit(b *strings.Builder) {
 	}
 	for i := 0; i < s.mr; i++ {
 		bc := bcregs[i%len(bcregs)]
+		if s.rows && s.zmm && s.vecs == 1 {
+			// Each A element is used once: broadcast it from memory
+			// inside the FMA (one fused operation instead of two).
+			step = append(step, fmt.Sprintf("VFMADD231%s.BCST ao(SI)(%s*%d), %s, %s", sfx, offRegs[i], esz, breg[0], r(i)))
+			continue
+		}
 		if s.rows {
 			step = append(step, fmt.Sprintf("%s ao(SI)(%s*%d), %s", bcast, offRegs[i], esz, bc))
 		} else {

@@ -61,8 +61,9 @@ func dgemmRowsAVX2(k int, a *float64, offs *int32, b, c *float64, ldc int, alpha
 // cpu.X86 reports AVX2 and AVX-512 only when the OS also saves the YMM and
 // ZMM registers on context switches.
 func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
-	// The rows kernels hold a row offset per register: 6 rows; AVX-512
-	// has them one and two vectors wide (rowsFor picks).
+	// The rows kernels hold a row offset per register: 6 rows, 8 for
+	// AVX-512's one vector wide (gen_kernels.go says why); AVX-512 has
+	// them one and two vectors wide (rowsFor picks).
 	var rows32 []*rowsKernel[float32]
 	var rows64 []*rowsKernel[float64]
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
@@ -76,10 +77,10 @@ func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
 		// ports busy.
 		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512,
 			[]*windowsKernel[float32]{{12, sgemmWindowsAVX512}, {8, sgemmWindows8AVX512}},
-			[]*rowsKernel[float32]{{6, 16, sgemmRows16AVX512}, {6, 32, sgemmRowsAVX512}}})
+			[]*rowsKernel[float32]{{8, 16, sgemmRows16AVX512}, {6, 32, sgemmRowsAVX512}}})
 		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512,
 			[]*windowsKernel[float64]{{12, dgemmWindowsAVX512}, {8, dgemmWindows8AVX512}},
-			[]*rowsKernel[float64]{{6, 8, dgemmRows8AVX512}, {6, 16, dgemmRowsAVX512}}})
+			[]*rowsKernel[float64]{{8, 8, dgemmRows8AVX512}, {6, 16, dgemmRowsAVX512}}})
 	}
 	if avx2 {
 		// 6×16 float32: 12 YMM accumulators, 2 for B, 2 for broadcasts.
