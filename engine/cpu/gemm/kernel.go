@@ -63,7 +63,7 @@ func (k *kernel[T]) windowsFor(m int) *windowsKernel[T] {
 // rowsFor returns the rows kernel for a product of n columns: the one that
 // covers them in the fewest tiles (a tile twice as wide costs less than
 // two), the narrower on a tie, which wastes fewer columns. On AVX-512 16
-// columns (a 16-channel convolution's weight gradient) take the 6×16
+// columns (a 16-channel convolution's weight gradient) take the 8×16
 // tile, 32 or more the 6×32 one.
 func (k *kernel[T]) rowsFor(n int) *rowsKernel[T] {
 	best := k.rows[0]
