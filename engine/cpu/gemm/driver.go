@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 )
 
 // scalar is the element type of the GEMM driver.
@@ -13,12 +14,20 @@ type scalar interface{ ~float32 | ~float64 }
 // Cache blocking. The loop structure is that of BLIS and GotoBLAS, mirrored
 // for row-major C (C = A·B row-major is Cᵀ = Bᵀ·Aᵀ column-major):
 //
-//	for each K block of kc (≤ kcMax)          pack op(A) m×kc into MR-row panels,
-//	                                          pack op(B) kc×n into NR-column panels
+//	for each K block of kc (≤ kcMax)          pack op(A) m×kc into MR-row panels
 //	  for each macro tile (mt rows, nt cols)  in parallel
+//	    pack its op(B) kc×nt into NR-column   in the thread's own buffer, which
+//	    panels                                stays in its L2 (kc·nt·4 B ≤ 768 KiB)
 //	    for each MR-row A panel               stays in L1 (MR·kc·4 B = 18 KiB)
-//	      for each NR-column B panel          streams from L2 (kc·nt·4 B ≤ 768 KiB)
+//	      for each NR-column B panel          streams from L2
 //	        micro-kernel: MR×NR tile of C += A panel · B panel
+//
+// Each thread packs the B sub-block of the tile it computes next, as
+// GotoBLAS does, rather than all threads packing the whole of op(B) before
+// any computes: the packed panels are written into the L2 of the core that
+// reads them instead of making a round trip through the shared cache, and
+// one thread's packing (bound by memory) runs while the other computes.
+// Consecutive tiles of a thread that share their columns pack them once.
 //
 // The sizes are chosen for the development machine (48 KiB L1d and 2 MiB L2
 // per core, see docs/benchmarks-gemm.md for the measurements) and are
@@ -30,8 +39,12 @@ type scalar interface{ ~float32 | ~float64 }
 const (
 	kcMax = 384  // depth of a K block
 	mbMax = 4096 // rows of A packed at once (bounds the packing buffer)
-	nbMax = 4096 // columns of B packed at once
+	nbMax = 4096 // columns of a block (bounds its macro tiles' scratch tiles)
 	ntMax = 512  // columns of a macro tile: the B sub-block that stays in L2
+
+	// prefetchRows is how many rows ahead packing a row-major B
+	// fetches.
+	prefetchRows = 8
 
 	// smallWork is the m·n·k up to which a product is computed directly,
 	// without packing. Packing and the micro-kernel cost about 0.15 µs
@@ -72,19 +85,21 @@ func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, 
 			nb := min(nbMax, n-j0)
 			g.i0, g.mb, g.j0, g.nb = i0, mb, j0, nb
 			g.npa = (mb + mr - 1) / mr
-			g.npb = (nb + nr - 1) / nr
 			g.tiling(threads)
+			slots := min(threads, g.ntiles)
+			ws.slotsFor(slots)
 			for p0 := 0; p0 < k; p0 += kcStep {
 				g.p0, g.kc = p0, min(kcStep, k-p0)
 				g.beta = blockBeta(beta, p0)
-				ws.reserve(g.npa*mr*g.kc, g.npb*nr*g.kc, g.ntiles*mr*nr)
-				g.packA, g.packB, g.edge = ws.a, ws.b, ws.edge
+				g.bSlot = g.nt * g.kc
+				ws.reserve(g.npa*mr*g.kc, slots*g.bSlot, g.ntiles*mr*nr)
+				g.packA, g.packB, g.edge, g.slots = ws.a, ws.b, ws.edge, ws.slots
 				if threads > 1 {
 					// Panels are a few KiB each: a handful per chunk.
-					parallel.For(g.npa+g.npb, 4, ws.packFn)
+					parallel.For(g.npa, 4, ws.packFn)
 					parallel.For(g.ntiles, 1, ws.tileFn)
 				} else {
-					g.pack(0, g.npa+g.npb)
+					g.pack(0, g.npa)
 					g.tiles(0, g.ntiles)
 				}
 			}
@@ -102,10 +117,15 @@ type job[T scalar] struct {
 	alpha, beta    T
 
 	i0, mb, j0, nb, p0, kc int // the block being computed
-	npa, npb               int // number of A and B panels in it
+	npa                    int // number of A panels in it
 	mt, nt, nti, ntiles    int // macro tiles: mt×nt, nti along m
 
-	packA, packB, edge []T
+	packA, edge []T
+	// packB holds a B sub-block (bSlot elements) for each slot, a
+	// thread's own buffer while it computes its tiles; slots lends them.
+	packB []T
+	bSlot int
+	slots chan int
 }
 
 // tiling splits the mb×nb block into macro tiles: columns in strips of at
@@ -127,36 +147,72 @@ func (g *job[T]) tiling(threads int) {
 	g.ntiles = g.nti * ceilDiv(g.nb, g.nt)
 }
 
-// pack packs panels [lo, hi) of the current block: A panels first, then B.
+// pack packs A panels [lo, hi) of the current block.
 func (g *job[T]) pack(lo, hi int) {
-	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
+	mr, kc := g.kern.mr, g.kc
 	for p := lo; p < hi; p++ {
-		if p < g.npa {
-			i := p * mr
-			packA(g.packA[p*mr*kc:(p+1)*mr*kc], g.a, g.lda, g.transA, g.i0+i, min(mr, g.mb-i), g.p0, kc, mr)
-		} else {
-			q := p - g.npa
-			j := q * nr
-			packB(g.packB[q*nr*kc:(q+1)*nr*kc], g.b, g.ldb, g.transB, g.p0, kc, g.j0+j, min(nr, g.nb-j), nr)
-		}
+		i := p * mr
+		packA(g.packA[p*mr*kc:(p+1)*mr*kc], g.a, g.lda, g.transA, g.i0+i, min(mr, g.mb-i), g.p0, kc, mr)
 	}
 }
 
-// tiles computes macro tiles [lo, hi). Tiles are numbered column strip
-// first, so that consecutive tiles share their B sub-block in L2.
+// packStrip packs into buf the B panels of columns [jLo, jHi) of the
+// current block.
+func (g *job[T]) packStrip(buf []T, jLo, jHi int) {
+	nr, kc := g.kern.nr, g.kc
+	if whole := (jHi - jLo) / nr; !g.transB && whole > 1 {
+		// A row-major B: its whole panels a depth row at a time, each
+		// row of the strip read as one run (a panel at a time would
+		// read nr elements of each of kc rows, ldb apart), and the
+		// rows a few ahead fetched meanwhile: each run starts in a
+		// page of its own, where the hardware's prefetchers have not
+		// yet seen a stream (a weight of 4096×4096 comes from memory).
+		run := whole * nr
+		bytes := run * int(unsafe.Sizeof(buf[0]))
+		row := func(p int) []T { return g.b[(g.p0+p)*g.ldb+g.j0+jLo:][:run] }
+		for p := range min(prefetchRows, kc) {
+			prefetch(unsafe.Pointer(&row(p)[0]), bytes)
+		}
+		for p := range kc {
+			if p+prefetchRows < kc {
+				prefetch(unsafe.Pointer(&row(p + prefetchRows)[0]), bytes)
+			}
+			vmath.CopyBlock(buf[p*nr:], nr*kc, row(p), nr, whole, nr)
+		}
+		jLo += whole * nr
+		buf = buf[whole*nr*kc:]
+	}
+	for j := jLo; j < jHi; j += nr {
+		q := (j - jLo) / nr
+		packB(buf[q*nr*kc:(q+1)*nr*kc], g.b, g.ldb, g.transB, g.p0, kc, g.j0+j, min(nr, g.nb-j), nr)
+	}
+}
+
+// tiles computes macro tiles [lo, hi), each with its B sub-block packed
+// into a slot's buffer taken for the call. Tiles are numbered column strip
+// first, so that consecutive tiles share their B sub-block, which is then
+// packed once.
 func (g *job[T]) tiles(lo, hi int) {
 	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
 	fn := g.kern.fn
+	slot := <-g.slots
+	defer func() { g.slots <- slot }()
+	buf := g.packB[slot*g.bSlot : (slot+1)*g.bSlot]
+	packed := -1 // the column strip in buf
 	for t := lo; t < hi; t++ {
 		ti, tj := t%g.nti, t/g.nti
 		iLo, jLo := ti*g.mt, tj*g.nt
 		iHi, jHi := min(iLo+g.mt, g.mb), min(jLo+g.nt, g.nb)
+		if tj != packed {
+			g.packStrip(buf, jLo, jHi)
+			packed = tj
+		}
 		edge := g.edge[t*mr*nr : (t+1)*mr*nr]
 		for i := iLo; i < iHi; i += mr {
 			ap := &g.packA[(i/mr)*mr*kc]
 			rows := min(mr, g.mb-i)
 			for j := jLo; j < jHi; j += nr {
-				bp := &g.packB[(j/nr)*nr*kc]
+				bp := &buf[((j-jLo)/nr)*nr*kc]
 				cols := min(nr, g.nb-j)
 				off := (g.i0+i)*g.ldc + g.j0 + j
 				if rows == mr && cols == nr {
@@ -189,6 +245,19 @@ type workspace[T scalar] struct {
 	windowsFn func(lo, hi int)
 	rowsFn    func(lo, hi int)
 	offs      []int32 // GemmRows's row offsets, whole panels
+
+	// slots lends the B sub-block buffers to the threads of a product.
+	slots chan int
+}
+
+// slotsFor makes ws.slots lend slots 0 … n-1.
+func (ws *workspace[T]) slotsFor(n int) {
+	if ws.slots == nil || cap(ws.slots) != n {
+		ws.slots = make(chan int, n)
+		for s := range n {
+			ws.slots <- s
+		}
+	}
 }
 
 func newWorkspace[T scalar]() *workspace[T] {
