@@ -93,6 +93,12 @@ type conv[T float] struct {
 	// is the gradient transposed, [C·KH·KW, O].
 	windowsGrad bool
 	grad        padding
+
+	// This call's weights packed for the windows products once, for
+	// every sample (gemm.PackWindowsA): the forward's, the input
+	// gradient's flipped ones, and each phase's.
+	wa, wb gemm.WindowsA[T]
+	phaseA []gemm.WindowsA[T]
 }
 
 func newConv[T float](g device.WindowGeom, o int) *conv[T] {
@@ -264,7 +270,7 @@ func (c *conv[T]) phaseWeights(wf, w []T) {
 // (phasesElems), then dxn row by row, each row interleaving its phases'
 // rows while it is in cache (a phase at a time would write every line of
 // dxn once a phase).
-func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
+func (c *conv[T]) phasesInto(dxn, dyn, buf []T, threads int) {
 	g := c.g
 	dyp := buf[:c.phases[0].pad.elems()]
 	padInto(dyp, dyn, c.phases[0].pad) // the layout every phase shares
@@ -273,7 +279,7 @@ func (c *conv[T]) phasesInto(dxn, dyn, wf, buf []T, threads int) {
 	product := func(ph *backPhase) []T { return buf[ph.out : ph.out+g.C*ph.rows*ph.cols] }
 	for p := range c.phases {
 		ph := &c.phases[p]
-		windowsInto(product(ph), flat, g.C, ph.k, wf[ph.wOff:ph.wOff+g.C*ph.k], nil, dyp, ph.pad, ph.rows, ph.cols, threads)
+		windowsInto(product(ph), flat, c.phaseA[p], g.C, nil, dyp, ph.pad, ph.rows, ph.cols, threads)
 	}
 	// Phase a·sw' + b is rows a, a+sh, … and columns b, b+sw, …, where
 	// sw' = min(sw, W) phases run along a row (backPhases's order).
@@ -357,7 +363,7 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 		if c.windows {
 			xp := buf[:c.fwd.elems()]
 			padInto(xp, x[n*c.in:(n+1)*c.in], c.fwd)
-			windowsInto(yn, buf[c.fwd.elems():], c.o, c.ck, w, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
+			windowsInto(yn, buf[c.fwd.elems():], c.wa, c.o, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
 			continue
 		}
 		beta := startWithBias(yn, bias, c.l)
@@ -376,7 +382,7 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 // gradient; dbuf its column gradient, or its padded output gradient for
 // the windows product with the flipped weights wf. The padding in gbuf
 // and dbuf is zero.
-func (c *conv[T]) backward(dx, acc, dy, x, w, wf, gbuf, dbuf []T, lo, hi int, fresh bool, threads int) {
+func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh bool, threads int) {
 	mm := c.serial
 	if threads > 1 {
 		mm = c.threaded
@@ -408,9 +414,9 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, wf, gbuf, dbuf []T, lo, hi int, fr
 		case c.windowsBack:
 			dyp := dbuf[:c.back.elems()]
 			padInto(dyp, dyn, c.back)
-			windowsInto(dxn, dbuf[c.back.elems():], c.g.C, c.o*c.g.KH*c.g.KW, wf, nil, dyp, c.back, c.g.H, c.g.W, threads)
+			windowsInto(dxn, dbuf[c.back.elems():], c.wb, c.g.C, nil, dyp, c.back, c.g.H, c.g.W, threads)
 		case c.phases != nil:
-			c.phasesInto(dxn, dyn, wf, dbuf, threads)
+			c.phasesInto(dxn, dyn, dbuf, threads)
 		default:
 			mm(true, false, c.ck, c.l, c.o, 1, w, c.ck, dyn, c.l, 0, dbuf, c.l)
 			c.foldInto(dx, dbuf, n)
@@ -419,14 +425,14 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, wf, gbuf, dbuf []T, lo, hi int, fr
 }
 
 // windowsInto sets out [m, rows·cols] to a·B (+ bias per row), B the
-// windows of the padded planes xp (layout p) at rows×cols positions and
-// a m×k. When cols is not a multiple of the kernel's tile width, every
-// row would end in a partial tile, computed into a scratch tile and
-// merged (every tile, for a 14-wide image); instead the rows are
-// flattened into one run through the padded rows, their padding columns
-// computed too (p.w − cols of p.w; a partial tile wastes more), into
-// flat [m, rows·p.w], then packed into out.
-func windowsInto[T float](out, flat []T, m, k int, a, bias, xp []T, p padding, rows, cols, threads int) {
+// windows of the padded planes xp (layout p) at rows×cols positions and a
+// the m-row weights packed for them. When cols is not a multiple of the
+// kernel's tile width, every row would end in a partial tile, computed
+// into a scratch tile and merged (every tile, for a 14-wide image);
+// instead the rows are flattened into one run through the padded rows,
+// their padding columns computed too (p.w − cols of p.w; a partial tile
+// wastes more), into flat [m, rows·p.w], then packed into out.
+func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], m int, bias, xp []T, p padding, rows, cols, threads int) {
 	dst, n := out, rows*cols
 	win := gemm.Windows[T]{Base: xp, Offs: p.offs, Width: cols, Stride: p.w}
 	flatten := flattened[T](cols)
@@ -435,10 +441,20 @@ func windowsInto[T float](out, flat []T, m, k int, a, bias, xp []T, p padding, r
 		dst, win.Width, win.Stride = flat[:m*n], n, 0
 	}
 	beta := startWithBias(dst, bias, n)
-	gemm.GemmWindows(m, n, k, 1, a, k, win, beta, dst, n, threads)
+	gemm.GemmWindowsA(a, n, 1, win, beta, dst, n, threads)
 	if flatten {
 		vmath.CopyBlock(out, cols, dst, p.w, m*rows, cols)
 	}
+}
+
+// packWindows packs a, m×k, for this call's windows products, in scratch
+// from d (gemm.PackWindowsA).
+func packWindows[T float](d *Device, m, k int, a []T) (gemm.WindowsA[T], func(), error) {
+	buf, free, err := convScratch[T](d, 1, gemm.WindowsALen[T](m, k))
+	if err != nil {
+		return gemm.WindowsA[T]{}, nil, err
+	}
+	return gemm.PackWindowsA(buf, m, k, a, k), free, nil
 }
 
 // startWithBias fills each row (n long) of dst with its bias and returns
@@ -499,6 +515,14 @@ func convForward[T float](d *Device, c *conv[T], yv, xv, wv, bv device.View) err
 	n := c.g.N
 	if n == 0 || c.o == 0 {
 		return nil
+	}
+	if c.windows {
+		wa, free, err := packWindows(d, c.o, c.ck, w)
+		if err != nil {
+			return err
+		}
+		defer free()
+		c.wa = wa
 	}
 	threads := parallel.Threads()
 	if n < threads || threads == 1 {
@@ -664,8 +688,23 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 		wf = buf
 		if c.windowsBack {
 			c.flipped(wf, w)
+			wb, free, err := packWindows(d, c.g.C, c.o*c.g.KH*c.g.KW, wf)
+			if err != nil {
+				return err
+			}
+			defer free()
+			c.wb = wb
 		} else {
 			c.phaseWeights(wf, w)
+			c.phaseA = make([]gemm.WindowsA[T], len(c.phases))
+			for p, ph := range c.phases {
+				pa, free, err := packWindows(d, c.g.C, ph.k, wf[ph.wOff:ph.wOff+c.g.C*ph.k])
+				if err != nil {
+					return err
+				}
+				defer free()
+				c.phaseA[p] = pa
+			}
 		}
 	}
 	blocks := 1
@@ -705,7 +744,7 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 		if partials != nil {
 			acc = partials
 		}
-		c.backward(dx, acc, dy, x, w, wf, buf[:gElems], buf[gElems:], 0, n, true, threads)
+		c.backward(dx, acc, dy, x, w, buf[:gElems], buf[gElems:], 0, n, true, threads)
 		sum()
 		return nil
 	}
@@ -725,11 +764,11 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 		gbuf, dbuf := mine[:gElems], mine[gElems:]
 		for b := lo; b < hi; b++ {
 			if dw == nil {
-				c.backward(dx, nil, dy, x, w, wf, gbuf, dbuf, b, b+1, true, 1)
+				c.backward(dx, nil, dy, x, w, gbuf, dbuf, b, b+1, true, 1)
 				continue
 			}
 			first, last := b*n/blocks, (b+1)*n/blocks
-			c.backward(dx, partials[b*c.o*c.ck:(b+1)*c.o*c.ck], dy, x, w, wf, gbuf, dbuf, first, last, true, 1)
+			c.backward(dx, partials[b*c.o*c.ck:(b+1)*c.o*c.ck], dy, x, w, gbuf, dbuf, first, last, true, 1)
 		}
 	})
 	sum()

@@ -2,7 +2,8 @@
 // single and double precision GEMM in row-major CBLAS semantics, a strided
 // batched variant, the implicit products whose large operand is read in
 // place rather than packed (GemmWindows: B's rows are runs of a buffer at
-// given offsets; GemmRows: A's rows are; a convolution without im2col,
+// given offsets, GemmWindowsA the same with A packed once for many
+// products; GemmRows: A's rows are; a convolution without im2col,
 // windows.go), and the machinery behind them (operand packing, cache
 // blocking, multi-threading on the shared worker pool of
 // engine/cpu/parallel, and register-blocked micro-kernels).

@@ -41,7 +41,79 @@ const WindowsSlack = 32
 // inconsistent.
 func GemmWindows[T ~float32 | ~float64](m, n, k int, alpha T, a []T, lda int, b Windows[T], beta T, c []T, ldc int, threads int) {
 	checkWindows(m, n, k, len(a), lda, b, len(c), ldc)
-	gemmWindows(currentKernel[T](), m, n, k, alpha, a, lda, b, beta, c, ldc, threads)
+	if trivial(m, n, k, alpha, beta, c, ldc) {
+		return
+	}
+	ws := getWorkspace[T]()
+	defer putWorkspace(ws)
+	kern := currentKernel[T]()
+	pa := packWindowsA(kern, grow(&ws.backing[0], windowsALen(kern, m, k)), m, k, a, lda)
+	gemmWindows(kern, pa, n, alpha, b, beta, c, ldc, threads, ws)
+}
+
+// WindowsA is the A operand of GemmWindows packed once for several
+// products that share it, as a convolution's weights are shared by its
+// samples: PackWindowsA packs it, GemmWindowsA multiplies it. It holds
+// the panels of every K block for the kernel its rows chose, and is only
+// read by GemmWindowsA, from any number of goroutines.
+type WindowsA[T ~float32 | ~float64] struct {
+	kern   *kernel[T]
+	m, k   int
+	packed []T
+}
+
+// WindowsALen returns the length of the buffer PackWindowsA needs for an
+// m×k A.
+func WindowsALen[T ~float32 | ~float64](m, k int) int { return windowsALen(currentKernel[T](), m, k) }
+
+func windowsALen[T ~float32 | ~float64](kern *kernel[T], m, k int) int {
+	return ceilDiv(m, kern.windowsFor(m).mr) * kern.windowsFor(m).mr * k
+}
+
+// PackWindowsA packs the row-major m×k A (row stride lda) into buf, at
+// least WindowsALen(m, k) long, for GemmWindowsA. It panics, naming the
+// argument, when the operands are inconsistent.
+func PackWindowsA[T ~float32 | ~float64](buf []T, m, k int, a []T, lda int) WindowsA[T] {
+	const fn = "PackWindowsA"
+	kern := currentKernel[T]()
+	if m < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: %s: negative dimension m = %d, k = %d", fn, m, k))
+	}
+	if need := windowsALen(kern, m, k); len(buf) < need {
+		panic(fmt.Sprintf("gemm: %s: len(buf) = %d < %d", fn, len(buf), need))
+	}
+	checkGemm(fn, false, false, m, 1, k, len(a), lda, math.MaxInt, 1, math.MaxInt, 1)
+	return packWindowsA(kern, buf, m, k, a, lda)
+}
+
+// GemmWindowsA is GemmWindows with A packed by PackWindowsA.
+func GemmWindowsA[T ~float32 | ~float64](a WindowsA[T], n int, alpha T, b Windows[T], beta T, c []T, ldc int, threads int) {
+	if a.kern == nil {
+		panic("gemm: GemmWindowsA: A was not packed by PackWindowsA")
+	}
+	checkWindows(a.m, n, a.k, a.m*a.k, max(1, a.k), b, len(c), ldc)
+	if trivial(a.m, n, a.k, alpha, beta, c, ldc) {
+		return
+	}
+	ws := getWorkspace[T]()
+	defer putWorkspace(ws)
+	gemmWindows(a.kern, a, n, alpha, b, beta, c, ldc, threads, ws)
+}
+
+// packWindowsA packs A for kern's windows kernel of its rows: each K
+// block's MR-row panels, block after block (block p0's at npa·mr·p0).
+func packWindowsA[T ~float32 | ~float64](kern *kernel[T], buf []T, m, k int, a []T, lda int) WindowsA[T] {
+	mr := kern.windowsFor(m).mr
+	npa := ceilDiv(m, mr)
+	kcStep := kBlock(k)
+	for p0 := 0; p0 < k; p0 += kcStep {
+		kc := min(kcStep, k-p0)
+		block := buf[npa*mr*p0:]
+		for i := range npa {
+			packA(block[i*mr*kc:(i+1)*mr*kc], a, lda, false, i*mr, min(mr, m-i*mr), p0, kc, mr)
+		}
+	}
+	return WindowsA[T]{kern: kern, m: m, k: k, packed: buf[:npa*mr*k]}
 }
 
 // WindowsTileWidth returns the width of the tiles GemmWindows computes for
@@ -92,21 +164,18 @@ func checkWindows[T ~float32 | ~float64](m, n, k, la, lda int, b Windows[T], lc,
 	}
 }
 
-// gemmWindows is GemmWindows on kernel kern, its operands checked.
+// gemmWindows is GemmWindows on A packed for kernel kern, its operands
+// checked, with ws for its loops.
 //
-// Loops: for each K block, A is packed into MR-row panels (small: the
-// weights); the tiles, NR consecutive columns of one window row, are
-// shared among the threads, and each tile runs every A panel against the
-// same B rows, which stay in L1 between the panels.
-func gemmWindows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a []T, lda int, b Windows[T], beta T, c []T, ldc int, threads int) {
-	if trivial(m, n, k, alpha, beta, c, ldc) {
-		return
-	}
+// Loops: for each K block, the tiles, NR consecutive columns of one window
+// row, are shared among the threads, and each tile runs every A panel
+// (small: the weights) against the same B rows, which stay in L1 between
+// the panels.
+func gemmWindows[T ~float32 | ~float64](kern *kernel[T], a WindowsA[T], n int, alpha T, b Windows[T], beta T, c []T, ldc int, threads int, ws *workspace[T]) {
+	m, k := a.m, a.k
 	threads = threadsFor(m, n, k, threads)
 	wk := kern.windowsFor(m)
 	mr, nr := wk.mr, kern.nr
-	ws := getWorkspace[T]()
-	defer putWorkspace(ws)
 	j := &ws.windows
 	*j = windowsJob[T]{kern: wk, nr: nr, m: m, ldc: ldc, alpha: alpha, b: b, c: c}
 	j.rowTiles = ceilDiv(b.Width, nr)
@@ -116,11 +185,7 @@ func gemmWindows[T ~float32 | ~float64](kern *kernel[T], m, n, k int, alpha T, a
 	for p0 := 0; p0 < k; p0 += kcStep {
 		j.p0, j.kc = p0, min(kcStep, k-p0)
 		j.beta = blockBeta(beta, p0)
-		ws.reserve(j.npa*mr*j.kc, 0, 0)
-		j.packed = ws.a
-		for i := 0; i < j.npa; i++ {
-			packA(j.packed[i*mr*j.kc:(i+1)*mr*j.kc], a, lda, false, i*mr, min(mr, m-i*mr), p0, j.kc, mr)
-		}
+		j.packed = a.packed[j.npa*mr*p0 : j.npa*mr*(p0+j.kc)]
 		j.chunking = ws.chunking(ntiles, threads, mr*nr)
 		runChunks(j.chunks, ws.windowsFn)
 	}

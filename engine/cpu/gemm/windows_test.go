@@ -71,6 +71,12 @@ func TestGemmWindows(t *testing.T) {
 						copy(b, base)
 						GemmWindows(wc.m, n, wc.k, ab[0], a, p.lda, Windows[float64]{b, offs, wc.width, wc.stride}, ab[1], c, p.ldc, threads)
 						p.check(t, c, 1e-15)
+						// A packed once gives the same bits.
+						pa := PackWindowsA(make([]float64, WindowsALen[float64](wc.m, wc.k)), wc.m, wc.k, a, p.lda)
+						c2 := exact64(len(p.c))
+						copy(c2, p.c)
+						GemmWindowsA(pa, n, ab[0], Windows[float64]{b, offs, wc.width, wc.stride}, ab[1], c2, p.ldc, threads)
+						sameBits(t, "float64", []string{"GemmWindows", "GemmWindowsA"}, [][]float64{c, c2})
 						continue
 					}
 					c := to32(p.c)
@@ -78,6 +84,12 @@ func TestGemmWindows(t *testing.T) {
 					copy(b, to32(base))
 					GemmWindows(wc.m, n, wc.k, float32(ab[0]), to32(p.a), p.lda, Windows[float32]{b, offs, wc.width, wc.stride}, float32(ab[1]), c, p.ldc, threads)
 					p.check(t, to64(c), 1e-6)
+					pa := PackWindowsA(make([]float32, WindowsALen[float32](wc.m, wc.k)), wc.m, wc.k, to32(p.a), p.lda)
+					for range 2 { // the packed A serves any number of products
+						c2 := to32(p.c)
+						GemmWindowsA(pa, n, float32(ab[0]), Windows[float32]{b, offs, wc.width, wc.stride}, float32(ab[1]), c2, p.ldc, threads)
+						sameBits(t, "float32", []string{"GemmWindows", "GemmWindowsA"}, [][]float32{c, c2})
+					}
 				}
 			}
 		}
@@ -162,6 +174,12 @@ func TestGemmWindowsInvalid(t *testing.T) {
 		}, "len(Base) = 39 < 40"},
 		{"lda", func() { GemmWindows(2, 6, 3, 1, buf, 2, Windows[float32]{buf, offs, 3, 3}, 0, buf, 6, 1) }, "lda = 2"},
 		{"short c", func() { GemmWindows(20, 6, 3, 1, buf, 3, Windows[float32]{buf, offs, 3, 3}, 0, buf, 6, 1) }, "len(c) = 100 < 120"},
+		{"packed buf", func() { PackWindowsA(buf[:5], 2, 3, buf, 3) }, "len(buf) = 5 <"},
+		{"packed lda", func() { PackWindowsA(buf, 2, 3, buf, 2) }, "lda = 2"},
+		{"not packed", func() { GemmWindowsA(WindowsA[float32]{}, 6, 1, Windows[float32]{buf, offs, 3, 3}, 0, buf, 6, 1) }, "not packed by PackWindowsA"},
+		{"packed width", func() {
+			GemmWindowsA(PackWindowsA(buf, 2, 3, buf, 3), 6, 1, Windows[float32]{buf, offs, 4, 4}, 0, buf, 6, 1)
+		}, "not a multiple of the window width 4"},
 		{"rows offsets", func() { GemmRows(4, 2, 3, 1, Rows[float32]{buf, offs}, false, buf, 2, 0, buf, 2, 1) }, "3 row offsets for 4 rows"},
 		{"rows outside", func() { GemmRows(3, 1, 99, 1, Rows[float32]{buf, offs}, false, buf, 1, 0, buf, 1, 1) }, "row 2 at offset 2, 99 long, is outside len(Base) = 100"},
 		{"rows negative", func() {
@@ -226,7 +244,10 @@ func TestKernelChoiceKeepsBits(t *testing.T) {
 			one := *kern
 			one.windows = []*windowsKernel[float32]{w}
 			c := to32(p.c)
-			gemmWindows(&one, wc.m, wc.width*wc.rows, wc.k, 1, to32(p.a), p.lda, Windows[float32]{to32(base), offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2)
+			pa := packWindowsA(&one, make([]float32, windowsALen(&one, wc.m, wc.k)), wc.m, wc.k, to32(p.a), p.lda)
+			ws := getWorkspace[float32]()
+			gemmWindows(&one, pa, wc.width*wc.rows, 1, Windows[float32]{to32(base), offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2, ws)
+			putWorkspace(ws)
 			names, results = append(names, fmt.Sprintf("windows kernel of %d rows", w.mr)), append(results, c)
 		}
 		sameBits(t, kern.name, names, results)
@@ -246,11 +267,13 @@ func TestKernelChoiceKeepsBits(t *testing.T) {
 
 // sameBits fails the test at the first element of a result whose bits
 // differ from the first result's.
-func sameBits(t *testing.T, kernel string, names []string, results [][]float32) {
+func sameBits[T float32 | float64](t *testing.T, kernel string, names []string, results [][]T) {
 	t.Helper()
 	for i := 1; i < len(results); i++ {
 		for j, v := range results[i] {
-			if w := results[0][j]; math.Float32bits(v) != math.Float32bits(w) {
+			// float32 → float64 is exact: equal bits as float64 are equal
+			// bits as float32.
+			if w := results[0][j]; math.Float64bits(float64(v)) != math.Float64bits(float64(w)) {
 				t.Fatalf("%s: %s: C[%d] = %g, the %s gives %g", kernel, names[i], j, v, names[0], w)
 			}
 		}
