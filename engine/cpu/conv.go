@@ -435,15 +435,37 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], m int, bias, xp []T, p padding, rows, cols, threads int) {
 	dst, n := out, rows*cols
 	win := gemm.Windows[T]{Base: xp, Offs: p.offs, Width: cols, Stride: p.w}
-	flatten := flattened[T](cols)
-	if flatten {
-		n = rows * p.w
-		dst, win.Width, win.Stride = flat[:m*n], n, 0
+	if !flattened[T](cols) {
+		beta := startWithBias(dst, bias, n)
+		gemm.GemmWindowsA(a, n, 1, win, beta, dst, n, threads)
+		return
 	}
-	beta := startWithBias(dst, bias, n)
-	gemm.GemmWindowsA(a, n, 1, win, beta, dst, n, threads)
-	if flatten {
+	n = rows * p.w
+	dst, win.Width, win.Stride = flat[:m*n], n, 0
+	gemm.GemmWindowsA(a, n, 1, win, 0, dst, n, threads)
+	if bias == nil {
 		vmath.CopyBlock(out, cols, dst, p.w, m*rows, cols)
+		return
+	}
+	// The bias added as the rows are packed: one pass instead of a fill
+	// before the product and its reading C back, and the same sums (the
+	// product rounded, then the bias added with one rounding).
+	for r, b := range bias {
+		copyRowsAdd(out[r*rows*cols:], cols, dst[r*n:], p.w, rows, cols, b)
+	}
+}
+
+// copyRowsAdd is vmath.CopyRowsAdd for float32 or float64.
+func copyRowsAdd[T float](dst []T, dstStride int, src []T, srcStride, rows, cols int, s T) {
+	if d, ok := any(dst).([]float32); ok {
+		vmath.CopyRowsAdd(d, dstStride, any(src).([]float32), srcStride, rows, cols, float32(s))
+		return
+	}
+	for r := range rows {
+		d, x := dst[r*dstStride:][:cols], src[r*srcStride:][:cols]
+		for j, v := range x {
+			d[j] = v + s
+		}
 	}
 }
 

@@ -404,3 +404,42 @@ func TestConv2dKernelRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestConv2dBiasOnce: the output with a bias is the output without it
+// plus the bias, one rounding per element (as PyTorch's slow_conv2d,
+// which starts the output from the bias and adds the product), whether
+// the bias is added while flattened rows are packed (a 14-wide image) or
+// the product starts from it (32 wide), in float32 and float64.
+func TestConv2dBiasOnce(t *testing.T) {
+	d := New(Options{})
+	for _, hw := range []int{14, 32} {
+		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+			t.Run(fmt.Sprintf("%d/%v", hw, dt), func(t *testing.T) {
+				g := device.WindowGeom{N: 3, C: 5, H: hw, W: hw, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: hw, OW: hw}
+				o := 7
+				r := rand.New(rand.NewPCG(3, uint64(hw)))
+				x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, randn(r, g.N*g.C*g.H*g.W, 1, dt), contiguous)
+				w := newOperand(t, d, dt, []int{o, g.C * 9}, randn(r, o*g.C*9, 1, dt), contiguous)
+				bias := newOperand(t, d, dt, []int{o}, randn(r, o, 1, dt), contiguous)
+				y := emptyOperand(t, d, dt, []int{g.N, o, hw * hw}, contiguous)
+				y0 := emptyOperand(t, d, dt, []int{g.N, o, hw * hw}, contiguous)
+				if err := d.Conv2d(y, x, w, bias, g); err != nil {
+					t.Fatal(err)
+				}
+				if err := d.Conv2d(y0, x, w, device.View{}, g); err != nil {
+					t.Fatal(err)
+				}
+				got, plain, b := values(t, d, y), values(t, d, y0), values(t, d, bias)
+				for i := range got {
+					want := plain[i] + b[i/(hw*hw)%o]
+					if dt == dtype.Float32 {
+						want = float64(float32(plain[i]) + float32(b[i/(hw*hw)%o]))
+					}
+					if got[i] != want {
+						t.Fatalf("y[%d] = %v, want %v + bias = %v", i, got[i], plain[i], want)
+					}
+				}
+			})
+		}
+	}
+}

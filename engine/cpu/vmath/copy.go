@@ -96,3 +96,13 @@ func checkBlock(fn string, rows, cols int, name string, n, stride, run int) bool
 	}
 	return true
 }
+
+// CopyRowsAdd is CopyRows with s added to every element on the way, each
+// sum rounded once: a convolution's bias added while its rows are packed.
+func CopyRowsAdd(dst []float32, dstStride int, src []float32, srcStride, rows, cols int, s float32) {
+	const fn = "vmath.CopyRowsAdd"
+	if !checkBlock(fn, rows, cols, "dst", len(dst), dstStride, cols) || !checkBlock(fn, rows, cols, "src", len(src), srcStride, cols) {
+		return
+	}
+	copyRowsAdd(&dst[0], dstStride, &src[0], srcStride, rows, cols, s)
+}

@@ -10,3 +10,6 @@ func deinterleaveRows(even *float32, evenStride int, odd *float32, oddStride int
 
 //go:noescape
 func interleaveRows(dst *float32, dstStride int, even *float32, evenStride int, odd *float32, oddStride int, rows, pairs int)
+
+//go:noescape
+func copyRowsAdd(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int, s float32)

@@ -35,3 +35,14 @@ func interleaveRows(dst *float32, dstStride int, even *float32, evenStride int, 
 		}
 	}
 }
+
+func copyRowsAdd(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int, s float32) {
+	d := unsafe.Slice(dst, (rows-1)*dstStride+cols)
+	x := unsafe.Slice(src, (rows-1)*srcStride+cols)
+	for r := range rows {
+		dr, xr := d[r*dstStride:][:cols], x[r*srcStride:][:cols]
+		for j, v := range xr {
+			dr[j] = v + s
+		}
+	}
+}

@@ -162,3 +162,39 @@ func TestInterleaveRefuses(t *testing.T) {
 		}()
 	}
 }
+
+// TestCopyRowsAdd: every run length across the 8-, 4- and 1-float steps,
+// strides wider than the runs, each element the float32 sum of its source
+// and s (special values included), and nothing else written.
+func TestCopyRowsAdd(t *testing.T) {
+	const g = 8
+	specials := []float32{float32(math.Inf(1)), float32(math.NaN()), float32(math.Copysign(0, -1)), 1e-45, 3.4e38}
+	for _, s := range []float32{0.25, float32(math.Copysign(0, -1)), float32(math.Inf(-1))} {
+		for _, rows := range []int{1, 3} {
+			for cols := 0; cols <= 19; cols++ {
+				t.Run(fmt.Sprintf("%v/%dx%d", s, rows, cols), func(t *testing.T) {
+					ss, ds := cols+2, cols+3
+					src := make([]float32, max(0, (rows-1)*ss+cols))
+					for i := range src {
+						src[i] = float32(i)*0.37 - 2
+						if i%7 == 3 {
+							src[i] = specials[i%len(specials)]
+						}
+					}
+					dst, buf := guarded(max(0, (rows-1)*ds+cols), g, nil, 0)
+					CopyRowsAdd(dst, ds, src, ss, rows, cols, s)
+					for i, v := range dst {
+						want := math.Float32frombits(guardBits)
+						if r, c := i/ds, i%ds; c < cols {
+							want = src[r*ss+c] + s
+						}
+						if math.Float32bits(v) != math.Float32bits(want) && !(v != v && want != want) {
+							t.Fatalf("dst[%d] = %v, want %v", i, v, want)
+						}
+					}
+					checkGuards(t, "dst", buf, g)
+				})
+			}
+		}
+	}
+}
