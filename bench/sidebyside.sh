@@ -14,6 +14,10 @@
 #   bench/sidebyside.sh ranks              # the CNN, the Fashion-MNIST MLP and the GPT data-parallel on 1 and 2 ranks
 #                                          # (bench/ranks.js and samples/gpt.js beside bench/torch_ranks.py; not in the default set)
 #   ROUNDS=5 bench/sidebyside.sh mlp
+#   WIDTH=avx2 bench/sidebyside.sh mlp gpt # both sides held to AVX2 on an AVX-512 machine (the AVX2 EPYC's
+#                                          # instruction set, not its cores): zeroeng's GEMM and vector kernels
+#                                          # (ZEROENG_GEMM, ZEROENG_VMATH), PyTorch's (ATEN_CPU_CAPABILITY) and
+#                                          # OpenBLAS's (OPENBLAS_CORETYPE=Haswell)
 #
 # fmnist-js adds the Fashion-MNIST job as a user runs it, `zeroeng run samples/fashion_mnist.js`
 # (side "zeroeng-js"), to the fmnist rounds; its rows also carry wall_s, each process's wall time
@@ -37,6 +41,15 @@ PY=/usr/bin/python3
 TCMALLOC=$(ls /usr/lib/*-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null | head -n 1)
 [ -n "$TCMALLOC" ] || { echo "sidebyside.sh: PyTorch at its best needs tcmalloc: apt-get install libtcmalloc-minimal4" >&2; exit 1; }
 CORE=$(grep -qw avx512f /proc/cpuinfo && echo SkylakeX || (grep -qw avx2 /proc/cpuinfo && echo Haswell) || echo "")
+WIDTH=${WIDTH:-}
+case "$WIDTH" in
+  "") ;;
+  avx2)
+    grep -qw avx2 /proc/cpuinfo || { echo "sidebyside.sh: WIDTH=avx2 on a CPU without AVX2" >&2; exit 2; }
+    CORE=Haswell
+    export ZEROENG_GEMM=avx2 ZEROENG_VMATH=avx2 ATEN_CPU_CAPABILITY=avx2 ;;
+  *) echo "sidebyside.sh: WIDTH=$WIDTH: the only width is avx2" >&2; exit 2 ;;
+esac
 NPROC=$(nproc)
 unset OPENBLAS_L2_SIZE
 # torch_sides runs a PyTorch command as installed and tuned.
