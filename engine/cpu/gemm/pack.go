@@ -63,7 +63,7 @@ func packB[T scalar](dst, b []T, ldb int, trans bool, p0, kc, j0, cols, nr int) 
 // transpose sets dst[p·w + r] = src[(row0+r)·ld + col0 + p] for r < rows
 // and p < kc, and zeroes the columns r ≥ rows of dst (a panel w wide).
 //
-// It moves a group of source rows at a time (12, 8 or 4), so that each
+// It moves a group of source rows at a time (12, 8, 4 or 2), so that each
 // depth step writes one contiguous run of the panel and each source row
 // is read sequentially: about twice as fast as a row at a time.
 func transpose[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
@@ -73,9 +73,9 @@ func transpose[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 		clear(dst)
 	}
 	if simdTranspose && unsafe.Sizeof(dst[0]) == 4 && kc >= 8 {
-		// float32 on amd64: groups of 8 and 4 rows, 8 depth steps at a
-		// time, with AVX shuffles (about twice the speed of the Go loops);
-		// the Go loops do the rest.
+		// float32 on amd64: groups of 8, 4 and 2 rows, 8 depth steps at
+		// a time, with AVX shuffles (about twice the speed of the Go
+		// loops); the Go loops do the rest.
 		k8 := kc &^ 7
 		r := 0
 		for ; r+4 <= rows; r += 4 {
@@ -91,6 +91,13 @@ func transpose[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 				continue
 			}
 			transpose4(d, w, s, ld, k8)
+		}
+		if r+2 <= rows {
+			// The AVX2 kernel's 6-row panels: 4 rows above, 2 here.
+			_ = src[(row0+r+1)*ld+col0+k8-1]
+			_ = dst[(k8-1)*w+r+1]
+			transpose2((*float32)(unsafe.Pointer(&dst[r])), w, (*float32)(unsafe.Pointer(&src[(row0+r)*ld+col0])), ld, k8)
+			r += 2
 		}
 		transposeGo(dst[k8*w:], src, ld, row0, r, col0+k8, kc-k8, w)
 		transposeGo(dst[r:], src, ld, row0+r, rows-r, col0, kc, w)

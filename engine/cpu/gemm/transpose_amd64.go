@@ -17,3 +17,8 @@ func transpose8(dst *float32, ldd int, src *float32, lds int, n int)
 //
 //go:noescape
 func transpose4(dst *float32, ldd int, src *float32, lds int, n int)
+
+// transpose2 is transpose8 for 2 rows.
+//
+//go:noescape
+func transpose2(dst *float32, ldd int, src *float32, lds int, n int)

@@ -153,3 +153,51 @@ t4_loop:
 t4_done:
 	VZEROUPPER
 	RET
+
+// func transpose2(dst *float32, ldd int, src *float32, lds int, n int)
+//
+// transpose4 for 2 rows: the pairs (row 0, row 1) of 8 depth steps at a
+// time, each stored as 8 bytes. The 6-row panels of the AVX2 kernel are
+// transposed as 4 rows and 2.
+TEXT ·transpose2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ ldd+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ lds+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	SHRQ $3, CX
+	JZ   t2_done
+	MOVQ R8, DX
+	SHLQ $3, DX
+	LEAQ (R8)(R8*2), R13
+
+t2_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS (SI)(R9*1), Y1
+
+	// Y2 = [a0 b0 a1 b1 | a4 b4 a5 b5], Y3 = [a2 b2 a3 b3 | a6 b6 a7 b7].
+	VUNPCKLPS Y1, Y0, Y2
+	VUNPCKHPS Y1, Y0, Y3
+	VEXTRACTF128 $1, Y2, X4
+	VEXTRACTF128 $1, Y3, X5
+
+	LEAQ (DI)(R8*4), R12
+	VMOVLPS X2, (DI)
+	VMOVHPS X2, (DI)(R8*1)
+	VMOVLPS X3, (DI)(R8*2)
+	VMOVHPS X3, (DI)(R13*1)
+	VMOVLPS X4, (R12)
+	VMOVHPS X4, (R12)(R8*1)
+	VMOVLPS X5, (R12)(R8*2)
+	VMOVHPS X5, (R12)(R13*1)
+
+	ADDQ $32, SI
+	ADDQ DX, DI
+	DECQ CX
+	JNZ  t2_loop
+
+t2_done:
+	VZEROUPPER
+	RET
