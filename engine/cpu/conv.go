@@ -804,7 +804,7 @@ func sumBlocks[T float](dw, partials []T, blocks int) {
 	parallel.For(m, rowGrain(blocks), func(lo, hi int) {
 		copy(dw[lo:hi], partials[lo:hi])
 		for b := 1; b < blocks; b++ {
-			addFloats(dw[lo:hi], partials[b*m+lo:b*m+hi])
+			addTo(dw[lo:hi], partials[b*m+lo:b*m+hi])
 		}
 	})
 }
@@ -819,7 +819,7 @@ func sumBlocksTransposed[T float](dw, partials []T, blocks, rows, cols int) {
 	if blocks > 1 {
 		parallel.For(m, rowGrain(blocks), func(lo, hi int) {
 			for b := 1; b < blocks; b++ {
-				addFloats(partials[lo:hi], partials[b*m+lo:b*m+hi])
+				addTo(partials[lo:hi], partials[b*m+lo:b*m+hi])
 			}
 		})
 	}
@@ -832,17 +832,4 @@ func sumBlocksTransposed[T float](dw, partials []T, blocks, rows, cols int) {
 			}
 		}
 	})
-}
-
-// addFloats adds x into acc element by element: vmath's kernel for
-// float32.
-func addFloats[T float](acc, x []T) {
-	if a, ok := any(acc).([]float32); ok {
-		vmath.Add(a, a, any(x).([]float32))
-		return
-	}
-	x = x[:len(acc)]
-	for i := range acc {
-		acc[i] += x[i]
-	}
 }

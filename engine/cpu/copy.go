@@ -335,3 +335,16 @@ func fillFloats[T float](row []T, v T) {
 	}
 	fillRow(unsafe.Slice((*uint64)(unsafe.Pointer(&row[0])), len(row)), *(*uint64)(unsafe.Pointer(&v)))
 }
+
+// addTo adds src into dst element by element: vmath's kernel for
+// float32.
+func addTo[T accum](dst, src []T) {
+	if d32, ok := any(dst).([]float32); ok {
+		vmath.Add(d32, d32, any(src).([]float32))
+		return
+	}
+	src = src[:len(dst)]
+	for i := range dst {
+		dst[i] += src[i]
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
-	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -207,18 +206,6 @@ func indexAddRun[T accum](w *walk, dst, src []T, a *indexAddArgs) {
 			}
 		}
 	})
-}
-
-// addTo sets dst += src.
-func addTo[T accum](dst, src []T) {
-	if d32, ok := any(dst).([]float32); ok {
-		vmath.Add(d32, d32, any(src).([]float32))
-		return
-	}
-	src = src[:len(dst)]
-	for i := range dst {
-		dst[i] += src[i]
-	}
 }
 
 // ScatterAdd implements device.Device with Tensor.scatter_add_'s semantics:

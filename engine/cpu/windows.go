@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
-	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -269,19 +268,7 @@ func foldShifted[T float](x, row []T, g device.WindowGeom, h0, w0, lo, hi int) {
 		return
 	}
 	clearPadding(row, g, sp, lo, hi)
-	addInto(x[sp.s0:sp.s1], row[sp.q0:sp.q1])
-}
-
-// addInto adds src to dst element by element.
-func addInto[T float](dst, src []T) {
-	if d, ok := any(dst).([]float32); ok {
-		vmath.Add(d, d, any(src).([]float32))
-		return
-	}
-	src = src[:len(dst)]
-	for i := range dst {
-		dst[i] += src[i]
-	}
+	addTo(x[sp.s0:sp.s1], row[sp.q0:sp.q1])
 }
 
 // MaxPool2d is device.MaxPooler's: float32 and float64, PyTorch's CPU
