@@ -3,10 +3,11 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"math/bits"
+
 	"sync/atomic"
 
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -315,7 +316,9 @@ func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) 
 				at = make([]int64, outPlane) // positions nobody reads
 			}
 			if pairs {
-				maxPool2x2(y, at, x, g)
+				// The common pooling: vmath's kernel, a vector of
+				// windows at a time on AVX-512.
+				vmath.MaxPool2x2(y, at, x, g.W, g.OW, g.OH)
 				continue
 			}
 			for oh := range g.OH {
@@ -347,38 +350,6 @@ func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) 
 			}
 		}
 	})
-}
-
-// maxPool2x2 is maxPool2d's plane of 2×2 windows 2 apart, none in the
-// padding: the same order (row-major taps, the first maximum, the last
-// NaN). Which tap holds the maximum is random for most data, so a branch
-// per tap is mispredicted half the time: the maximum is found with the
-// builtin max (no branch), and its first tap from the bit mask of the
-// taps equal to it.
-func maxPool2x2[T float](y []T, at []int64, x []T, g device.WindowGeom) {
-	for oh := range g.OH {
-		r0 := x[2*oh*g.W : (2*oh+1)*g.W]
-		r1 := x[(2*oh+1)*g.W : (2*oh+2)*g.W]
-		ys, ats := y[oh*g.OW:(oh+1)*g.OW], at[oh*g.OW:(oh+1)*g.OW]
-		base := 2 * oh * g.W
-		// Tap k's offset from its window's first element.
-		offsets := [4]int{0, 1, g.W, g.W + 1}
-		for ow := range ys {
-			w := 2 * ow
-			taps := [4]T{r0[w], r0[w+1], r1[w], r1[w+1]}
-			best := max(taps[0], taps[1], taps[2], taps[3])
-			k := 0
-			if best == best {
-				mask := b2u(taps[0] == best) | b2u(taps[1] == best)<<1 | b2u(taps[2] == best)<<2 | b2u(taps[3] == best)<<3
-				k = bits.TrailingZeros8(mask)
-			} else {
-				// A NaN: the last one, as a sequential scan keeps it.
-				mask := b2u(taps[0] != taps[0]) | b2u(taps[1] != taps[1])<<1 | b2u(taps[2] != taps[2])<<2 | b2u(taps[3] != taps[3])<<3
-				k = bits.Len8(mask) - 1
-			}
-			ys[ow], ats[ow] = taps[k&3], int64(base+w+offsets[k&3])
-		}
-	}
 }
 
 // MaxPool2dBackward is device.MaxPooler's: float32 and float64.

@@ -14,7 +14,9 @@ func archVariants() []*kernels {
 	var v []*kernels
 	hasAVX2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	if hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ {
-		v = append(v, avx512Kernels.fill())
+		k := avx512Kernels // generated; the hand-written kernels join it here
+		k.maxPool2x2 = maxPool2x2AVX512Go
+		v = append(v, k.fill())
 	}
 	if hasAVX2 {
 		v = append(v, avx2Kernels.fill())

@@ -61,6 +61,9 @@ type kernels struct {
 	// cost a compare and blend per element); sgd runs the loop for mode.
 	adam func(p, g, m, v []float32, c adamConsts)
 	sgd  func(p, g, buf []float32, c sgdConsts, mode sgdMode)
+
+	// maxPool2x2 is MaxPool2x2's loop, its operands checked.
+	maxPool2x2 func(y []float32, at []int64, x []float32, w, ow, oh int)
 }
 
 var goKernels = kernels{
@@ -121,6 +124,7 @@ var goKernels = kernels{
 	logSoftmaxBwd:    logSoftmaxBwdGo,
 	adam:             adamGo,
 	sgd:              sgdGo,
+	maxPool2x2:       maxPool2x2Go[float32],
 }
 
 // fill returns k with its nil entries taken from the Go kernels.
@@ -277,6 +281,9 @@ func (k kernels) fill() *kernels {
 	}
 	if k.adam == nil {
 		k.adam = g.adam
+	}
+	if k.maxPool2x2 == nil {
+		k.maxPool2x2 = g.maxPool2x2
 	}
 	return &k
 }

@@ -1,0 +1,130 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// The lanes' even and odd elements of two vectors (VPERMT2PS indices);
+// the even ones are also each lane's first tap, 2·lane, as int32.
+DATA poolEven<>+0(SB)/4, $0
+DATA poolEven<>+4(SB)/4, $2
+DATA poolEven<>+8(SB)/4, $4
+DATA poolEven<>+12(SB)/4, $6
+DATA poolEven<>+16(SB)/4, $8
+DATA poolEven<>+20(SB)/4, $10
+DATA poolEven<>+24(SB)/4, $12
+DATA poolEven<>+28(SB)/4, $14
+DATA poolEven<>+32(SB)/4, $16
+DATA poolEven<>+36(SB)/4, $18
+DATA poolEven<>+40(SB)/4, $20
+DATA poolEven<>+44(SB)/4, $22
+DATA poolEven<>+48(SB)/4, $24
+DATA poolEven<>+52(SB)/4, $26
+DATA poolEven<>+56(SB)/4, $28
+DATA poolEven<>+60(SB)/4, $30
+GLOBL poolEven<>(SB), RODATA|NOPTR, $64
+DATA poolOdd<>+0(SB)/4, $1
+DATA poolOdd<>+4(SB)/4, $3
+DATA poolOdd<>+8(SB)/4, $5
+DATA poolOdd<>+12(SB)/4, $7
+DATA poolOdd<>+16(SB)/4, $9
+DATA poolOdd<>+20(SB)/4, $11
+DATA poolOdd<>+24(SB)/4, $13
+DATA poolOdd<>+28(SB)/4, $15
+DATA poolOdd<>+32(SB)/4, $17
+DATA poolOdd<>+36(SB)/4, $19
+DATA poolOdd<>+40(SB)/4, $21
+DATA poolOdd<>+44(SB)/4, $23
+DATA poolOdd<>+48(SB)/4, $25
+DATA poolOdd<>+52(SB)/4, $27
+DATA poolOdd<>+56(SB)/4, $29
+DATA poolOdd<>+60(SB)/4, $31
+GLOBL poolOdd<>(SB), RODATA|NOPTR, $64
+
+// POOL_CHUNK pools 16 windows: rows 2r and 2r+1 from BX and CX (32 floats
+// each, lanes masked by K1 and K2), the values to (R13) (K3) and the
+// positions to (R14) as int64 (K4 the first 8, K5 the last 8), the first
+// window's first tap at index AX.
+//
+//   Z4-Z7  the taps: even and odd columns of row 2r, then of row 2r+1
+//   Z8     their maximum (VMAXPS: right but for NaN lanes, which come last)
+//   Z10    the value: the first tap equal to the maximum (D first, A last,
+//          so that the first wins), then in NaN lanes the last NaN
+//   Z11    that tap's offset in its window (Z22-Z25: 0, 1, w, w+1)
+#define POOL_CHUNK 	VMOVUPS.Z (BX), K1, Z0; 	VMOVUPS.Z 64(BX), K2, Z1; 	VMOVUPS.Z (CX), K1, Z2; 	VMOVUPS.Z 64(CX), K2, Z3; 	VMOVAPS Z0, Z4; 	VPERMT2PS Z1, Z20, Z4; 	VMOVAPS Z0, Z5; 	VPERMT2PS Z1, Z21, Z5; 	VMOVAPS Z2, Z6; 	VPERMT2PS Z3, Z20, Z6; 	VMOVAPS Z2, Z7; 	VPERMT2PS Z3, Z21, Z7; 	VMAXPS Z5, Z4, Z8; 	VMAXPS Z7, Z6, Z9; 	VMAXPS Z9, Z8, Z8; 	VMOVAPS Z7, Z10; 	VMOVDQA32 Z25, Z11; 	VCMPPS $0, Z8, Z6, K6; 	VMOVAPS Z6, K6, Z10; 	VMOVDQA32 Z24, K6, Z11; 	VCMPPS $0, Z8, Z5, K6; 	VMOVAPS Z5, K6, Z10; 	VMOVDQA32 Z23, K6, Z11; 	VCMPPS $0, Z8, Z4, K6; 	VMOVAPS Z4, K6, Z10; 	VMOVDQA32 Z22, K6, Z11; 	VCMPPS $3, Z4, Z4, K6; 	VMOVAPS Z4, K6, Z10; 	VMOVDQA32 Z22, K6, Z11; 	VCMPPS $3, Z5, Z5, K6; 	VMOVAPS Z5, K6, Z10; 	VMOVDQA32 Z23, K6, Z11; 	VCMPPS $3, Z6, Z6, K6; 	VMOVAPS Z6, K6, Z10; 	VMOVDQA32 Z24, K6, Z11; 	VCMPPS $3, Z7, Z7, K6; 	VMOVAPS Z7, K6, Z10; 	VMOVDQA32 Z25, K6, Z11; 	VPBROADCASTD AX, Z12; 	VPADDD Z20, Z12, Z12; 	VPADDD Z11, Z12, Z12; 	VPMOVSXDQ Y12, Z13; 	VEXTRACTI64X4 $1, Z12, Y14; 	VPMOVSXDQ Y14, Z14; 	VMOVUPS Z10, K3, (R13); 	VMOVDQU64 Z13, K4, (R14); 	VMOVDQU64 Z14, K5, 64(R14)
+
+// func maxPool2x2AVX512(y *float32, at *int64, x *float32, w, ow, oh, full, tail int)
+//
+// MaxPool2x2 on AVX-512: each row of windows in full chunks of 16, then
+// the tail's masks (tail = in0 | in1<<16 | out<<32; 0 when ow is a
+// multiple of 16). Positions are computed in int32 (the caller checks
+// that they fit) and widened.
+TEXT ·maxPool2x2AVX512(SB), NOSPLIT, $0-64
+	MOVQ y+0(FP), R13
+	MOVQ at+8(FP), R14
+	MOVQ x+16(FP), SI
+	MOVQ w+24(FP), R9
+	MOVQ oh+40(FP), R11
+	MOVQ full+48(FP), R10
+	MOVQ tail+56(FP), R15
+	VMOVUPS poolEven<>(SB), Z20
+	VMOVUPS poolOdd<>(SB), Z21
+	VPXORD Z22, Z22, Z22
+	MOVL $1, AX
+	VPBROADCASTD AX, Z23
+	MOVL R9, AX
+	VPBROADCASTD AX, Z24
+	INCL AX
+	VPBROADCASTD AX, Z25
+	XORQ R12, R12
+
+poolRow:
+	TESTQ R11, R11
+	JZ   poolDone
+	LEAQ (SI)(R12*4), BX
+	LEAQ (BX)(R9*4), CX
+	MOVQ R12, AX
+	KXNORW K1, K1, K1
+	KXNORW K2, K2, K2
+	KXNORW K3, K3, K3
+	KXNORW K4, K4, K4
+	KXNORW K5, K5, K5
+	MOVQ R10, DX
+
+poolFull:
+	TESTQ DX, DX
+	JZ   poolTail
+	POOL_CHUNK
+	ADDQ $128, BX
+	ADDQ $128, CX
+	ADDQ $64, R13
+	ADDQ $128, R14
+	ADDQ $32, AX
+	DECQ DX
+	JMP  poolFull
+
+poolTail:
+	TESTQ R15, R15
+	JZ   poolNext
+	MOVQ R15, DX
+	KMOVW DX, K1
+	SHRQ $16, DX
+	KMOVW DX, K2
+	SHRQ $16, DX
+	KMOVW DX, K3
+	KMOVW DX, K4
+	SHRQ $8, DX
+	KMOVW DX, K5
+	POOL_CHUNK
+	MOVQ R15, DX
+	SHRQ $32, DX
+	POPCNTQ DX, DX
+	LEAQ (R13)(DX*4), R13
+	LEAQ (R14)(DX*8), R14
+
+poolNext:
+	LEAQ (R12)(R9*2), R12
+	DECQ R11
+	JMP  poolRow
+
+poolDone:
+	VZEROUPPER
+	RET
