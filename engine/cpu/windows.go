@@ -295,12 +295,18 @@ func (d *Device) MaxPool2d(dst, indices, src device.View, g device.WindowGeom) e
 	return nil
 }
 
+// pairedWindows reports whether g's windows are 2×2, 2 apart, inside the
+// image: the common pooling, which vmath's kernels run.
+func pairedWindows(g device.WindowGeom) bool {
+	return g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 &&
+		g.DH == 1 && g.DW == 1 && 2*g.OH <= g.H && 2*g.OW <= g.W
+}
+
 func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) {
 	plane, outPlane := g.H*g.W, g.OH*g.OW
 	// The common pooling, 2×2 windows 2 apart inside the image, without
 	// the general loop's bounds per window.
-	pairs := g.KH == 2 && g.KW == 2 && g.SH == 2 && g.SW == 2 && g.PH == 0 && g.PW == 0 &&
-		g.DH == 1 && g.DW == 1 && 2*g.OH <= g.H && 2*g.OW <= g.W
+	pairs := pairedWindows(g)
 	parallel.For(g.N*g.C, rowGrain(g.KH*g.KW*outPlane), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
 			x := src[p*plane : (p+1)*plane]
@@ -378,11 +384,17 @@ func (d *Device) MaxPool2dBackward(dx, dy, indices device.View, g device.WindowG
 
 func maxPool2dBackward[T float](dx, dy []T, indices []int64, g device.WindowGeom, bad *atomic.Bool) {
 	plane, outPlane := g.H*g.W, g.OH*g.OW
+	pairs := pairedWindows(g)
 	parallel.For(g.N*g.C, rowGrain(plane+outPlane), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
 			x := dx[p*plane : (p+1)*plane]
-			clear(x)
 			at := indices[p*outPlane : (p+1)*outPlane]
+			// 2×2 windows 2 apart, each position in its own window (as
+			// the forward leaves them): one pass writing every element.
+			if pairs && vmath.MaxPool2x2Backward(x, dy[p*outPlane:(p+1)*outPlane], at, g.W, g.H, g.OW, g.OH) {
+				continue
+			}
+			clear(x)
 			for q, v := range dy[p*outPlane : (p+1)*outPlane] {
 				i := at[q]
 				if uint64(i) >= uint64(len(x)) {

@@ -280,3 +280,22 @@ func TestMaxPool2dBackwardRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestMaxPool2dBackwardForeignPositions: positions inside the image but
+// outside their own windows (not from MaxPool2d, which the 2×2 route's
+// one pass assumes) are scattered where they point, as PyTorch's
+// backward does, not dropped.
+func TestMaxPool2dBackwardForeignPositions(t *testing.T) {
+	d := New(Options{})
+	g := device.WindowGeom{N: 1, C: 1, H: 4, W: 4, KH: 2, KW: 2, SH: 2, SW: 2, DH: 1, DW: 1, OH: 2, OW: 2}
+	idx := newOperand(t, d, dtype.Int64, []int{1, 1, 2, 2}, []float64{0, 1, 1, 15}, contiguous)
+	dy := newOperand(t, d, dtype.Float32, []int{1, 1, 2, 2}, []float64{1, 2, 4, 8}, contiguous)
+	dx := emptyOperand(t, d, dtype.Float32, []int{1, 1, 4, 4}, contiguous)
+	poison(t, d, dx)
+	if err := d.MaxPool2dBackward(dx, dy, idx, g); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, 16)
+	want[0], want[1], want[15] = 1, 2+4, 8
+	assertClose(t, "dx", values(t, d, dx), want, 0)
+}

@@ -16,6 +16,7 @@ func archVariants() []*kernels {
 	if hasAVX2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ {
 		k := avx512Kernels // generated; the hand-written kernels join it here
 		k.maxPool2x2 = maxPool2x2AVX512Go
+		k.maxPool2x2Backward = maxPool2x2BackwardAVX512Go
 		v = append(v, k.fill())
 	}
 	if hasAVX2 {

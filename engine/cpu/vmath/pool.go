@@ -64,3 +64,49 @@ func b2u8(b bool) uint8 {
 	}
 	return 0
 }
+
+// MaxPool2x2Backward is MaxPool2x2's gradient: it sets dx (h rows of w)
+// to zero but at the positions in at, where it adds dy's elements, as
+// PyTorch's backward scatters them (a −0 gradient lands as +0). It
+// reports false, leaving dx partly written, when it cannot place a
+// position: the vector kernel places each in its own window only (as
+// MaxPool2x2 leaves them), the Go loop anywhere in the plane; the caller
+// then scatters them itself, checking each.
+func MaxPool2x2Backward[T ~float32 | ~float64](dx, dy []T, at []int64, w, h, ow, oh int) bool {
+	if oh < 0 || ow < 0 || 2*ow > w || 2*oh > h {
+		panic("vmath.MaxPool2x2Backward: " + itoa(oh) + "×" + itoa(ow) + " windows of 2×2 in " + itoa(h) + "×" + itoa(w))
+	}
+	if len(dx) < h*w || len(dy) < oh*ow || len(at) < oh*ow {
+		panic("vmath.MaxPool2x2Backward: dx, dy or at too short: " + itoa(len(dx)) + ", " + itoa(len(dy)) + ", " + itoa(len(at)) +
+			" for " + itoa(oh) + "×" + itoa(ow) + " windows in " + itoa(h) + "×" + itoa(w))
+	}
+	if d32, ok := any(dx).([]float32); ok {
+		return impl.maxPool2x2Backward(d32[:h*w], any(dy).([]float32), at, w, ow, oh)
+	}
+	return maxPool2x2BackwardGo(dx[:h*w], dy, at, w, ow, oh)
+}
+
+// maxPool2x2BackwardGo clears the plane and adds each gradient at its
+// position, anywhere in it.
+func maxPool2x2BackwardGo[T ~float32 | ~float64](dx, dy []T, at []int64, w, ow, oh int) bool {
+	clear(dx)
+	for q, g := range dy[:oh*ow] {
+		i := at[q]
+		if uint64(i) >= uint64(len(dx)) {
+			return false
+		}
+		dx[i] += g
+	}
+	return true
+}
+
+// clearUncovered zeroes what no window covers: the last column of an odd
+// width and the last row of an odd height (dx is h rows of w).
+func clearUncovered[T ~float32 | ~float64](dx []T, w, ow, oh int) {
+	if 2*ow < w {
+		for r := range 2 * oh {
+			clear(dx[r*w+2*ow : (r+1)*w])
+		}
+	}
+	clear(dx[2*oh*w:])
+}

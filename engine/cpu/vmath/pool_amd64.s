@@ -128,3 +128,188 @@ poolNext:
 poolDone:
 	VZEROUPPER
 	RET
+
+// Each lane's first tap, 2·lane, as int64; and the VPERMT2PS indices that
+// interleave two vectors' lanes (the first 16 of the 32, then the rest).
+DATA poolLanes64<>+0(SB)/8, $0
+DATA poolLanes64<>+8(SB)/8, $2
+DATA poolLanes64<>+16(SB)/8, $4
+DATA poolLanes64<>+24(SB)/8, $6
+DATA poolLanes64<>+32(SB)/8, $8
+DATA poolLanes64<>+40(SB)/8, $10
+DATA poolLanes64<>+48(SB)/8, $12
+DATA poolLanes64<>+56(SB)/8, $14
+DATA poolLanes64<>+64(SB)/8, $16
+DATA poolLanes64<>+72(SB)/8, $18
+DATA poolLanes64<>+80(SB)/8, $20
+DATA poolLanes64<>+88(SB)/8, $22
+DATA poolLanes64<>+96(SB)/8, $24
+DATA poolLanes64<>+104(SB)/8, $26
+DATA poolLanes64<>+112(SB)/8, $28
+DATA poolLanes64<>+120(SB)/8, $30
+GLOBL poolLanes64<>(SB), RODATA|NOPTR, $128
+DATA poolInterleave<>+0(SB)/4, $0
+DATA poolInterleave<>+4(SB)/4, $16
+DATA poolInterleave<>+8(SB)/4, $1
+DATA poolInterleave<>+12(SB)/4, $17
+DATA poolInterleave<>+16(SB)/4, $2
+DATA poolInterleave<>+20(SB)/4, $18
+DATA poolInterleave<>+24(SB)/4, $3
+DATA poolInterleave<>+28(SB)/4, $19
+DATA poolInterleave<>+32(SB)/4, $4
+DATA poolInterleave<>+36(SB)/4, $20
+DATA poolInterleave<>+40(SB)/4, $5
+DATA poolInterleave<>+44(SB)/4, $21
+DATA poolInterleave<>+48(SB)/4, $6
+DATA poolInterleave<>+52(SB)/4, $22
+DATA poolInterleave<>+56(SB)/4, $7
+DATA poolInterleave<>+60(SB)/4, $23
+DATA poolInterleave<>+64(SB)/4, $8
+DATA poolInterleave<>+68(SB)/4, $24
+DATA poolInterleave<>+72(SB)/4, $9
+DATA poolInterleave<>+76(SB)/4, $25
+DATA poolInterleave<>+80(SB)/4, $10
+DATA poolInterleave<>+84(SB)/4, $26
+DATA poolInterleave<>+88(SB)/4, $11
+DATA poolInterleave<>+92(SB)/4, $27
+DATA poolInterleave<>+96(SB)/4, $12
+DATA poolInterleave<>+100(SB)/4, $28
+DATA poolInterleave<>+104(SB)/4, $13
+DATA poolInterleave<>+108(SB)/4, $29
+DATA poolInterleave<>+112(SB)/4, $14
+DATA poolInterleave<>+116(SB)/4, $30
+DATA poolInterleave<>+120(SB)/4, $15
+DATA poolInterleave<>+124(SB)/4, $31
+GLOBL poolInterleave<>(SB), RODATA|NOPTR, $128
+
+// POOL_BACK_TAP selects the lanes of Z0 whose window's position (Z1, Z2:
+// int64, 8 windows each) is the first tap (Z4, Z5) plus off (a register
+// of int64 lanes, or Z22 for zero) into dst, zero elsewhere, and ORs the
+// selected lanes into DI.
+#define POOL_BACK_TAP(off, dst) \
+	VPADDQ off, Z4, Z6; \
+	VPADDQ off, Z5, Z7; \
+	VPCMPEQQ Z6, Z1, K6; \
+	VPCMPEQQ Z7, Z2, K7; \
+	KUNPCKBW K6, K7, K6; \
+	VMOVAPS.Z Z0, K6, dst; \
+	KMOVW K6, R8; \
+	ORL R8, DI
+
+// POOL_BACK_CHUNK spreads 16 windows' gradients (dy at R13, K3; positions
+// at R14, K4 and K5; the first window's first tap at AX) over rows 2r and
+// 2r+1 of dx (BX and CX, K1 and K2): each window's tap at its position
+// gets dy + 0, the other three 0. It jumps to poolBackBad when a position
+// is not one of its window's taps.
+#define POOL_BACK_CHUNK \
+	VMOVUPS.Z (R13), K3, Z0; \
+	VADDPS Z22, Z0, Z0; \
+	VMOVDQU64.Z (R14), K4, Z1; \
+	VMOVDQU64.Z 64(R14), K5, Z2; \
+	VPBROADCASTQ AX, Z3; \
+	VPADDQ Z20, Z3, Z4; \
+	VPADDQ Z21, Z3, Z5; \
+	XORL DI, DI; \
+	POOL_BACK_TAP(Z22, Z8); \
+	POOL_BACK_TAP(Z26, Z9); \
+	POOL_BACK_TAP(Z27, Z10); \
+	POOL_BACK_TAP(Z28, Z11); \
+	KMOVW K3, R8; \
+	ANDL R8, DI; \
+	CMPL DI, R8; \
+	JNE  poolBackBad; \
+	VMOVAPS Z8, Z12; \
+	VPERMT2PS Z9, Z29, Z12; \
+	VMOVAPS Z8, Z13; \
+	VPERMT2PS Z9, Z30, Z13; \
+	VMOVAPS Z10, Z14; \
+	VPERMT2PS Z11, Z29, Z14; \
+	VMOVAPS Z10, Z15; \
+	VPERMT2PS Z11, Z30, Z15; \
+	VMOVUPS Z12, K1, (BX); \
+	VMOVUPS Z13, K2, 64(BX); \
+	VMOVUPS Z14, K1, (CX); \
+	VMOVUPS Z15, K2, 64(CX)
+
+// func maxPool2x2BackwardAVX512(dx, dy *float32, at *int64, w, ow, oh, full, tail int) (ok bool)
+//
+// MaxPool2x2Backward's windows on AVX-512, with maxPool2x2AVX512's chunks
+// and masks; false at the first position outside its window.
+TEXT ·maxPool2x2BackwardAVX512(SB), NOSPLIT, $0-65
+	MOVQ dx+0(FP), SI
+	MOVQ dy+8(FP), R13
+	MOVQ at+16(FP), R14
+	MOVQ w+24(FP), R9
+	MOVQ oh+40(FP), R11
+	MOVQ full+48(FP), R10
+	MOVQ tail+56(FP), R15
+	VMOVDQU64 poolLanes64<>(SB), Z20
+	VMOVDQU64 poolLanes64<>+64(SB), Z21
+	VPXORD Z22, Z22, Z22
+	MOVQ $1, AX
+	VPBROADCASTQ AX, Z26
+	VPBROADCASTQ R9, Z27
+	LEAQ 1(R9), AX
+	VPBROADCASTQ AX, Z28
+	VMOVDQU32 poolInterleave<>(SB), Z29
+	VMOVDQU32 poolInterleave<>+64(SB), Z30
+	XORQ R12, R12
+
+poolBackRow:
+	TESTQ R11, R11
+	JZ   poolBackOK
+	LEAQ (SI)(R12*4), BX
+	LEAQ (BX)(R9*4), CX
+	MOVQ R12, AX
+	KXNORW K1, K1, K1
+	KXNORW K2, K2, K2
+	KXNORW K3, K3, K3
+	KXNORW K4, K4, K4
+	KXNORW K5, K5, K5
+	MOVQ R10, DX
+
+poolBackFull:
+	TESTQ DX, DX
+	JZ   poolBackTail
+	POOL_BACK_CHUNK
+	ADDQ $128, BX
+	ADDQ $128, CX
+	ADDQ $64, R13
+	ADDQ $128, R14
+	ADDQ $32, AX
+	DECQ DX
+	JMP  poolBackFull
+
+poolBackTail:
+	TESTQ R15, R15
+	JZ   poolBackNext
+	MOVQ R15, DX
+	KMOVW DX, K1
+	SHRQ $16, DX
+	KMOVW DX, K2
+	SHRQ $16, DX
+	KMOVW DX, K3
+	KMOVW DX, K4
+	SHRQ $8, DX
+	KMOVW DX, K5
+	POOL_BACK_CHUNK
+	MOVQ R15, DX
+	SHRQ $32, DX
+	POPCNTQ DX, DX
+	LEAQ (R13)(DX*4), R13
+	LEAQ (R14)(DX*8), R14
+
+poolBackNext:
+	LEAQ (R12)(R9*2), R12
+	DECQ R11
+	JMP  poolBackRow
+
+poolBackOK:
+	MOVB $1, ok+64(FP)
+	VZEROUPPER
+	RET
+
+poolBackBad:
+	MOVB $0, ok+64(FP)
+	VZEROUPPER
+	RET

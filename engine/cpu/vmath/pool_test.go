@@ -141,3 +141,104 @@ func BenchmarkMaxPool2x2(b *testing.B) {
 		})
 	}
 }
+
+// TestMaxPool2x2Backward holds every variant to the scatter (the plane
+// cleared, each window's gradient added at its position), bit for bit,
+// over the shapes of TestMaxPool2x2 with odd heights too, dy with both
+// zeros and NaNs, positions from MaxPool2x2; a position of another window
+// is placed as the scatter places it or refused, one outside the plane
+// refused.
+func TestMaxPool2x2Backward(t *testing.T) {
+	r := newRand(12)
+	negZero := float32(math.Copysign(0, -1))
+	for _, k := range variants {
+		for ow := 1; ow <= 40; ow++ {
+			for _, extra := range []int{0, 1} {
+				w, oh := 2*ow+extra, 1+ow%3
+				h := 2*oh + extra
+				t.Run(fmt.Sprintf("%s/%dx%d/%dx%d", k.name, oh, ow, h, w), func(t *testing.T) {
+					x := r.slice(h*w, 1)
+					y, at := make([]float32, oh*ow), make([]int64, oh*ow)
+					maxPool2x2Go(y, at, x, w, ow, oh)
+					dy := r.slice(oh*ow, 1)
+					dy[0], dy[len(dy)-1] = negZero, float32(math.NaN())
+					want := make([]float32, h*w)
+					for q, g := range dy {
+						want[at[q]] += g
+					}
+					dx, buf := guarded(h*w, 8, r, 1) // stale values, to be overwritten
+					defer useVariant(k)()
+					if !MaxPool2x2Backward(dx, dy, at, w, h, ow, oh) {
+						t.Fatal("reported a position outside its window")
+					}
+					for i := range want {
+						if math.Float32bits(dx[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("dx[%d] = %v, want %v", i, dx[i], want[i])
+						}
+					}
+					checkGuards(t, "dx", buf, 8)
+					// A position of another window (or of the plane's
+					// last element when there is none) is either placed
+					// where it points, as the scatter places it, or
+					// refused; one outside the plane is refused.
+					q := int(r.next() % uint64(oh*ow))
+					other := (q + 1) % (oh * ow)
+					at[q] = int64(2*(other/ow)*w + 2*(other%ow))
+					if other == q {
+						at[q] = int64(h*w - 1)
+					}
+					clear(want)
+					for q, g := range dy {
+						want[at[q]] += g
+					}
+					if MaxPool2x2Backward(dx, dy, at, w, h, ow, oh) {
+						for i := range want {
+							if math.Float32bits(dx[i]) != math.Float32bits(want[i]) {
+								t.Fatalf("foreign position %d of window %d: dx[%d] = %v, want %v", at[q], q, i, dx[i], want[i])
+							}
+						}
+					}
+					at[q] = int64(h * w)
+					if MaxPool2x2Backward(dx, dy, at, w, h, ow, oh) {
+						t.Fatalf("position %d outside the %d×%d plane accepted", at[q], h, w)
+					}
+				})
+			}
+		}
+	}
+}
+
+func BenchmarkMaxPool2x2Backward(b *testing.B) {
+	// The CNN's first pooling's gradient: 64·16 planes of 28×28.
+	const w, h, ow, oh, planes = 28, 28, 14, 14, 64 * 16
+	x := newRand(3).slice(planes*w*h, 1)
+	dy := newRand(4).slice(planes*ow*oh, 1)
+	y, at := make([]float32, planes*ow*oh), make([]int64, planes*ow*oh)
+	for p := range planes {
+		MaxPool2x2(y[p*ow*oh:], at[p*ow*oh:], x[p*w*h:], w, ow, oh)
+	}
+	dx := make([]float32, planes*w*h)
+	for _, k := range variants {
+		b.Run(k.name, func(b *testing.B) {
+			defer useVariant(k)()
+			for b.Loop() {
+				for p := range planes {
+					MaxPool2x2Backward(dx[p*w*h:(p+1)*w*h], dy[p*ow*oh:], at[p*ow*oh:], w, h, ow, oh)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(planes*ow*oh), "ns/window")
+		})
+	}
+	b.Run("scatter", func(b *testing.B) {
+		for b.Loop() {
+			for p := range planes {
+				x, a := dx[p*w*h:(p+1)*w*h], at[p*ow*oh:(p+1)*ow*oh]
+				clear(x)
+				for q, v := range dy[p*ow*oh : (p+1)*ow*oh] {
+					x[a[q]] += v
+				}
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(planes*ow*oh), "ns/window")
+	})
+}
