@@ -380,7 +380,7 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 // writes their input gradients. gbuf takes what the weight gradient
 // reads: the sample's columns, or its padded planes and spread output
 // gradient; dbuf its column gradient, or its padded output gradient for
-// the windows product with the flipped weights wf. The padding in gbuf
+// the windows product with the flipped weights (c.wb, c.phaseA). The padding in gbuf
 // and dbuf is zero.
 func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh bool, threads int) {
 	mm := c.serial
