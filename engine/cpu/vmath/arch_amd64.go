@@ -20,7 +20,9 @@ func archVariants() []*kernels {
 		v = append(v, k.fill())
 	}
 	if hasAVX2 {
-		v = append(v, avx2Kernels.fill())
+		k := avx2Kernels
+		k.maxPool2x2 = maxPool2x2AVX2Go
+		v = append(v, k.fill())
 	}
 	return v
 }

@@ -313,3 +313,148 @@ poolBackBad:
 	MOVB $0, ok+64(FP)
 	VZEROUPPER
 	RET
+
+// Each of 8 lanes' first tap, 2·lane, as int32 (the AVX2 kernel).
+DATA poolLanes32<>+0(SB)/4, $0
+DATA poolLanes32<>+4(SB)/4, $2
+DATA poolLanes32<>+8(SB)/4, $4
+DATA poolLanes32<>+12(SB)/4, $6
+DATA poolLanes32<>+16(SB)/4, $8
+DATA poolLanes32<>+20(SB)/4, $10
+DATA poolLanes32<>+24(SB)/4, $12
+DATA poolLanes32<>+28(SB)/4, $14
+GLOBL poolLanes32<>(SB), RODATA|NOPTR, $32
+
+// POOL2_CORE pools 8 windows on AVX2 from rows 2r (Y0, Y1: 16 floats)
+// and 2r+1 (Y2, Y3): the taps A-D (Y4-Y7, even and odd columns of each
+// row), their maximum (Y8), the first tap equal to it and then in NaN
+// lanes the last NaN (value Y10, offset in its window Y11), and the
+// positions AX + 2·lane + offset widened to int64 in Y2 (lanes 0-3) and
+// Y3 (4-7). Y12-Y14 hold the offsets w+1, w and 1, Y15 the lanes' 2·lane.
+#define POOL2_CORE \
+	VSHUFPS $0x88, Y1, Y0, Y4; \
+	VPERMPD $0xD8, Y4, Y4; \
+	VSHUFPS $0xDD, Y1, Y0, Y5; \
+	VPERMPD $0xD8, Y5, Y5; \
+	VSHUFPS $0x88, Y3, Y2, Y6; \
+	VPERMPD $0xD8, Y6, Y6; \
+	VSHUFPS $0xDD, Y3, Y2, Y7; \
+	VPERMPD $0xD8, Y7, Y7; \
+	VXORPS Y0, Y0, Y0; \
+	VMAXPS Y5, Y4, Y8; \
+	VMAXPS Y7, Y6, Y9; \
+	VMAXPS Y9, Y8, Y8; \
+	VMOVAPS Y7, Y10; \
+	VMOVAPS Y12, Y11; \
+	VCMPPS $0, Y8, Y6, Y9; \
+	VBLENDVPS Y9, Y6, Y10, Y10; \
+	VBLENDVPS Y9, Y13, Y11, Y11; \
+	VCMPPS $0, Y8, Y5, Y9; \
+	VBLENDVPS Y9, Y5, Y10, Y10; \
+	VBLENDVPS Y9, Y14, Y11, Y11; \
+	VCMPPS $0, Y8, Y4, Y9; \
+	VBLENDVPS Y9, Y4, Y10, Y10; \
+	VBLENDVPS Y9, Y0, Y11, Y11; \
+	VCMPPS $3, Y4, Y4, Y9; \
+	VBLENDVPS Y9, Y4, Y10, Y10; \
+	VBLENDVPS Y9, Y0, Y11, Y11; \
+	VCMPPS $3, Y5, Y5, Y9; \
+	VBLENDVPS Y9, Y5, Y10, Y10; \
+	VBLENDVPS Y9, Y14, Y11, Y11; \
+	VCMPPS $3, Y6, Y6, Y9; \
+	VBLENDVPS Y9, Y6, Y10, Y10; \
+	VBLENDVPS Y9, Y13, Y11, Y11; \
+	VCMPPS $3, Y7, Y7, Y9; \
+	VBLENDVPS Y9, Y7, Y10, Y10; \
+	VBLENDVPS Y9, Y12, Y11, Y11; \
+	MOVL AX, X1; \
+	VPBROADCASTD X1, Y1; \
+	VPADDD Y15, Y1, Y1; \
+	VPADDD Y11, Y1, Y1; \
+	VPMOVSXDQ X1, Y2; \
+	VEXTRACTI128 $1, Y1, X3; \
+	VPMOVSXDQ X3, Y3
+
+// func maxPool2x2AVX2(y *float32, at *int64, x *float32, w, ow, oh int, masks *int32)
+//
+// MaxPool2x2 on AVX2: each row of windows in chunks of 8, then a tail of
+// ow%8 windows through masks (the 2·rem input lanes of the two vectors,
+// the rem outputs, the rem positions as int64 in two vectors: 5 vectors
+// of 8 int32 at masks, from poolMasksAVX2).
+TEXT ·maxPool2x2AVX2(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), R13
+	MOVQ at+8(FP), R14
+	MOVQ x+16(FP), SI
+	MOVQ w+24(FP), R9
+	MOVQ ow+32(FP), R10
+	MOVQ oh+40(FP), R11
+	MOVQ masks+48(FP), DI
+	VMOVDQU poolLanes32<>(SB), Y15
+	MOVL $1, AX
+	MOVL AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL R9, AX
+	MOVL AX, X13
+	VPBROADCASTD X13, Y13
+	INCL AX
+	MOVL AX, X12
+	VPBROADCASTD X12, Y12
+	MOVQ R10, R15
+	ANDQ $7, R15
+	SHRQ $3, R10
+	XORQ R12, R12
+
+pool2Row:
+	TESTQ R11, R11
+	JZ   pool2Done
+	LEAQ (SI)(R12*4), BX
+	LEAQ (BX)(R9*4), CX
+	MOVQ R12, AX
+	MOVQ R10, DX
+
+pool2Full:
+	TESTQ DX, DX
+	JZ   pool2Tail
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (CX), Y2
+	VMOVUPS 32(CX), Y3
+	POOL2_CORE
+	VMOVUPS Y10, (R13)
+	VMOVDQU Y2, (R14)
+	VMOVDQU Y3, 32(R14)
+	ADDQ $64, BX
+	ADDQ $64, CX
+	ADDQ $32, R13
+	ADDQ $64, R14
+	ADDQ $16, AX
+	DECQ DX
+	JMP  pool2Full
+
+pool2Tail:
+	TESTQ R15, R15
+	JZ   pool2Next
+	VMOVDQU (DI), Y9
+	VMASKMOVPS (BX), Y9, Y0
+	VMASKMOVPS (CX), Y9, Y2
+	VMOVDQU 32(DI), Y9
+	VMASKMOVPS 32(BX), Y9, Y1
+	VMASKMOVPS 32(CX), Y9, Y3
+	POOL2_CORE
+	VMOVDQU 64(DI), Y9
+	VMASKMOVPS Y10, Y9, (R13)
+	VMOVDQU 96(DI), Y9
+	VPMASKMOVQ Y2, Y9, (R14)
+	VMOVDQU 128(DI), Y9
+	VPMASKMOVQ Y3, Y9, 32(R14)
+	LEAQ (R13)(R15*4), R13
+	LEAQ (R14)(R15*8), R14
+
+pool2Next:
+	LEAQ (R12)(R9*2), R12
+	DECQ R11
+	JMP  pool2Row
+
+pool2Done:
+	VZEROUPPER
+	RET
