@@ -49,7 +49,107 @@ GLOBL poolOdd<>(SB), RODATA|NOPTR, $64
 //   Z10    the value: the first tap equal to the maximum (D first, A last,
 //          so that the first wins), then in NaN lanes the last NaN
 //   Z11    that tap's offset in its window (Z22-Z25: 0, 1, w, w+1)
-#define POOL_CHUNK 	VMOVUPS.Z (BX), K1, Z0; 	VMOVUPS.Z 64(BX), K2, Z1; 	VMOVUPS.Z (CX), K1, Z2; 	VMOVUPS.Z 64(CX), K2, Z3; 	VMOVAPS Z0, Z4; 	VPERMT2PS Z1, Z20, Z4; 	VMOVAPS Z0, Z5; 	VPERMT2PS Z1, Z21, Z5; 	VMOVAPS Z2, Z6; 	VPERMT2PS Z3, Z20, Z6; 	VMOVAPS Z2, Z7; 	VPERMT2PS Z3, Z21, Z7; 	VMAXPS Z5, Z4, Z8; 	VMAXPS Z7, Z6, Z9; 	VMAXPS Z9, Z8, Z8; 	VMOVAPS Z7, Z10; 	VMOVDQA32 Z25, Z11; 	VCMPPS $0, Z8, Z6, K6; 	VMOVAPS Z6, K6, Z10; 	VMOVDQA32 Z24, K6, Z11; 	VCMPPS $0, Z8, Z5, K6; 	VMOVAPS Z5, K6, Z10; 	VMOVDQA32 Z23, K6, Z11; 	VCMPPS $0, Z8, Z4, K6; 	VMOVAPS Z4, K6, Z10; 	VMOVDQA32 Z22, K6, Z11; 	VCMPPS $3, Z4, Z4, K6; 	VMOVAPS Z4, K6, Z10; 	VMOVDQA32 Z22, K6, Z11; 	VCMPPS $3, Z5, Z5, K6; 	VMOVAPS Z5, K6, Z10; 	VMOVDQA32 Z23, K6, Z11; 	VCMPPS $3, Z6, Z6, K6; 	VMOVAPS Z6, K6, Z10; 	VMOVDQA32 Z24, K6, Z11; 	VCMPPS $3, Z7, Z7, K6; 	VMOVAPS Z7, K6, Z10; 	VMOVDQA32 Z25, K6, Z11; 	VPBROADCASTD AX, Z12; 	VPADDD Z20, Z12, Z12; 	VPADDD Z11, Z12, Z12; 	VPMOVSXDQ Y12, Z13; 	VEXTRACTI64X4 $1, Z12, Y14; 	VPMOVSXDQ Y14, Z14; 	VMOVUPS Z10, K3, (R13); 	VMOVDQU64 Z13, K4, (R14); 	VMOVDQU64 Z14, K5, 64(R14)
+#define POOL_CHUNK \
+	VMOVUPS.Z (BX), K1, Z0; \
+	VMOVUPS.Z 64(BX), K2, Z1; \
+	VMOVUPS.Z (CX), K1, Z2; \
+	VMOVUPS.Z 64(CX), K2, Z3; \
+	VMOVAPS Z0, Z4; \
+	VPERMT2PS Z1, Z20, Z4; \
+	VMOVAPS Z0, Z5; \
+	VPERMT2PS Z1, Z21, Z5; \
+	VMOVAPS Z2, Z6; \
+	VPERMT2PS Z3, Z20, Z6; \
+	VMOVAPS Z2, Z7; \
+	VPERMT2PS Z3, Z21, Z7; \
+	VMAXPS Z5, Z4, Z8; \
+	VMAXPS Z7, Z6, Z9; \
+	VMAXPS Z9, Z8, Z8; \
+	VMOVAPS Z7, Z10; \
+	VMOVDQA32 Z25, Z11; \
+	VCMPPS $0, Z8, Z6, K6; \
+	VMOVAPS Z6, K6, Z10; \
+	VMOVDQA32 Z24, K6, Z11; \
+	VCMPPS $0, Z8, Z5, K6; \
+	VMOVAPS Z5, K6, Z10; \
+	VMOVDQA32 Z23, K6, Z11; \
+	VCMPPS $0, Z8, Z4, K6; \
+	VMOVAPS Z4, K6, Z10; \
+	VMOVDQA32 Z22, K6, Z11; \
+	VCMPPS $3, Z4, Z4, K6; \
+	VMOVAPS Z4, K6, Z10; \
+	VMOVDQA32 Z22, K6, Z11; \
+	VCMPPS $3, Z5, Z5, K6; \
+	VMOVAPS Z5, K6, Z10; \
+	VMOVDQA32 Z23, K6, Z11; \
+	VCMPPS $3, Z6, Z6, K6; \
+	VMOVAPS Z6, K6, Z10; \
+	VMOVDQA32 Z24, K6, Z11; \
+	VCMPPS $3, Z7, Z7, K6; \
+	VMOVAPS Z7, K6, Z10; \
+	VMOVDQA32 Z25, K6, Z11; \
+	VPBROADCASTD AX, Z12; \
+	VPADDD Z20, Z12, Z12; \
+	VPADDD Z11, Z12, Z12; \
+	VPMOVSXDQ Y12, Z13; \
+	VEXTRACTI64X4 $1, Z12, Y14; \
+	VPMOVSXDQ Y14, Z14; \
+	VMOVUPS Z10, K3, (R13); \
+	VMOVDQU64 Z13, K4, (R14); \
+	VMOVDQU64 Z14, K5, 64(R14)
+
+// POOL_ROWS runs CHUNK over every row of windows: full chunks of 16
+// with every lane, then the tail's masks from R15 (in0 | in1<<16 |
+// out<<32), advancing the rows (BX, CX from SI and R12, 2·r·w), the
+// outputs (R13, 16 floats; R14, 16 positions) and the first tap (AX).
+// R11 counts the rows, R10 the full chunks of a row; the caller defines
+// rowsDone, where it goes after the last row.
+#define POOL_ROWS(CHUNK) \
+rows: \
+	TESTQ R11, R11; \
+	JZ   rowsDone; \
+	LEAQ (SI)(R12*4), BX; \
+	LEAQ (BX)(R9*4), CX; \
+	MOVQ R12, AX; \
+	KXNORW K1, K1, K1; \
+	KXNORW K2, K2, K2; \
+	KXNORW K3, K3, K3; \
+	KXNORW K4, K4, K4; \
+	KXNORW K5, K5, K5; \
+	MOVQ R10, DX; \
+rowsFull: \
+	TESTQ DX, DX; \
+	JZ   rowsTail; \
+	CHUNK; \
+	ADDQ $128, BX; \
+	ADDQ $128, CX; \
+	ADDQ $64, R13; \
+	ADDQ $128, R14; \
+	ADDQ $32, AX; \
+	DECQ DX; \
+	JMP  rowsFull; \
+rowsTail: \
+	TESTQ R15, R15; \
+	JZ   rowsNext; \
+	MOVQ R15, DX; \
+	KMOVW DX, K1; \
+	SHRQ $16, DX; \
+	KMOVW DX, K2; \
+	SHRQ $16, DX; \
+	KMOVW DX, K3; \
+	KMOVW DX, K4; \
+	SHRQ $8, DX; \
+	KMOVW DX, K5; \
+	CHUNK; \
+	MOVQ R15, DX; \
+	SHRQ $32, DX; \
+	POPCNTQ DX, DX; \
+	LEAQ (R13)(DX*4), R13; \
+	LEAQ (R14)(DX*8), R14; \
+rowsNext: \
+	LEAQ (R12)(R9*2), R12; \
+	DECQ R11; \
+	JMP  rows
 
 // func maxPool2x2AVX512(y *float32, at *int64, x *float32, w, ow, oh, full, tail int)
 //
@@ -76,56 +176,9 @@ TEXT ·maxPool2x2AVX512(SB), NOSPLIT, $0-64
 	VPBROADCASTD AX, Z25
 	XORQ R12, R12
 
-poolRow:
-	TESTQ R11, R11
-	JZ   poolDone
-	LEAQ (SI)(R12*4), BX
-	LEAQ (BX)(R9*4), CX
-	MOVQ R12, AX
-	KXNORW K1, K1, K1
-	KXNORW K2, K2, K2
-	KXNORW K3, K3, K3
-	KXNORW K4, K4, K4
-	KXNORW K5, K5, K5
-	MOVQ R10, DX
+	POOL_ROWS(POOL_CHUNK)
 
-poolFull:
-	TESTQ DX, DX
-	JZ   poolTail
-	POOL_CHUNK
-	ADDQ $128, BX
-	ADDQ $128, CX
-	ADDQ $64, R13
-	ADDQ $128, R14
-	ADDQ $32, AX
-	DECQ DX
-	JMP  poolFull
-
-poolTail:
-	TESTQ R15, R15
-	JZ   poolNext
-	MOVQ R15, DX
-	KMOVW DX, K1
-	SHRQ $16, DX
-	KMOVW DX, K2
-	SHRQ $16, DX
-	KMOVW DX, K3
-	KMOVW DX, K4
-	SHRQ $8, DX
-	KMOVW DX, K5
-	POOL_CHUNK
-	MOVQ R15, DX
-	SHRQ $32, DX
-	POPCNTQ DX, DX
-	LEAQ (R13)(DX*4), R13
-	LEAQ (R14)(DX*8), R14
-
-poolNext:
-	LEAQ (R12)(R9*2), R12
-	DECQ R11
-	JMP  poolRow
-
-poolDone:
+rowsDone:
 	VZEROUPPER
 	RET
 
@@ -255,56 +308,9 @@ TEXT ·maxPool2x2BackwardAVX512(SB), NOSPLIT, $0-65
 	VMOVDQU32 poolInterleave<>+64(SB), Z30
 	XORQ R12, R12
 
-poolBackRow:
-	TESTQ R11, R11
-	JZ   poolBackOK
-	LEAQ (SI)(R12*4), BX
-	LEAQ (BX)(R9*4), CX
-	MOVQ R12, AX
-	KXNORW K1, K1, K1
-	KXNORW K2, K2, K2
-	KXNORW K3, K3, K3
-	KXNORW K4, K4, K4
-	KXNORW K5, K5, K5
-	MOVQ R10, DX
+	POOL_ROWS(POOL_BACK_CHUNK)
 
-poolBackFull:
-	TESTQ DX, DX
-	JZ   poolBackTail
-	POOL_BACK_CHUNK
-	ADDQ $128, BX
-	ADDQ $128, CX
-	ADDQ $64, R13
-	ADDQ $128, R14
-	ADDQ $32, AX
-	DECQ DX
-	JMP  poolBackFull
-
-poolBackTail:
-	TESTQ R15, R15
-	JZ   poolBackNext
-	MOVQ R15, DX
-	KMOVW DX, K1
-	SHRQ $16, DX
-	KMOVW DX, K2
-	SHRQ $16, DX
-	KMOVW DX, K3
-	KMOVW DX, K4
-	SHRQ $8, DX
-	KMOVW DX, K5
-	POOL_BACK_CHUNK
-	MOVQ R15, DX
-	SHRQ $32, DX
-	POPCNTQ DX, DX
-	LEAQ (R13)(DX*4), R13
-	LEAQ (R14)(DX*8), R14
-
-poolBackNext:
-	LEAQ (R12)(R9*2), R12
-	DECQ R11
-	JMP  poolBackRow
-
-poolBackOK:
+rowsDone:
 	MOVB $1, ok+64(FP)
 	VZEROUPPER
 	RET
