@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
+	"github.com/zeroeng/zeroeng/engine/cpu/vmath"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 )
@@ -653,4 +655,16 @@ func allZero(strides []int) bool {
 // flat32 is the float32 slice of a contiguous view.
 func flat32(v device.View) []float32 {
 	return elems[float32](v.Buf)[v.Offset : v.Offset+v.Numel()]
+}
+
+// Clamp implements device.Clamper for contiguous float32 (the other
+// dtypes and layouts take the two ops): vmath.Clamp over the threads.
+func (d *Device) Clamp(dst, src device.View, lo, hi float64) error {
+	n := src.Numel()
+	if dst.DType != dtype.Float32 || src.DType != dtype.Float32 || dst.Numel() != n || !dst.Contiguous() || !src.Contiguous() {
+		return fmt.Errorf("cpu: clamp of %v %v into %v %v: contiguous float32 only", src.DType, src.Shape, dst.DType, dst.Shape)
+	}
+	y, x := rowsOf[float32](dst), rowsOf[float32](src)
+	parallel.For(n, grain, func(i0, i1 int) { vmath.Clamp(y[i0:i1], x[i0:i1], float32(lo), float32(hi)) })
+	return nil
 }

@@ -235,6 +235,11 @@ func clampValues(x, lo, hi *Tensor, loV, hiV *float64) *Tensor {
 	case isNaN(loV) || isNaN(hiV): // a lone NaN bound: no change
 		return x.Clone()
 	}
+	if loV != nil && hiV != nil && x.dt.IsFloat() {
+		if out, ok := clampOnePass(x, *loV, *hiV); ok {
+			return out
+		}
+	}
 	out := x
 	if lo != nil {
 		out = out.Maximum(lo)
@@ -246,6 +251,25 @@ func clampValues(x, lo, hi *Tensor, loV, hiV *float64) *Tensor {
 		out = x.Clone()
 	}
 	return out
+}
+
+// clampOnePass runs the device's one-pass clamp (device.Clamper) when it
+// has one that takes x; otherwise it reports false and the caller runs
+// Maximum and Minimum, which give the same bits.
+func clampOnePass(x *Tensor, lo, hi float64) (*Tensor, bool) {
+	c, ok := x.rt.dev.(device.Clamper)
+	if !ok {
+		return nil, false
+	}
+	out, err := x.rt.empty(x.dt, x.shape)
+	if err != nil {
+		return nil, false // the two ops meet the same failure and report it
+	}
+	if err := kernel(func() error { return c.Clamp(out.view(), x.view(), lo, hi) }); err != nil {
+		out.Release()
+		return nil, false
+	}
+	return out, true
 }
 
 // clampInside is where clamp passes the gradient to its input: lo <= x <=

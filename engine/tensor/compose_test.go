@@ -548,3 +548,57 @@ func TestComposeReleasesTemporaries(t *testing.T) {
 		}
 	}
 }
+
+// TestClampOnePassMatchesTwoOps: float32 clamp with two numbers takes the
+// device's one-pass kernel where it has one (device.Clamper) and gives
+// the bits of Maximum and then Minimum, contiguous or not (a transposed
+// input takes the two ops), NaNs and both zeros included, and its
+// gradient is clamp's.
+func TestClampOnePassMatchesTwoOps(t *testing.T) {
+	rt := newRT()
+	negZero := float32(math.Copysign(0, -1))
+	data := make([]float32, 6*50)
+	r := rand.New(rand.NewPCG(4, 5))
+	for i := range data {
+		data[i] = float32(r.NormFloat64() * 2)
+		switch i % 11 {
+		case 3:
+			data[i] = float32(math.NaN())
+		case 5:
+			data[i] = negZero
+		case 7:
+			data[i] = float32(math.Inf(-1))
+		}
+	}
+	for _, b := range [][2]float64{{-1, 1}, {0, 0}, {1, -1}, {-0.5, math.Inf(1)}} {
+		for _, transposed := range []bool{false, true} {
+			x := rt.FromFloat32s(data, 6, 50)
+			if transposed {
+				x = x.T()
+			}
+			got, err := x.Clamp(f64p(b[0]), f64p(b[1])).Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := x.Maximum(rt.Scalar(tensor.Float32, b[0])).Minimum(rt.Scalar(tensor.Float32, b[1])).Float32s()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("bounds %v, transposed %v: element %d = %v, want %v", b, transposed, i, got[i], want[i])
+				}
+			}
+		}
+	}
+	x := rt.FromFloat32s([]float32{-2, -1, 0, 1, 2})
+	if err := x.SetRequiresGrad(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Clamp(f64p(-1), f64p(1)).SumAll().Backward(); err != nil {
+		t.Fatal(err)
+	}
+	if g := composeVals(t, x.Grad()); !sameVals(g, []float64{0, 1, 1, 1, 0}) {
+		t.Fatalf("gradient %v, want [0 1 1 1 0]", g)
+	}
+}

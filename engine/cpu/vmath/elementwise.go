@@ -455,3 +455,18 @@ func extreme(fn string, x []float32, f func(x []float32) float32, better func(c,
 	}
 	return m
 }
+
+// Clamp sets dst = min(max(x, lo), hi): MaximumScalar and MinimumScalar
+// (their bits, NaN included) a block at a time, so that the second pass
+// reads what the first left in the first-level cache.
+func Clamp(dst, x []float32, lo, hi float32) {
+	check2("Clamp", dst, x)
+	const block = 2048 // 8 KiB: well inside L1 with dst's own block
+	k := impl
+	for len(x) > 0 {
+		n := min(block, len(x))
+		k.maximumScalar(dst[:n], x[:n], lo)
+		k.minimumScalar(dst[:n], dst[:n], hi)
+		dst, x = dst[n:], x[n:]
+	}
+}

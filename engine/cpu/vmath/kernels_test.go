@@ -669,3 +669,35 @@ func TestBF16Conversions(t *testing.T) {
 		restore()
 	}
 }
+
+// TestClamp holds Clamp to MaximumScalar and then MinimumScalar, bit for
+// bit, on every variant: lengths across a vector and a block, NaNs, both
+// zeros and infinities in x and as bounds, a lower bound above the upper.
+func TestClamp(t *testing.T) {
+	negZero, inf := float32(math.Copysign(0, -1)), float32(math.Inf(1))
+	specials := []float32{float32(math.NaN()), negZero, 0, inf, -inf, 1, -1}
+	r := newRand(21)
+	for _, k := range variants {
+		defer useVariant(k)()
+		for _, n := range []int{0, 1, 15, 16, 17, 70, 2047, 2048, 2049, 5000} {
+			for _, b := range [][2]float32{{-1, 1}, {0, negZero}, {negZero, 0}, {1, -1}, {-inf, inf}, {0.5, 0.5}} {
+				x := r.slice(n, 2)
+				for i := range x {
+					if r.next()%5 == 0 {
+						x[i] = specials[r.next()%uint64(len(specials))]
+					}
+				}
+				want := make([]float32, n)
+				MaximumScalar(want, x, b[0])
+				MinimumScalar(want, want, b[1])
+				got := make([]float32, n)
+				Clamp(got, x, b[0], b[1])
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s: n=%d bounds %v: clamp(%v) = %v, want %v", k.name, n, b, x[i], got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
