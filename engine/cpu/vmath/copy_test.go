@@ -54,15 +54,7 @@ func TestCopyRowsRefuses(t *testing.T) {
 		{func() { CopyRows(buf, 3, buf[:6], 4, 2, 3) }, "src has length 6, want 7"},
 		{func() { CopyRows(buf, 3, buf, 3, -1, 3) }, "negative extent"},
 	} {
-		func() {
-			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, tc.want) {
-					t.Errorf("panic %q, want %q", msg, tc.want)
-				}
-			}()
-			tc.call()
-		}()
+		wantPanic(t, tc.call, tc.want)
 	}
 }
 
@@ -151,15 +143,7 @@ func TestInterleaveRefuses(t *testing.T) {
 		{func() { InterleaveRows(buf, 4, buf, 2, buf[:4], 2, 3, 2) }, "odd has length 4, want 5"},
 		{func() { InterleaveRows(buf, 4, buf, -2, buf, 2, 3, 2) }, "negative extent"},
 	} {
-		func() {
-			defer func() {
-				msg, _ := recover().(string)
-				if !strings.Contains(msg, tc.want) {
-					t.Errorf("panic %q, want one naming %q", msg, tc.want)
-				}
-			}()
-			tc.call()
-		}()
+		wantPanic(t, tc.call, tc.want)
 	}
 }
 
@@ -197,4 +181,17 @@ func TestCopyRowsAdd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// wantPanic runs call and fails the test unless it panics with a message
+// that contains want.
+func wantPanic(t *testing.T, call func(), want string) {
+	t.Helper()
+	defer func() {
+		msg, _ := recover().(string)
+		if !strings.Contains(msg, want) {
+			t.Errorf("panic %q, want one naming %q", msg, want)
+		}
+	}()
+	call()
 }
