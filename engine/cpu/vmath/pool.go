@@ -12,8 +12,8 @@ import "math/bits"
 // Which tap holds the maximum is random for most data, so a branch per
 // tap would be mispredicted half the time: the Go loop finds the maximum
 // with the builtin max and its first tap from the bit mask of the taps
-// equal to it; the AVX-512 kernel splits 16 windows' taps into four
-// vectors and picks among them with masks.
+// equal to it; the vector kernels split the taps of 16 windows (AVX-512)
+// or 8 (AVX2) into four vectors and pick among them with masks.
 func MaxPool2x2[T ~float32 | ~float64](y []T, at []int64, x []T, w, ow, oh int) {
 	if oh < 0 || ow < 0 || 2*ow > w {
 		panic("vmath.MaxPool2x2: " + itoa(oh) + "×" + itoa(ow) + " windows of 2×2 in rows of " + itoa(w))
