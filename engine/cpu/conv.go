@@ -290,7 +290,7 @@ func (c *conv[T]) phasesInto(dxn, dyn, buf []T, threads int) {
 			// even columns of phase b = 0 with the odd ones of b = 1.
 			for a := range min(g.SH, g.H) {
 				p0, p1 := &c.phases[a*2], &c.phases[a*2+1]
-				interleaveRows(dxn[ch*c.plane+a*g.W:], g.SH*g.W, product(p0)[ch*p0.rows*p0.cols:], p0.cols,
+				vmath.InterleaveRows(dxn[ch*c.plane+a*g.W:], g.SH*g.W, product(p0)[ch*p0.rows*p0.cols:], p0.cols,
 					product(p1)[ch*p1.rows*p1.cols:], p1.cols, p0.rows, g.W)
 			}
 			continue
@@ -451,21 +451,7 @@ func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], m int, bias, xp []T
 	// before the product and its reading C back, and the same sums (the
 	// product rounded, then the bias added with one rounding).
 	for r, b := range bias {
-		copyRowsAdd(out[r*rows*cols:], cols, dst[r*n:], p.w, rows, cols, b)
-	}
-}
-
-// copyRowsAdd is vmath.CopyRowsAdd for float32 or float64.
-func copyRowsAdd[T float](dst []T, dstStride int, src []T, srcStride, rows, cols int, s T) {
-	if d, ok := any(dst).([]float32); ok {
-		vmath.CopyRowsAdd(d, dstStride, any(src).([]float32), srcStride, rows, cols, float32(s))
-		return
-	}
-	for r := range rows {
-		d, x := dst[r*dstStride:][:cols], src[r*srcStride:][:cols]
-		for j, v := range x {
-			d[j] = v + s
-		}
+		vmath.CopyRowsAdd(out[r*rows*cols:], cols, dst[r*n:], p.w, rows, cols, b)
 	}
 }
 

@@ -111,7 +111,7 @@ func padInto[T float](dst, src []T, p padding) {
 					at := -p.qy0*p.w - p.qx0
 					even := dst[(ch*p.planes+p.slots[a*2])*plane+at:]
 					odd := dst[(ch*p.planes+p.slots[a*2+1])*plane+at:]
-					deinterleaveRows(even, odd, p.w, in[a*p.cols:], p.sh*p.cols, rows, p.cols)
+					vmath.DeinterleaveRows(even, p.w, odd, p.w, in[a*p.cols:], p.sh*p.cols, rows, p.cols)
 				}
 				continue
 			}
@@ -156,42 +156,4 @@ func padInto[T float](dst, src []T, p padding) {
 func (p padding) splitPair(a int) bool {
 	return p.slots[a*2] >= 0 && p.slots[a*2+1] >= 0 && p.cols >= 2 &&
 		(p.cols+1)/2 <= p.w+p.qx0 && p.cols/2 <= p.w+p.qx0
-}
-
-// deinterleaveRows writes the even-indexed elements of rows runs of cols
-// elements of src (srcStride apart) into even and the odd-indexed ones
-// into odd, both dstStride apart: vmath's kernel for float32.
-func deinterleaveRows[T float](even, odd []T, dstStride int, src []T, srcStride, rows, cols int) {
-	if e, ok := any(even).([]float32); ok {
-		vmath.DeinterleaveRows(e, dstStride, any(odd).([]float32), dstStride, any(src).([]float32), srcStride, rows, cols)
-		return
-	}
-	for r := range rows {
-		e, o, s := even[r*dstStride:][:(cols+1)/2], odd[r*dstStride:][:cols/2], src[r*srcStride:][:cols]
-		for j := range o {
-			e[j], o[j] = s[2*j], s[2*j+1]
-		}
-		if len(e) > len(o) {
-			e[len(o)] = s[2*len(o)]
-		}
-	}
-}
-
-// interleaveRows is the inverse: row r of dst (cols elements, dstStride
-// apart) takes its even-indexed elements from row r of even and its
-// odd-indexed ones from row r of odd.
-func interleaveRows[T float](dst []T, dstStride int, even []T, evenStride int, odd []T, oddStride, rows, cols int) {
-	if d, ok := any(dst).([]float32); ok {
-		vmath.InterleaveRows(d, dstStride, any(even).([]float32), evenStride, any(odd).([]float32), oddStride, rows, cols)
-		return
-	}
-	for r := range rows {
-		d, e, o := dst[r*dstStride:][:cols], even[r*evenStride:][:(cols+1)/2], odd[r*oddStride:][:cols/2]
-		for j := range o {
-			d[2*j], d[2*j+1] = e[j], o[j]
-		}
-		if len(e) > len(o) {
-			d[2*len(o)] = e[len(o)]
-		}
-	}
 }

@@ -41,8 +41,9 @@ func CopyBlock[T ~float32 | ~float64](dst []T, dstStride int, src []T, srcStride
 // apart, into their even-indexed elements, ⌈cols/2⌉ a row written to
 // even (rows evenStride apart), and their odd-indexed ones, ⌊cols/2⌋ to
 // odd (oddStride apart): the two column phases of a stride-2
-// convolution's input. The runs must not overlap.
-func DeinterleaveRows(even []float32, evenStride int, odd []float32, oddStride int, src []float32, srcStride, rows, cols int) {
+// convolution's input. The runs must not overlap. float32 takes the
+// assembly on amd64; float64 and the other architectures the Go loop.
+func DeinterleaveRows[T ~float32 | ~float64](even []T, evenStride int, odd []T, oddStride int, src []T, srcStride, rows, cols int) {
 	const fn = "vmath.DeinterleaveRows"
 	if !checkBlock(fn, rows, cols, "src", len(src), srcStride, cols) ||
 		!checkBlock(fn, rows, cols, "even", len(even), evenStride, (cols+1)/2) ||
@@ -50,8 +51,11 @@ func DeinterleaveRows(even []float32, evenStride int, odd []float32, oddStride i
 		return
 	}
 	pairs := cols / 2
-	if pairs > 0 {
-		deinterleaveRows(&even[0], evenStride, &odd[0], oddStride, &src[0], srcStride, rows, pairs)
+	if e, ok := any(even).([]float32); ok && pairs > 0 {
+		o, x := any(odd).([]float32), any(src).([]float32)
+		deinterleaveRows(&e[0], evenStride, &o[0], oddStride, &x[0], srcStride, rows, pairs)
+	} else {
+		deinterleaveGo(even, evenStride, odd, oddStride, src, srcStride, rows, pairs)
 	}
 	if cols%2 == 1 {
 		for r := range rows {
@@ -60,10 +64,20 @@ func DeinterleaveRows(even []float32, evenStride int, odd []float32, oddStride i
 	}
 }
 
+// deinterleaveGo is DeinterleaveRows's pairs (2·pairs elements a row) in Go.
+func deinterleaveGo[T ~float32 | ~float64](even []T, evenStride int, odd []T, oddStride int, src []T, srcStride, rows, pairs int) {
+	for r := range rows {
+		e, o, x := even[r*evenStride:][:pairs], odd[r*oddStride:][:pairs], src[r*srcStride:][:2*pairs]
+		for j := range e {
+			e[j], o[j] = x[2*j], x[2*j+1]
+		}
+	}
+}
+
 // InterleaveRows is the inverse of DeinterleaveRows: row r of dst (cols
 // elements, dstStride apart) takes its even-indexed elements from row r
 // of even and its odd-indexed ones from row r of odd.
-func InterleaveRows(dst []float32, dstStride int, even []float32, evenStride int, odd []float32, oddStride int, rows, cols int) {
+func InterleaveRows[T ~float32 | ~float64](dst []T, dstStride int, even []T, evenStride int, odd []T, oddStride int, rows, cols int) {
 	const fn = "vmath.InterleaveRows"
 	if !checkBlock(fn, rows, cols, "dst", len(dst), dstStride, cols) ||
 		!checkBlock(fn, rows, cols, "even", len(even), evenStride, (cols+1)/2) ||
@@ -71,12 +85,25 @@ func InterleaveRows(dst []float32, dstStride int, even []float32, evenStride int
 		return
 	}
 	pairs := cols / 2
-	if pairs > 0 {
-		interleaveRows(&dst[0], dstStride, &even[0], evenStride, &odd[0], oddStride, rows, pairs)
+	if d, ok := any(dst).([]float32); ok && pairs > 0 {
+		e, o := any(even).([]float32), any(odd).([]float32)
+		interleaveRows(&d[0], dstStride, &e[0], evenStride, &o[0], oddStride, rows, pairs)
+	} else {
+		interleaveGo(dst, dstStride, even, evenStride, odd, oddStride, rows, pairs)
 	}
 	if cols%2 == 1 {
 		for r := range rows {
 			dst[r*dstStride+2*pairs] = even[r*evenStride+pairs]
+		}
+	}
+}
+
+// interleaveGo is InterleaveRows's pairs in Go.
+func interleaveGo[T ~float32 | ~float64](dst []T, dstStride int, even []T, evenStride int, odd []T, oddStride, rows, pairs int) {
+	for r := range rows {
+		d, e, o := dst[r*dstStride:][:2*pairs], even[r*evenStride:][:pairs], odd[r*oddStride:][:pairs]
+		for j := range e {
+			d[2*j], d[2*j+1] = e[j], o[j]
 		}
 	}
 }
@@ -99,10 +126,25 @@ func checkBlock(fn string, rows, cols int, name string, n, stride, run int) bool
 
 // CopyRowsAdd is CopyRows with s added to every element on the way, each
 // sum rounded once: a convolution's bias added while its rows are packed.
-func CopyRowsAdd(dst []float32, dstStride int, src []float32, srcStride, rows, cols int, s float32) {
+// float32 takes the assembly on amd64, float64 the Go loop.
+func CopyRowsAdd[T ~float32 | ~float64](dst []T, dstStride int, src []T, srcStride, rows, cols int, s T) {
 	const fn = "vmath.CopyRowsAdd"
 	if !checkBlock(fn, rows, cols, "dst", len(dst), dstStride, cols) || !checkBlock(fn, rows, cols, "src", len(src), srcStride, cols) {
 		return
 	}
-	copyRowsAdd(&dst[0], dstStride, &src[0], srcStride, rows, cols, s)
+	if d, ok := any(dst).([]float32); ok {
+		copyRowsAdd(&d[0], dstStride, &any(src).([]float32)[0], srcStride, rows, cols, float32(s))
+		return
+	}
+	copyRowsAddGo(dst, dstStride, src, srcStride, rows, cols, s)
+}
+
+// copyRowsAddGo is CopyRowsAdd in Go.
+func copyRowsAddGo[T ~float32 | ~float64](dst []T, dstStride int, src []T, srcStride, rows, cols int, s T) {
+	for r := range rows {
+		d, x := dst[r*dstStride:][:cols], src[r*srcStride:][:cols]
+		for j, v := range x {
+			d[j] = v + s
+		}
+	}
 }

@@ -195,3 +195,32 @@ func wantPanic(t *testing.T, call func(), want string) {
 	}()
 	call()
 }
+
+// TestInterleaveRowsFloat64: the float64 route (the Go loops) splits each
+// row by parity and joins it back, odd lengths included, and CopyRowsAdd
+// adds once.
+func TestInterleaveRowsFloat64(t *testing.T) {
+	const rows, cols, stride = 3, 7, 9
+	src := make([]float64, (rows-1)*stride+cols)
+	for i := range src {
+		src[i] = float64(i) + 0.5
+	}
+	even, odd := make([]float64, rows*4), make([]float64, rows*3)
+	DeinterleaveRows(even, 4, odd, 3, src, stride, rows, cols)
+	back := make([]float64, len(src))
+	InterleaveRows(back, stride, even, 4, odd, 3, rows, cols)
+	sum := make([]float64, len(src))
+	CopyRowsAdd(sum, stride, src, stride, rows, cols, 0.25)
+	for r := range rows {
+		for c := range cols {
+			i := r*stride + c
+			half := even[r*4+c/2]
+			if c%2 == 1 {
+				half = odd[r*3+c/2]
+			}
+			if half != src[i] || back[i] != src[i] || sum[i] != src[i]+0.25 {
+				t.Fatalf("row %d column %d: split %v, joined %v, plus 0.25 %v; want %v", r, c, half, back[i], sum[i], src[i])
+			}
+		}
+	}
+}
