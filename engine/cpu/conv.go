@@ -279,7 +279,7 @@ func (c *conv[T]) phasesInto(dxn, dyn, buf []T, threads int) {
 	product := func(ph *backPhase) []T { return buf[ph.out : ph.out+g.C*ph.rows*ph.cols] }
 	for p := range c.phases {
 		ph := &c.phases[p]
-		windowsInto(product(ph), flat, c.phaseA[p], g.C, nil, dyp, ph.pad, ph.rows, ph.cols, threads)
+		windowsInto(product(ph), flat, c.phaseA[p], nil, dyp, ph.pad, ph.rows, ph.cols, threads)
 	}
 	// Phase a·sw' + b is rows a, a+sh, … and columns b, b+sw, …, where
 	// sw' = min(sw, W) phases run along a row (backPhases's order).
@@ -363,7 +363,7 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 		if c.windows {
 			xp := buf[:c.fwd.elems()]
 			padInto(xp, x[n*c.in:(n+1)*c.in], c.fwd)
-			windowsInto(yn, buf[c.fwd.elems():], c.wa, c.o, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
+			windowsInto(yn, buf[c.fwd.elems():], c.wa, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
 			continue
 		}
 		beta := startWithBias(yn, bias, c.l)
@@ -414,7 +414,7 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 		case c.windowsBack:
 			dyp := dbuf[:c.back.elems()]
 			padInto(dyp, dyn, c.back)
-			windowsInto(dxn, dbuf[c.back.elems():], c.wb, c.g.C, nil, dyp, c.back, c.g.H, c.g.W, threads)
+			windowsInto(dxn, dbuf[c.back.elems():], c.wb, nil, dyp, c.back, c.g.H, c.g.W, threads)
 		case c.phases != nil:
 			c.phasesInto(dxn, dyn, dbuf, threads)
 		default:
@@ -426,14 +426,14 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 
 // windowsInto sets out [m, rows·cols] to a·B (+ bias per row), B the
 // windows of the padded planes xp (layout p) at rows×cols positions and a
-// the m-row weights packed for them. When cols is not a multiple of the
+// the weights packed for them (m rows). When cols is not a multiple of the
 // kernel's tile width, every row would end in a partial tile, computed
 // into a scratch tile and merged (every tile, for a 14-wide image);
 // instead the rows are flattened into one run through the padded rows,
 // their padding columns computed too (p.w − cols of p.w; a partial tile
 // wastes more), into flat [m, rows·p.w], then packed into out.
-func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], m int, bias, xp []T, p padding, rows, cols, threads int) {
-	dst, n := out, rows*cols
+func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], bias, xp []T, p padding, rows, cols, threads int) {
+	m, dst, n := a.Rows(), out, rows*cols
 	win := gemm.Windows[T]{Base: xp, Offs: p.offs, Width: cols, Stride: p.w}
 	if !flattened[T](cols) {
 		beta := startWithBias(dst, bias, n)
@@ -704,14 +704,21 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 			c.wb = wb
 		} else {
 			c.phaseWeights(wf, w)
+			// Every phase's weights packed in one scratch buffer.
+			lens, total := make([]int, len(c.phases)), 0
+			for p, ph := range c.phases {
+				lens[p] = gemm.WindowsALen[T](c.g.C, ph.k)
+				total += lens[p]
+			}
+			packed, free, err := convScratch[T](d, 1, total)
+			if err != nil {
+				return err
+			}
+			defer free()
 			c.phaseA = make([]gemm.WindowsA[T], len(c.phases))
 			for p, ph := range c.phases {
-				pa, free, err := packWindows(d, c.g.C, ph.k, wf[ph.wOff:ph.wOff+c.g.C*ph.k])
-				if err != nil {
-					return err
-				}
-				defer free()
-				c.phaseA[p] = pa
+				c.phaseA[p] = gemm.PackWindowsA(packed[:lens[p]], c.g.C, ph.k, wf[ph.wOff:ph.wOff+c.g.C*ph.k], ph.k)
+				packed = packed[lens[p]:]
 			}
 		}
 	}

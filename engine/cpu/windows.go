@@ -323,7 +323,7 @@ func maxPool2d[T float](dst []T, indices []int64, src []T, g device.WindowGeom) 
 			}
 			if pairs {
 				// The common pooling: vmath's kernel, a vector of
-				// windows at a time on AVX-512.
+				// windows at a time on AVX2 and AVX-512.
 				vmath.MaxPool2x2(y, at, x, g.W, g.OW, g.OH)
 				continue
 			}

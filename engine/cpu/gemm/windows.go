@@ -48,7 +48,7 @@ func GemmWindows[T ~float32 | ~float64](m, n, k int, alpha T, a []T, lda int, b 
 	defer putWorkspace(ws)
 	kern := currentKernel[T]()
 	pa := packWindowsA(kern, grow(&ws.backing[0], windowsALen(kern, m, k)), m, k, a, lda)
-	gemmWindows(kern, pa, n, alpha, b, beta, c, ldc, threads, ws)
+	gemmWindows(pa, n, alpha, b, beta, c, ldc, threads, ws)
 }
 
 // WindowsA is the A operand of GemmWindows packed once for several
@@ -67,8 +67,12 @@ type WindowsA[T ~float32 | ~float64] struct {
 func WindowsALen[T ~float32 | ~float64](m, k int) int { return windowsALen(currentKernel[T](), m, k) }
 
 func windowsALen[T ~float32 | ~float64](kern *kernel[T], m, k int) int {
-	return ceilDiv(m, kern.windowsFor(m).mr) * kern.windowsFor(m).mr * k
+	mr := kern.windowsFor(m).mr
+	return ceilDiv(m, mr) * mr * k
 }
+
+// Rows is the number of rows of the packed A, m.
+func (a WindowsA[T]) Rows() int { return a.m }
 
 // PackWindowsA packs the row-major m×k A (row stride lda) into buf, at
 // least WindowsALen(m, k) long, for GemmWindowsA. It panics, naming the
@@ -97,7 +101,7 @@ func GemmWindowsA[T ~float32 | ~float64](a WindowsA[T], n int, alpha T, b Window
 	}
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)
-	gemmWindows(a.kern, a, n, alpha, b, beta, c, ldc, threads, ws)
+	gemmWindows(a, n, alpha, b, beta, c, ldc, threads, ws)
 }
 
 // packWindowsA packs A for kern's windows kernel of its rows: each K
@@ -164,15 +168,15 @@ func checkWindows[T ~float32 | ~float64](m, n, k, la, lda int, b Windows[T], lc,
 	}
 }
 
-// gemmWindows is GemmWindows on A packed for kernel kern, its operands
-// checked, with ws for its loops.
+// gemmWindows is GemmWindows on A packed (for the kernel it names), its
+// operands checked, with ws for its loops.
 //
 // Loops: for each K block, the tiles, NR consecutive columns of one window
 // row, are shared among the threads, and each tile runs every A panel
 // (small: the weights) against the same B rows, which stay in L1 between
 // the panels.
-func gemmWindows[T ~float32 | ~float64](kern *kernel[T], a WindowsA[T], n int, alpha T, b Windows[T], beta T, c []T, ldc int, threads int, ws *workspace[T]) {
-	m, k := a.m, a.k
+func gemmWindows[T ~float32 | ~float64](a WindowsA[T], n int, alpha T, b Windows[T], beta T, c []T, ldc int, threads int, ws *workspace[T]) {
+	kern, m, k := a.kern, a.m, a.k
 	threads = threadsFor(m, n, k, threads)
 	wk := kern.windowsFor(m)
 	mr, nr := wk.mr, kern.nr

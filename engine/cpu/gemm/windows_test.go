@@ -246,7 +246,7 @@ func TestKernelChoiceKeepsBits(t *testing.T) {
 			c := to32(p.c)
 			pa := packWindowsA(&one, make([]float32, windowsALen(&one, wc.m, wc.k)), wc.m, wc.k, to32(p.a), p.lda)
 			ws := getWorkspace[float32]()
-			gemmWindows(&one, pa, wc.width*wc.rows, 1, Windows[float32]{to32(base), offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2, ws)
+			gemmWindows(pa, wc.width*wc.rows, 1, Windows[float32]{to32(base), offs, wc.width, wc.stride}, 0.5, c, p.ldc, 2, ws)
 			putWorkspace(ws)
 			names, results = append(names, fmt.Sprintf("windows kernel of %d rows", w.mr)), append(results, c)
 		}
