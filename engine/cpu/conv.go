@@ -88,11 +88,12 @@ type conv[T float] struct {
 	// wf holds every phase's flipped weights one after another.
 	phases []backPhase
 	// The weight gradient as a rows product (windows): row t of A is the
-	// padded sample from tap t's offset on, through OH whole padded rows;
-	// B is the output gradient spread to rows as long (zero past OW); C
-	// is the gradient transposed, [C·KH·KW, O].
+	// sample padded (gx, as narrow as the windows allow) from tap t's
+	// offset on, through OH whole padded rows; B is the output gradient
+	// spread to rows as long (grad, zero past OW); C is the gradient
+	// transposed, [C·KH·KW, O].
 	windowsGrad bool
-	grad        padding
+	gx, grad    padding
 
 	// This call's weights packed for the windows products once, for
 	// every sample (gemm.PackWindowsA): the forward's, the input
@@ -114,7 +115,8 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	if c.direct || c.l == 0 {
 		return c
 	}
-	c.fwd = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW)
+	tile := gemm.WindowsTileWidth[T]()
+	c.fwd = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, tile)
 	c.windows = c.fwd.fits()
 	// dx[i] = Σ_t w[t]·dy[i - t·d + p]: with t' = K-1-t the flipped
 	// kernel reads dy padded by q = d·(K-1) - p, which must not be
@@ -125,7 +127,7 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	// samples of 28×28; equal at 3 channels).
 	qh, qw := g.DH*(g.KH-1)-g.PH, g.DW*(g.KW-1)-g.PW
 	if c.windows && g.SH == 1 && g.SW == 1 && qh >= 0 && qw >= 0 && g.C >= 4 {
-		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W)
+		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, tile)
 		c.windowsBack = c.back.fits()
 	}
 	// Phases of one tap each are small products that the fold's one
@@ -136,8 +138,9 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	if c.windows && (g.SH > 1 || g.SW > 1) && g.DH == 1 && g.DW == 1 && g.C >= 4 && g.KH*g.KW >= 2*g.SH*g.SW {
 		c.phases = backPhases(g, o)
 	}
-	c.grad = spread(o, g.OH, g.OW, c.fwd.w)
-	c.windowsGrad = c.windows
+	c.gx = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
+	c.grad = spread(o, g.OH, g.OW, c.gx.w)
+	c.windowsGrad = c.windows && c.gx.fits()
 	return c
 }
 
@@ -395,11 +398,11 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 				beta = 0
 			}
 			if c.windowsGrad {
-				xp, dyp := gbuf[:c.fwd.elems()], gbuf[c.fwd.elems():]
-				padInto(xp, x[n*c.in:(n+1)*c.in], c.fwd)
+				xp, dyp := gbuf[:c.gx.elems()], gbuf[c.gx.elems():]
+				padInto(xp, x[n*c.in:(n+1)*c.in], c.gx)
 				padInto(dyp, dyn, c.grad)
-				k := c.g.OH * c.fwd.w
-				gemm.GemmRows(c.ck, c.o, k, 1, gemm.Rows[T]{Base: xp, Offs: c.fwd.offs}, true, dyp, k, beta, acc, c.o, threads)
+				k := c.g.OH * c.gx.w
+				gemm.GemmRows(c.ck, c.o, k, 1, gemm.Rows[T]{Base: xp, Offs: c.gx.offs}, true, dyp, k, beta, acc, c.o, threads)
 			} else {
 				mm(false, true, c.o, c.ck, c.l, 1, dyn, c.l, c.columns(gbuf, x, n), c.l, beta, acc, c.ck)
 			}
@@ -581,7 +584,7 @@ func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 	switch {
 	case !dw || c.direct:
 	case c.windowsGrad:
-		gbuf = c.fwd.elems() + c.grad.elems()
+		gbuf = c.gx.elems() + c.grad.elems()
 	default:
 		gbuf = c.ck * c.l
 	}

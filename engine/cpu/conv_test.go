@@ -443,3 +443,34 @@ func TestConv2dBiasOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestPaddingWidth holds the padded row's width: the right padding shared
+// with the next row's left for a rows product (tile 0), and for a
+// flattened windows product the width of the fewest tiles of 32, the
+// widest of those. TestConv2dRandomGeometries holds the results.
+func TestPaddingWidth(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		cols, k, pad, stride int
+		tile, want, wantRows int
+	}{
+		{"14 wide, 3×3, padding 1", 14, 3, 1, 1, 32, 16, 15}, // 14·16 = 7 tiles; 14·15 too, the last partial
+		{"28 wide, 3×3, padding 1", 28, 3, 1, 1, 32, 29, 29}, // 28·29 = 26 tiles against 28·30's 27
+		{"32 wide, 3×3, padding 1", 32, 3, 1, 1, 32, 33, 33}, // not flattened: the narrowest
+		{"8 wide, 3×3, padding 1", 8, 3, 1, 1, 32, 10, 9},    // 8·10 and 8·9 are 3 tiles
+		{"14 wide, 3×3, no padding", 14, 3, 0, 1, 32, 14, 14},
+		{"14 wide, 5×5, padding 2", 14, 5, 2, 1, 32, 16, 16}, // 14·16 = 7 tiles against 14·18's 8
+		{"1×1, padding 2", 5, 1, 2, 1, 32, 9, 9},
+		{"32 wide, 3×3 of stride 2, padding 1", 32, 3, 1, 2, 32, 17, 17},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := (tc.cols+2*tc.pad-tc.k)/tc.stride + 1
+			for _, c := range []struct{ tile, want int }{{tc.tile, tc.want}, {0, tc.wantRows}} {
+				p := newPadding(1, tc.cols, tc.cols, tc.k, tc.k, tc.stride, tc.stride, tc.pad, tc.pad, 1, 1, out, out, c.tile)
+				if p.w != c.want {
+					t.Errorf("tile %d: width %d, want %d", c.tile, p.w, c.want)
+				}
+			}
+		})
+	}
+}

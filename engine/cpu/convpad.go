@@ -32,12 +32,39 @@ type padding struct {
 
 // newPadding lays out planes of rows×cols for windows of kh×kw taps with
 // strides sh, sw, padding ph, pw and dilations dh, dw, producing outH×outW
-// positions.
-func newPadding(channels, rows, cols, kh, kw, sh, sw, ph, pw, dh, dw, outH, outW int) padding {
+// positions. For a windows product, tile is its tiles' width (rows whose
+// width is not a multiple of it are flattened, windowsInto); for a rows
+// product, 0.
+func newPadding(channels, rows, cols, kh, kw, sh, sw, ph, pw, dh, dw, outH, outW, tile int) padding {
 	p := padding{channels: channels, rows: rows, cols: cols, sh: sh, sw: sw}
 	p.qy0, p.qx0 = floorDiv(-ph, sh), floorDiv(-pw, sw)
 	qy1, qx1 := floorDiv((kh-1)*dh-ph, sh), floorDiv((kw-1)*dw-pw, sw)
-	p.h, p.w = outH+qy1-p.qy0, outW+qx1-p.qx0
+	p.h = outH + qy1 - p.qy0
+	// A row's right padding is the next row's left: output column x of
+	// tap shift qx reads padded column x + qx − qx0, and one past the
+	// row lands in the next row's left padding (zero) as long as w ≥
+	// outW + qx1; the data columns read, up to outW + qx1 of each phase,
+	// must fit after the left padding, and a flattened product's output
+	// rows take w ≥ outW. That saves up to −qx0 columns a row over
+	// padding both sides (16 → 15 for a 14-wide image and a 3×3 kernel):
+	// a shallower weight gradient (the rows product's depth is outH·w).
+	p.w = max(1, outW, outW+qx1)
+	for b := range min(sw, cols) {
+		p.w = max(p.w, min((cols-b+sw-1)/sw, outW+qx1)-p.qx0)
+	}
+	if tile > 0 && outW%tile != 0 {
+		// A flattened windows product computes outH·w positions in
+		// tiles, the last one partial (computed into scratch and
+		// merged): the width of the fewest tiles, the widest of those
+		// (14 rows of 16 make 7 whole tiles of 32, of 15 six and a part).
+		wide := max(p.w, outW+qx1-p.qx0)
+		for w := wide; w >= p.w; w-- {
+			if (outH*w+tile-1)/tile < (outH*wide+tile-1)/tile {
+				wide = w
+			}
+		}
+		p.w = wide
+	}
 	// The rows product, and the windows product over flattened rows,
 	// read whole padded rows from the last tap's offset, qx1 − qx0 past
 	// the planes; the windows product reads WindowsSlack past that.
