@@ -71,7 +71,7 @@ func worker(q chan *job, stop chan struct{}) {
 	for {
 		select {
 		case j := <-q:
-			j.work()
+			j.join()
 			if !polled(q, stop) {
 				return
 			}
@@ -93,7 +93,7 @@ func polled(q chan *job, stop chan struct{}) bool {
 	for i := 1; ; i++ {
 		select {
 		case j := <-q:
-			j.work()
+			j.join()
 			last = time.Now()
 			continue
 		case <-stop:
@@ -112,26 +112,54 @@ func polled(q chan *job, stop chan struct{}) bool {
 // running counts the loops in For, on every goroutine.
 var running atomic.Int32
 
+// A job's chunks are dealt out in contiguous ranges, one for each thread
+// the call may use: the caller takes the first, the workers that join the
+// next ones in the order they join, and each thread, done with its own
+// range, takes what is left of the others'. Every loop of the same size
+// thus gives a thread the same part of its data as the loop before, as
+// OpenMP's static schedule (PyTorch's at::parallel_for) does: a layer
+// reads what the previous one wrote from its own core's cache. Where the
+// cores share no cache (two virtual CPUs on different dies), taking chunks
+// first come, first served moved most of each layer's data between them
+// and doubled the time of the CNN's memory-bound layers (RATIONALE.md,
+// "One worker pool for the process").
 type job struct {
 	fn     func(lo, hi int)
 	n      int
 	chunk  int
-	next   atomic.Int64
+	ranges []chunkRange
+	joined atomic.Int32 // workers that took the job
 	wg     sync.WaitGroup
 	done   atomic.Int64 // chunks finished (after their wg.Done)
 	panicV atomic.Value
 }
 
-func (j *job) work() {
-	for {
-		lo := int(j.next.Add(int64(j.chunk))) - j.chunk
-		if lo >= j.n {
-			return
+// chunkRange is one thread's range of chunks [next, end), next advanced
+// by whichever thread takes a chunk from it; padded to a cache line so
+// that the threads' cursors do not share one.
+type chunkRange struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte
+}
+
+// work runs range first's chunks, then those left in the others'.
+func (j *job) work(first int) {
+	for k := range j.ranges {
+		r := &j.ranges[(first+k)%len(j.ranges)]
+		for {
+			c := r.next.Add(1) - 1
+			if c >= r.end {
+				break
+			}
+			lo := int(c) * j.chunk
+			j.runChunk(lo, min(lo+j.chunk, j.n))
 		}
-		hi := min(lo+j.chunk, j.n)
-		j.runChunk(lo, hi)
 	}
 }
+
+// join is a worker's turn at j: the next range after those taken.
+func (j *job) join() { j.work(int(j.joined.Add(1))) }
 
 func (j *job) runChunk(lo, hi int) {
 	defer func() {
@@ -187,8 +215,6 @@ func For(n, grain int, fn func(lo, hi int)) {
 	chunks := min((n+grain-1)/grain, 4*t)
 	chunk := (n + chunks - 1) / chunks
 	chunks = (n + chunk - 1) / chunk
-	j := &job{fn: fn, n: n, chunk: chunk}
-	j.wg.Add(chunks)
 	// The threads are shared among the loops running at once (in-process
 	// ranks each run their own): a loop recruits at most its share, so that
 	// two ranks on two cores run a goroutine each rather than three
@@ -196,6 +222,12 @@ func For(n, grain int, fn func(lo, hi int)) {
 	callers := int(running.Add(1))
 	defer running.Add(-1)
 	share := max(1, t/callers)
+	j := &job{fn: fn, n: n, chunk: chunk, ranges: make([]chunkRange, min(share, chunks))}
+	for r := range j.ranges {
+		j.ranges[r].next.Store(int64(r * chunks / len(j.ranges)))
+		j.ranges[r].end = int64((r + 1) * chunks / len(j.ranges))
+	}
+	j.wg.Add(chunks)
 recruit:
 	for i := 0; i < min(chunks-1, share-1); i++ {
 		select {
@@ -204,7 +236,7 @@ recruit:
 			break recruit
 		}
 	}
-	j.work()
+	j.work(0)
 	j.wait(chunks, time.Duration(poll.Load()))
 	if p := j.panicV.Load(); p != nil {
 		panic(p.(panicBox).v)
