@@ -36,7 +36,7 @@ const y = tensor.randint(0, 10, [inputs[name][0]]).keep();
 // step is timed on its own (performance.now), the first 3 warm up, and the median is the step.
 const stepMs = [];
 for (let i = 0; i < steps; i++) {
-  if (dist.worldSize > 1) dist.barrier();
+  if (dist.worldSize > 1) dist.barrier().wait();
   const t0 = performance.now();
   tensor.scope(() => {
     opt.zeroGrad();
