@@ -547,16 +547,15 @@ func convForward[T float](d *Device, c *conv[T], yv, xv, wv, bv device.View) err
 		c.forward(y, x, w, bias, buf, 0, n, threads)
 		return nil
 	}
-	slots, buf, free, err := convSlots[T](d, threads, c.bufElems())
+	per := c.bufElems()
+	buf, free, err := convScratch[T](d, threads, per)
 	if err != nil {
 		return err
 	}
 	defer free()
-	per := c.bufElems()
-	parallel.For(n, 1, func(lo, hi int) {
-		s := <-slots
-		defer func() { slots <- s }()
-		c.forward(y, x, w, bias, buf[s*per:(s+1)*per], lo, hi, 1)
+	// A buffer a thread, which runs the same samples call after call.
+	parallel.ForThreads(n, 1, threads, func(t, lo, hi int) {
+		c.forward(y, x, w, bias, buf[t*per:(t+1)*per], lo, hi, 1)
 	})
 	return nil
 }
@@ -623,20 +622,6 @@ func convScratch[T float](d *Device, slots, per int) ([]T, func(), error) {
 	s := elems[T](buf)[:slots*per]
 	clear(s)
 	return s, func() { d.Free(buf) }, nil
-}
-
-// convSlots is convScratch for the threads of a parallel loop: each chunk
-// takes a slot's buffer from the channel and puts it back.
-func convSlots[T float](d *Device, threads, per int) (chan int, []T, func(), error) {
-	buf, free, err := convScratch[T](d, threads, per)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	slots := make(chan int, threads)
-	for s := range threads {
-		slots <- s
-	}
-	return slots, buf, free, nil
 }
 
 // Conv2dBackward is device.Convolver's: float32 and float64.
@@ -770,15 +755,13 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 	if dw == nil {
 		units = n // no sums over samples: any split will do
 	}
-	slots, buf, free, err := convSlots[T](d, threads, per)
+	buf, free, err := convScratch[T](d, threads, per)
 	if err != nil {
 		return err
 	}
 	defer free()
-	parallel.For(units, 1, func(lo, hi int) {
-		s := <-slots
-		defer func() { slots <- s }()
-		mine := buf[s*per : (s+1)*per]
+	parallel.ForThreads(units, 1, threads, func(t, lo, hi int) {
+		mine := buf[t*per : (t+1)*per]
 		gbuf, dbuf := mine[:gElems], mine[gElems:]
 		for b := lo; b < hi; b++ {
 			if dw == nil {

@@ -87,20 +87,19 @@ func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, 
 			g.npa = (mb + mr - 1) / mr
 			g.tiling(threads)
 			slots := min(threads, g.ntiles)
-			ws.slotsFor(slots)
 			for p0 := 0; p0 < k; p0 += kcStep {
 				g.p0, g.kc = p0, min(kcStep, k-p0)
 				g.beta = blockBeta(beta, p0)
 				g.bSlot = g.nt * g.kc
 				ws.reserve(g.npa*mr*g.kc, slots*g.bSlot, g.ntiles*mr*nr)
-				g.packA, g.packB, g.edge, g.slots = ws.a, ws.b, ws.edge, ws.slots
+				g.packA, g.packB, g.edge = ws.a, ws.b, ws.edge
 				if threads > 1 {
 					// Panels are a few KiB each: a handful per chunk.
 					parallel.For(g.npa, 4, ws.packFn)
-					parallel.For(g.ntiles, 1, ws.tileFn)
+					parallel.ForThreads(g.ntiles, 1, slots, ws.tileFn)
 				} else {
 					g.pack(0, g.npa)
-					g.tiles(0, g.ntiles)
+					g.tiles(0, 0, g.ntiles)
 				}
 			}
 		}
@@ -121,11 +120,10 @@ type job[T scalar] struct {
 	mt, nt, nti, ntiles    int // macro tiles: mt×nt, nti along m
 
 	packA, edge []T
-	// packB holds a B sub-block (bSlot elements) for each slot, a
-	// thread's own buffer while it computes its tiles; slots lends them.
+	// packB holds a B sub-block (bSlot elements) for each thread, its
+	// own buffer while it computes its tiles.
 	packB []T
 	bSlot int
-	slots chan int
 }
 
 // tiling splits the mb×nb block into macro tiles: columns in strips of at
@@ -188,16 +186,14 @@ func (g *job[T]) packStrip(buf []T, jLo, jHi int) {
 	}
 }
 
-// tiles computes macro tiles [lo, hi), each with its B sub-block packed
-// into a slot's buffer taken for the call. Tiles are numbered column strip
-// first, so that consecutive tiles share their B sub-block, which is then
-// packed once.
-func (g *job[T]) tiles(lo, hi int) {
+// tiles computes macro tiles [lo, hi) on thread t (parallel.ForThreads),
+// each with its B sub-block packed into the thread's buffer. Tiles are
+// numbered column strip first, so that consecutive tiles share their B
+// sub-block, which is then packed once.
+func (g *job[T]) tiles(t, lo, hi int) {
 	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
 	fn := g.kern.fn
-	slot := <-g.slots
-	defer func() { g.slots <- slot }()
-	buf := g.packB[slot*g.bSlot : (slot+1)*g.bSlot]
+	buf := g.packB[t*g.bSlot : (t+1)*g.bSlot]
 	packed := -1 // the column strip in buf
 	for t := lo; t < hi; t++ {
 		ti, tj := t%g.nti, t/g.nti
@@ -236,7 +232,7 @@ type workspace[T scalar] struct {
 	a, b    []T // packed A and B, 64-byte aligned
 	edge    []T // one scratch tile per macro tile, for partial micro-tiles
 	packFn  func(lo, hi int)
-	tileFn  func(lo, hi int)
+	tileFn  func(t, lo, hi int)
 	backing [3][]T
 
 	// The windows and rows products' calls (windows.go).
@@ -245,25 +241,12 @@ type workspace[T scalar] struct {
 	windowsFn func(lo, hi int)
 	rowsFn    func(lo, hi int)
 	offs      []int32 // GemmRows's row offsets, whole panels
-
-	// slots lends the B sub-block buffers to the threads of a product.
-	slots chan int
-}
-
-// slotsFor makes ws.slots lend slots 0 … n-1.
-func (ws *workspace[T]) slotsFor(n int) {
-	if ws.slots == nil || cap(ws.slots) != n {
-		ws.slots = make(chan int, n)
-		for s := range n {
-			ws.slots <- s
-		}
-	}
 }
 
 func newWorkspace[T scalar]() *workspace[T] {
 	ws := &workspace[T]{}
 	ws.packFn = func(lo, hi int) { ws.job.pack(lo, hi) }
-	ws.tileFn = func(lo, hi int) { ws.job.tiles(lo, hi) }
+	ws.tileFn = func(t, lo, hi int) { ws.job.tiles(t, lo, hi) }
 	ws.windowsFn = func(lo, hi int) { ws.windows.tiles(lo, hi) }
 	ws.rowsFn = func(lo, hi int) { ws.rows.tiles(lo, hi) }
 	return ws

@@ -125,6 +125,7 @@ var running atomic.Int32
 // "One worker pool for the process").
 type job struct {
 	fn     func(lo, hi int)
+	fnT    func(thread, lo, hi int) // ForThreads's, in place of fn
 	n      int
 	chunk  int
 	ranges []chunkRange
@@ -153,15 +154,25 @@ func (j *job) work(first int) {
 				break
 			}
 			lo := int(c) * j.chunk
-			j.runChunk(lo, min(lo+j.chunk, j.n))
+			j.runChunk(first, lo, min(lo+j.chunk, j.n))
 		}
 	}
+}
+
+// deal splits chunks into ranges contiguous ranges, one per thread.
+func (j *job) deal(chunks, ranges int) {
+	j.ranges = make([]chunkRange, ranges)
+	for r := range j.ranges {
+		j.ranges[r].next.Store(int64(r * chunks / ranges))
+		j.ranges[r].end = int64((r + 1) * chunks / ranges)
+	}
+	j.wg.Add(chunks)
 }
 
 // join is a worker's turn at j: the next range after those taken.
 func (j *job) join() { j.work(int(j.joined.Add(1))) }
 
-func (j *job) runChunk(lo, hi int) {
+func (j *job) runChunk(thread, lo, hi int) {
 	defer func() {
 		// A panic in a worker would kill the process without the caller's
 		// recover ever seeing it; carry it back to the caller instead.
@@ -171,6 +182,10 @@ func (j *job) runChunk(lo, hi int) {
 		j.wg.Done()
 		j.done.Add(1)
 	}()
+	if j.fnT != nil {
+		j.fnT(thread, lo, hi)
+		return
+	}
 	j.fn(lo, hi)
 }
 
@@ -193,11 +208,33 @@ func (j *job) wait(chunks int, window time.Duration) {
 
 type panicBox struct{ v any }
 
+// runInline runs all of [0, n) on the caller.
+func (j *job) runInline(n int) {
+	if j.fnT != nil {
+		j.fnT(0, 0, n)
+		return
+	}
+	j.fn(0, n)
+}
+
 // For runs fn over [0, n) split into contiguous chunks of at least grain
 // elements, in parallel. It returns when every chunk has run. Small loops
 // (n <= grain) run inline on the caller. A panic in fn is re-raised on the
 // caller's goroutine.
-func For(n, grain int, fn func(lo, hi int)) {
+func For(n, grain int, fn func(lo, hi int)) { run(n, grain, 0, &job{fn: fn}) }
+
+// ForThreads is For on at most threads threads (and no more than the
+// pool's), fn told which thread runs each chunk: 0 the caller, 1, 2, …
+// the workers that join the call, each number below threads and on one
+// goroutine at a time, so that fn may give each its own scratch memory.
+// The chunks a thread takes from its own range are the same from call to
+// call (see job), so a thread's scratch stays in its core's cache.
+func ForThreads(n, grain, threads int, fn func(thread, lo, hi int)) {
+	run(n, grain, threads, &job{fnT: fn})
+}
+
+// run runs j over [0, n) on up to limit threads (0: the pool's).
+func run(n, grain, limit int, j *job) {
 	if n <= 0 {
 		return
 	}
@@ -207,8 +244,11 @@ func For(n, grain int, fn func(lo, hi int)) {
 	mu.Lock()
 	t, q := threads, queue
 	mu.Unlock()
+	if limit > 0 {
+		t = min(t, limit)
+	}
 	if t <= 1 || n <= grain {
-		fn(0, n)
+		j.runInline(n)
 		return
 	}
 	// A few chunks per thread balance uneven work; no chunk is below grain.
@@ -222,12 +262,8 @@ func For(n, grain int, fn func(lo, hi int)) {
 	callers := int(running.Add(1))
 	defer running.Add(-1)
 	share := max(1, t/callers)
-	j := &job{fn: fn, n: n, chunk: chunk, ranges: make([]chunkRange, min(share, chunks))}
-	for r := range j.ranges {
-		j.ranges[r].next.Store(int64(r * chunks / len(j.ranges)))
-		j.ranges[r].end = int64((r + 1) * chunks / len(j.ranges))
-	}
-	j.wg.Add(chunks)
+	j.n, j.chunk = n, chunk
+	j.deal(chunks, min(share, chunks))
 recruit:
 	for i := 0; i < min(chunks-1, share-1); i++ {
 		select {

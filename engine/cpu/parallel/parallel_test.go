@@ -188,3 +188,73 @@ func BenchmarkShortLoop(b *testing.B) {
 		}
 	}
 }
+
+// TestForThreads holds ForThreads's numbers: below the limit, never on two
+// chunks at once, every index run once, with loops running beside it.
+func TestForThreads(t *testing.T) {
+	for _, tc := range []struct{ pool, limit, callers int }{{1, 1, 1}, {2, 2, 1}, {4, 2, 1}, {2, 4, 1}, {5, 5, 3}} {
+		t.Run(fmt.Sprintf("pool=%d/limit=%d/callers=%d", tc.pool, tc.limit, tc.callers), func(t *testing.T) {
+			SetThreads(tc.pool)
+			defer SetThreads(0)
+			var wg sync.WaitGroup
+			for range tc.callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 40 {
+						const n = 5000
+						busy := make([]atomic.Int32, tc.limit)
+						hits := make([]int32, n)
+						ForThreads(n, 10, tc.limit, func(thread, lo, hi int) {
+							if thread < 0 || thread >= tc.limit {
+								t.Errorf("thread %d of a limit of %d", thread, tc.limit)
+								return
+							}
+							if busy[thread].Add(1) != 1 {
+								t.Errorf("thread %d runs two chunks at once", thread)
+							}
+							for i := lo; i < hi; i++ {
+								atomic.AddInt32(&hits[i], 1)
+							}
+							busy[thread].Add(-1)
+						})
+						for i, h := range hits {
+							if h != 1 {
+								t.Errorf("index %d ran %d times", i, h)
+								return
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+
+// TestJobRanges holds the static schedule: a thread runs its own range of
+// chunks first, in order, then what is left of the others' after it.
+func TestJobRanges(t *testing.T) {
+	for _, tc := range []struct {
+		chunks, ranges, first int
+		want                  []int
+	}{
+		{8, 2, 0, []int{0, 1, 2, 3, 4, 5, 6, 7}},
+		{8, 2, 1, []int{4, 5, 6, 7, 0, 1, 2, 3}},
+		{7, 3, 2, []int{4, 5, 6, 0, 1, 2, 3}},
+		{3, 3, 1, []int{1, 2, 0}},
+	} {
+		var got []int
+		j := &job{fnT: func(thread, lo, hi int) {
+			if thread != tc.first {
+				t.Errorf("chunk [%d, %d) ran as thread %d, want %d", lo, hi, thread, tc.first)
+			}
+			got = append(got, lo/10)
+		}, n: 10 * tc.chunks, chunk: 10}
+		j.deal(tc.chunks, tc.ranges)
+		j.work(tc.first)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%d chunks in %d ranges from range %d: ran %v, want %v", tc.chunks, tc.ranges, tc.first, got, tc.want)
+		}
+	}
+}
