@@ -208,20 +208,17 @@ func (j *job) wait(chunks int, window time.Duration) {
 
 type panicBox struct{ v any }
 
-// runInline runs all of [0, n) on the caller.
-func (j *job) runInline(n int) {
-	if j.fnT != nil {
-		j.fnT(0, 0, n)
-		return
-	}
-	j.fn(0, n)
-}
-
 // For runs fn over [0, n) split into contiguous chunks of at least grain
 // elements, in parallel. It returns when every chunk has run. Small loops
 // (n <= grain) run inline on the caller. A panic in fn is re-raised on the
 // caller's goroutine.
-func For(n, grain int, fn func(lo, hi int)) { run(n, grain, 0, &job{fn: fn}) }
+func For(n, grain int, fn func(lo, hi int)) {
+	if t, q, grain, ok := parallelPlan(n, grain, 0); ok {
+		run(n, grain, t, q, &job{fn: fn})
+	} else if n > 0 {
+		fn(0, n)
+	}
+}
 
 // ForThreads is For on at most threads threads (and no more than the
 // pool's), fn told which thread runs each chunk: 0 the caller, 1, 2, …
@@ -230,27 +227,33 @@ func For(n, grain int, fn func(lo, hi int)) { run(n, grain, 0, &job{fn: fn}) }
 // The chunks a thread takes from its own range are the same from call to
 // call (see job), so a thread's scratch stays in its core's cache.
 func ForThreads(n, grain, threads int, fn func(thread, lo, hi int)) {
-	run(n, grain, threads, &job{fnT: fn})
+	if t, q, grain, ok := parallelPlan(n, grain, threads); ok {
+		run(n, grain, t, q, &job{fnT: fn})
+	} else if n > 0 {
+		fn(0, 0, n)
+	}
 }
 
-// run runs j over [0, n) on up to limit threads (0: the pool's).
-func run(n, grain, limit int, j *job) {
+// parallelPlan returns the threads (at most limit, 0: the pool's), the
+// pool's queue and the grain (at least 1) for a loop over [0, n), and
+// whether it is worth more than the caller's thread: the inline path
+// allocates nothing.
+func parallelPlan(n, grain, limit int) (t int, q chan *job, g int, ok bool) {
 	if n <= 0 {
-		return
+		return 0, nil, 0, false
 	}
-	if grain < 1 {
-		grain = 1
-	}
+	g = max(grain, 1)
 	mu.Lock()
-	t, q := threads, queue
+	t, q = threads, queue
 	mu.Unlock()
 	if limit > 0 {
 		t = min(t, limit)
 	}
-	if t <= 1 || n <= grain {
-		j.runInline(n)
-		return
-	}
+	return t, q, g, t > 1 && n > g
+}
+
+// run runs j over [0, n) on up to t threads, the caller's included.
+func run(n, grain, t int, q chan *job, j *job) {
 	// A few chunks per thread balance uneven work; no chunk is below grain.
 	chunks := min((n+grain-1)/grain, 4*t)
 	chunk := (n + chunks - 1) / chunks
