@@ -54,7 +54,8 @@ NPROC=$(nproc)
 unset OPENBLAS_L2_SIZE
 # torch_sides runs a PyTorch command as installed and tuned.
 torch_sides() {
-  env -u OPENBLAS_CORETYPE "$@" | tag torch
+  # As installed: OpenBLAS picks its kernels for this CPU, but for those of the width held to.
+  env -u OPENBLAS_CORETYPE ${WIDTH:+OPENBLAS_CORETYPE=$CORE} "$@" | tag torch
   env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS=1 "$@" | tag torch-tuned-t1
   if [ "$NPROC" -gt 1 ]; then
     env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS="$NPROC" "$@" | tag torch-tuned-tN
