@@ -67,41 +67,41 @@ func (r *Runtime) processGroupObject(pg dist.ProcessGroup) *goja.Object {
 	}
 	r.fn(g, "allReduce", func(call goja.FunctionCall) goja.Value {
 		t := tensorArg("allReduce", "the tensor", call.Argument(0))
-		return r.future(pg.AllReduce(t, opArg("allReduce", call.Argument(1))), call.Argument(0))
+		return r.collective(pg.AllReduce(t, opArg("allReduce", call.Argument(1))), call.Argument(0), t)
 	})
 	r.fn(g, "broadcast", func(call goja.FunctionCall) goja.Value {
 		t := tensorArg("broadcast", "the tensor", call.Argument(0))
-		return r.future(pg.Broadcast(t, r.intArg("dist.broadcast", "src", call, 1, 0)), call.Argument(0))
+		return r.collective(pg.Broadcast(t, r.intArg("dist.broadcast", "src", call, 1, 0)), call.Argument(0), t)
 	})
 	r.fn(g, "reduceScatter", func(call goja.FunctionCall) goja.Value {
 		out := tensorArg("reduceScatter", "the output", call.Argument(0))
 		in := tensorArg("reduceScatter", "the input", call.Argument(1))
-		return r.future(pg.ReduceScatter(out, in, opArg("reduceScatter", call.Argument(2))), call.Argument(0))
+		return r.collective(pg.ReduceScatter(out, in, opArg("reduceScatter", call.Argument(2))), call.Argument(0), out, in)
 	})
 	r.fn(g, "allGather", func(call goja.FunctionCall) goja.Value {
 		in := tensorArg("allGather", "the input", call.Argument(1))
 		if r.isArray(call.Argument(0)) {
 			outs := r.tensorList("dist.allGather", call.Argument(0))
-			return r.future(pg.AllGatherInto(outs, in), call.Argument(0))
+			return r.collective(pg.AllGatherInto(outs, in), call.Argument(0), append(outs, in)...)
 		}
 		out := tensorArg("allGather", "the output", call.Argument(0))
-		return r.future(pg.AllGather(out, in), call.Argument(0))
+		return r.collective(pg.AllGather(out, in), call.Argument(0), out, in)
 	})
 	r.fn(g, "allToAll", func(call goja.FunctionCall) goja.Value {
 		out := tensorArg("allToAll", "the output", call.Argument(0))
 		in := tensorArg("allToAll", "the input", call.Argument(1))
-		return r.future(pg.AllToAll(out, in), call.Argument(0))
+		return r.collective(pg.AllToAll(out, in), call.Argument(0), out, in)
 	})
 	r.fn(g, "barrier", func(call goja.FunctionCall) goja.Value {
 		return r.future(pg.Barrier(), goja.Undefined())
 	})
 	r.fn(g, "send", func(call goja.FunctionCall) goja.Value {
 		t := tensorArg("send", "the tensor", call.Argument(0))
-		return r.future(pg.Send(t, r.intArg("dist.send", "dst", call, 1, 0)), call.Argument(0))
+		return r.collective(pg.Send(t, r.intArg("dist.send", "dst", call, 1, 0)), call.Argument(0), t)
 	})
 	r.fn(g, "recv", func(call goja.FunctionCall) goja.Value {
 		t := tensorArg("recv", "the tensor", call.Argument(0))
-		return r.future(pg.Recv(t, r.intArg("dist.recv", "src", call, 1, 0)), call.Argument(0))
+		return r.collective(pg.Recv(t, r.intArg("dist.recv", "src", call, 1, 0)), call.Argument(0), t)
 	})
 	r.fn(g, "broadcastObject", func(call goja.FunctionCall) goja.Value {
 		payload := r.encodeObject("broadcastObject", call.Argument(0))
@@ -178,6 +178,22 @@ func (r *Runtime) jsonCall(name string, v goja.Value) (goja.Value, error) {
 // rank's own thread and returns its result (waiting for it if fn returned
 // a future). JavaScript code runs only on the rank's thread, so fn runs
 // when the chained future is waited for.
+// collective returns the future of w, a collective on ts, which are in
+// flight until it completes (tensor.SetInFlight): the script's next use of
+// their memory waits for it, so that reading a tensor after
+// dist.allReduce(t) without .wait() — PyTorch's blocking default, as
+// users port it — reads the reduced values, never a part-reduced
+// buffer, and writing one cannot change what the other ranks receive. A
+// collective refused at once (completed) leaves them alone.
+func (r *Runtime) collective(w *dist.Work, value goja.Value, ts ...*tensor.Tensor) goja.Value {
+	if !w.IsCompleted() {
+		for _, t := range ts {
+			t.SetInFlight(w.Wait)
+		}
+	}
+	return r.future(w, value)
+}
+
 func (r *Runtime) future(w *dist.Work, value goja.Value) goja.Value {
 	wait := func() goja.Value {
 		r.inCollective.Add(1)

@@ -64,6 +64,41 @@ console.log(JSON.stringify({ r, x: x.toArray(), avg: avg.item(), parts: parts.ma
 	}
 }
 
+// TestDistUnwaitedCollectives holds what a script ported from PyTorch,
+// whose collectives block by default, reads and writes after a collective
+// it never waits for: the collective's result, and the others receive
+// what it held when it was issued. The tensors are large enough that the
+// collectives are still running when the script reads them.
+func TestDistUnwaitedCollectives(t *testing.T) {
+	src := `const { tensor, dist } = require("zeroeng");
+const r = dist.rank, n = 1 << 20;
+const x = tensor.ones([n]).mul(r + 1);
+dist.allReduce(x);
+const sum = x.sum().item();
+const b = tensor.ones([n]).mul(r === 0 ? 7 : 0);
+dist.broadcast(b, 0);
+b.mul_(2); // after the broadcast: rank 1 receives 7s, and every rank ends with 14s
+const parts = [tensor.zeros([n]), tensor.zeros([n])];
+dist.allGather(parts, tensor.ones([n]).mul(r + 3));
+const got = parts.map(p => p.sum().item());
+const m = tensor.ones([n]).mul(5);
+if (r === 0) { dist.send(m, 1); m.fill_(0); } else { dist.recv(m, 0); }
+console.log(JSON.stringify({ r, sum, b: b.sum().item(), got, m: m.sum().item() }));
+`
+	lines, err := runJob(t, 2, src, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1 << 20
+	want := []string{
+		fmt.Sprintf(`[0] {"r":0,"sum":%d,"b":%d,"got":[%d,%d],"m":0}`, 3*n, 14*n, 3*n, 4*n),
+		fmt.Sprintf(`[1] {"r":1,"sum":%d,"b":%d,"got":[%d,%d],"m":%d}`, 3*n, 14*n, 3*n, 4*n, 5*n),
+	}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("printed\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestDistFailuresNeverHang(t *testing.T) {
 	for _, c := range []struct {
 		name, src string
