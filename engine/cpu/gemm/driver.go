@@ -93,6 +93,7 @@ func gemm[T scalar](kern *kernel[T], transA, transB bool, m, n, k int, alpha T, 
 				g.bSlot = g.nt * g.kc
 				ws.reserve(g.npa*mr*g.kc, slots*g.bSlot, g.ntiles*mr*nr)
 				g.packA, g.packB, g.edge = ws.a, ws.b, ws.edge
+				g.strips = ws.strips(slots)
 				if threads > 1 {
 					// Panels are a few KiB each: a handful per chunk.
 					parallel.For(g.npa, 4, ws.packFn)
@@ -124,6 +125,9 @@ type job[T scalar] struct {
 	// own buffer while it computes its tiles.
 	packB []T
 	bSlot int
+	// strips is the column strip each thread's buffer holds in this K
+	// block (−1: none yet).
+	strips []int
 }
 
 // tiling splits the mb×nb block into macro tiles: columns in strips of at
@@ -186,22 +190,23 @@ func (g *job[T]) packStrip(buf []T, jLo, jHi int) {
 	}
 }
 
-// tiles computes macro tiles [lo, hi) on thread t (parallel.ForThreads),
+// tiles computes macro tiles [lo, hi) on thread (parallel.ForThreads),
 // each with its B sub-block packed into the thread's buffer. Tiles are
 // numbered column strip first, so that consecutive tiles share their B
-// sub-block, which is then packed once.
-func (g *job[T]) tiles(t, lo, hi int) {
+// sub-block, which is then packed once, also across the thread's chunks
+// of the K block (the static schedule gives a thread consecutive ones).
+func (g *job[T]) tiles(thread, lo, hi int) {
 	mr, nr, kc := g.kern.mr, g.kern.nr, g.kc
 	fn := g.kern.fn
-	buf := g.packB[t*g.bSlot : (t+1)*g.bSlot]
-	packed := -1 // the column strip in buf
+	buf := g.packB[thread*g.bSlot : (thread+1)*g.bSlot]
+	packed := &g.strips[thread] // the column strip in buf, from the thread's chunks before
 	for t := lo; t < hi; t++ {
 		ti, tj := t%g.nti, t/g.nti
 		iLo, jLo := ti*g.mt, tj*g.nt
 		iHi, jHi := min(iLo+g.mt, g.mb), min(jLo+g.nt, g.nb)
-		if tj != packed {
+		if tj != *packed {
 			g.packStrip(buf, jLo, jHi)
-			packed = tj
+			*packed = tj
 		}
 		edge := g.edge[t*mr*nr : (t+1)*mr*nr]
 		for i := iLo; i < iHi; i += mr {
@@ -241,6 +246,7 @@ type workspace[T scalar] struct {
 	windowsFn func(lo, hi int)
 	rowsFn    func(lo, hi int)
 	offs      []int32 // GemmRows's row offsets, whole panels
+	stripBuf  []int   // job.strips
 }
 
 func newWorkspace[T scalar]() *workspace[T] {
@@ -250,6 +256,18 @@ func newWorkspace[T scalar]() *workspace[T] {
 	ws.windowsFn = func(lo, hi int) { ws.windows.tiles(lo, hi) }
 	ws.rowsFn = func(lo, hi int) { ws.rows.tiles(lo, hi) }
 	return ws
+}
+
+// strips returns n column strips marked empty (−1), for job.strips.
+func (ws *workspace[T]) strips(n int) []int {
+	if cap(ws.stripBuf) < n {
+		ws.stripBuf = make([]int, n)
+	}
+	s := ws.stripBuf[:n]
+	for i := range s {
+		s[i] = -1
+	}
+	return s
 }
 
 // reserve makes the buffers at least na, nb and ne elements long.
