@@ -105,7 +105,16 @@ for (let step = 1; step <= opts.steps; step++) {
   if (rank === 0 && (step % 10 === 0 || step === 1)) console.log(`step ${step}  loss ${loss.toFixed(4)}`);
 }
 model0.eval();
-const accuracy = tensor.noGrad(() => tensor.scope(() => model0.forward(xTest).argmax(1).eq(yTest).float().mean().item()));
+// A batch at a time, each in a scope of its own: a scope keeps every activation made in it until it
+// closes, and all 512 images at once would hold about 900 MB of them.
+let correct = 0;
+tensor.noGrad(() => {
+  for (let i = 0; i < xTest.shape[0]; i += opts.batch) {
+    const n = Math.min(opts.batch, xTest.shape[0] - i);
+    correct += tensor.scope(() => model0.forward(xTest.narrow(0, i, n)).argmax(1).eq(yTest.narrow(0, i, n)).sum().item());
+  }
+});
+const accuracy = correct / xTest.shape[0];
 const median = a => { const s = [...a].sort((p, q) => p - q); return s.length ? s[Math.floor(s.length / 2)] : null; };
 if (rank === 0) {
   console.log(`accuracy on 512 held-out images: ${(100 * accuracy).toFixed(1)}% (chance: 25%)`);
