@@ -46,13 +46,13 @@ if (opts.zero !== undefined && !["1", "2", "overlap"].includes(opts.zero)) {
 }
 
 // load reads one split: images as float32 in [0, 1], [N, 784], and int64 labels. The scope gives
-// back the uint8 images and the unscaled copy as it returns: only the two results stay.
+// back the uint8 images as it returns, and the images are scaled in place: only the two results stay.
 function load(prefix) {
   try {
     return tensor.scope(() => {
       const images = io.loadIdx(`${opts.data}/${prefix}-images-idx3-ubyte.gz`);
       const labels = io.loadIdx(`${opts.data}/${prefix}-labels-idx1-ubyte.gz`);
-      return [images.reshape(-1, 784).float().div(255), labels.long()];
+      return [images.reshape(-1, 784).float().div_(255), labels.long()];
     });
   } catch (e) {
     console.error(`fashion_mnist.js: cannot read the Fashion-MNIST data in ${opts.data}:\n  ${e.message}\n` +
