@@ -1,10 +1,13 @@
 // Package parallel owns the CPU worker pool that every CPU kernel shares.
 //
-// Kernels call For to split a loop over [0, n) into chunks that the calling
-// goroutine and the pool's workers claim dynamically. The pool is process-wide
-// so that in-process ranks running kernels at the same time share the cores
-// instead of oversubscribing them: a call recruits only the workers that are
-// idle and always makes progress on its own goroutine.
+// Kernels call For (or ForThreads, which numbers the threads) to split a
+// loop over [0, n) into chunks, dealt to the calling goroutine and the
+// pool's workers in one contiguous range each, the same from loop to loop;
+// a thread done with its range takes what is left of the others'. The
+// pool is process-wide so that in-process ranks running kernels at the
+// same time share the cores instead of oversubscribing them: a call
+// recruits only the workers that are idle and always makes progress on its
+// own goroutine.
 package parallel
 
 import (
