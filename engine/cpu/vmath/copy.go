@@ -8,18 +8,9 @@ import "unsafe"
 // planes) it is several times faster than a copy per row, each of which
 // calls memmove. The runs must not overlap.
 func CopyRows(dst []float32, dstStride int, src []float32, srcStride, rows, cols int) {
-	if rows < 0 || cols < 0 || dstStride < 0 || srcStride < 0 {
-		panic("vmath.CopyRows: negative extent (rows " + itoa(rows) + ", cols " + itoa(cols) +
-			", strides " + itoa(dstStride) + " and " + itoa(srcStride) + ")")
-	}
-	if rows == 0 || cols == 0 {
+	const fn = "vmath.CopyRows"
+	if !checkBlock(fn, rows, cols, "dst", len(dst), dstStride, cols) || !checkBlock(fn, rows, cols, "src", len(src), srcStride, cols) {
 		return
-	}
-	if need := (rows-1)*dstStride + cols; len(dst) < need {
-		panic("vmath.CopyRows: dst has length " + itoa(len(dst)) + ", want " + itoa(need))
-	}
-	if need := (rows-1)*srcStride + cols; len(src) < need {
-		panic("vmath.CopyRows: src has length " + itoa(len(src)) + ", want " + itoa(need))
 	}
 	copyRows(&dst[0], dstStride, &src[0], srcStride, rows, cols)
 }
