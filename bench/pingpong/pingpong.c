@@ -1,5 +1,5 @@
 // How far apart the two CPUs are: the round trip of one cache line between two threads pinned to
-// CPUs 0 and 1 (a flag each writes in turn). On the 2-vCPU development VM it reads 78-130 ns while
+// CPUs 0 and 1 (a flag each writes in turn). On the 2-vCPU development VM it reads 75-130 ns while
 // the virtual CPUs share a cache and 360-440 ns for the minutes they do not, which is when
 // loops that move data between the cores slow down (RATIONALE.md, "One worker pool for the
 // process"). Run it beside a benchmark to say which state the machine was in:
