@@ -4,7 +4,9 @@
 // place rather than packed (GemmWindows: B's rows are runs of a buffer at
 // given offsets, GemmWindowsA the same with A packed once for many
 // products; GemmRows: A's rows are; a convolution without im2col,
-// windows.go), and the machinery behind them (operand packing, cache
+// windows.go; GemmPositionsA: GemmWindowsA's product with its tiles turned,
+// positions by channels, for narrow window rows, positions.go), and the
+// machinery behind them (operand packing, cache
 // blocking, multi-threading on the shared worker pool of
 // engine/cpu/parallel, and register-blocked micro-kernels).
 //

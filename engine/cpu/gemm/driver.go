@@ -245,8 +245,11 @@ type workspace[T scalar] struct {
 	rows      rowsJob[T]
 	windowsFn func(lo, hi int)
 	rowsFn    func(lo, hi int)
-	offs      []int32 // GemmRows's row offsets, whole panels
-	stripBuf  []int   // job.strips
+	// The positions products' calls (positions.go).
+	positions   positionsJob[T]
+	positionsFn func(lo, hi int)
+	offs        []int32 // GemmRows's row offsets, whole panels
+	stripBuf    []int   // job.strips
 }
 
 func newWorkspace[T scalar]() *workspace[T] {
@@ -255,6 +258,7 @@ func newWorkspace[T scalar]() *workspace[T] {
 	ws.tileFn = func(t, lo, hi int) { ws.job.tiles(t, lo, hi) }
 	ws.windowsFn = func(lo, hi int) { ws.windows.tiles(lo, hi) }
 	ws.rowsFn = func(lo, hi int) { ws.rows.tiles(lo, hi) }
+	ws.positionsFn = func(lo, hi int) { ws.positions.tiles(lo, hi) }
 	return ws
 }
 
@@ -377,6 +381,9 @@ func threadsFor(m, n, k, threads int) int {
 // cache-line boundary). It depends on k alone, so a product's sums do not
 // change with the threads that share it.
 func kBlock(k int) int {
+	if k <= 0 {
+		return 1 // no blocks: any step ends the loop (PackWindowsA of depth 0)
+	}
 	nk := ceilDiv(k, kcMax)
 	return roundUp(ceilDiv(k, nk), 4)
 }

@@ -17,7 +17,9 @@ import (
 // Its windows kernels read B in place rather than packed: row p of the B
 // panel is the nr elements at b + offs[p], with tiles of their own height;
 // its rows kernels read A in place: row i of the A panel is the k
-// elements at a + offs[i], with tiles of their own (see windows.go). All
+// elements at a + offs[i], with tiles of their own (see windows.go); its
+// positions kernels read A in place by columns: column p is the mr
+// elements at a + offs[p] (positions.go). All
 // of them add a tile's products in depth order, so the choice among them
 // changes no bit of C.
 type kernel[T scalar] struct {
@@ -29,6 +31,9 @@ type kernel[T scalar] struct {
 	windows []*windowsKernel[T]
 	// rows are the rows kernels, narrowest tile first (rowsFor picks).
 	rows []*rowsKernel[T]
+	// positions are the positions kernels, widest first (positionsFor
+	// picks; positions.go), none for most kernels.
+	positions []*positionsKernel[T]
 }
 
 // windowsKernel computes an mr×nr tile of C (nr its kernel's) from a
@@ -116,7 +121,7 @@ func EnvError() error { return envErr }
 // set without a rows kernel of its own uses Go's.
 func (s *kernelSet[T]) init(asm []*kernel[T]) {
 	goRows := &rowsKernel[T]{goMR, goNR, kernelGoRows[T]}
-	s.all = append(asm, &kernel[T]{"go", goMR, goNR, kernelGo[T], []*windowsKernel[T]{{goMR, kernelGoWindows[T]}}, nil})
+	s.all = append(asm, &kernel[T]{"go", goMR, goNR, kernelGo[T], []*windowsKernel[T]{{goMR, kernelGoWindows[T]}}, nil, nil})
 	for _, k := range s.all {
 		if len(k.rows) == 0 {
 			k.rows = []*rowsKernel[T]{goRows}

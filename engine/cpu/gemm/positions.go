@@ -1,0 +1,219 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+)
+
+// The positions product is GemmWindows's product with its tiles turned:
+// a tile is MR consecutive positions of one window row (a row of a
+// convolution's output) by NR rows of A (output channels), the positions
+// broadcast and the channels the vectors, where GemmWindows's tiles run
+// NR positions by MR channels.
+//
+// It exists for windows whose rows are narrow and not a multiple of the
+// vector: a 14-wide image's rows fill a 16-lane vector at 88%, and
+// GemmWindows either computes each row's last tile into scratch or,
+// flattened (windowsInto in the CPU device), the rows' padding columns
+// too and then packs the rows into the output. Fourteen positions as a
+// tile's rows waste nothing; the tile is then stored transposed, through
+// a scratch tile in L1, so that C keeps its layout ([rows of A,
+// positions]).
+//
+// Each element is the same sum in the same order as GemmWindows's (the
+// depth in order, one FMA a step, the same K blocks): the two products
+// are equal bit for bit, which the tests hold them to.
+
+// positionsKernel computes an mr×nr tile of C from mr consecutive
+// elements of A at each depth step's offset and a packed B panel:
+//
+//	C[i, x] = alpha·Σ_p a[offs[p] + i]·B[p·nr + x] + beta·C[i, x]
+//
+// mr must not exceed WindowsSlack: a row's last tile reads past it.
+type positionsKernel[T scalar] struct {
+	mr, nr int
+	fn     func(k int, a *T, offs *int32, b, c *T, ldc int, alpha, beta T)
+}
+
+// positionsFor returns the positions kernel for a product of m rows of A:
+// the first (widest) whose tile width divides m, or nil.
+func (k *kernel[T]) positionsFor(m int) *positionsKernel[T] {
+	for _, p := range k.positions {
+		if m > 0 && m%p.nr == 0 {
+			return p
+		}
+	}
+	return nil
+}
+
+// PositionsTile returns the number of positions a positions tile covers
+// for a product of m rows of A, or 0 when this machine's kernel for T has
+// no positions kernel for m rows (then use GemmWindowsA).
+func PositionsTile[T ~float32 | ~float64](m int) int {
+	if p := currentKernel[T]().positionsFor(m); p != nil {
+		return p.mr
+	}
+	return 0
+}
+
+// PositionsA is the A operand of GemmPositionsA packed once for several
+// products that share it: the columns of each K block in panels of the
+// kernel's width, as B panels are packed. It is only read by
+// GemmPositionsA, from any number of goroutines.
+type PositionsA[T ~float32 | ~float64] struct {
+	kern   *positionsKernel[T]
+	m, k   int
+	packed []T
+}
+
+// PositionsALen returns the length of the buffer PackPositionsA needs for
+// an m×k A (PositionsTile(m) > 0).
+func PositionsALen[T ~float32 | ~float64](m, k int) int { return m * k }
+
+// Rows is the number of rows of the packed A, m.
+func (a PositionsA[T]) Rows() int { return a.m }
+
+// PackPositionsA packs the row-major m×k A (row stride lda) into buf, at
+// least PositionsALen(m, k) long, for GemmPositionsA. It panics, naming
+// the argument, when the operands are inconsistent or PositionsTile(m) is
+// 0.
+func PackPositionsA[T ~float32 | ~float64](buf []T, m, k int, a []T, lda int) PositionsA[T] {
+	const fn = "PackPositionsA"
+	if m < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: %s: negative dimension m = %d, k = %d", fn, m, k))
+	}
+	kern := currentKernel[T]().positionsFor(m)
+	if kern == nil {
+		panic(fmt.Sprintf("gemm: %s: no positions kernel for %d rows", fn, m))
+	}
+	if len(buf) < m*k {
+		panic(fmt.Sprintf("gemm: %s: len(buf) = %d < %d", fn, len(buf), m*k))
+	}
+	checkGemm(fn, false, false, m, 1, k, len(a), lda, math.MaxInt, 1, math.MaxInt, 1)
+	nr := kern.nr
+	kcStep := kBlock(k)
+	for p0 := 0; p0 < k; p0 += kcStep {
+		kc := min(kcStep, k-p0)
+		block := buf[m*p0:]
+		for q := range m / nr {
+			// Panel q holds rows q·nr … of A as the columns of B.
+			packB(block[q*nr*kc:(q+1)*nr*kc], a, lda, true, p0, kc, q*nr, nr, nr)
+		}
+	}
+	return PositionsA[T]{kern: kern, m: m, k: k, packed: buf[:m*k]}
+}
+
+// GemmPositionsA computes C = A·B, plus bias[i] on row i of C when bias is
+// not nil, for A packed by PackPositionsA, a k×n B read in place through b
+// (n a multiple of b.Width) and a row-major m×n C (row stride ldc), on up
+// to threads threads (1: on the calling goroutine alone). C is only
+// written. Each element is GemmWindows's bit for bit (with a bias:
+// GemmWindows onto C filled with it, beta 1). It panics, naming the
+// argument, when the operands are inconsistent.
+func GemmPositionsA[T ~float32 | ~float64](a PositionsA[T], n int, b Windows[T], bias []T, c []T, ldc int, threads int) {
+	if a.kern == nil {
+		panic("gemm: GemmPositionsA: A was not packed by PackPositionsA")
+	}
+	checkWindows(a.m, n, a.k, a.m*a.k, max(1, a.k), b, len(c), ldc)
+	if bias != nil && len(bias) != a.m {
+		panic(fmt.Sprintf("gemm: GemmPositionsA: %d biases for %d rows", len(bias), a.m))
+	}
+	if a.m == 0 || n == 0 {
+		return
+	}
+	if a.k == 0 {
+		for i := range a.m {
+			row := c[i*ldc : i*ldc+n]
+			if bias == nil {
+				clear(row)
+				continue
+			}
+			for j := range row {
+				row[j] = bias[i]
+			}
+		}
+		return
+	}
+	ws := getWorkspace[T]()
+	defer putWorkspace(ws)
+	kern := a.kern
+	j := &ws.positions
+	*j = positionsJob[T]{kern: kern, a: a, b: b, bias: bias, c: c, ldc: ldc, kcStep: kBlock(a.k)}
+	j.rowTiles = ceilDiv(b.Width, kern.mr)
+	j.chunking = ws.chunking(n/b.Width*j.rowTiles, threadsFor(a.m, n, a.k, threads), kern.mr*kern.nr)
+	runChunks(j.chunks, ws.positionsFn)
+	*j = positionsJob[T]{}
+}
+
+// positionsJob is one GemmPositionsA call, for the loops run by
+// parallel.For.
+type positionsJob[T scalar] struct {
+	kern     *positionsKernel[T]
+	a        PositionsA[T]
+	b        Windows[T]
+	bias, c  []T
+	ldc      int
+	kcStep   int
+	rowTiles int
+	chunking[T]
+}
+
+// tiles computes the tiles of chunks [c0, c1): each tile's positions
+// against every panel of A, every K block in turn into the scratch tile,
+// which is then stored transposed into C.
+func (j *positionsJob[T]) tiles(c0, c1 int) {
+	mr, nr, m, k := j.kern.mr, j.kern.nr, j.a.m, j.a.k
+	for ch := c0; ch < c1; ch++ {
+		lo, hi, edge := j.units(ch)
+		for t := lo; t < hi; t++ {
+			row, x0 := t/j.rowTiles, t%j.rowTiles*mr
+			cols := min(mr, j.b.Width-x0)
+			ap := &j.b.Base[row*j.b.Stride+x0]
+			for q := range m / nr {
+				var beta T
+				if j.bias != nil {
+					for i := range mr {
+						copy(edge[i*nr:(i+1)*nr], j.bias[q*nr:])
+					}
+					beta = 1
+				}
+				for p0 := 0; p0 < k; p0 += j.kcStep {
+					kc := min(j.kcStep, k-p0)
+					j.kern.fn(kc, ap, &j.b.Offs[p0], &j.a.packed[m*p0+q*nr*kc], &edge[0], nr, 1, blockBeta(beta, p0))
+				}
+				transposeInto(j.c[q*nr*j.ldc+row*j.b.Width+x0:], j.ldc, edge, nr, cols, nr)
+			}
+		}
+	}
+}
+
+// transposeInto sets dst[x·ldd + i] = src[i·lds + x] for i < rows and
+// x < cols: on amd64, float32 with cols a multiple of 8, through the
+// AVX transpositions of 8, 4 and 2 rows.
+func transposeInto[T scalar](dst []T, ldd int, src []T, lds, rows, cols int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_ = dst[(cols-1)*ldd+rows-1] // bounds, once for the assembly
+	_ = src[(rows-1)*lds+cols-1]
+	i := 0
+	if d32, ok := any(dst).([]float32); ok && simdTranspose && cols%8 == 0 {
+		s32 := any(src).([]float32)
+		for ; i+8 <= rows; i += 8 {
+			transpose8(&d32[i], ldd, &s32[i*lds], lds, cols)
+		}
+		if i+4 <= rows {
+			transpose4(&d32[i], ldd, &s32[i*lds], lds, cols)
+			i += 4
+		}
+		if i+2 <= rows {
+			transpose2(&d32[i], ldd, &s32[i*lds], lds, cols)
+			i += 2
+		}
+	}
+	for ; i < rows; i++ {
+		for x := range cols {
+			dst[x*ldd+i] = src[i*lds+x]
+		}
+	}
+}

@@ -1,0 +1,89 @@
+package gemm
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// positionsCases are GemmPositionsA shapes: m rows of A (multiples of 32,
+// which the positions kernel takes), depth k, B of rows window rows of
+// width positions, stride apart.
+var positionsCases = []windowsCase{
+	{32, 144, 14, 14, 15}, // the CNN's 16→32 convolution: whole 14-position tiles
+	{32, 288, 14, 14, 16}, // flattened rows' padded width
+	{32, 9, 28, 28, 30},   // two tiles a row
+	{32, 400, 14, 3, 16},  // two K blocks
+	{64, 1000, 5, 2, 7},   // rows narrower than a tile, three K blocks, two panels of A
+	{32, 7, 20, 2, 20},    // a partial second tile, rows abutting
+	{96, 10, 13, 3, 0},    // stride 0: every row the same windows, three panels of A
+	{32, 1, 1, 1, 1},
+	{32, 0, 14, 2, 14}, // no depth: C is the bias (or zero)
+}
+
+// TestGemmPositions holds GemmPositionsA to GemmWindowsA bit for bit, with
+// and without a bias (GemmWindowsA's onto C filled with it), on every
+// kernel that has a positions kernel.
+func TestGemmPositions(t *testing.T) {
+	ran := false
+	forEachKernel(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(7, 8))
+		for _, pc := range positionsCases {
+			if PositionsTile[float32](pc.m) == 0 {
+				continue
+			}
+			ran = true
+			p, base, offs := newWindows(rng, pc, 1, 0)
+			n := pc.width * pc.rows
+			b := exact32(len(base))
+			copy(b, to32(base))
+			win := Windows[float32]{b, offs, pc.width, pc.stride}
+			a := to32(p.a)
+			threads := 1
+			if pc.rows > 1 {
+				threads = 3
+			}
+			bias := make([]float32, pc.m)
+			for i := range bias {
+				bias[i] = float32(rng.Float64()*2 - 1)
+			}
+			wa := PackWindowsA(make([]float32, WindowsALen[float32](pc.m, pc.k)), pc.m, pc.k, a, p.lda)
+			pa := PackPositionsA(make([]float32, PositionsALen[float32](pc.m, pc.k)), pc.m, pc.k, a, p.lda)
+			for _, withBias := range []bool{false, true} {
+				want := to32(p.c) // stale values where the bias does not go
+				var bs []float32
+				var beta float32
+				if withBias {
+					bs, beta = bias, 1
+					for i := range pc.m {
+						for j := range n {
+							want[i*p.ldc+j] = bias[i]
+						}
+					}
+				}
+				GemmWindowsA(wa, n, 1, win, beta, want, p.ldc, threads)
+				if !withBias {
+					p.check(t, to64(want), 1e-6)
+				}
+				for range 2 { // the packed A serves any number of products
+					got := to32(p.c)
+					GemmPositionsA(pa, n, win, bs, got, p.ldc, threads)
+					sameBits(t, "float32", []string{"GemmWindowsA", "GemmPositionsA"}, [][]float32{want, got})
+				}
+			}
+		}
+	})
+	if !ran {
+		t.Skip("no positions kernel on this machine (AVX-512 only)")
+	}
+}
+
+func TestPositionsTile(t *testing.T) {
+	for _, m := range []int{0, 16, 24, 48, 33} {
+		if tile := PositionsTile[float32](m); tile != 0 {
+			t.Errorf("PositionsTile(%d) = %d, want 0: no kernel's width divides it", m, tile)
+		}
+	}
+	if PositionsTile[float64](32) != 0 {
+		t.Error("PositionsTile[float64](32) != 0: there is no float64 positions kernel")
+	}
+}
