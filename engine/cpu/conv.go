@@ -29,6 +29,15 @@ import (
 // convolution as a convolution), so the backward needs no fold (col2im)
 // either.
 //
+// Rows of a width that is not a multiple of the kernel's tile (a 14-wide
+// image) are flattened into one run through the padded rows, padding
+// columns computed too; with 32 or 64 channels the product runs turned
+// instead (gemm.GemmPositionsA: 14 positions by 32 channels a tile, no
+// padding column, nothing to pack afterwards) where that computes fewer
+// positions (usePositions). When both gradients are wanted, the output
+// gradient is padded once: the weight gradient reads its spread rows
+// from the input gradient's padded copy (spreadIn).
+//
 // With larger strides (and dilations of 1, two or more taps a phase on
 // average) the input splits into the strides' phases, each a convolution
 // of stride 1 of the output gradient with the taps that reach it
@@ -94,12 +103,25 @@ type conv[T float] struct {
 	// transposed, [C·KH·KW, O].
 	windowsGrad bool
 	gx, grad    padding
+	// spreadIn: the input gradient's padded output gradient (back) holds
+	// the rows product's B as well, from element spreadOff on with its
+	// channels a back plane apart: a back row is as wide as a gx row,
+	// its right padding (and the next row's left) the zeros that spread
+	// puts past OW, and a padding row after the last (qh ≥ 1), so that
+	// when both gradients are wanted the output gradient is padded once.
+	spreadIn bool
 
 	// This call's weights packed for the windows products once, for
 	// every sample (gemm.PackWindowsA): the forward's, the input
 	// gradient's flipped ones, and each phase's.
 	wa, wb gemm.WindowsA[T]
 	phaseA []gemm.WindowsA[T]
+	// The forward and the input gradient as positions products
+	// (gemm.GemmPositionsA: positions as the tiles' rows, channels as
+	// the vectors) where that computes fewer positions than the windows
+	// product (usePositions), with the weights packed for them.
+	posFwd, posBack bool
+	pa, pb          gemm.PositionsA[T]
 }
 
 func newConv[T float](g device.WindowGeom, o int) *conv[T] {
@@ -117,6 +139,10 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	}
 	tile := gemm.WindowsTileWidth[T]()
 	c.fwd = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, tile)
+	if usePositions[T](o, g.OH, g.OW, c.fwd.w) {
+		c.posFwd = true
+		c.fwd = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
+	}
 	c.windows = c.fwd.fits()
 	// dx[i] = Σ_t w[t]·dy[i - t·d + p]: with t' = K-1-t the flipped
 	// kernel reads dy padded by q = d·(K-1) - p, which must not be
@@ -125,10 +151,25 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	// 4 most of a kernel tile's rows would be wasted, and the fold is
 	// faster (a 3×3 convolution of 1 channel: 0.84 ms against 1.1 for 64
 	// samples of 28×28; equal at 3 channels).
+	c.gx = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
+	c.grad = spread(o, g.OH, g.OW, c.gx.w)
+	c.windowsGrad = c.windows && c.gx.fits()
 	qh, qw := g.DH*(g.KH-1)-g.PH, g.DW*(g.KW-1)-g.PW
 	if c.windows && g.SH == 1 && g.SW == 1 && qh >= 0 && qw >= 0 && g.C >= 4 {
 		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, tile)
+		narrow := newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, 0)
+		switch {
+		case usePositions[T](g.C, g.H, g.W, c.back.w):
+			c.posBack = true
+			c.back = narrow
+		case c.windowsGrad && narrow.w == c.gx.w && qh >= 1:
+			// The rows of the padded output gradient as wide as the
+			// weight gradient's: its spread output gradient is the
+			// padded one from its first data element on (spreadIn).
+			c.back, c.spreadIn = narrow, true
+		}
 		c.windowsBack = c.back.fits()
+		c.spreadIn = c.spreadIn && c.windowsBack
 	}
 	// Phases of one tap each are small products that the fold's one
 	// product outruns (a 4×4 kernel of stride 4: 19-20 GFLOP/s as phases,
@@ -138,10 +179,24 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	if c.windows && (g.SH > 1 || g.SW > 1) && g.DH == 1 && g.DW == 1 && g.C >= 4 && g.KH*g.KW >= 2*g.SH*g.SW {
 		c.phases = backPhases(g, o)
 	}
-	c.gx = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
-	c.grad = spread(o, g.OH, g.OW, c.gx.w)
-	c.windowsGrad = c.windows && c.gx.fits()
 	return c
+}
+
+// usePositions reports whether a windows product of m rows (channels) at
+// rows×cols positions is to run as a positions product: there is a
+// positions kernel for m rows, and it computes fewer positions than the
+// windows product over rows flattened to their padded width w, which
+// computes every padding column and rounds the whole up to its tiles (a
+// 14-wide image: 14 positions a row against 16), then packs the rows into
+// the output. Rows that are a multiple of the windows tile are not
+// flattened and waste nothing.
+func usePositions[T float](m, rows, cols, w int) bool {
+	p := gemm.PositionsTile[T](m)
+	if p == 0 || !flattened[T](cols) {
+		return false
+	}
+	tile := gemm.WindowsTileWidth[T]()
+	return rows*((cols+p-1)/p)*p <= (rows*w+tile-1)/tile*tile
 }
 
 // backPhase is one phase of a strided convolution's input gradient: the
@@ -366,6 +421,10 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 		if c.windows {
 			xp := buf[:c.fwd.elems()]
 			padInto(xp, x[n*c.in:(n+1)*c.in], c.fwd)
+			if c.posFwd {
+				positionsInto(yn, c.pa, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
+				continue
+			}
 			windowsInto(yn, buf[c.fwd.elems():], c.wa, bias, xp, c.fwd, c.g.OH, c.g.OW, threads)
 			continue
 		}
@@ -392,17 +451,27 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 	}
 	for n := lo; n < hi; n++ {
 		dyn := dy[n*c.o*c.l : (n+1)*c.o*c.l]
+		var dyBack []T // dy padded for the input gradient's windows product
+		if dx != nil && c.windowsBack {
+			dyBack = dbuf[:c.back.elems()]
+			padInto(dyBack, dyn, c.back)
+		}
 		if acc != nil {
 			var beta T = 1
 			if fresh && n == lo {
 				beta = 0
 			}
 			if c.windowsGrad {
-				xp, dyp := gbuf[:c.gx.elems()], gbuf[c.gx.elems():]
+				xp := gbuf[:c.gx.elems()]
 				padInto(xp, x[n*c.in:(n+1)*c.in], c.gx)
-				padInto(dyp, dyn, c.grad)
 				k := c.g.OH * c.gx.w
-				gemm.GemmRows(c.ck, c.o, k, 1, gemm.Rows[T]{Base: xp, Offs: c.gx.offs}, true, dyp, k, beta, acc, c.o, threads)
+				b, ldb := gbuf[c.gx.elems():], k
+				if c.spreadIn && dyBack != nil {
+					b, ldb = dyBack[c.spreadOff():], c.back.h*c.back.w
+				} else {
+					padInto(b, dyn, c.grad)
+				}
+				gemm.GemmRows(c.ck, c.o, k, 1, gemm.Rows[T]{Base: xp, Offs: c.gx.offs}, true, b, ldb, beta, acc, c.o, threads)
 			} else {
 				mm(false, true, c.o, c.ck, c.l, 1, dyn, c.l, c.columns(gbuf, x, n), c.l, beta, acc, c.ck)
 			}
@@ -415,9 +484,11 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 		case c.direct:
 			mm(true, false, c.ck, c.l, c.o, 1, w, c.ck, dyn, c.l, 0, dxn, c.l)
 		case c.windowsBack:
-			dyp := dbuf[:c.back.elems()]
-			padInto(dyp, dyn, c.back)
-			windowsInto(dxn, dbuf[c.back.elems():], c.wb, nil, dyp, c.back, c.g.H, c.g.W, threads)
+			if c.posBack {
+				positionsInto(dxn, c.pb, nil, dyBack, c.back, c.g.H, c.g.W, threads)
+				break
+			}
+			windowsInto(dxn, dbuf[c.back.elems():], c.wb, nil, dyBack, c.back, c.g.H, c.g.W, threads)
 		case c.phases != nil:
 			c.phasesInto(dxn, dyn, dbuf, threads)
 		default:
@@ -426,6 +497,10 @@ func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh 
 		}
 	}
 }
+
+// spreadOff is where, in the padded output gradient (back), the spread
+// one starts (spreadIn): at its first data element, row −qy0, column −qx0.
+func (c *conv[T]) spreadOff() int { return -c.back.qy0*c.back.w - c.back.qx0 }
 
 // windowsInto sets out [m, rows·cols] to a·B (+ bias per row), B the
 // windows of the padded planes xp (layout p) at rows×cols positions and a
@@ -456,6 +531,25 @@ func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], bias, xp []T, p pad
 	for r, b := range bias {
 		vmath.CopyRowsAdd(out[r*rows*cols:], cols, dst[r*n:], p.w, rows, cols, b)
 	}
+}
+
+// positionsInto sets out [m, rows·cols] to a·B (+ bias per row) as a
+// positions product (gemm.GemmPositionsA), B the windows of the padded
+// planes xp (layout p) at rows×cols positions: no padding column
+// computed and nothing to pack afterwards.
+func positionsInto[T float](out []T, a gemm.PositionsA[T], bias, xp []T, p padding, rows, cols, threads int) {
+	n := rows * cols
+	gemm.GemmPositionsA(a, n, gemm.Windows[T]{Base: xp, Offs: p.offs, Width: cols, Stride: p.w}, bias, out, n, threads)
+}
+
+// packPositions packs a, m×k, for this call's positions products, in
+// scratch from d (gemm.PackPositionsA).
+func packPositions[T float](d *Device, m, k int, a []T) (gemm.PositionsA[T], func(), error) {
+	buf, free, err := convScratch[T](d, 1, gemm.PositionsALen[T](m, k))
+	if err != nil {
+		return gemm.PositionsA[T]{}, nil, err
+	}
+	return gemm.PackPositionsA(buf, m, k, a, k), free, nil
 }
 
 // packWindows packs a, m×k, for this call's windows products, in scratch
@@ -527,7 +621,15 @@ func convForward[T float](d *Device, c *conv[T], yv, xv, wv, bv device.View) err
 	if n == 0 || c.o == 0 {
 		return nil
 	}
-	if c.windows {
+	switch {
+	case c.windows && c.posFwd:
+		pa, free, err := packPositions(d, c.o, c.ck, w)
+		if err != nil {
+			return err
+		}
+		defer free()
+		c.pa = pa
+	case c.windows:
 		wa, free, err := packWindows(d, c.o, c.ck, w)
 		if err != nil {
 			return err
@@ -565,7 +667,7 @@ func convForward[T float](d *Device, c *conv[T], yv, xv, wv, bv device.View) err
 func (c *conv[T]) bufElems() int {
 	switch {
 	case c.windows:
-		if flattened[T](c.g.OW) {
+		if flattened[T](c.g.OW) && !c.posFwd {
 			return c.fwd.elems() + c.o*c.g.OH*c.fwd.w
 		}
 		return c.fwd.elems()
@@ -582,6 +684,8 @@ func (c *conv[T]) bufElems() int {
 func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 	switch {
 	case !dw || c.direct:
+	case c.windowsGrad && c.spreadIn && dx:
+		gbuf = c.gx.elems() // the spread output gradient is in dbuf's
 	case c.windowsGrad:
 		gbuf = c.gx.elems() + c.grad.elems()
 	default:
@@ -591,7 +695,7 @@ func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 	case !dx || c.direct:
 	case c.windowsBack:
 		dbuf = c.back.elems()
-		if flattened[T](c.g.W) {
+		if flattened[T](c.g.W) && !c.posBack {
 			dbuf += c.g.C * c.g.H * c.back.w
 		}
 	case c.phases != nil:
@@ -682,7 +786,16 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 		}
 		defer free()
 		wf = buf
-		if c.windowsBack {
+		switch {
+		case c.windowsBack && c.posBack:
+			c.flipped(wf, w)
+			pb, free, err := packPositions(d, c.g.C, c.o*c.g.KH*c.g.KW, wf)
+			if err != nil {
+				return err
+			}
+			defer free()
+			c.pb = pb
+		case c.windowsBack:
 			c.flipped(wf, w)
 			wb, free, err := packWindows(d, c.g.C, c.o*c.g.KH*c.g.KW, wf)
 			if err != nil {
@@ -690,7 +803,7 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 			}
 			defer free()
 			c.wb = wb
-		} else {
+		default:
 			c.phaseWeights(wf, w)
 			// Every phase's weights packed in one scratch buffer.
 			lens, total := make([]int, len(c.phases)), 0

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/device"
@@ -21,6 +22,11 @@ import (
 //	go test -run '^$' -bench Conv2d ./engine/cpu
 func BenchmarkConv2d(b *testing.B) {
 	d := New(Options{})
+	// The choice of GEMM made as the engine's first product makes it:
+	// with its own kernels, the pool's workers poll between loops, and a
+	// loop's second thread starts at once rather than after a parked
+	// worker's wake-up (about 100 µs on a VM, a third of a product here).
+	b.Log(blas.Info())
 	for _, tc := range []struct {
 		name string
 		g    device.WindowGeom

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/zeroeng/zeroeng/engine/cpu/gemm"
 	"github.com/zeroeng/zeroeng/engine/cpu/parallel"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
@@ -50,7 +51,8 @@ func convCases() []struct {
 	for _, c := range []struct {
 		g device.WindowGeom
 		o int
-	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}, {tiled, 7}, {tiledStrided, 3}} {
+	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}, {tiled, 7}, {tiledStrided, 3},
+		{positioned[0], 32}, {positioned[1], 64}} {
 		cases = append(cases, c)
 	}
 	for _, g := range append(slices.Clone(phasedCases), foldedStridedCases...) {
@@ -60,6 +62,64 @@ func convCases() []struct {
 		}{g, 5})
 	}
 	return cases
+}
+
+// positioned are geometries whose forward is a positions product on
+// machines with a positions kernel (32 or 64 output channels, rows of 14
+// and 28 that the windows products would flatten; TestConv2dPositions):
+// whole tiles, and a stride of 2 with two tiles a row.
+var positioned = []device.WindowGeom{
+	{N: 3, C: 3, H: 5, W: 14, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 14},
+	{N: 2, C: 4, H: 7, W: 56, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 28},
+}
+
+// TestConv2dPositions: the forwards of positioned take the positions
+// product where this machine has a kernel for it (and are checked against
+// the definition by TestConv2dKernel); the input gradient of 16 channels
+// stays a windows product, over the output gradient padded once for both
+// gradients (spreadIn).
+func TestConv2dPositions(t *testing.T) {
+	if gemm.PositionsTile[float32](32) == 0 {
+		t.Skip("no positions kernel on this machine (AVX-512 only)")
+	}
+	for i, o := range []int{32, 64} {
+		if !newConv[float32](positioned[i], o).posFwd {
+			t.Errorf("%+v, %d channels: the forward is not a positions product", positioned[i], o)
+		}
+		if newConv[float64](positioned[i], o).posFwd {
+			t.Errorf("%+v, %d channels: float64 took the positions product, which has no kernel", positioned[i], o)
+		}
+	}
+	cnn := device.WindowGeom{N: 64, C: 16, H: 14, W: 14, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 14, OW: 14}
+	if c := newConv[float32](cnn, 32); !c.posFwd || c.posBack || !c.spreadIn {
+		t.Errorf("the CNN's 16→32 convolution: forward positions %v, input gradient %v, spread in the padded output gradient %v; want true, false, true",
+			c.posFwd, c.posBack, c.spreadIn)
+	}
+}
+
+// TestConv2dSpreadIn: where the weight gradient's spread output gradient
+// is read from the input gradient's padded one, and where it cannot be:
+// rows of other widths, no padding row after the last (qh = 0: the last
+// row's spread zeros would be the next channel's first row), a strided
+// input gradient (phases). Every geometry's gradients are checked against
+// the definition by TestConv2dKernel and TestConv2dRandomGeometries.
+func TestConv2dSpreadIn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		g    device.WindowGeom
+		want bool
+	}{
+		{"3×3, padding 1", device.WindowGeom{N: 2, C: 4, H: 9, W: 8, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 9, OW: 8}, true},
+		{"3×3, no padding", device.WindowGeom{N: 2, C: 4, H: 9, W: 8, KH: 3, KW: 3, SH: 1, SW: 1, DH: 1, DW: 1, OH: 7, OW: 6}, true},
+		{"3×3, padding 2 (qh = 0)", device.WindowGeom{N: 2, C: 4, H: 5, W: 5, KH: 3, KW: 3, SH: 1, SW: 1, PH: 2, PW: 2, DH: 1, DW: 1, OH: 7, OW: 7}, false},
+		{"5×3, padding 2 and 1", device.WindowGeom{N: 2, C: 4, H: 6, W: 7, KH: 5, KW: 3, SH: 1, SW: 1, PH: 2, PW: 1, DH: 1, DW: 1, OH: 6, OW: 7}, true},
+		{"3×3 of stride 2", phasedCases[0], false},
+		{"3 channels (the fold)", device.WindowGeom{N: 2, C: 3, H: 9, W: 8, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 9, OW: 8}, false},
+	} {
+		if got := newConv[float32](tc.g, 5).spreadIn; got != tc.want {
+			t.Errorf("%s: spreadIn %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
 
 // phasedCases are strided geometries whose input gradient is a windows
@@ -197,7 +257,7 @@ func TestConv2dRandomGeometries(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%v", route.name, dt), func(t *testing.T) {
 				windowsMax = route.max
 				r := rand.New(rand.NewPCG(7, uint64(dt)))
-				phased := 0
+				phased, spread := 0, 0
 				for range tries {
 					g := device.WindowGeom{N: 1 + r.IntN(2), C: 1 + r.IntN(6), H: 1 + r.IntN(9), W: 1 + r.IntN(9),
 						KH: 1 + r.IntN(5), KW: 1 + r.IntN(5), SH: 1 + r.IntN(3), SW: 1 + r.IntN(3),
@@ -208,16 +268,18 @@ func TestConv2dRandomGeometries(t *testing.T) {
 					g.OH = (g.H+2*g.PH-g.DH*(g.KH-1)-1)/g.SH + 1
 					g.OW = (g.W+2*g.PW-g.DW*(g.KW-1)-1)/g.SW + 1
 					o := 1 + r.IntN(3)
-					if newConv[float32](g, o).phases != nil {
+					if c := newConv[float32](g, o); c.phases != nil {
 						phased++
+					} else if c.spreadIn {
+						spread++
 					}
 					checkConvGeometry(t, d, dt, g, o, r)
 					if t.Failed() {
 						return
 					}
 				}
-				if route.max != 0 && phased == 0 {
-					t.Error("no random geometry took the phases")
+				if route.max != 0 && (phased == 0 || spread == 0) {
+					t.Errorf("of the random geometries, %d took the phases and %d read the spread output gradient from the padded one; want some of each", phased, spread)
 				}
 			})
 		}
@@ -332,19 +394,25 @@ func testConv2dKernelThreads(t *testing.T) {
 	d := New(Options{})
 	defer parallel.SetThreads(0)
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, g := range []device.WindowGeom{
-		{N: 23, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 10, OW: 9},
-		{N: 1, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5},
+	for _, tc := range []struct {
+		g device.WindowGeom
+		o int
+	}{
+		{device.WindowGeom{N: 23, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 10, OW: 9}, 5},
+		{device.WindowGeom{N: 1, C: 3, H: 10, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5}, 5},
 		// 4 or more channels: the input gradient as a windows product;
 		// rows of whole kernel tiles.
-		{N: 19, C: 5, H: 8, W: 7, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 8, OW: 7},
-		{N: 2, C: 4, H: 4, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 32},
+		{device.WindowGeom{N: 19, C: 5, H: 8, W: 7, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 8, OW: 7}, 5},
+		{device.WindowGeom{N: 2, C: 4, H: 4, W: 32, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 32}, 5},
 		// Strided, 4 or more channels: the input gradient a product a
 		// phase; one sample (every thread in each product) and several.
-		{N: 1, C: 6, H: 11, W: 34, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 6, OW: 17},
-		{N: 9, C: 4, H: 9, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5},
+		{device.WindowGeom{N: 1, C: 6, H: 11, W: 34, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 6, OW: 17}, 5},
+		{device.WindowGeom{N: 9, C: 4, H: 9, W: 9, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 5}, 5},
+		// 32 output channels of a 14-wide image: the forward a
+		// positions product where the machine has its kernel.
+		{device.WindowGeom{N: 7, C: 4, H: 5, W: 14, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 14}, 32},
 	} {
-		o := 5
+		g, o := tc.g, tc.o
 		ck, out := g.C*g.KH*g.KW, g.OH*g.OW
 		x := newOperand(t, d, dtype.Float32, []int{g.N, g.C, g.H, g.W}, randn(r, g.N*g.C*g.H*g.W, 1, dtype.Float32), contiguous)
 		w := newOperand(t, d, dtype.Float32, []int{o, ck}, randn(r, o*ck, 1, dtype.Float32), contiguous)
@@ -408,15 +476,16 @@ func TestConv2dKernelRefuses(t *testing.T) {
 // TestConv2dBiasOnce: the output with a bias is the output without it
 // plus the bias, one rounding per element (as PyTorch's slow_conv2d,
 // which starts the output from the bias and adds the product), whether
-// the bias is added while flattened rows are packed (a 14-wide image) or
-// the product starts from it (32 wide), in float32 and float64.
+// the bias is added while flattened rows are packed (a 14-wide image), the
+// product starts from it (32 wide) or a positions product's scratch tile
+// does (14 wide, 32 channels), in float32 and float64.
 func TestConv2dBiasOnce(t *testing.T) {
 	d := New(Options{})
-	for _, hw := range []int{14, 32} {
+	for _, tc := range []struct{ hw, o int }{{14, 7}, {32, 7}, {14, 32}} {
+		hw, o := tc.hw, tc.o
 		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
-			t.Run(fmt.Sprintf("%d/%v", hw, dt), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%d/%d/%v", hw, o, dt), func(t *testing.T) {
 				g := device.WindowGeom{N: 3, C: 5, H: hw, W: hw, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: hw, OW: hw}
-				o := 7
 				r := rand.New(rand.NewPCG(3, uint64(hw)))
 				x := newOperand(t, d, dt, []int{g.N, g.C, g.H, g.W}, randn(r, g.N*g.C*g.H*g.W, 1, dt), contiguous)
 				w := newOperand(t, d, dt, []int{o, g.C * 9}, randn(r, o*g.C*9, 1, dt), contiguous)
