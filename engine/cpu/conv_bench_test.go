@@ -21,11 +21,11 @@ import (
 //
 //	go test -run '^$' -bench Conv2d ./engine/cpu
 func BenchmarkConv2d(b *testing.B) {
+	// New resolves the choice of GEMM: with the engine's kernels the
+	// pool's workers poll between loops, and a loop's second thread starts
+	// at once rather than after a parked worker's wake-up (about 100 µs on
+	// a VM, a third of a product here).
 	d := New(Options{})
-	// The choice of GEMM made as the engine's first product makes it:
-	// with its own kernels, the pool's workers poll between loops, and a
-	// loop's second thread starts at once rather than after a parked
-	// worker's wake-up (about 100 µs on a VM, a third of a product here).
 	b.Log(blas.Info())
 	for _, tc := range []struct {
 		name string

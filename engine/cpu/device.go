@@ -13,6 +13,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/zeroeng/zeroeng/engine/cpu/blas"
 	"github.com/zeroeng/zeroeng/engine/device"
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/internal/hostmem"
@@ -65,6 +66,7 @@ func New(opt Options) *Device {
 	if opt.MaxPooledBytes <= 0 {
 		opt.MaxPooledBytes = 8 << 30
 	}
+	blas.Resolve() // the workers' polling follows the choice of GEMM
 	return &Device{index: opt.Index, pool: map[int][]*Buffer{}, maxPooled: opt.MaxPooledBytes, maxMemory: opt.MaxMemory}
 }
 

@@ -201,6 +201,14 @@ func Info() string {
 		s.mode, s.lib, t, smallCube, batchedCube, kern)
 }
 
+// Resolve makes the choice now rather than at the first product, loading
+// the library if the mode needs one. The pool's workers poll or park by
+// the choice (current), so a device resolves it when it starts: a model
+// whose first loops are not products (convolutions, normalisations) would
+// otherwise run them with parked workers, each loop's second thread
+// starting a wake-up late, until its first product.
+func Resolve() { current() }
+
 // current returns the resolved choice, resolving it on first use.
 func current() *state {
 	if s := cur.Load(); s != nil {
