@@ -31,10 +31,11 @@ import (
 //
 // Rows of a width that is not a multiple of the kernel's tile (a 14-wide
 // image) are flattened into one run through the padded rows, padding
-// columns computed too; with 32 or 64 channels the product runs turned
-// instead (gemm.GemmPositionsA: 14 positions by 32 channels a tile, no
-// padding column, nothing to pack afterwards) where that computes fewer
-// positions (usePositions). When both gradients are wanted, the output
+// columns computed too; with a multiple of 32 channels (output channels
+// for the forward, input channels for the input gradient) the product runs
+// turned instead (gemm.GemmPositionsA: 14 or 8 positions by 32 channels a
+// tile, no padding column, nothing to pack afterwards) where that computes
+// fewer positions (usePositions). When both gradients are wanted, the output
 // gradient is padded once: the weight gradient reads its spread rows
 // from the input gradient's padded copy (spreadIn).
 //
@@ -160,16 +161,18 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 		narrow := newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, 0)
 		switch {
 		case usePositions[T](g.C, g.H, g.W, c.back.w):
-			c.posBack = true
-			c.back = narrow
+			c.posBack, c.back = true, narrow
 		case c.windowsGrad && narrow.w == c.gx.w && qh >= 1:
-			// The rows of the padded output gradient as wide as the
-			// weight gradient's: its spread output gradient is the
-			// padded one from its first data element on (spreadIn).
-			c.back, c.spreadIn = narrow, true
+			// Rows as wide as the weight gradient's rather than the
+			// flattened product's choice, for spreadIn.
+			c.back = narrow
 		}
 		c.windowsBack = c.back.fits()
-		c.spreadIn = c.spreadIn && c.windowsBack
+		// The padded output gradient's rows as wide as the weight
+		// gradient's, and a padding row after the last: its spread
+		// output gradient is the padded one from its first data
+		// element on.
+		c.spreadIn = c.windowsBack && c.windowsGrad && c.back.w == c.gx.w && qh >= 1
 	}
 	// Phases of one tap each are small products that the fold's one
 	// product outruns (a 4×4 kernel of stride 4: 19-20 GFLOP/s as phases,
@@ -191,7 +194,7 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 // the output. Rows that are a multiple of the windows tile are not
 // flattened and waste nothing.
 func usePositions[T float](m, rows, cols, w int) bool {
-	p := gemm.PositionsTile[T](m)
+	p := gemm.PositionsTile[T](m, cols)
 	if p == 0 || !flattened[T](cols) {
 		return false
 	}

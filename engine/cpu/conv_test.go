@@ -52,7 +52,7 @@ func convCases() []struct {
 		g device.WindowGeom
 		o int
 	}{{big, 6}, {direct, 7}, {wide, 3}, {dilated, 2}, {overpadded, 3}, {long, 13}, {after, 3}, {reach, 2}, {tiled, 7}, {tiledStrided, 3},
-		{positioned[0], 32}, {positioned[1], 64}} {
+		{positioned[0], 32}, {positioned[1], 64}, {positioned[2], 32}} {
 		cases = append(cases, c)
 	}
 	for _, g := range append(slices.Clone(phasedCases), foldedStridedCases...) {
@@ -65,30 +65,36 @@ func convCases() []struct {
 }
 
 // positioned are geometries whose forward is a positions product on
-// machines with a positions kernel (32 or 64 output channels, rows of 14
-// and 28 that the windows products would flatten; TestConv2dPositions):
-// whole tiles, and a stride of 2 with two tiles a row.
+// machines with a positions kernel (32 or 64 output channels, rows of 14,
+// 28 and 16 that the windows products would flatten; TestConv2dPositions):
+// 14-position tiles, a stride of 2 with two tiles a row, and a ResNet's
+// 32→32 convolution in 8-position tiles, whose input gradient (32 input
+// channels) is a positions product too.
 var positioned = []device.WindowGeom{
 	{N: 3, C: 3, H: 5, W: 14, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 14},
 	{N: 2, C: 4, H: 7, W: 56, KH: 3, KW: 3, SH: 2, SW: 2, PH: 1, PW: 1, DH: 1, DW: 1, OH: 4, OW: 28},
+	{N: 2, C: 32, H: 5, W: 16, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 5, OW: 16},
 }
 
 // TestConv2dPositions: the forwards of positioned take the positions
 // product where this machine has a kernel for it (and are checked against
-// the definition by TestConv2dKernel); the input gradient of 16 channels
-// stays a windows product, over the output gradient padded once for both
-// gradients (spreadIn).
+// the definition by TestConv2dKernel), and so does an input gradient of
+// 32 channels; one of 16 stays a windows product; both read the output
+// gradient padded once for both gradients (spreadIn).
 func TestConv2dPositions(t *testing.T) {
-	if gemm.PositionsTile[float32](32) == 0 {
+	if gemm.PositionsTile[float32](32, 14) == 0 {
 		t.Skip("no positions kernel on this machine (AVX-512 only)")
 	}
-	for i, o := range []int{32, 64} {
+	for i, o := range []int{32, 64, 32} {
 		if !newConv[float32](positioned[i], o).posFwd {
 			t.Errorf("%+v, %d channels: the forward is not a positions product", positioned[i], o)
 		}
 		if newConv[float64](positioned[i], o).posFwd {
 			t.Errorf("%+v, %d channels: float64 took the positions product, which has no kernel", positioned[i], o)
 		}
+	}
+	if c := newConv[float32](positioned[2], 32); !c.posBack || !c.spreadIn {
+		t.Errorf("%+v: input gradient positions %v, spread in the padded output gradient %v; want both", positioned[2], c.posBack, c.spreadIn)
 	}
 	cnn := device.WindowGeom{N: 64, C: 16, H: 14, W: 14, KH: 3, KW: 3, SH: 1, SW: 1, PH: 1, PW: 1, DH: 1, DW: 1, OH: 14, OW: 14}
 	if c := newConv[float32](cnn, 32); !c.posFwd || c.posBack || !c.spreadIn {

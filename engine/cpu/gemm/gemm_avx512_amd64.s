@@ -2247,3 +2247,193 @@ sgemmPositionsAVX512_store0:
 	SGEMMPOSITIONSAVX512_ROW0(Z26, Z27)
 	VZEROUPPER
 	RET
+
+// func sgemmPositions8AVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+//
+// C[8×32] = alpha·A·B + beta·C for an A whose column p is the 8 elements
+// at a + offs[p] and a packed B panel (32 columns) of depth k. C is not
+// read when beta == 0.
+//
+// Registers:
+//   SI        a, the origin of the A columns
+//   R9, R10   offs, 4 bytes per depth step; the offset of the current step
+//   BX        packed B, 128 bytes (32 elements) per depth step
+//   AX, CX    iterations of the 4-step loop left; then the k mod 4 steps
+//   DI, DX    current row of C, ldc in bytes; R8 walks C for the prefetches
+//   Z0–Z15    accumulators: tile row i in Z(2i) … Z(2i+1), 16 columns each
+//   Z16, Z17  the B row of the current depth step
+//   Z18–Z31   broadcasts of A elements, rotated so that consecutive rows
+//             do not wait on one register; alpha (Z30) and beta (Z31) at the end
+
+// SGEMMPOSITIONS8AVX512_STEP is one depth step: 16 FMAs, with A's column at SI plus the
+// offset at oo(R9), and B at bo(BX).
+#define SGEMMPOSITIONS8AVX512_STEP(oo, bo) \
+	MOVLQSX oo(R9), R10; \
+	VMOVUPS bo+0(BX), Z16; \
+	VMOVUPS bo+64(BX), Z17; \
+	VBROADCASTSS 0(SI)(R10*4), Z18; \
+	VFMADD231PS Z16, Z18, Z0; \
+	VFMADD231PS Z17, Z18, Z1; \
+	VBROADCASTSS 4(SI)(R10*4), Z19; \
+	VFMADD231PS Z16, Z19, Z2; \
+	VFMADD231PS Z17, Z19, Z3; \
+	VBROADCASTSS 8(SI)(R10*4), Z20; \
+	VFMADD231PS Z16, Z20, Z4; \
+	VFMADD231PS Z17, Z20, Z5; \
+	VBROADCASTSS 12(SI)(R10*4), Z21; \
+	VFMADD231PS Z16, Z21, Z6; \
+	VFMADD231PS Z17, Z21, Z7; \
+	VBROADCASTSS 16(SI)(R10*4), Z22; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VBROADCASTSS 20(SI)(R10*4), Z23; \
+	VFMADD231PS Z16, Z23, Z10; \
+	VFMADD231PS Z17, Z23, Z11; \
+	VBROADCASTSS 24(SI)(R10*4), Z24; \
+	VFMADD231PS Z16, Z24, Z12; \
+	VFMADD231PS Z17, Z24, Z13; \
+	VBROADCASTSS 28(SI)(R10*4), Z25; \
+	VFMADD231PS Z16, Z25, Z14; \
+	VFMADD231PS Z17, Z25, Z15
+
+// SGEMMPOSITIONS8AVX512_ROW stores one row of the tile, x = alpha·AB + beta·C, and moves DI
+// to the next row.
+#define SGEMMPOSITIONS8AVX512_ROW(x0, x1) \
+	VFMADD231PS 0(DI), Z31, x0; \
+	VFMADD231PS 64(DI), Z31, x1; \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+// SGEMMPOSITIONS8AVX512_ROW0 stores one row of the tile without reading C (beta == 0).
+#define SGEMMPOSITIONS8AVX512_ROW0(x0, x1) \
+	VMOVUPS x0, 0(DI); \
+	VMOVUPS x1, 64(DI); \
+	ADDQ DX, DI
+
+TEXT ·sgemmPositions8AVX512(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ offs+16(FP), R9
+	MOVQ b+24(FP), BX
+	MOVQ c+32(FP), DI
+	MOVQ ldc+40(FP), DX
+	SHLQ $2, DX
+
+	// Start fetching the C tile, needed only after the loop.
+	MOVQ DI, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+	ADDQ DX, R8
+	PREFETCHT0 0(R8)
+	PREFETCHT0 64(R8)
+
+	// Zero the accumulators.
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+
+	// Main loop: four depth steps per iteration.
+	MOVQ CX, AX
+	SHRQ $2, AX
+	JZ   sgemmPositions8AVX512_tail
+
+sgemmPositions8AVX512_loop4:
+	SGEMMPOSITIONS8AVX512_STEP(0, 0)
+	SGEMMPOSITIONS8AVX512_STEP(4, 128)
+	SGEMMPOSITIONS8AVX512_STEP(8, 256)
+	SGEMMPOSITIONS8AVX512_STEP(12, 384)
+	ADDQ $16, R9
+	ADDQ $512, BX
+	DECQ AX
+	JNZ  sgemmPositions8AVX512_loop4
+
+sgemmPositions8AVX512_tail:
+	ANDQ $3, CX
+	JZ   sgemmPositions8AVX512_epilogue
+
+sgemmPositions8AVX512_loop1:
+	SGEMMPOSITIONS8AVX512_STEP(0, 0)
+	ADDQ $4, R9
+	ADDQ $128, BX
+	DECQ CX
+	JNZ  sgemmPositions8AVX512_loop1
+
+sgemmPositions8AVX512_epilogue:
+	// Scale by alpha.
+	VBROADCASTSS alpha+48(FP), Z30
+	VMULPS Z30, Z0, Z0
+	VMULPS Z30, Z1, Z1
+	VMULPS Z30, Z2, Z2
+	VMULPS Z30, Z3, Z3
+	VMULPS Z30, Z4, Z4
+	VMULPS Z30, Z5, Z5
+	VMULPS Z30, Z6, Z6
+	VMULPS Z30, Z7, Z7
+	VMULPS Z30, Z8, Z8
+	VMULPS Z30, Z9, Z9
+	VMULPS Z30, Z10, Z10
+	VMULPS Z30, Z11, Z11
+	VMULPS Z30, Z12, Z12
+	VMULPS Z30, Z13, Z13
+	VMULPS Z30, Z14, Z14
+	VMULPS Z30, Z15, Z15
+
+	// beta == ±0 must not read C, which may hold NaN.
+	MOVL beta+52(FP), AX
+	ANDL $0x7fffffff, AX
+	JZ   sgemmPositions8AVX512_store0
+	VBROADCASTSS beta+52(FP), Z31
+	SGEMMPOSITIONS8AVX512_ROW(Z0, Z1)
+	SGEMMPOSITIONS8AVX512_ROW(Z2, Z3)
+	SGEMMPOSITIONS8AVX512_ROW(Z4, Z5)
+	SGEMMPOSITIONS8AVX512_ROW(Z6, Z7)
+	SGEMMPOSITIONS8AVX512_ROW(Z8, Z9)
+	SGEMMPOSITIONS8AVX512_ROW(Z10, Z11)
+	SGEMMPOSITIONS8AVX512_ROW(Z12, Z13)
+	SGEMMPOSITIONS8AVX512_ROW(Z14, Z15)
+	VZEROUPPER
+	RET
+
+sgemmPositions8AVX512_store0:
+	SGEMMPOSITIONS8AVX512_ROW0(Z0, Z1)
+	SGEMMPOSITIONS8AVX512_ROW0(Z2, Z3)
+	SGEMMPOSITIONS8AVX512_ROW0(Z4, Z5)
+	SGEMMPOSITIONS8AVX512_ROW0(Z6, Z7)
+	SGEMMPOSITIONS8AVX512_ROW0(Z8, Z9)
+	SGEMMPOSITIONS8AVX512_ROW0(Z10, Z11)
+	SGEMMPOSITIONS8AVX512_ROW0(Z12, Z13)
+	SGEMMPOSITIONS8AVX512_ROW0(Z14, Z15)
+	VZEROUPPER
+	RET

@@ -31,8 +31,8 @@ type kernel[T scalar] struct {
 	windows []*windowsKernel[T]
 	// rows are the rows kernels, narrowest tile first (rowsFor picks).
 	rows []*rowsKernel[T]
-	// positions are the positions kernels, widest first (positionsFor
-	// picks; positions.go), none for most kernels.
+	// positions are the positions kernels (positionsFor picks by the
+	// rows' width; positions.go), none for most kernels.
 	positions []*positionsKernel[T]
 }
 

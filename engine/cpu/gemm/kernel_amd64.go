@@ -55,6 +55,9 @@ func dgemmRows8AVX512(k int, a *float64, offs *int32, b, c *float64, ldc int, al
 func sgemmPositionsAVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
 
 //go:noescape
+func sgemmPositions8AVX512(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
+
+//go:noescape
 func sgemmRowsAVX2(k int, a *float32, offs *int32, b, c *float32, ldc int, alpha, beta float32)
 
 //go:noescape
@@ -81,7 +84,7 @@ func asmKernels() (k32 []*kernel[float32], k64 []*kernel[float64]) {
 		k32 = append(k32, &kernel[float32]{"avx512", 12, 32, sgemmAVX512,
 			[]*windowsKernel[float32]{{12, sgemmWindowsAVX512}, {8, sgemmWindows8AVX512}},
 			[]*rowsKernel[float32]{{8, 16, sgemmRows16AVX512}, {6, 32, sgemmRowsAVX512}},
-			[]*positionsKernel[float32]{{14, 32, sgemmPositionsAVX512}}})
+			[]*positionsKernel[float32]{{14, 32, sgemmPositionsAVX512}, {8, 32, sgemmPositions8AVX512}}})
 		k64 = append(k64, &kernel[float64]{"avx512", 12, 16, dgemmAVX512,
 			[]*windowsKernel[float64]{{12, dgemmWindowsAVX512}, {8, dgemmWindows8AVX512}},
 			[]*rowsKernel[float64]{{8, 8, dgemmRows8AVX512}, {6, 16, dgemmRowsAVX512}}, nil})

@@ -35,22 +35,30 @@ type positionsKernel[T scalar] struct {
 	fn     func(k int, a *T, offs *int32, b, c *T, ldc int, alpha, beta T)
 }
 
-// positionsFor returns the positions kernel for a product of m rows of A:
-// the first (widest) whose tile width divides m, or nil.
-func (k *kernel[T]) positionsFor(m int) *positionsKernel[T] {
+// positionsFor returns the positions kernel for a product of m rows of A
+// over window rows of width positions: of those whose tile width divides
+// m, the one that computes the fewest positions (a row is a whole number
+// of tiles), the taller on a tie; nil when none has such a width.
+func (k *kernel[T]) positionsFor(m, width int) *positionsKernel[T] {
+	var best *positionsKernel[T]
 	for _, p := range k.positions {
-		if m > 0 && m%p.nr == 0 {
-			return p
+		if m <= 0 || m%p.nr != 0 {
+			continue
+		}
+		if best == nil || ceilDiv(width, p.mr)*p.mr < ceilDiv(width, best.mr)*best.mr ||
+			ceilDiv(width, p.mr)*p.mr == ceilDiv(width, best.mr)*best.mr && p.mr > best.mr {
+			best = p
 		}
 	}
-	return nil
+	return best
 }
 
-// PositionsTile returns the number of positions a positions tile covers
-// for a product of m rows of A, or 0 when this machine's kernel for T has
-// no positions kernel for m rows (then use GemmWindowsA).
-func PositionsTile[T ~float32 | ~float64](m int) int {
-	if p := currentKernel[T]().positionsFor(m); p != nil {
+// PositionsTile returns the height of the positions tile GemmPositionsA
+// takes for a product of m rows of A over window rows of width positions
+// (a row is a whole number of tiles), or 0 when this machine's kernel for
+// T has no positions kernel for m rows (then use GemmWindowsA).
+func PositionsTile[T ~float32 | ~float64](m, width int) int {
+	if p := currentKernel[T]().positionsFor(m, width); p != nil {
 		return p.mr
 	}
 	return 0
@@ -58,16 +66,17 @@ func PositionsTile[T ~float32 | ~float64](m int) int {
 
 // PositionsA is the A operand of GemmPositionsA packed once for several
 // products that share it: the columns of each K block in panels of the
-// kernel's width, as B panels are packed. It is only read by
+// kernels' width, as B panels are packed. It is only read by
 // GemmPositionsA, from any number of goroutines.
 type PositionsA[T ~float32 | ~float64] struct {
-	kern   *positionsKernel[T]
+	kern   *kernel[T] // whose positions kernels of width nr take it
+	nr     int
 	m, k   int
 	packed []T
 }
 
 // PositionsALen returns the length of the buffer PackPositionsA needs for
-// an m×k A (PositionsTile(m) > 0).
+// an m×k A (PositionsTile(m, …) > 0).
 func PositionsALen[T ~float32 | ~float64](m, k int) int { return m * k }
 
 // Rows is the number of rows of the packed A, m.
@@ -75,22 +84,23 @@ func (a PositionsA[T]) Rows() int { return a.m }
 
 // PackPositionsA packs the row-major m×k A (row stride lda) into buf, at
 // least PositionsALen(m, k) long, for GemmPositionsA. It panics, naming
-// the argument, when the operands are inconsistent or PositionsTile(m) is
-// 0.
+// the argument, when the operands are inconsistent or PositionsTile(m, 1)
+// is 0.
 func PackPositionsA[T ~float32 | ~float64](buf []T, m, k int, a []T, lda int) PositionsA[T] {
 	const fn = "PackPositionsA"
 	if m < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: %s: negative dimension m = %d, k = %d", fn, m, k))
 	}
-	kern := currentKernel[T]().positionsFor(m)
-	if kern == nil {
+	kern := currentKernel[T]()
+	pk := kern.positionsFor(m, 1)
+	if pk == nil {
 		panic(fmt.Sprintf("gemm: %s: no positions kernel for %d rows", fn, m))
 	}
 	if len(buf) < m*k {
 		panic(fmt.Sprintf("gemm: %s: len(buf) = %d < %d", fn, len(buf), m*k))
 	}
 	checkGemm(fn, false, false, m, 1, k, len(a), lda, math.MaxInt, 1, math.MaxInt, 1)
-	nr := kern.nr
+	nr := pk.nr
 	kcStep := kBlock(k)
 	for p0 := 0; p0 < k; p0 += kcStep {
 		kc := min(kcStep, k-p0)
@@ -100,7 +110,7 @@ func PackPositionsA[T ~float32 | ~float64](buf []T, m, k int, a []T, lda int) Po
 			packB(block[q*nr*kc:(q+1)*nr*kc], a, lda, true, p0, kc, q*nr, nr, nr)
 		}
 	}
-	return PositionsA[T]{kern: kern, m: m, k: k, packed: buf[:m*k]}
+	return PositionsA[T]{kern: kern, nr: nr, m: m, k: k, packed: buf[:m*k]}
 }
 
 // GemmPositionsA computes C = A·B, plus bias[i] on row i of C when bias is
@@ -134,9 +144,10 @@ func GemmPositionsA[T ~float32 | ~float64](a PositionsA[T], n int, b Windows[T],
 		}
 		return
 	}
+	// The tile for these rows, of the width the panels were packed for.
+	kern := a.kern.positionsFor(a.nr, b.Width)
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)
-	kern := a.kern
 	j := &ws.positions
 	*j = positionsJob[T]{kern: kern, a: a, b: b, bias: bias, c: c, ldc: ldc, kcStep: kBlock(a.k)}
 	j.rowTiles = ceilDiv(b.Width, kern.mr)

@@ -15,6 +15,9 @@ var positionsCases = []windowsCase{
 	{32, 400, 14, 3, 16},  // two K blocks
 	{64, 1000, 5, 2, 7},   // rows narrower than a tile, three K blocks, two panels of A
 	{32, 7, 20, 2, 20},    // a partial second tile, rows abutting
+	{32, 144, 16, 16, 18}, // a ResNet's 32→32 convolution: two 8-position tiles a row
+	{64, 300, 8, 8, 10},   // one 8-position tile a row, two K blocks
+	{32, 50, 7, 5, 9},     // a partial 8-position tile
 	{96, 10, 13, 3, 0},    // stride 0: every row the same windows, three panels of A
 	{32, 1, 1, 1, 1},
 	{32, 0, 14, 2, 14}, // no depth: C is the bias (or zero)
@@ -28,7 +31,7 @@ func TestGemmPositions(t *testing.T) {
 	forEachKernel(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(7, 8))
 		for _, pc := range positionsCases {
-			if PositionsTile[float32](pc.m) == 0 {
+			if PositionsTile[float32](pc.m, pc.width) == 0 {
 				continue
 			}
 			ran = true
@@ -77,13 +80,28 @@ func TestGemmPositions(t *testing.T) {
 	}
 }
 
+// TestPositionsTile: the tile that computes the fewest positions a row,
+// the taller on a tie, and none where no kernel's width divides the rows
+// of A.
 func TestPositionsTile(t *testing.T) {
 	for _, m := range []int{0, 16, 24, 48, 33} {
-		if tile := PositionsTile[float32](m); tile != 0 {
-			t.Errorf("PositionsTile(%d) = %d, want 0: no kernel's width divides it", m, tile)
+		if tile := PositionsTile[float32](m, 14); tile != 0 {
+			t.Errorf("PositionsTile(%d, 14) = %d, want 0: no kernel's width divides it", m, tile)
 		}
 	}
-	if PositionsTile[float64](32) != 0 {
-		t.Error("PositionsTile[float64](32) != 0: there is no float64 positions kernel")
+	if PositionsTile[float64](32, 14) != 0 {
+		t.Error("PositionsTile[float64](32, 14) != 0: there is no float64 positions kernel")
+	}
+	if PositionsTile[float32](32, 14) == 0 {
+		t.Skip("no positions kernel on this machine (AVX-512 only)")
+	}
+	for _, tc := range []struct{ m, width, want int }{
+		{32, 14, 14}, {64, 28, 14}, {32, 13, 14}, // 14 against 16
+		{32, 16, 8}, {32, 8, 8}, {32, 24, 8}, {32, 32, 8}, // 16 against 28, …
+		{32, 7, 8}, {32, 1, 8}, // 8 against 14
+	} {
+		if got := PositionsTile[float32](tc.m, tc.width); got != tc.want {
+			t.Errorf("PositionsTile(%d, %d) = %d, want %d", tc.m, tc.width, got, tc.want)
+		}
 	}
 }
