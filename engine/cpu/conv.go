@@ -536,6 +536,29 @@ func windowsInto[T float](out, flat []T, a gemm.WindowsA[T], bias, xp []T, p pad
 	}
 }
 
+// packForward packs the weights w for this call's forward (c.pa or c.wa),
+// in scratch from d that the returned function frees.
+func (c *conv[T]) packForward(d *Device, w []T) (free func(), err error) {
+	if c.posFwd {
+		c.pa, free, err = packPositions(d, c.o, c.ck, w)
+	} else {
+		c.wa, free, err = packWindows(d, c.o, c.ck, w)
+	}
+	return free, err
+}
+
+// packBack packs the flipped weights wf for this call's input gradient
+// (c.pb or c.wb), in scratch from d that the returned function frees.
+func (c *conv[T]) packBack(d *Device, wf []T) (free func(), err error) {
+	k := c.o * c.g.KH * c.g.KW
+	if c.posBack {
+		c.pb, free, err = packPositions(d, c.g.C, k, wf)
+	} else {
+		c.wb, free, err = packWindows(d, c.g.C, k, wf)
+	}
+	return free, err
+}
+
 // positionsInto sets out [m, rows·cols] to a·B (+ bias per row) as a
 // positions product (gemm.GemmPositionsA), B the windows of the padded
 // planes xp (layout p) at rows×cols positions: no padding column
@@ -624,21 +647,12 @@ func convForward[T float](d *Device, c *conv[T], yv, xv, wv, bv device.View) err
 	if n == 0 || c.o == 0 {
 		return nil
 	}
-	switch {
-	case c.windows && c.posFwd:
-		pa, free, err := packPositions(d, c.o, c.ck, w)
+	if c.windows {
+		free, err := c.packForward(d, w)
 		if err != nil {
 			return err
 		}
 		defer free()
-		c.pa = pa
-	case c.windows:
-		wa, free, err := packWindows(d, c.o, c.ck, w)
-		if err != nil {
-			return err
-		}
-		defer free()
-		c.wa = wa
 	}
 	threads := parallel.Threads()
 	if n < threads || threads == 1 {
@@ -789,24 +803,14 @@ func convBackward[T float](d *Device, c *conv[T], dxv, dwv, dbv, dyv, xv, wv dev
 		}
 		defer free()
 		wf = buf
-		switch {
-		case c.windowsBack && c.posBack:
+		if c.windowsBack {
 			c.flipped(wf, w)
-			pb, free, err := packPositions(d, c.g.C, c.o*c.g.KH*c.g.KW, wf)
+			free, err := c.packBack(d, wf)
 			if err != nil {
 				return err
 			}
 			defer free()
-			c.pb = pb
-		case c.windowsBack:
-			c.flipped(wf, w)
-			wb, free, err := packWindows(d, c.g.C, c.o*c.g.KH*c.g.KW, wf)
-			if err != nil {
-				return err
-			}
-			defer free()
-			c.wb = wb
-		default:
+		} else {
 			c.phaseWeights(wf, w)
 			// Every phase's weights packed in one scratch buffer.
 			lens, total := make([]int, len(c.phases)), 0
