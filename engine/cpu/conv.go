@@ -145,6 +145,9 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 		c.fwd = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
 	}
 	c.windows = c.fwd.fits()
+	c.gx = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
+	c.grad = spread(o, g.OH, g.OW, c.gx.w)
+	c.windowsGrad = c.windows && c.gx.fits()
 	// dx[i] = Σ_t w[t]·dy[i - t·d + p]: with t' = K-1-t the flipped
 	// kernel reads dy padded by q = d·(K-1) - p, which must not be
 	// negative (padding wider than the kernel's reach); with strides of
@@ -152,9 +155,6 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	// 4 most of a kernel tile's rows would be wasted, and the fold is
 	// faster (a 3×3 convolution of 1 channel: 0.84 ms against 1.1 for 64
 	// samples of 28×28; equal at 3 channels).
-	c.gx = newPadding(g.C, g.H, g.W, g.KH, g.KW, g.SH, g.SW, g.PH, g.PW, g.DH, g.DW, g.OH, g.OW, 0)
-	c.grad = spread(o, g.OH, g.OW, c.gx.w)
-	c.windowsGrad = c.windows && c.gx.fits()
 	qh, qw := g.DH*(g.KH-1)-g.PH, g.DW*(g.KW-1)-g.PW
 	if c.windows && g.SH == 1 && g.SW == 1 && qh >= 0 && qw >= 0 && g.C >= 4 {
 		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, tile)
