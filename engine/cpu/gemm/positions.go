@@ -15,8 +15,9 @@ import (
 // vector: a 14-wide image's rows fill a 16-lane vector at 88%, and
 // GemmWindows either computes each row's last tile into scratch or,
 // flattened (windowsInto in the CPU device), the rows' padding columns
-// too and then packs the rows into the output. Fourteen positions as a
-// tile's rows waste nothing; the tile is then stored transposed, through
+// too and then packs the rows into the output. Fourteen positions (or
+// eight, for rows of 8, 16 or 24) as a tile's rows waste nothing; the
+// tile is then stored transposed, through
 // a scratch tile in L1, so that C keeps its layout ([rows of A,
 // positions]).
 //
@@ -37,12 +38,13 @@ type positionsKernel[T scalar] struct {
 
 // positionsFor returns the positions kernel for a product of m rows of A
 // over window rows of width positions: of those whose tile width divides
-// m, the one that computes the fewest positions (a row is a whole number
-// of tiles), the taller on a tie; nil when none has such a width.
-func (k *kernel[T]) positionsFor(m, width int) *positionsKernel[T] {
+// m (and is nr, unless nr is 0), the one that computes the fewest
+// positions (a row is a whole number of tiles), the taller on a tie; nil
+// when there is none.
+func (k *kernel[T]) positionsFor(m, width, nr int) *positionsKernel[T] {
 	var best *positionsKernel[T]
 	for _, p := range k.positions {
-		if m <= 0 || m%p.nr != 0 {
+		if m <= 0 || m%p.nr != 0 || nr != 0 && p.nr != nr {
 			continue
 		}
 		if best == nil || ceilDiv(width, p.mr)*p.mr < ceilDiv(width, best.mr)*best.mr ||
@@ -58,7 +60,7 @@ func (k *kernel[T]) positionsFor(m, width int) *positionsKernel[T] {
 // (a row is a whole number of tiles), or 0 when this machine's kernel for
 // T has no positions kernel for m rows (then use GemmWindowsA).
 func PositionsTile[T ~float32 | ~float64](m, width int) int {
-	if p := currentKernel[T]().positionsFor(m, width); p != nil {
+	if p := currentKernel[T]().positionsFor(m, width, 0); p != nil {
 		return p.mr
 	}
 	return 0
@@ -92,7 +94,7 @@ func PackPositionsA[T ~float32 | ~float64](buf []T, m, k int, a []T, lda int) Po
 		panic(fmt.Sprintf("gemm: %s: negative dimension m = %d, k = %d", fn, m, k))
 	}
 	kern := currentKernel[T]()
-	pk := kern.positionsFor(m, 1)
+	pk := kern.positionsFor(m, 1, 0)
 	if pk == nil {
 		panic(fmt.Sprintf("gemm: %s: no positions kernel for %d rows", fn, m))
 	}
@@ -145,7 +147,7 @@ func GemmPositionsA[T ~float32 | ~float64](a PositionsA[T], n int, b Windows[T],
 		return
 	}
 	// The tile for these rows, of the width the panels were packed for.
-	kern := a.kern.positionsFor(a.nr, b.Width)
+	kern := a.kern.positionsFor(a.m, b.Width, a.nr)
 	ws := getWorkspace[T]()
 	defer putWorkspace(ws)
 	j := &ws.positions
