@@ -105,3 +105,54 @@ func TestPositionsTile(t *testing.T) {
 		}
 	}
 }
+
+// TestGemmPositionsRandom holds GemmPositionsA to GemmWindowsA bit for
+// bit on random shapes: rows of any width up to several tiles (whole and
+// partial tiles of either height), strides from 0 (every row the same
+// windows) to past the row, depths across K blocks, with and without a
+// bias, on 1 to 3 threads.
+func TestGemmPositionsRandom(t *testing.T) {
+	if PositionsTile[float32](32, 14) == 0 {
+		t.Skip("no positions kernel on this machine (AVX-512 only)")
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	tries := 300
+	if testing.Short() {
+		tries = 60
+	}
+	for range tries {
+		width := 1 + rng.IntN(40)
+		pc := windowsCase{m: 32 * (1 + rng.IntN(3)), k: rng.IntN(900), width: width, rows: 1 + rng.IntN(4)}
+		if rng.IntN(4) > 0 {
+			pc.stride = width + rng.IntN(5)
+		}
+		p, base, offs := newWindows(rng, pc, 1, 0)
+		n := pc.width * pc.rows
+		b := exact32(len(base))
+		copy(b, to32(base))
+		win := Windows[float32]{b, offs, pc.width, pc.stride}
+		a := to32(p.a)
+		threads := 1 + rng.IntN(3)
+		var bias []float32
+		var beta float32
+		want := to32(p.c)
+		if rng.IntN(2) == 0 {
+			bias, beta = make([]float32, pc.m), 1
+			for i := range bias {
+				bias[i] = float32(rng.Float64()*2 - 1)
+				for j := range n {
+					want[i*p.ldc+j] = bias[i]
+				}
+			}
+		}
+		wa := PackWindowsA(make([]float32, WindowsALen[float32](pc.m, pc.k)), pc.m, pc.k, a, p.lda)
+		GemmWindowsA(wa, n, 1, win, beta, want, p.ldc, threads)
+		pa := PackPositionsA(make([]float32, PositionsALen[float32](pc.m, pc.k)), pc.m, pc.k, a, p.lda)
+		got := to32(p.c)
+		GemmPositionsA(pa, n, win, bias, got, p.ldc, threads)
+		sameBits(t, "float32", []string{"GemmWindowsA", "GemmPositionsA"}, [][]float32{want, got})
+		if t.Failed() {
+			t.Fatalf("m=%d k=%d width=%d rows=%d stride=%d bias=%v threads=%d", pc.m, pc.k, pc.width, pc.rows, pc.stride, bias != nil, threads)
+		}
+	}
+}
