@@ -23,6 +23,16 @@ var positionsCases = []windowsCase{
 	{32, 0, 14, 2, 14}, // no depth: C is the bias (or zero)
 }
 
+// positionsOperands builds the float32 operands of pc: the problem (A
+// and C as newWindows makes them), B's windows over a Base exactly long
+// enough, A, and the number of columns.
+func positionsOperands(rng *rand.Rand, pc windowsCase) (*problem, Windows[float32], []float32, int) {
+	p, base, offs := newWindows(rng, pc, 1, 0)
+	b := exact32(len(base))
+	copy(b, to32(base))
+	return p, Windows[float32]{b, offs, pc.width, pc.stride}, to32(p.a), pc.width * pc.rows
+}
+
 // TestGemmPositions holds GemmPositionsA to GemmWindowsA bit for bit, with
 // and without a bias (GemmWindowsA's onto C filled with it), on every
 // kernel that has a positions kernel.
@@ -35,12 +45,7 @@ func TestGemmPositions(t *testing.T) {
 				continue
 			}
 			ran = true
-			p, base, offs := newWindows(rng, pc, 1, 0)
-			n := pc.width * pc.rows
-			b := exact32(len(base))
-			copy(b, to32(base))
-			win := Windows[float32]{b, offs, pc.width, pc.stride}
-			a := to32(p.a)
+			p, win, a, n := positionsOperands(rng, pc)
 			threads := 1
 			if pc.rows > 1 {
 				threads = 3
@@ -126,12 +131,7 @@ func TestGemmPositionsRandom(t *testing.T) {
 		if rng.IntN(4) > 0 {
 			pc.stride = width + rng.IntN(5)
 		}
-		p, base, offs := newWindows(rng, pc, 1, 0)
-		n := pc.width * pc.rows
-		b := exact32(len(base))
-		copy(b, to32(base))
-		win := Windows[float32]{b, offs, pc.width, pc.stride}
-		a := to32(p.a)
+		p, win, a, n := positionsOperands(rng, pc)
 		threads := 1 + rng.IntN(3)
 		var bias []float32
 		var beta float32
