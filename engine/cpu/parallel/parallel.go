@@ -94,16 +94,25 @@ func polled(q chan *job, stop chan struct{}) bool {
 	}
 	last := time.Now()
 	for i := 1; ; i++ {
-		select {
-		case j := <-q:
-			j.join()
-			last = time.Now()
-			continue
-		case <-stop:
-			return false
-		default:
+		// The queue's length is read without its lock: a poller that
+		// took the lock at every turn (a select) made the callers that
+		// post loops wait for it, and moved the lock's cache line
+		// between the cores.
+		if len(q) > 0 {
+			select {
+			case j := <-q:
+				j.join()
+				last = time.Now()
+				continue
+			default: // another worker took it
+			}
 		}
 		if i%16 == 0 {
+			select {
+			case <-stop:
+				return false
+			default:
+			}
 			if time.Since(last) > window {
 				return true
 			}
