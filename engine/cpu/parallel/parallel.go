@@ -17,11 +17,19 @@ import (
 	"time"
 )
 
-var (
-	mu      sync.Mutex
+// pool is one generation of workers, never changed once published: every
+// loop reads the current one without a lock (a lock taken by every loop
+// of every in-process rank moved its cache line between the cores at
+// each loop).
+type pool struct {
 	threads int           // total threads a call may use, the caller included
 	queue   chan *job     // idle workers wait here
-	stop    chan struct{} // closes the current generation of workers
+	stop    chan struct{} // closes this generation of workers
+}
+
+var (
+	mu      sync.Mutex // serialises SetThreads
+	current atomic.Pointer[pool]
 )
 
 func init() { SetThreads(0) }
@@ -35,23 +43,18 @@ func SetThreads(n int) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if stop != nil {
-		close(stop)
+	if old := current.Load(); old != nil {
+		close(old.stop)
 	}
-	threads = n
-	queue = make(chan *job, n)
-	stop = make(chan struct{})
+	p := &pool{threads: n, queue: make(chan *job, n), stop: make(chan struct{})}
 	for i := 0; i < n-1; i++ {
-		go worker(queue, stop)
+		go worker(p.queue, p.stop)
 	}
+	current.Store(p)
 }
 
 // Threads reports the number of threads a parallel loop may use.
-func Threads() int {
-	mu.Lock()
-	defer mu.Unlock()
-	return threads
-}
+func Threads() int { return current.Load().threads }
 
 // poll is how long, in nanoseconds, a worker that finished a loop keeps
 // polling for the next before it parks; 0 parks at once.
@@ -255,9 +258,8 @@ func parallelPlan(n, grain, limit int) (t int, q chan *job, g int, ok bool) {
 		return 0, nil, 0, false
 	}
 	g = max(grain, 1)
-	mu.Lock()
-	t, q = threads, queue
-	mu.Unlock()
+	p := current.Load()
+	t, q = p.threads, p.queue
 	if limit > 0 {
 		t = min(t, limit)
 	}
