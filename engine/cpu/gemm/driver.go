@@ -303,35 +303,67 @@ func grow[T scalar](backing *[]T, n int) []T {
 // packing buffers again (megabytes a training step, whenever the script's
 // own allocations set off a collection). A list keeps at most freeMax of
 // each type, as many as the products that run at once.
+//
+// Each list is cut into stripes, each with its own lock on its own cache
+// line, and a goroutine takes and returns its workspaces at the stripe its
+// stack's address picks (stripeOf): threads that run products at once (a
+// convolution's samples, in-process ranks) then each find theirs where
+// they left it, instead of taking turns on one lock whose cache line
+// moves between their cores at every call. A stripe found empty takes one
+// from the others before allocating, so there are no more workspaces than
+// before.
 var (
 	free32 freeList[float32]
 	free64 freeList[float64]
 )
 
-const freeMax = 64
+const (
+	freeMax = 64
+	stripes = 8
+)
 
 type freeList[T scalar] struct {
+	s [stripes]stripe[T]
+}
+
+type stripe[T scalar] struct {
 	mu sync.Mutex
 	ws []*workspace[T]
+	_  [64]byte // a cache line of its own
+}
+
+// stripeOf picks the calling goroutine's stripe from the address of its
+// stack (a goroutine's stack is its own; one that grows moves, and its
+// workspaces follow it after a call or two).
+func stripeOf() int {
+	var marker byte
+	addr := uint64(uintptr(unsafe.Pointer(&marker))) >> 13 // stacks are at least 8 KiB apart
+	return int(addr * 0x9e3779b97f4a7c15 >> (64 - 3))      // Fibonacci hashing into 8 stripes
 }
 
 func (l *freeList[T]) get() *workspace[T] {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n := len(l.ws); n > 0 {
-		ws := l.ws[n-1]
-		l.ws[n-1] = nil
-		l.ws = l.ws[:n-1]
-		return ws
+	me := stripeOf()
+	for i := range stripes {
+		s := &l.s[(me+i)%stripes]
+		s.mu.Lock()
+		if n := len(s.ws); n > 0 {
+			ws := s.ws[n-1]
+			s.ws[n-1] = nil
+			s.ws = s.ws[:n-1]
+			s.mu.Unlock()
+			return ws
+		}
+		s.mu.Unlock()
 	}
 	return newWorkspace[T]()
 }
 
 func (l *freeList[T]) put(ws *workspace[T]) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.ws) < freeMax {
-		l.ws = append(l.ws, ws)
+	s := &l.s[stripeOf()]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ws) < freeMax/stripes {
+		s.ws = append(s.ws, ws)
 	}
 }
 
