@@ -293,45 +293,61 @@ func TestKernels(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, kern := range kernels32.all {
 		for _, k := range []int{0, 1, 2, 3, 4, 5, 7, 8, 9, 33} {
-			for _, ab := range [][2]float32{{1, 0}, {0.5, -2}, {-1, 1}} {
-				alpha, beta := ab[0], ab[1]
-				mr, nr, ldc := kern.mr, kern.nr, kern.nr+3
-				a := make([]float32, max(1, k*mr))
-				b := make([]float32, max(1, k*nr))
-				for i := range a {
-					a[i] = float32(rng.IntN(9) - 4)
+			mr := kern.mr
+			a := smallInts(rng, max(1, k*mr))
+			checkTile(t, rng, fmt.Sprintf("%s k=%d", kern.name, k), mr, kern.nr, k,
+				func(r, p int) float32 { return a[p*mr+r] },
+				func(b, c []float32, ldc int, alpha, beta float32) { kern.fn(k, &a[0], &b[0], &c[0], ldc, alpha, beta) })
+		}
+	}
+}
+
+// smallInts returns n random integers in [-4, 4] as float32: products and
+// sums of them are exact on every path.
+func smallInts(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.IntN(9) - 4)
+	}
+	return x
+}
+
+// checkTile runs a micro-kernel that computes an mr×nr tile of depth k,
+// A's element (r, p) given by a, against the definition
+// C = alpha·A·B + beta·C on small integers, for three (alpha, beta) pairs,
+// B packed k×nr, C's rows further apart than the tile is wide and NaN
+// where beta is 0 (which must not be read). run calls the kernel.
+func checkTile(t *testing.T, rng *rand.Rand, name string, mr, nr, k int, a func(r, p int) float32,
+	run func(b, c []float32, ldc int, alpha, beta float32)) {
+	t.Helper()
+	for _, ab := range [][2]float32{{1, 0}, {0.5, -2}, {-1, 1}} {
+		alpha, beta := ab[0], ab[1]
+		ldc := nr + 3
+		b := smallInts(rng, max(1, k*nr))
+		c := smallInts(rng, (mr-1)*ldc+nr)
+		if beta == 0 {
+			for i := range c {
+				c[i] = float32(math.NaN())
+			}
+		}
+		want := append([]float32(nil), c...)
+		for r := range mr {
+			for x := range nr {
+				var s float32
+				for p := range k {
+					s += a(r, p) * b[p*nr+x]
 				}
-				for i := range b {
-					b[i] = float32(rng.IntN(9) - 4)
+				v := alpha * s
+				if beta != 0 {
+					v += beta * want[r*ldc+x]
 				}
-				c := make([]float32, (mr-1)*ldc+nr)
-				for i := range c {
-					c[i] = float32(rng.IntN(9) - 4)
-					if beta == 0 {
-						c[i] = float32(math.NaN())
-					}
-				}
-				want := append([]float32(nil), c...)
-				for r := 0; r < mr; r++ {
-					for x := 0; x < nr; x++ {
-						var s float32
-						for p := 0; p < k; p++ {
-							s += a[p*mr+r] * b[p*nr+x]
-						}
-						v := alpha * s
-						if beta != 0 {
-							v += beta * want[r*ldc+x]
-						}
-						want[r*ldc+x] = v
-					}
-				}
-				kern.fn(k, &a[0], &b[0], &c[0], ldc, alpha, beta)
-				for i := range c {
-					// Small integers: every path is exact.
-					if c[i] != want[i] && !(math.IsNaN(float64(c[i])) && math.IsNaN(float64(want[i]))) {
-						t.Fatalf("%s k=%d alpha=%g beta=%g: c[%d] = %g, want %g", kern.name, k, alpha, beta, i, c[i], want[i])
-					}
-				}
+				want[r*ldc+x] = v
+			}
+		}
+		run(b, c, ldc, alpha, beta)
+		for i := range c {
+			if c[i] != want[i] && !(math.IsNaN(float64(c[i])) && math.IsNaN(float64(want[i]))) {
+				t.Fatalf("%s alpha=%g beta=%g: c[%d] = %g, want %g", name, alpha, beta, i, c[i], want[i])
 			}
 		}
 	}
