@@ -171,13 +171,6 @@ func (r *Runtime) jsonCall(name string, v goja.Value) (goja.Value, error) {
 	return f(goja.Undefined(), v)
 }
 
-// future is the script's handle on asynchronous work: wait() blocks until
-// the collective has completed and returns value (the collective's output
-// tensor) or throws its error; isCompleted() polls; then(fn) returns a
-// future whose wait() waits for this one, then calls fn(value) on the
-// rank's own thread and returns its result (waiting for it if fn returned
-// a future). JavaScript code runs only on the rank's thread, so fn runs
-// when the chained future is waited for.
 // collective returns the future of w, a collective on ts, which are in
 // flight until it completes (tensor.SetInFlight): the script's next use of
 // their memory waits for it, so that reading a tensor after
@@ -194,6 +187,13 @@ func (r *Runtime) collective(w *dist.Work, value goja.Value, ts ...*tensor.Tenso
 	return r.future(w, value)
 }
 
+// future is the script's handle on asynchronous work: wait() blocks until
+// the collective has completed and returns value (the collective's output
+// tensor) or throws its error; isCompleted() polls; then(fn) returns a
+// future whose wait() waits for this one, then calls fn(value) on the
+// rank's own thread and returns its result (waiting for it if fn returned
+// a future). JavaScript code runs only on the rank's thread, so fn runs
+// when the chained future is waited for.
 func (r *Runtime) future(w *dist.Work, value goja.Value) goja.Value {
 	wait := func() goja.Value {
 		r.inCollective.Add(1)
