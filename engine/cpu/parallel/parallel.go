@@ -144,7 +144,8 @@ type job struct {
 	n      int
 	chunk  int
 	ranges []chunkRange
-	joined atomic.Int32 // workers that took the job
+	inline [4]chunkRange // ranges for up to 4 threads, without an allocation
+	joined atomic.Int32  // workers that took the job
 	wg     sync.WaitGroup
 	done   atomic.Int64 // chunks finished (after their wg.Done)
 	panicV atomic.Value
@@ -176,7 +177,11 @@ func (j *job) work(first int) {
 
 // deal splits chunks into ranges contiguous ranges, one per thread.
 func (j *job) deal(chunks, ranges int) {
-	j.ranges = make([]chunkRange, ranges)
+	if ranges <= len(j.inline) {
+		j.ranges = j.inline[:ranges]
+	} else {
+		j.ranges = make([]chunkRange, ranges)
+	}
 	for r := range j.ranges {
 		j.ranges[r].next.Store(int64(r * chunks / ranges))
 		j.ranges[r].end = int64((r + 1) * chunks / ranges)
