@@ -81,9 +81,6 @@ type PositionsA[T ~float32 | ~float64] struct {
 // an m×k A (PositionsTile(m, …) > 0).
 func PositionsALen[T ~float32 | ~float64](m, k int) int { return m * k }
 
-// Rows is the number of rows of the packed A, m.
-func (a PositionsA[T]) Rows() int { return a.m }
-
 // PackPositionsA packs the row-major m×k A (row stride lda) into buf, at
 // least PositionsALen(m, k) long, for GemmPositionsA. It panics, naming
 // the argument, when the operands are inconsistent or PositionsTile(m, 1)
