@@ -159,20 +159,19 @@ func newConv[T float](g device.WindowGeom, o int) *conv[T] {
 	if c.windows && g.SH == 1 && g.SW == 1 && qh >= 0 && qw >= 0 && g.C >= 4 {
 		c.back = newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, tile)
 		narrow := newPadding(o, g.OH, g.OW, g.KH, g.KW, 1, 1, qh, qw, g.DH, g.DW, g.H, g.W, 0)
+		// The padded output gradient's rows as wide as the weight
+		// gradient's (w), and a padding row after the last: its spread
+		// output gradient is the padded one from its first data element
+		// on.
+		spreads := func(w int) bool { return c.windowsGrad && w == c.gx.w && qh >= 1 }
 		switch {
 		case usePositions[T](g.C, g.H, g.W, c.back.w):
 			c.posBack, c.back = true, narrow
-		case c.windowsGrad && narrow.w == c.gx.w && qh >= 1:
-			// Rows as wide as the weight gradient's rather than the
-			// flattened product's choice, for spreadIn.
-			c.back = narrow
+		case spreads(narrow.w):
+			c.back = narrow // rather than the flattened product's width
 		}
 		c.windowsBack = c.back.fits()
-		// The padded output gradient's rows as wide as the weight
-		// gradient's, and a padding row after the last: its spread
-		// output gradient is the padded one from its first data
-		// element on.
-		c.spreadIn = c.windowsBack && c.windowsGrad && c.back.w == c.gx.w && qh >= 1
+		c.spreadIn = c.windowsBack && spreads(c.back.w)
 	}
 	// Phases of one tap each are small products that the fold's one
 	// product outruns (a 4×4 kernel of stride 4: 19-20 GFLOP/s as phases,
