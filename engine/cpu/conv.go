@@ -444,8 +444,8 @@ func (c *conv[T]) forward(y, x, w, bias, buf []T, lo, hi, threads int) {
 // writes their input gradients. gbuf takes what the weight gradient
 // reads: the sample's columns, or its padded planes and spread output
 // gradient; dbuf its column gradient, or its padded output gradient for
-// the windows product with the flipped weights (c.wb, c.phaseA). The padding in gbuf
-// and dbuf is zero.
+// the products with the flipped weights (c.wb, c.pb, c.phaseA). The
+// padding in gbuf and dbuf is zero.
 func (c *conv[T]) backward(dx, acc, dy, x, w, gbuf, dbuf []T, lo, hi int, fresh bool, threads int) {
 	mm := c.serial
 	if threads > 1 {
@@ -700,7 +700,7 @@ func (c *conv[T]) bufElems() int {
 func (c *conv[T]) backElems(dw, dx bool) (gbuf, dbuf int) {
 	switch {
 	case !dw || c.direct:
-	case c.windowsGrad && c.spreadIn && dx:
+	case c.spreadIn && dx:
 		gbuf = c.gx.elems() // the spread output gradient is in dbuf's
 	case c.windowsGrad:
 		gbuf = c.gx.elems() + c.grad.elems()
