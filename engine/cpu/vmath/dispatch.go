@@ -29,6 +29,7 @@ type kernels struct {
 	reluBackward                                 func(dx, dy, x []float32)
 
 	add, sub, mul, div   func(dst, a, b []float32)
+	addScaled            func(dst, a, b []float32, s float32) // a·s + b·s, each product rounded
 	addScalar, mulScalar func(dst, x []float32, s float32)
 	divScalar            func(dst, x []float32, s float32)
 
@@ -89,6 +90,7 @@ var goKernels = kernels{
 	relu:               reluGo,
 	reluBackward:       reluBackwardGo,
 	add:                addGo,
+	addScaled:          addScaledGo,
 	sub:                subGo,
 	mul:                mulGo,
 	div:                divGo,
@@ -187,6 +189,9 @@ func (k kernels) fill() *kernels {
 	}
 	if k.add == nil {
 		k.add = g.add
+	}
+	if k.addScaled == nil {
+		k.addScaled = g.addScaled
 	}
 	if k.sub == nil {
 		k.sub = g.sub

@@ -176,6 +176,19 @@ func Add(dst, a, b []float32) {
 	split3(dst, a, b, impl.add)
 }
 
+// AddScaled sets dst = a·s + b·s, each product rounded to float32 before
+// the sum (no fused multiply-add): two ranks' values pre-multiplied and
+// summed, bit for bit as multiplying each into a buffer and adding the
+// buffers.
+func AddScaled(dst, a, b []float32, s float32) {
+	check3("AddScaled", dst, a, b)
+	for len(a) > chunk {
+		impl.addScaled(dst[:chunk], a[:chunk], b[:chunk], s)
+		dst, a, b = dst[chunk:], a[chunk:], b[chunk:]
+	}
+	impl.addScaled(dst, a, b, s)
+}
+
 // Sub sets dst = a - b.
 func Sub(dst, a, b []float32) {
 	check3("Sub", dst, a, b)

@@ -1023,6 +1023,22 @@ func kernels() []kernel {
 			},
 		},
 		binary("add", "VADDPS"),
+		{
+			// a·s + b·s, each product rounded (no FMA): a pre-multiplied
+			// sum of two ranks' values, as dividing each into a bucket and
+			// adding the buckets rounds them.
+			name: "addScaled", goArgs: "(dst, a, b []float32, s float32)", frame: 76, unroll: 4,
+			ptrs: []string{"DI dst_base+0(FP)", "SI a_base+24(FP)", "DX b_base+48(FP)"}, n: "a_len+32(FP)",
+			setup: func(g *gen) { g.op("VBROADCASTSS s+72(FP), %s", g.v(14)) },
+			body: func(g *gen, u int) {
+				g.load(2*u, g.mem("SI", u))
+				g.load(2*u+1, g.mem("DX", u))
+				g.op("VMULPS %s, %s, %s", g.v(14), g.v(2*u), g.v(2*u))
+				g.op("VMULPS %s, %s, %s", g.v(14), g.v(2*u+1), g.v(2*u+1))
+				g.op("VADDPS %s, %s, %s", g.v(2*u+1), g.v(2*u), g.v(2*u))
+				g.store(2*u, g.mem("DI", u))
+			},
+		},
 		binary("sub", "VSUBPS"),
 		binary("mul", "VMULPS"),
 		binary("div", "VDIVPS"),
@@ -1368,6 +1384,7 @@ var regDoc = map[string]string{
 	"tanhBackward":       "V(2u) y, y², 1-y², then dx; V(2u+1) one, then dy",
 	"sigmoidBackward":    "V(2u) y; V(2u+1) one, 1-y, dy·(1-y), then dx; V(8+u) dy",
 	"add":                "V(2u) a then a+b, V(2u+1) b, for the u-th of 4 unrolled vectors",
+	"addScaled":          "V14 s; V(2u) a, a·s, then a·s+b·s; V(2u+1) b, then b·s",
 	"sub":                "V(2u) a then a-b, V(2u+1) b",
 	"mul":                "V(2u) a then a·b, V(2u+1) b",
 	"div":                "V(2u) a then a/b, V(2u+1) b",

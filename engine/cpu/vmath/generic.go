@@ -183,6 +183,13 @@ func addGo(dst, a, b []float32) {
 	}
 }
 
+func addScaledGo(dst, a, b []float32, s float32) {
+	dst, b = dst[:len(a)], b[:len(a)]
+	for i := range a {
+		dst[i] = float32(a[i]*s) + float32(b[i]*s) // the conversions keep the products rounded (no FMA)
+	}
+}
+
 func subGo(dst, a, b []float32) {
 	dst, b = dst[:len(a)], b[:len(a)]
 	for i := range a {

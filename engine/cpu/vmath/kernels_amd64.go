@@ -59,6 +59,9 @@ func sigmoidBackwardAVX512(dx, dy, y []float32)
 func addAVX512(dst, a, b []float32)
 
 //go:noescape
+func addScaledAVX512(dst, a, b []float32, s float32)
+
+//go:noescape
 func subAVX512(dst, a, b []float32)
 
 //go:noescape
@@ -260,6 +263,9 @@ func sigmoidBackwardAVX2(dx, dy, y []float32)
 func addAVX2(dst, a, b []float32)
 
 //go:noescape
+func addScaledAVX2(dst, a, b []float32, s float32)
+
+//go:noescape
 func subAVX2(dst, a, b []float32)
 
 //go:noescape
@@ -426,6 +432,7 @@ var avx512Kernels = kernels{
 	tanhBackward:     tanhBackwardAVX512,
 	sigmoidBackward:  sigmoidBackwardAVX512,
 	add:              addAVX512,
+	addScaled:        addScaledAVX512,
 	sub:              subAVX512,
 	mul:              mulAVX512,
 	div:              divAVX512,
@@ -520,6 +527,7 @@ var avx2Kernels = kernels{
 	tanhBackward:     tanhBackwardAVX2,
 	sigmoidBackward:  sigmoidBackwardAVX2,
 	add:              addAVX2,
+	addScaled:        addScaledAVX2,
 	sub:              subAVX2,
 	mul:              mulAVX2,
 	div:              divAVX2,

@@ -2097,6 +2097,77 @@ done:
 	VZEROUPPER
 	RET
 
+// func addScaledAVX2(dst, a, b []float32, s float32)
+// Registers: V14 s; V(2u) a, a·s, then a·s+b·s; V(2u+1) b, then b·s.
+TEXT ·addScaledAVX2(SB), NOSPLIT, $0-76
+	MOVQ dst_base+0(FP), DI
+	MOVQ a_base+24(FP), SI
+	MOVQ b_base+48(FP), DX
+	MOVQ a_len+32(FP), CX
+	VBROADCASTSS s+72(FP), Y14
+loop4:
+	CMPQ CX, $32
+	JLT loop1
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMULPS Y14, Y0, Y0
+	VMULPS Y14, Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	VMOVUPS 32(SI), Y2
+	VMOVUPS 32(DX), Y3
+	VMULPS Y14, Y2, Y2
+	VMULPS Y14, Y3, Y3
+	VADDPS Y3, Y2, Y2
+	VMOVUPS Y2, 32(DI)
+	VMOVUPS 64(SI), Y4
+	VMOVUPS 64(DX), Y5
+	VMULPS Y14, Y4, Y4
+	VMULPS Y14, Y5, Y5
+	VADDPS Y5, Y4, Y4
+	VMOVUPS Y4, 64(DI)
+	VMOVUPS 96(SI), Y6
+	VMOVUPS 96(DX), Y7
+	VMULPS Y14, Y6, Y6
+	VMULPS Y14, Y7, Y7
+	VADDPS Y7, Y6, Y6
+	VMOVUPS Y6, 96(DI)
+	ADDQ $128, DI
+	ADDQ $128, SI
+	ADDQ $128, DX
+	SUBQ $32, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $8
+	JLT tail
+	VMOVUPS (SI), Y0
+	VMOVUPS (DX), Y1
+	VMULPS Y14, Y0, Y0
+	VMULPS Y14, Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	ADDQ $32, DX
+	SUBQ $8, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	LEAQ tailmask<>+32(SB), R11
+	SHLQ $2, CX
+	SUBQ CX, R11
+	VMOVDQU (R11), Y15
+	VMASKMOVPS (SI), Y15, Y0
+	VMASKMOVPS (DX), Y15, Y1
+	VMULPS Y14, Y0, Y0
+	VMULPS Y14, Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VMASKMOVPS Y0, Y15, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func subAVX2(dst, a, b []float32)
 // Registers: V(2u) a then a-b, V(2u+1) b.
 TEXT ·subAVX2(SB), NOSPLIT, $0-72

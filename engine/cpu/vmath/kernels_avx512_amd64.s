@@ -1969,6 +1969,77 @@ done:
 	VZEROUPPER
 	RET
 
+// func addScaledAVX512(dst, a, b []float32, s float32)
+// Registers: V14 s; V(2u) a, a·s, then a·s+b·s; V(2u+1) b, then b·s.
+TEXT ·addScaledAVX512(SB), NOSPLIT, $0-76
+	MOVQ dst_base+0(FP), DI
+	MOVQ a_base+24(FP), SI
+	MOVQ b_base+48(FP), DX
+	MOVQ a_len+32(FP), CX
+	VBROADCASTSS s+72(FP), Z14
+loop4:
+	CMPQ CX, $64
+	JLT loop1
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	VMULPS Z14, Z0, Z0
+	VMULPS Z14, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS Z0, (DI)
+	VMOVUPS 64(SI), Z2
+	VMOVUPS 64(DX), Z3
+	VMULPS Z14, Z2, Z2
+	VMULPS Z14, Z3, Z3
+	VADDPS Z3, Z2, Z2
+	VMOVUPS Z2, 64(DI)
+	VMOVUPS 128(SI), Z4
+	VMOVUPS 128(DX), Z5
+	VMULPS Z14, Z4, Z4
+	VMULPS Z14, Z5, Z5
+	VADDPS Z5, Z4, Z4
+	VMOVUPS Z4, 128(DI)
+	VMOVUPS 192(SI), Z6
+	VMOVUPS 192(DX), Z7
+	VMULPS Z14, Z6, Z6
+	VMULPS Z14, Z7, Z7
+	VADDPS Z7, Z6, Z6
+	VMOVUPS Z6, 192(DI)
+	ADDQ $256, DI
+	ADDQ $256, SI
+	ADDQ $256, DX
+	SUBQ $64, CX
+	JMP loop4
+loop1:
+	CMPQ CX, $16
+	JLT tail
+	VMOVUPS (SI), Z0
+	VMOVUPS (DX), Z1
+	VMULPS Z14, Z0, Z0
+	VMULPS Z14, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ $64, DI
+	ADDQ $64, SI
+	ADDQ $64, DX
+	SUBQ $16, CX
+	JMP loop1
+tail:
+	TESTQ CX, CX
+	JZ done
+	MOVL $1, R11
+	SHLL CX, R11
+	DECL R11
+	KMOVW R11, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VMOVUPS.Z (DX), K1, Z1
+	VMULPS Z14, Z0, Z0
+	VMULPS Z14, Z1, Z1
+	VADDPS Z1, Z0, Z0
+	VMOVUPS Z0, K1, (DI)
+done:
+	VZEROUPPER
+	RET
+
 // func subAVX512(dst, a, b []float32)
 // Registers: V(2u) a then a-b, V(2u+1) b.
 TEXT ·subAVX512(SB), NOSPLIT, $0-72

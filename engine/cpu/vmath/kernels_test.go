@@ -65,6 +65,7 @@ var ops = []op{
 	{name: "relu", ins: 1, run: func(k *kernels, o []float32, in [][]float32) float64 { k.relu(o, in[0]); return 0 }, scale: 1},
 	{name: "reluBackward", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.reluBackward(o, in[0], in[1]); return 0 }, scale: 1},
 	{name: "add", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.add(o, in[0], in[1]); return 0 }, scale: 1},
+	{name: "addScaled", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.addScaled(o, in[0], in[1], 0.37); return 0 }, scale: 1},
 	{name: "sub", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.sub(o, in[0], in[1]); return 0 }, scale: 1},
 	{name: "mul", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.mul(o, in[0], in[1]); return 0 }, scale: 1},
 	{name: "div", ins: 2, run: func(k *kernels, o []float32, in [][]float32) float64 { k.div(o, in[0], in[1]); return 0 }, scale: 1},
