@@ -1,7 +1,11 @@
 package dist
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"math"
+	"slices"
 
 	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
@@ -42,8 +46,12 @@ type call struct {
 	root  int // broadcast and object root; peer of send and recv
 	numel int // elements of the tensor the collective is sized by
 	shape []int
+	// preMul scales every rank's values before an all-reduce sums them
+	// (1 for none; 0 for the collectives that do not reduce).
+	preMul float64
 
 	in, out []byte   // in aliases out where the collective is in place
+	runs    [][]byte // a coalesced all-reduce's tensors (out is nil)
 	outs    [][]byte // AllGatherInto
 	payload []byte   // object collectives
 	result  [][]byte // object collectives: what this rank receives
@@ -70,7 +78,107 @@ func (g *group) AllReduce(t *tensor.Tensor, op ReduceOp) *Work {
 		keep()
 		return g.fail(opAllReduce, "%v", err)
 	}
-	return g.submit(&call{kind: opAllReduce, dt: t.DType(), op: op, numel: t.Numel(), shape: t.Shape(), in: b, out: b}, []func(){keep})
+	return g.submit(&call{kind: opAllReduce, dt: t.DType(), op: op, preMul: 1, numel: t.Numel(), shape: t.Shape(), in: b, out: b}, []func(){keep})
+}
+
+// AllReduceCoalesced implements CoalescedAllReducer.
+func (g *group) AllReduceCoalesced(ts []*tensor.Tensor, op ReduceOp, preMul float64) *Work {
+	c, keep, err := coalesced(ts, op, preMul)
+	if err != nil {
+		return g.fail(opAllReduce, "%v", err)
+	}
+	return g.submit(c, keep)
+}
+
+// coalesced checks a coalesced all-reduce's tensors and makes its call:
+// one run of bytes a tensor, none overlapping another (it would be
+// combined twice), with the releases of their memory.
+func coalesced(ts []*tensor.Tensor, op ReduceOp, preMul float64) (*call, []func(), error) {
+	if len(ts) == 0 {
+		return nil, nil, errors.New("no tensors to reduce")
+	}
+	c := &call{kind: opAllReduce, dt: ts[0].DType(), op: op, preMul: preMul}
+	var keep []func()
+	fail := func(err error) (*call, []func(), error) {
+		for _, f := range keep {
+			f()
+		}
+		return nil, nil, err
+	}
+	for i, t := range ts {
+		b, k, err := HostBytes(fmt.Sprintf("tensor %d", i), t, true)
+		if err != nil {
+			return fail(err)
+		}
+		keep = append(keep, k)
+		if t.DType() != c.dt {
+			return fail(fmt.Errorf("tensor %d is %v, tensor 0 %v: a coalesced all-reduce needs one dtype", i, t.DType(), c.dt))
+		}
+		c.runs = append(c.runs, b)
+		c.numel += t.Numel()
+	}
+	if err := CheckReduce(c.dt, op); err != nil {
+		return fail(err)
+	}
+	if preMul != 1 && (op != Sum || (c.dt != dtype.Float32 && c.dt != dtype.Float64)) {
+		return fail(fmt.Errorf("a pre-multiplied all-reduce needs op sum and float32 or float64, not %v of %v", op, c.dt))
+	}
+	if math.IsNaN(preMul) || math.IsInf(preMul, 0) {
+		return fail(fmt.Errorf("pre-multiplier %v is not finite", preMul))
+	}
+	byStart := slices.Clone(c.runs)
+	slices.SortFunc(byStart, func(a, b []byte) int { return cmp.Compare(startOf(a), startOf(b)) })
+	for i := 1; i < len(byStart); i++ {
+		if overlap(byStart[i-1], byStart[i]) {
+			return fail(errors.New("two of the tensors share memory"))
+		}
+	}
+	c.shape = []int{c.numel}
+	return c, keep, nil
+}
+
+// startOf is where b starts in memory (0 when empty).
+func startOf(b []byte) uintptr {
+	if len(b) == 0 {
+		return 0
+	}
+	return uintptrOf(&b[0])
+}
+
+// spans are the memory a rank's all-reduce combines, one run after
+// another: its tensor's bytes, or its coalesced tensors'.
+func (c *call) spans() [][]byte {
+	if c.runs != nil {
+		return c.runs
+	}
+	return [][]byte{c.out}
+}
+
+// eachPiece calls f for the pieces of bytes [lo, hi) of buffers laid out as
+// runs (one list of runs a buffer, each buffer as long): f gets a piece's
+// offset and each buffer's bytes of it, cut wherever any buffer's run ends,
+// so that every one is a single run.
+func eachPiece(bufs [][][]byte, lo, hi int, f func(off int, pieces [][]byte)) {
+	type cursor struct{ run, start int } // the run holding lo, and where it starts
+	at := make([]cursor, len(bufs))
+	pieces := make([][]byte, len(bufs))
+	for off := lo; off < hi; {
+		end := hi
+		for k, runs := range bufs {
+			cur := &at[k]
+			for off >= cur.start+len(runs[cur.run]) {
+				cur.start += len(runs[cur.run])
+				cur.run++
+			}
+			end = min(end, cur.start+len(runs[cur.run]))
+		}
+		for k, runs := range bufs {
+			cur := at[k]
+			pieces[k] = runs[cur.run][off-cur.start : end-cur.start]
+		}
+		f(off, pieces)
+		off = end
+	}
 }
 
 // Broadcast implements ProcessGroup.

@@ -104,6 +104,21 @@ type CommTimer interface {
 	CommTime() time.Duration
 }
 
+// CoalescedAllReducer is implemented by process groups that all-reduce a
+// list of tensors in place without packing them into one buffer (the
+// in-process backend, whose ranks read each other's memory): the result is
+// that of AllReduce on the tensors' elements laid one tensor after another,
+// the same combination in the same order, bit for bit. preMul multiplies
+// every rank's values before they are summed (NCCL's PreMulSum; 1 for
+// none): DDP averages its gradients that way, as PyTorch's reducer divides
+// each gradient on its way into the bucket. Every rank must pass tensors of
+// the same dtype and the same total size (their split may differ, and a
+// rank may call AllReduce on one tensor of that size instead) and the same
+// op and preMul; preMul other than 1 needs Sum and float32 or float64.
+type CoalescedAllReducer interface {
+	AllReduceCoalesced(ts []*tensor.Tensor, op ReduceOp, preMul float64) *Work
+}
+
 // DefaultTimeout bounds how long a collective waits for the other ranks,
 // as PyTorch's default process-group timeout does.
 const DefaultTimeout = 10 * time.Minute

@@ -179,8 +179,9 @@ type group struct {
 }
 
 type redKey struct {
-	dt uint8
-	op ReduceOp
+	dt     uint8
+	op     ReduceOp
+	preMul float64
 }
 
 func (w *World) newGroup(id int, ranks []int, rank int) *group {
@@ -323,10 +324,17 @@ func (g *group) p2pKey(c *call) roundKey {
 }
 
 func (g *group) reducer(c *call) *Reducer {
-	k := redKey{uint8(c.dt), c.op}
+	pre := c.preMul
+	if pre == 0 { // a reduce-scatter's
+		pre = 1
+	}
+	k := redKey{uint8(c.dt), c.op, pre}
 	r := g.red[k]
 	if r == nil {
 		r = NewReducer(c.dt, c.op, len(g.ranks))
+		if pre != 1 {
+			r.preMultiply(pre)
+		}
 		g.red[k] = r
 	}
 	return r

@@ -57,12 +57,17 @@ type Reducer struct {
 	scratch []byte    // one chunk of the result
 	divisor []float32 // n, reduceChunk times: Avg divides with vmath.Div
 	order   []int     // the ranks in the order they are combined
+	// preMul, when not 1, multiplies every rank's values before they are
+	// summed (preMultiply), each product rounded as the dtype's: scaled
+	// holds a chunk of them.
+	preMul float64
+	scaled []byte
 }
 
 // NewReducer returns a Reducer of n ranks' elements of dt by op, which
 // CheckReduce must have accepted.
 func NewReducer(dt dtype.DType, op ReduceOp, n int) *Reducer {
-	r := &Reducer{dt: dt, op: op, n: n, scratch: make([]byte, reduceChunk*dt.Size()), order: make([]int, n)}
+	r := &Reducer{dt: dt, op: op, n: n, scratch: make([]byte, reduceChunk*dt.Size()), order: make([]int, n), preMul: 1}
 	if dt == dtype.Float32 && op == Avg {
 		r.divisor = make([]float32, reduceChunk)
 		for i := range r.divisor {
@@ -70,6 +75,16 @@ func NewReducer(dt dtype.DType, op ReduceOp, n int) *Reducer {
 		}
 	}
 	return r
+}
+
+// preMultiply makes r a pre-multiplied sum (NCCL's PreMulSum): every
+// rank's value times s, rounded to the dtype, then summed; r must sum
+// float32 or float64. DDP's average is this sum with s = 1/n: each
+// gradient divided on its way into the bucket, as PyTorch's reducer does,
+// without the bucket.
+func (r *Reducer) preMultiply(s float64) {
+	r.preMul = s
+	r.scaled = make([]byte, len(r.scratch))
 }
 
 // Reduce writes into dst (bytes [lo, hi) of the collective's element
@@ -87,7 +102,12 @@ func (r *Reducer) reduce(dst []byte, srcs [][]byte, lo, hi int) {
 	if r.n == 2 && r.dt == dtype.Float32 && r.op == Sum {
 		// One pass: each element is read from both ranks before dst,
 		// which may be either's memory, is written.
-		vmath.Add(asSlice[float32](dst[:hi-lo]), asSlice[float32](srcs[r.order[0]][lo:hi]), asSlice[float32](srcs[r.order[1]][lo:hi]))
+		out, a, b := asSlice[float32](dst[:hi-lo]), asSlice[float32](srcs[r.order[0]][lo:hi]), asSlice[float32](srcs[r.order[1]][lo:hi])
+		if r.preMul != 1 {
+			vmath.AddScaled(out, a, b, float32(r.preMul))
+		} else {
+			vmath.Add(out, a, b)
+		}
 		return
 	}
 	es := r.dt.Size()
@@ -137,6 +157,10 @@ func glooChunkBytes(total, n, es int) int {
 
 func (r *Reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
 	first, rest := r.order[0], r.order[1:]
+	if r.preMul != 1 {
+		r.combineScaled(out, srcs, lo, hi)
+		return
+	}
 	switch r.dt {
 	case dtype.Float32:
 		o := asSlice[float32](out)
@@ -197,6 +221,34 @@ func (r *Reducer) combine(out []byte, srcs [][]byte, lo, hi int) {
 		copy(out, srcs[first][lo:hi])
 		for _, k := range rest {
 			combine(out, srcs[k][lo:hi], r.op)
+		}
+	}
+}
+
+// combineScaled is combine for a pre-multiplied sum: the first rank's
+// values times preMul, then each other's times preMul added, every product
+// and sum rounded (float32: a multiplication pass into scaled, then an
+// addition pass, as a bucket of divided gradients would be summed; float64:
+// the conversion keeps the compiler from fusing them).
+func (r *Reducer) combineScaled(out []byte, srcs [][]byte, lo, hi int) {
+	first, rest := r.order[0], r.order[1:]
+	if r.dt == dtype.Float32 {
+		s := float32(r.preMul)
+		o, t := asSlice[float32](out), asSlice[float32](r.scaled[:len(out)])
+		vmath.MulScalar(o, asSlice[float32](srcs[first][lo:hi]), s)
+		for _, k := range rest {
+			vmath.MulScalar(t, asSlice[float32](srcs[k][lo:hi]), s)
+			vmath.Add(o, o, t)
+		}
+		return
+	}
+	s, o := r.preMul, asSlice[float64](out)
+	for i, x := range asSlice[float64](srcs[first][lo:hi]) {
+		o[i] = x * s
+	}
+	for _, k := range rest {
+		for i, x := range asSlice[float64](srcs[k][lo:hi])[:len(o)] {
+			o[i] += float64(x * s)
 		}
 	}
 }

@@ -122,20 +122,29 @@ func (w *World) run(g *group, key roundKey, c *call) error {
 	es := c.dt.Size()
 	switch c.kind {
 	case opAllReduce:
-		lo, hi := Part(c.numel, n, me, es)
-		srcs := make([][]byte, n)
+		// Each rank combines its part of everyone's memory into its own,
+		// then copies the others' parts from theirs. A coalesced call's
+		// memory is several runs: the work goes piece by piece, each
+		// piece one run of every rank's.
+		spans := make([][][]byte, n)
 		for k, o := range calls {
-			srcs[k] = o.out
+			spans[k] = o.spans()
 		}
-		g.reducer(c).AllReduce(c.out[lo:hi], srcs, lo, hi, 0, c.numel*es)
+		lo, hi := Part(c.numel, n, me, es)
+		red, total := g.reducer(c), c.numel*es
+		eachPiece(spans, lo, hi, func(off int, pieces [][]byte) {
+			red.AllReduce(pieces[me], pieces, 0, len(pieces[me]), off, total)
+		})
 		r.reduced.countDown()
 		if err := w.await(r, &r.reduced, deadline, "reduce"); err != nil {
 			return err
 		}
-		for k, o := range calls {
+		for k := range calls {
 			if k != me {
 				lo, hi := Part(c.numel, n, k, es)
-				copy(c.out[lo:hi], o.out[lo:hi])
+				eachPiece([][][]byte{spans[me], spans[k]}, lo, hi, func(_ int, pieces [][]byte) {
+					copy(pieces[0], pieces[1])
+				})
 			}
 		}
 	case opBroadcast:
@@ -272,7 +281,8 @@ func (w *World) check(r *round, me int) error {
 		return nil
 	}
 	point := c.kind == opSend || c.kind == opRecv
-	same := first.kind == c.kind && first.dt == c.dt && first.op == c.op && first.numel == c.numel && first.root == c.root
+	same := first.kind == c.kind && first.dt == c.dt && first.op == c.op && first.numel == c.numel && first.root == c.root &&
+		first.preMul == c.preMul
 	if point {
 		same = first.kind != c.kind && first.dt == c.dt && first.numel == c.numel
 	}
@@ -304,6 +314,9 @@ func describeCall(c *call, shapes bool) string {
 	switch c.kind {
 	case opAllReduce, opReduceScatter:
 		fmt.Fprintf(&b, ", op %v", c.op)
+		if c.preMul != 1 && c.kind == opAllReduce {
+			fmt.Fprintf(&b, " pre-multiplied by %v", c.preMul)
+		}
 	case opBroadcast:
 		fmt.Fprintf(&b, ", root %d", c.root)
 	}

@@ -3,6 +3,7 @@ package disttest
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ func Cases() []Case {
 	}
 	cs = append(cs,
 		Case{Name: "allReduce/large", Run: allReduceLarge(large)},
+		Case{Name: "allReduceCoalesced", Run: allReduceCoalesced},
 		Case{Name: "broadcast", Run: broadcast},
 		Case{Name: "reduceScatter", Run: reduceScatter},
 		Case{Name: "reduceScatter/inPlace", Run: reduceScatterInPlace},
@@ -124,6 +126,101 @@ func allReduceLarge(size int) func(dist.ProcessGroup, *tensor.Runtime) error {
 		}
 		return c.err()
 	}
+}
+
+// coalescedLengths splits size elements into the tensors rank r passes to
+// a coalesced all-reduce: lengths that differ from rank to rank, so that
+// the ranks' tensors end at different places, with an empty one among
+// them.
+func coalescedLengths(r, size int) []int {
+	var lengths []int
+	for k, left := 0, size; left > 0; k++ {
+		n := min(left, ((r+1)*(k+3)*37)%997+1)
+		if k == 1 {
+			n = 0
+		}
+		lengths = append(lengths, n)
+		left -= n
+	}
+	return lengths
+}
+
+// allReduceCoalesced checks dist.CoalescedAllReducer where the backend
+// implements it: the tensors, split differently on every rank, hold bit
+// for bit what an all-reduce of one tensor of their elements holds, with
+// a pre-multiplier (against each rank's values multiplied first) and
+// without one (rank 0 then calls AllReduce instead); invalid lists fail.
+func allReduceCoalesced(pg dist.ProcessGroup, rt *tensor.Runtime) error {
+	co, ok := pg.(dist.CoalescedAllReducer)
+	if !ok {
+		return nil
+	}
+	c := newChecker(pg)
+	n, r := pg.Size(), pg.Rank()
+	split := func(x *tensor.Tensor) []*tensor.Tensor {
+		var ts []*tensor.Tensor
+		off := 0
+		for _, l := range coalescedLengths(r, x.Numel()) {
+			ts = append(ts, x.Narrow(0, off, l))
+			off += l
+		}
+		return ts
+	}
+	for _, size := range []int{1, 13*n + 1, chunked} {
+		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float64} {
+			// A third, whose products round: the reference multiplies
+			// first, then sums one tensor.
+			const third = 1.0 / 3
+			vals := Values(dt, dist.Sum, r, size, 0)
+			for i := range vals {
+				vals[i] += 0.1 * float64(i%11)
+			}
+			ref, x := rt.FromValues(dt, vals, size), rt.FromValues(dt, vals, size)
+			what := fmt.Sprintf("allReduceCoalesced %v sum of %d pre-multiplied by 1/3", dt, size)
+			if err := ref.MulScalarInPlace(third); err != nil {
+				return err
+			}
+			wr, wc := pg.AllReduce(ref, dist.Sum), co.AllReduceCoalesced(split(x), dist.Sum, third)
+			if c.ok(wr, what+" (the reference)") && c.ok(wc, what) {
+				want, err := ReadBack(ref)
+				if err != nil {
+					return err
+				}
+				c.expect(x, want, nil, what)
+			}
+		}
+		x := rt.FromValues(dtype.Float32, Values(dtype.Float32, dist.Max, r, size, 0), size)
+		what := fmt.Sprintf("allReduceCoalesced float32 max of %d, rank 0 calling allReduce", size)
+		var w *dist.Work
+		if r == 0 {
+			w = pg.AllReduce(x, dist.Max)
+		} else {
+			w = co.AllReduceCoalesced(split(x), dist.Max, 1)
+		}
+		if c.ok(w, what) {
+			want, slack := Reduced(dtype.Float32, dist.Max, upTo(n), size, 0)
+			c.expect(x, want, slack, what)
+		}
+	}
+	x := rt.Zeros(dtype.Float32, 8)
+	for _, bad := range []struct {
+		what   string
+		ts     []*tensor.Tensor
+		op     dist.ReduceOp
+		preMul float64
+	}{
+		{"allReduceCoalesced of no tensors", nil, dist.Sum, 1},
+		{"allReduceCoalesced of overlapping tensors", []*tensor.Tensor{x.Narrow(0, 0, 5), x.Narrow(0, 4, 4)}, dist.Sum, 1},
+		{"allReduceCoalesced of the same tensor twice", []*tensor.Tensor{x, x}, dist.Sum, 1},
+		{"allReduceCoalesced of float32 and float64", []*tensor.Tensor{x, rt.Zeros(dtype.Float64, 2)}, dist.Sum, 1},
+		{"allReduceCoalesced of a non-contiguous tensor", []*tensor.Tensor{rt.Zeros(dtype.Float32, 2, 3).Transpose(0, 1)}, dist.Sum, 1},
+		{"allReduceCoalesced max pre-multiplied", []*tensor.Tensor{x}, dist.Max, 0.5},
+		{"allReduceCoalesced of int32 pre-multiplied", []*tensor.Tensor{rt.Zeros(dtype.Int32, 2)}, dist.Sum, 0.5},
+		{"allReduceCoalesced pre-multiplied by NaN", []*tensor.Tensor{x}, dist.Sum, math.NaN()},
+	} {
+		c.fails(co.AllReduceCoalesced(bad.ts, bad.op, bad.preMul), bad.what)
+	}
+	return c.err()
 }
 
 // broadcast checks a broadcast from every root, of every dtype and
