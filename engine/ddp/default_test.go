@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
@@ -30,7 +31,10 @@ type defaultFixture struct {
 // the reciprocal of the world size while it is copied into its bucket (a
 // true division would round differently on 3 ranks), divided in place when
 // it is the bucket's view already (gradientAsBucketView from the second
-// iteration), then summed.
+// iteration), then summed. Without gradientAsBucketView the in-process
+// group reduces the gradients where they are (dist.CoalescedAllReducer),
+// each multiplied by the reciprocal before the sum: the same bits, checked
+// against the bucket path too (the group's in-place reduction hidden).
 func TestDefaultReductionMatchesPyTorch(t *testing.T) {
 	raw, err := os.ReadFile("testdata/default.json")
 	if err != nil {
@@ -40,12 +44,13 @@ func TestDefaultReductionMatchesPyTorch(t *testing.T) {
 	if err := json.Unmarshal(raw, &fx); err != nil {
 		t.Fatal(err)
 	}
-	for _, view := range []bool{false, true} {
+	for _, c := range []struct{ view, inPlace bool }{{false, true}, {false, false}, {true, true}} {
+		view := c.view
 		want := fx.Copied
 		if view {
 			want = fx.Views
 		}
-		t.Run(fmt.Sprintf("gradientAsBucketView=%v", view), func(t *testing.T) {
+		t.Run(fmt.Sprintf("gradientAsBucketView=%v/inPlace=%v", view, c.inPlace), func(t *testing.T) {
 			w, err := dist.NewWorld(fx.World, dist.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -54,10 +59,24 @@ func TestDefaultReductionMatchesPyTorch(t *testing.T) {
 			got := make([][]map[string][]uint32, fx.World)
 			errs := make([]error, fx.World)
 			var wg sync.WaitGroup
+			var inPlace atomic.Int32
 			for rank := range fx.World {
-				wg.Go(func() { got[rank], errs[rank] = defaultRun(w.Group(rank), fx, view) })
+				var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
+				if c.inPlace {
+					pg = countingInPlace{w.Group(rank), &inPlace}
+				}
+				wg.Go(func() { got[rank], errs[rank] = defaultRun(pg, fx, view) })
 			}
 			wg.Wait()
+			// Two iterations of one bucket (the first plan, then the
+			// rebuilt one) on each rank, in place unless the gradients
+			// are the buckets' views.
+			if want := int32(2 * fx.World); c.inPlace && !view && inPlace.Load() != want {
+				t.Errorf("%d reductions in place, want %d", inPlace.Load(), want)
+			}
+			if view && inPlace.Load() != 0 {
+				t.Errorf("%d reductions in place with gradientAsBucketView, want none", inPlace.Load())
+			}
 			for rank, err := range errs {
 				if err != nil {
 					t.Fatalf("rank %d: %v", rank, err)
@@ -79,6 +98,21 @@ func TestDefaultReductionMatchesPyTorch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bucketsOnly hides the in-process group's in-place reduction
+// (dist.CoalescedAllReducer), so that DDP reduces through its buckets.
+type bucketsOnly struct{ dist.ProcessGroup }
+
+// countingInPlace counts the in-place reductions DDP asks of the group.
+type countingInPlace struct {
+	dist.ProcessGroup
+	calls *atomic.Int32
+}
+
+func (g countingInPlace) AllReduceCoalesced(ts []*tensor.Tensor, op dist.ReduceOp, preMul float64) *dist.Work {
+	g.calls.Add(1)
+	return g.ProcessGroup.(dist.CoalescedAllReducer).AllReduceCoalesced(ts, op, preMul)
 }
 
 // defaultRun trains gen_default.py's model on one rank and returns its
@@ -154,4 +188,106 @@ func defaultRun(pg dist.ProcessGroup, fx defaultFixture, view bool) ([]map[strin
 		sc.Close()
 	}
 	return out, nil
+}
+
+// TestInPlaceOnlyWhereItHolds: the in-place reduction serves the default
+// reduction of float32 gradients that all exist; a registered hook, a
+// bucket with a parameter that got no gradient (findUnusedParameters) and
+// Join go through the buckets. Either way the values are the bucket path's,
+// bit for bit (bucketsOnly), over several steps of AdamW on 3 ranks.
+func TestInPlaceOnlyWhereItHolds(t *testing.T) {
+	const n = 3
+	cases := []struct {
+		name     string
+		unused   bool
+		opts     Options
+		hook     bool
+		join     bool
+		inPlaces int32 // reductions in place on every rank, over the steps
+	}{
+		{name: "default", inPlaces: steps},
+		{name: "zeroed gradients kept", inPlaces: steps},
+		{name: "comm hook", hook: true},
+		{name: "unused parameter", unused: true, opts: Options{FindUnusedParameters: true}},
+		{name: "join", join: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			run := func(inPlace bool) ([][][]float64, int32) {
+				w, err := dist.NewWorld(n, dist.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+				var calls atomic.Int32
+				vals := make([][][]float64, n)
+				errs := make([]error, n)
+				var wg sync.WaitGroup
+				for rank := range n {
+					var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
+					if inPlace {
+						pg = countingInPlace{w.Group(rank), &calls}
+					}
+					wg.Go(func() {
+						r := newReplica(t, uint64(rank), c.unused)
+						d, err := New(pg, r.named(), c.opts)
+						if err != nil {
+							errs[rank] = err
+							return
+						}
+						defer d.Close()
+						if c.hook {
+							if errs[rank] = d.RegisterCommHook(AllReduceHook(pg)); errs[rank] != nil {
+								return
+							}
+						}
+						per := batch / n
+						loop := func() error {
+							for step := range steps {
+								sc := r.rt.OpenScope()
+								if err := r.opt.ZeroGrad(c.name != "zeroed gradients kept"); err != nil {
+									return err
+								}
+								if err := r.lossOn(step, rank*per, (rank+1)*per, 1).Backward(); err != nil {
+									return err
+								}
+								if err := r.opt.Step(); err != nil {
+									return err
+								}
+								sc.Close()
+							}
+							return nil
+						}
+						if c.join {
+							errs[rank] = d.Join(loop)
+						} else {
+							errs[rank] = loop()
+						}
+						vals[rank] = r.values(t)
+					})
+				}
+				wg.Wait()
+				for rank, err := range errs {
+					if err != nil {
+						t.Fatalf("rank %d: %v", rank, err)
+					}
+				}
+				return vals, calls.Load()
+			}
+			want, _ := run(false)
+			got, calls := run(true)
+			if calls != c.inPlaces*n {
+				t.Errorf("%d reductions in place, want %d", calls, c.inPlaces*n)
+			}
+			for rank := range got {
+				for i := range got[rank] {
+					for k, v := range got[rank][i] {
+						if math.Float64bits(v) != math.Float64bits(want[rank][i][k]) {
+							t.Fatalf("rank %d, parameter %d[%d] = %v, through the buckets %v", rank, i, k, v, want[rank][i][k])
+						}
+					}
+				}
+			}
+		})
+	}
 }
