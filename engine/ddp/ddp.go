@@ -439,7 +439,9 @@ func (d *DDP) ready(i int) {
 	if !d.rebuilt {
 		d.order = append(d.order, i)
 	}
-	d.launchReady()
+	// Once the parameter's other hooks have run: a bucket reduced in
+	// place changes the gradient they may read.
+	d.rt.AfterGradHooks(d.launchReady)
 }
 
 // start begins an iteration: every gradient read from now on waits for

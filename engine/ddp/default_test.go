@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/zeroeng/zeroeng/engine/cpu"
 	"github.com/zeroeng/zeroeng/engine/dist"
@@ -289,5 +291,79 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestHooksAfterDDPSeeTheLocalGradient: a gradient-ready hook registered
+// after DDP's reads the gradient as backward accumulated it, also when its
+// bucket is reduced in place: the bucket launches once the parameter's
+// hooks have run (tensor.Runtime.AfterGradHooks). Rank 0's hooks sleep
+// before reading, long enough for a reduction launched before them to
+// have changed the gradient; rank 1 reaches the collective first.
+func TestHooksAfterDDPSeeTheLocalGradient(t *testing.T) {
+	const n = 2
+	run := func(inPlace bool) [][][]float64 {
+		w, err := dist.NewWorld(n, dist.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		var calls atomic.Int32
+		seen := make([][][]float64, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for rank := range n {
+			var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
+			if inPlace {
+				pg = countingInPlace{w.Group(rank), &calls}
+			}
+			wg.Go(func() {
+				r := newReplica(t, 0, false)
+				d, err := New(pg, r.named(), Options{})
+				if err != nil {
+					errs[rank] = err
+					return
+				}
+				defer d.Close()
+				for _, p := range r.named() {
+					p.Tensor.OnGradReady(func(p *tensor.Tensor) {
+						if rank == 0 {
+							time.Sleep(20 * time.Millisecond)
+						}
+						v, err := p.GradNoSync().Float64s()
+						if err != nil && errs[rank] == nil {
+							errs[rank] = err
+						}
+						seen[rank] = append(seen[rank], v)
+					})
+				}
+				if err := r.lossOn(0, rank*12, rank*12+12, 1).Backward(); err != nil {
+					errs[rank] = err
+					return
+				}
+				if errs[rank] == nil {
+					errs[rank] = r.opt.Step()
+				}
+			})
+		}
+		wg.Wait()
+		for rank, err := range errs {
+			if err != nil {
+				t.Fatalf("rank %d: %v", rank, err)
+			}
+		}
+		if inPlace && calls.Load() != n {
+			t.Fatalf("%d reductions in place, want %d", calls.Load(), n)
+		}
+		return seen
+	}
+	want, got := run(false), run(true)
+	for rank := range got {
+		for i := range got[rank] {
+			if !slices.Equal(got[rank][i], want[rank][i]) {
+				t.Fatalf("rank %d: the hook after DDP's on parameter %d read %v, the local gradient is %v",
+					rank, i, got[rank][i][:3], want[rank][i][:3])
+			}
+		}
 	}
 }

@@ -516,10 +516,32 @@ func (rt *Runtime) accumulateLeaf(leaf, p *Tensor) error {
 			return fmt.Errorf("tensor: backward: accumulating the gradient of %s: %w", leaf.label(), err)
 		}
 	}
+	rt.inGradHooks++
 	for _, h := range slices.Clone(leaf.hooks) {
 		h.fn(leaf)
 	}
+	rt.inGradHooks--
+	for rt.inGradHooks == 0 && len(rt.afterGradHooks) > 0 {
+		after := rt.afterGradHooks
+		rt.afterGradHooks = nil
+		for _, f := range after {
+			f()
+		}
+	}
 	return nil
+}
+
+// AfterGradHooks runs fn once every gradient-ready hook (OnGradReady) of
+// the leaf whose hooks are running has run, or at once outside them. DDP
+// launches a bucket that reduces gradients in place from it, so that the
+// hooks registered after its own still read the leaf's gradient as it
+// was accumulated.
+func (rt *Runtime) AfterGradHooks(fn func()) {
+	if rt.inGradHooks == 0 {
+		fn()
+		return
+	}
+	rt.afterGradHooks = append(rt.afterGradHooks, fn)
 }
 
 // nodeHeap orders ready nodes by creation, latest first, as PyTorch's

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/zeroeng/zeroeng/engine/dtype"
 	"github.com/zeroeng/zeroeng/engine/tensor"
 )
 
@@ -385,5 +386,33 @@ func TestRanksRunConcurrently(t *testing.T) {
 		if !slices.Equal(results[r], results[0]) {
 			t.Fatalf("rank %d computed a different gradient from the same seed", r)
 		}
+	}
+}
+
+// TestAfterGradHooks: a function deferred from a gradient-ready hook runs
+// after the leaf's later hooks, once per registration, and at once outside
+// a backward pass.
+func TestAfterGradHooks(t *testing.T) {
+	rt := newRT()
+	w := rt.Ones(dtype.Float32, 3).Persist()
+	if err := w.SetRequiresGrad(true); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	w.OnGradReady(func(*tensor.Tensor) {
+		order = append(order, "first")
+		rt.AfterGradHooks(func() { order = append(order, "after") })
+	})
+	w.OnGradReady(func(*tensor.Tensor) { order = append(order, "second") })
+	if err := w.MulScalar(2).Sum(nil, false).Backward(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"first", "second", "after"}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+	ran := false
+	rt.AfterGradHooks(func() { ran = true })
+	if !ran {
+		t.Error("outside a backward pass the function did not run at once")
 	}
 }

@@ -32,6 +32,11 @@ type Runtime struct {
 	lists    [][]*Tensor // tensor lists of closed scopes, kept for reuse
 
 	trace *traceState // nil: the rank's passes are not recorded
+
+	// inGradHooks counts the leaves whose gradient-ready hooks are
+	// running; afterGradHooks waits for them (AfterGradHooks).
+	inGradHooks    int
+	afterGradHooks []func()
 }
 
 // traceState is what a recording runtime keeps (behind a pointer, so that
