@@ -209,8 +209,10 @@ type ZeroPeakConfig struct {
 }
 
 // ZeroPeakResult is what each rank held, in MiB: the formula (fp32
-// parameters, gradients and AdamW's two moments as the stage shards them,
-// and DDP's buckets when they are a second copy of the gradients),
+// parameters, gradients and AdamW's two moments as the stage shards them;
+// DDP's buckets are no second copy of the gradients on in-process ranks:
+// with gradientAsBucketView they are the gradients, without it they are
+// never allocated, the gradients being reduced where they are),
 // what the memory report counts after the last step (parameters,
 // gradients and optimizer state, with DDP's bucket copies), and the
 // highest peak of a step after the first two.
@@ -236,9 +238,6 @@ func ZeroPeakFormula(c ZeroPeakConfig, params int64) int64 {
 		b = 4*params + 4*params/n
 	default:
 		b = 4*params + 12*params/n
-	}
-	if c.Stage < 2 && !c.GradientAsBucketView {
-		b += 4 * params
 	}
 	return b
 }

@@ -50,8 +50,7 @@ type peakCase struct {
 // state for fp32 AdamW, as the stage shards them (P the parameter count,
 // N the ranks): 16·P under DDP, 8·P + 8·P/N under stage 1, 4·P + 12·P/N
 // under stage 2, 4·P + 4·P/N on the device under stage 2 with the state
-// offloaded. Without gradientAsBucketView DDP's buckets are a second copy
-// of the gradients (PyTorch's too): 4·P more, counted as such. P/N is a
+// offloaded. DDP's buckets add nothing here (see the end). P/N is a
 // rank's slice of the flat partition's buckets, padded to a multiple of N
 // (none here: a layer has an even number of parameters).
 func (c peakCase) formula() int64 {
@@ -68,9 +67,9 @@ func (c peakCase) formula() int64 {
 	default:
 		b = 4*p + 12*slice
 	}
-	if c.stage < 2 && !c.gav {
-		b += 4 * p // DDP's buckets
-	}
+	// DDP's buckets are no second copy of the gradients on in-process
+	// ranks: with gradientAsBucketView they are the gradients, without
+	// it they are never allocated (the gradients are reduced in place).
 	return b
 }
 

@@ -52,7 +52,9 @@ type Options struct {
 }
 
 // Bucket is a group of gradients reduced together: Buffer holds them one
-// after another, Params[i]'s at Offsets[i] (in elements).
+// after another, Params[i]'s at Offsets[i] (in elements). Where the
+// gradients are reduced in place (see stage) Buffer is allocated only when
+// the bucket first needs it; Buckets and the hooks always see it.
 type Bucket struct {
 	Index   int
 	IsLast  bool
@@ -121,6 +123,8 @@ type bucket struct {
 	// place, so there is nothing to copy back (unstage).
 	left    []bool
 	reduced bool
+	dt      dtype.DType // the gradients' (Buffer's, once it exists)
+	numel   int
 }
 
 // New wraps the replica whose parameters are params (in registration
@@ -189,6 +193,11 @@ func (d *DDP) RegisterCommHook(h CommHook) error {
 	}
 	d.hook = h
 	d.custom, d.inPlace = true, nil
+	for _, b := range d.buckets {
+		if err := d.buffer(b).Err(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -313,9 +322,18 @@ func (d *DDP) assign(order []int, limits []int64, sortByMin bool) [][]int {
 func (d *DDP) Buckets() []*Bucket {
 	out := make([]*Bucket, len(d.buckets))
 	for i, b := range d.buckets {
+		d.buffer(b) // an allocation's error travels in the tensor
 		out[i] = b.Bucket
 	}
 	return out
+}
+
+// buffer returns b's buffer, allocating it (zeroed) on first use.
+func (d *DDP) buffer(b *bucket) *tensor.Tensor {
+	if b.Buffer == nil {
+		b.Buffer = d.rt.Zeros(b.dt, b.numel).Persist()
+	}
+	return b.Buffer
 }
 
 // BucketBytes is the memory of the buckets that is not also a gradient:
@@ -323,12 +341,16 @@ func (d *DDP) Buckets() []*Bucket {
 // out. With GradientAsBucketView a staged gradient is its bucket's view
 // and is not counted twice; without it the buckets are a second copy of
 // every gradient (PyTorch's reducer keeps both too) and count in full,
-// as do buckets whose gradients were set to None.
+// as do buckets whose gradients were set to None; buckets reduced in
+// place and never allocated count nothing.
 func (d *DDP) BucketBytes() int64 {
 	sc := d.rt.OpenScope() // the views below
 	defer sc.Close()
 	var n int64
 	for _, b := range d.buckets {
+		if b.Buffer == nil {
+			continue
+		}
 		es := int64(b.Buffer.DType().Size())
 		n += int64(b.Buffer.Numel()) * es
 		for pos, p := range b.Params {
@@ -359,7 +381,9 @@ func (d *DDP) BucketNames() [][]string {
 // cap, then BucketCapMB).
 func (d *DDP) build(plan [][]int) error {
 	for _, b := range d.buckets {
-		b.Buffer.Release()
+		if b.Buffer != nil {
+			b.Buffer.Release()
+		}
 	}
 	d.buckets = nil
 	d.where = map[*tensor.Tensor]slot{}
@@ -374,9 +398,12 @@ func (d *DDP) build(plan [][]int) error {
 			b.Offsets = append(b.Offsets, n)
 			n += p.Tensor.Numel()
 		}
-		b.Buffer = d.rt.Zeros(dt, n).Persist()
-		if err := b.Buffer.Err(); err != nil {
-			return err
+		b.dt, b.numel = dt, n
+		// Without the in-place reduction every iteration needs it.
+		if d.inPlace == nil || d.opts.GradientAsBucketView {
+			if err := d.buffer(b).Err(); err != nil {
+				return err
+			}
 		}
 		b.ready = make([]bool, len(cur))
 		b.left = make([]bool, len(cur))
@@ -517,7 +544,7 @@ func (d *DDP) leaves(b *bucket, pos int) bool {
 	g := p.GradNoSync()
 	// Half-precision buckets go through the buffer: a pre-multiplied sum
 	// is float32 or float64 only (dist.CoalescedAllReducer).
-	dt := b.Buffer.DType()
+	dt := b.dt
 	return (dt == dtype.Float32 || dt == dtype.Float64) && g != nil && g.Err() == nil && g.IsContiguous() &&
 		g.DType() == dt && g.Numel() == p.Numel()
 }
@@ -527,7 +554,7 @@ func (d *DDP) copyIn(b *bucket, pos int) error {
 	sc := d.rt.OpenScope() // the views below
 	defer sc.Close()
 	p := b.Params[pos]
-	view := b.Buffer.Narrow(0, b.Offsets[pos], p.Numel())
+	view := d.buffer(b).Narrow(0, b.Offsets[pos], p.Numel())
 	defer view.Release()
 	g := p.GradNoSync()
 	switch {
@@ -614,7 +641,7 @@ func (d *DDP) launchReady() {
 // now, on the trace's hook lane.
 func (d *DDP) traceEvent(rank int, name string, b *bucket, start time.Time) trace.Event {
 	return trace.Event{Rank: rank, Lane: trace.Hook, Name: name, Start: start, End: time.Now(),
-		Args: [2]trace.Arg{{Key: "bucket", Val: int64(b.Index)}, {Key: "bytes", Val: int64(b.Buffer.Numel() * b.Buffer.DType().Size())}}}
+		Args: [2]trace.Arg{{Key: "bucket", Val: int64(b.Index)}, {Key: "bytes", Val: int64(b.numel * b.dt.Size())}}}
 }
 
 // Pending reports whether a backward pass's reductions have not been
@@ -846,7 +873,7 @@ func (d *DDP) JoinWith(fn func() error, opts JoinOptions) error {
 		}
 		// Shadow the iteration: every bucket's all-reduce, with zeros.
 		for _, b := range d.buckets {
-			if err := b.Buffer.Zero(); err != nil {
+			if err := d.buffer(b).Zero(); err != nil {
 				return err
 			}
 			if err := d.pg.AllReduce(b.Buffer, dist.Sum).Wait(); err != nil {

@@ -215,7 +215,7 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			run := func(inPlace bool) ([][][]float64, int32) {
+			run := func(inPlace bool) ([][][]float64, int32, []int64) {
 				w, err := dist.NewWorld(n, dist.Options{})
 				if err != nil {
 					t.Fatal(err)
@@ -224,6 +224,7 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 				var calls atomic.Int32
 				vals := make([][][]float64, n)
 				errs := make([]error, n)
+				bucketBytes := make([]int64, n)
 				var wg sync.WaitGroup
 				for rank := range n {
 					var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
@@ -266,6 +267,7 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 							errs[rank] = loop()
 						}
 						vals[rank] = r.values(t)
+						bucketBytes[rank] = d.BucketBytes()
 					})
 				}
 				wg.Wait()
@@ -274,12 +276,26 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 						t.Fatalf("rank %d: %v", rank, err)
 					}
 				}
-				return vals, calls.Load()
+				return vals, calls.Load(), bucketBytes
 			}
-			want, _ := run(false)
-			got, calls := run(true)
+			want, _, copies := run(false)
+			got, calls, kept := run(true)
 			if calls != c.inPlaces*n {
 				t.Errorf("%d reductions in place, want %d", calls, c.inPlaces*n)
+			}
+			// The buckets are a second copy of the gradients unless every
+			// reduction was in place: then they were never allocated.
+			for rank := range n {
+				if copies[rank] == 0 {
+					t.Errorf("rank %d: no bucket memory through the buckets", rank)
+				}
+				want := int64(0)
+				if c.inPlaces == 0 {
+					want = copies[rank]
+				}
+				if kept[rank] != want {
+					t.Errorf("rank %d: %d bytes of buckets, want %d", rank, kept[rank], want)
+				}
 			}
 			for rank := range got {
 				for i := range got[rank] {
