@@ -151,17 +151,19 @@ for w in "${workloads[@]}"; do
         # (OPENBLAS_NUM_THREADS=1: torch.set_num_threads does not reach OpenBLAS's threads). One rank
         # runs on one thread (the scaling's base) and as each side runs best.
         for m in cnn mlp gpt; do
-          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} OPENBLAS_NUM_THREADS=1 TORCH_THREADS=1 $PY bench/torch_ranks.py $m 1 | tag torch-tuned-1rank-t1
-          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS=1 $PY bench/torch_ranks.py $m 1 | tag torch-tuned-1rank-t1-blasN
-          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS="$NPROC" $PY bench/torch_ranks.py $m 1 | tag torch-tuned-1rank-tN
-          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} $PY bench/torch_ranks.py $m 2 | tag torch-tuned-2ranks
+          # The MLP's steps take half a millisecond: 300 of them (on both sides) for a steady median.
+          steps=$([ "$m" = mlp ] && echo 300 || ([ "$m" = gpt ] && echo 20 || echo 60))
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} OPENBLAS_NUM_THREADS=1 TORCH_THREADS=1 $PY bench/torch_ranks.py $m 1 $steps | tag torch-tuned-1rank-t1
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS=1 $PY bench/torch_ranks.py $m 1 $steps | tag torch-tuned-1rank-t1-blasN
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} TORCH_THREADS="$NPROC" $PY bench/torch_ranks.py $m 1 $steps | tag torch-tuned-1rank-tN
+          env LD_PRELOAD="$TCMALLOC" ${CORE:+OPENBLAS_CORETYPE=$CORE} $PY bench/torch_ranks.py $m 2 $steps | tag torch-tuned-2ranks
           for r in "--threads 1" "" "--nproc 2"; do
             side=$(case "$r" in "--threads 1") echo 1rank-t1 ;; "") echo 1rank-tN ;; *) echo 2ranks ;; esac)
             if [ "$m" = gpt ]; then
               ./bin/zeroeng run --quiet $r samples/gpt.js -- --config bench --bench --steps 23 --clip 0 | tail -n 1 |
                 sed 's/^\[[0-9]*\] //; s/"workload":"gpt"/"workload":"gpt-ranks"/; s/"tokens_per_s"/"samples_per_s"/' | tag "zeroeng-$side"
             else
-              ./bin/zeroeng run --quiet $r bench/ranks.js -- $m | tail -n 1 | sed 's/^\[[0-9]*\] //' | tag "zeroeng-$side"
+              ./bin/zeroeng run --quiet $r bench/ranks.js -- $m $steps | tail -n 1 | sed 's/^\[[0-9]*\] //' | tag "zeroeng-$side"
             fi
           done
         done
