@@ -517,12 +517,14 @@ func (d *DDP) start() {
 // division, or divided in place when it is the bucket's view already.
 //
 // On a group that reduces tensors in place (dist.CoalescedAllReducer) the
-// default reduction leaves the gradient where it is: when the bucket
-// launches, its gradients are reduced where they are, each multiplied by
-// the reciprocal before the sum, the same roundings as the bucket's.
-// That saves a copy of every gradient into the bucket and one back (a
-// tenth of a two-rank MLP step); a bucket with a gradient that cannot stay
-// (none, or of another layout) goes through its buffer whole.
+// default reduction averages as it sums (averagesInPlace): each rank's
+// value multiplied by the reciprocal before the sum, the roundings of the
+// copy's multiplication. The gradient then stays where it is, and when
+// the bucket launches its gradients are reduced there: no copy into the
+// bucket and none back (a tenth of a two-rank MLP step). A bucket with a
+// gradient that cannot stay (none, or of another layout) goes through its
+// buffer whole, copied as it is, in the same collective: ranks whose
+// buckets differ in that (a parameter unused on some) still meet.
 func (d *DDP) stage(b *bucket, pos int) error {
 	if d.leaves(b, pos) {
 		b.left[pos] = true
@@ -534,10 +536,19 @@ func (d *DDP) stage(b *bucket, pos int) error {
 	return nil
 }
 
+// averagesInPlace reports whether the default reduction is the group's
+// pre-multiplied sum (stage): on a group that has it, without a hook,
+// without gradientAsBucketView (its gradients are the buckets, divided
+// as PyTorch divides them) and outside Join (whose joined ranks shadow
+// the buckets' plain all-reduces). Every rank decides alike.
+func (d *DDP) averagesInPlace() bool {
+	return d.inPlace != nil && !d.opts.GradientAsBucketView && !d.joining
+}
+
 // leaves reports whether parameter pos's gradient can stay where it is
 // until its bucket is reduced in place (stage).
 func (d *DDP) leaves(b *bucket, pos int) bool {
-	if d.inPlace == nil || d.opts.GradientAsBucketView || d.joining {
+	if !d.averagesInPlace() {
 		return false
 	}
 	p := b.Params[pos]
@@ -571,8 +582,8 @@ func (d *DDP) copyIn(b *bucket, pos int) error {
 	default:
 		bv := view.View(p.Shape()...)
 		var err error
-		if d.custom {
-			err = bv.CopyFrom(g)
+		if d.custom || d.averagesInPlace() {
+			err = bv.CopyFrom(g) // a hook's to reduce, or the reduction averages
 		} else {
 			err = bv.MulScalarFrom(g, 1/float64(d.pg.Size()))
 		}
@@ -594,29 +605,42 @@ func (d *DDP) copyIn(b *bucket, pos int) error {
 	return nil
 }
 
-// launch hands bucket b to the reduction: its gradients reduced in place
-// when every one stayed where it was (stage), else the ones that stayed
-// copied into the buffer and the buffer to the hook.
+// launch hands bucket b to the reduction. Averaging in place, its
+// gradients are reduced where they are when every one stayed there and
+// still can (a later hook may have replaced one), else the ones that
+// stayed are copied into the buffer and the buffer is reduced; otherwise
+// the buffer goes to the hook.
 func (d *DDP) launch(b *bucket) error {
-	if !slices.Contains(b.left, false) {
-		grads := make([]*tensor.Tensor, len(b.Params))
-		for pos, p := range b.Params {
-			grads[pos] = p.GradNoSync()
-		}
-		w := d.inPlace.AllReduceCoalesced(grads, dist.Sum, 1/float64(d.pg.Size()))
-		b.wait = func() (*tensor.Tensor, error) { return nil, w.Wait() }
-		b.reduced = true
+	if !d.averagesInPlace() {
+		b.wait = d.hook(b.Bucket)
 		return nil
 	}
-	for pos, left := range b.left {
-		if left {
-			if err := d.copyIn(b, pos); err != nil {
-				return err
-			}
-			b.left[pos] = false
+	runs := make([]*tensor.Tensor, len(b.Params))
+	for pos, p := range b.Params {
+		if !b.left[pos] || !d.leaves(b, pos) {
+			runs = nil
+			break
 		}
+		runs[pos] = p.GradNoSync()
 	}
-	b.wait = d.hook(b.Bucket)
+	b.reduced = runs != nil
+	if !b.reduced {
+		for pos, left := range b.left {
+			if left {
+				if err := d.copyIn(b, pos); err != nil {
+					return err
+				}
+				b.left[pos] = false
+			}
+		}
+		runs = []*tensor.Tensor{b.Buffer}
+	}
+	w := d.inPlace.AllReduceCoalesced(runs, dist.Sum, 1/float64(d.pg.Size()))
+	buf := b.Buffer // nil when reduced in place: nothing to copy back
+	if b.reduced {
+		buf = nil
+	}
+	b.wait = func() (*tensor.Tensor, error) { return buf, w.Wait() }
 	return nil
 }
 

@@ -192,26 +192,32 @@ func defaultRun(pg dist.ProcessGroup, fx defaultFixture, view bool) ([]map[strin
 	return out, nil
 }
 
-// TestInPlaceOnlyWhereItHolds: the in-place reduction serves the default
-// reduction of float32 gradients that all exist; a registered hook, a
-// bucket with a parameter that got no gradient (findUnusedParameters) and
-// Join go through the buckets. Either way the values are the bucket path's,
-// bit for bit (bucketsOnly), over several steps of AdamW on 3 ranks.
+// TestInPlaceOnlyWhereItHolds: without a hook, DDP on the in-process group
+// averages in its pre-multiplied sum, the gradients where they are when
+// they all exist: no bucket is allocated. A bucket with a parameter that
+// got no gradient (findUnusedParameters; on one rank only, too) goes
+// through its buffer in the same collective; a registered hook and Join
+// keep the buckets' plain all-reduce. Either way the values are the bucket
+// path's, bit for bit (bucketsOnly), over several steps of AdamW on 3
+// ranks.
 func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 	const n = 3
 	cases := []struct {
-		name     string
-		unused   bool
-		opts     Options
-		hook     bool
-		join     bool
-		inPlaces int32 // reductions in place on every rank, over the steps
+		name      string
+		unused    bool
+		usedOn    int // the rank that uses the unused parameter after all (-1: none)
+		opts      Options
+		hook      bool
+		join      bool
+		coalesced int32 // pre-multiplied sums of every rank, over the steps
+		inPlace   bool  // every one on the gradients: no bucket allocated
 	}{
-		{name: "default", inPlaces: steps},
-		{name: "zeroed gradients kept", inPlaces: steps},
-		{name: "comm hook", hook: true},
-		{name: "unused parameter", unused: true, opts: Options{FindUnusedParameters: true}},
-		{name: "join", join: true},
+		{name: "default", usedOn: -1, coalesced: steps, inPlace: true},
+		{name: "zeroed gradients kept", usedOn: -1, coalesced: steps, inPlace: true},
+		{name: "comm hook", usedOn: -1, hook: true},
+		{name: "unused parameter", unused: true, usedOn: -1, opts: Options{FindUnusedParameters: true}, coalesced: steps},
+		{name: "a parameter unused on two ranks of three", unused: true, usedOn: 1, opts: Options{FindUnusedParameters: true}, coalesced: steps},
+		{name: "join", usedOn: -1, join: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -251,7 +257,11 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 								if err := r.opt.ZeroGrad(c.name != "zeroed gradients kept"); err != nil {
 									return err
 								}
-								if err := r.lossOn(step, rank*per, (rank+1)*per, 1).Backward(); err != nil {
+								loss := r.lossOn(step, rank*per, (rank+1)*per, 1)
+								if rank == c.usedOn {
+									loss = loss.Add(r.extra.Sum(nil, false).MulScalar(0.5))
+								}
+								if err := loss.Backward(); err != nil {
 									return err
 								}
 								if err := r.opt.Step(); err != nil {
@@ -280,8 +290,8 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 			}
 			want, _, copies := run(false)
 			got, calls, kept := run(true)
-			if calls != c.inPlaces*n {
-				t.Errorf("%d reductions in place, want %d", calls, c.inPlaces*n)
+			if calls != c.coalesced*n {
+				t.Errorf("%d pre-multiplied sums, want %d", calls, c.coalesced*n)
 			}
 			// The buckets are a second copy of the gradients unless every
 			// reduction was in place: then they were never allocated.
@@ -289,9 +299,9 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 				if copies[rank] == 0 {
 					t.Errorf("rank %d: no bucket memory through the buckets", rank)
 				}
-				want := int64(0)
-				if c.inPlaces == 0 {
-					want = copies[rank]
+				want := copies[rank]
+				if c.inPlace {
+					want = 0
 				}
 				if kept[rank] != want {
 					t.Errorf("rank %d: %d bytes of buckets, want %d", rank, kept[rank], want)
