@@ -53,36 +53,19 @@ func TestDefaultReductionMatchesPyTorch(t *testing.T) {
 			want = fx.Views
 		}
 		t.Run(fmt.Sprintf("gradientAsBucketView=%v/inPlace=%v", view, c.inPlace), func(t *testing.T) {
-			w, err := dist.NewWorld(fx.World, dist.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close()
 			got := make([][]map[string][]uint32, fx.World)
-			errs := make([]error, fx.World)
-			var wg sync.WaitGroup
-			var inPlace atomic.Int32
-			for rank := range fx.World {
-				var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
-				if c.inPlace {
-					pg = countingInPlace{w.Group(rank), &inPlace}
-				}
-				wg.Go(func() { got[rank], errs[rank] = defaultRun(pg, fx, view) })
-			}
-			wg.Wait()
+			calls := onRanks(t, fx.World, c.inPlace, func(pg dist.ProcessGroup, rank int) (err error) {
+				got[rank], err = defaultRun(pg, fx, view)
+				return err
+			})
 			// Two iterations of one bucket (the first plan, then the
 			// rebuilt one) on each rank, in place unless the gradients
 			// are the buckets' views.
-			if want := int32(2 * fx.World); c.inPlace && !view && inPlace.Load() != want {
-				t.Errorf("%d reductions in place, want %d", inPlace.Load(), want)
+			if want := int32(2 * fx.World); c.inPlace && !view && calls != want {
+				t.Errorf("%d reductions in place, want %d", calls, want)
 			}
-			if view && inPlace.Load() != 0 {
-				t.Errorf("%d reductions in place with gradientAsBucketView, want none", inPlace.Load())
-			}
-			for rank, err := range errs {
-				if err != nil {
-					t.Fatalf("rank %d: %v", rank, err)
-				}
+			if view && calls != 0 {
+				t.Errorf("%d reductions in place with gradientAsBucketView, want none", calls)
 			}
 			for it, grads := range want {
 				for name, bits := range grads {
@@ -115,6 +98,37 @@ type countingInPlace struct {
 func (g countingInPlace) AllReduceCoalesced(ts []*tensor.Tensor, op dist.ReduceOp, preMul float64) *dist.Work {
 	g.calls.Add(1)
 	return g.ProcessGroup.(dist.CoalescedAllReducer).AllReduceCoalesced(ts, op, preMul)
+}
+
+// onRanks runs each of n in-process ranks' part (in a goroutine of its
+// own) on its group, with the group's in-place reduction hidden
+// (bucketsOnly) or counted (countingInPlace), fails the test with the
+// first rank's error, and returns the pre-multiplied sums the ranks asked
+// for.
+func onRanks(t *testing.T, n int, inPlace bool, part func(pg dist.ProcessGroup, rank int) error) int32 {
+	t.Helper()
+	w, err := dist.NewWorld(n, dist.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var calls atomic.Int32
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for rank := range n {
+		var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
+		if inPlace {
+			pg = countingInPlace{w.Group(rank), &calls}
+		}
+		wg.Go(func() { errs[rank] = part(pg, rank) })
+	}
+	wg.Wait()
+	for rank, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", rank, err)
+		}
+	}
+	return calls.Load()
 }
 
 // defaultRun trains gen_default.py's model on one rank and returns its
@@ -222,71 +236,51 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			run := func(inPlace bool) ([][][]float64, int32, []int64) {
-				w, err := dist.NewWorld(n, dist.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer w.Close()
-				var calls atomic.Int32
 				vals := make([][][]float64, n)
-				errs := make([]error, n)
 				bucketBytes := make([]int64, n)
-				var wg sync.WaitGroup
-				for rank := range n {
-					var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
-					if inPlace {
-						pg = countingInPlace{w.Group(rank), &calls}
-					}
-					wg.Go(func() {
-						r := newReplica(t, uint64(rank), c.unused)
-						d, err := New(pg, r.named(), c.opts)
-						if err != nil {
-							errs[rank] = err
-							return
-						}
-						defer d.Close()
-						if c.hook {
-							if errs[rank] = d.RegisterCommHook(AllReduceHook(pg)); errs[rank] != nil {
-								return
-							}
-						}
-						per := batch / n
-						loop := func() error {
-							for step := range steps {
-								sc := r.rt.OpenScope()
-								if err := r.opt.ZeroGrad(c.name != "zeroed gradients kept"); err != nil {
-									return err
-								}
-								loss := r.lossOn(step, rank*per, (rank+1)*per, 1)
-								if rank == c.usedOn {
-									loss = loss.Add(r.extra.Sum(nil, false).MulScalar(0.5))
-								}
-								if err := loss.Backward(); err != nil {
-									return err
-								}
-								if err := r.opt.Step(); err != nil {
-									return err
-								}
-								sc.Close()
-							}
-							return nil
-						}
-						if c.join {
-							errs[rank] = d.Join(loop)
-						} else {
-							errs[rank] = loop()
-						}
-						vals[rank] = r.values(t)
-						bucketBytes[rank] = d.BucketBytes()
-					})
-				}
-				wg.Wait()
-				for rank, err := range errs {
+				calls := onRanks(t, n, inPlace, func(pg dist.ProcessGroup, rank int) error {
+					r := newReplica(t, uint64(rank), c.unused)
+					d, err := New(pg, r.named(), c.opts)
 					if err != nil {
-						t.Fatalf("rank %d: %v", rank, err)
+						return err
 					}
-				}
-				return vals, calls.Load(), bucketBytes
+					defer d.Close()
+					if c.hook {
+						if err := d.RegisterCommHook(AllReduceHook(pg)); err != nil {
+							return err
+						}
+					}
+					per := batch / n
+					loop := func() error {
+						for step := range steps {
+							sc := r.rt.OpenScope()
+							if err := r.opt.ZeroGrad(c.name != "zeroed gradients kept"); err != nil {
+								return err
+							}
+							loss := r.lossOn(step, rank*per, (rank+1)*per, 1)
+							if rank == c.usedOn {
+								loss = loss.Add(r.extra.Sum(nil, false).MulScalar(0.5))
+							}
+							if err := loss.Backward(); err != nil {
+								return err
+							}
+							if err := r.opt.Step(); err != nil {
+								return err
+							}
+							sc.Close()
+						}
+						return nil
+					}
+					if c.join {
+						err = d.Join(loop)
+					} else {
+						err = loop()
+					}
+					vals[rank] = r.values(t)
+					bucketBytes[rank] = d.BucketBytes()
+					return err
+				})
+				return vals, calls, bucketBytes
 			}
 			want, _, copies := run(false)
 			got, calls, kept := run(true)
@@ -329,57 +323,37 @@ func TestInPlaceOnlyWhereItHolds(t *testing.T) {
 func TestHooksAfterDDPSeeTheLocalGradient(t *testing.T) {
 	const n = 2
 	run := func(inPlace bool) [][][]float64 {
-		w, err := dist.NewWorld(n, dist.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		var calls atomic.Int32
 		seen := make([][][]float64, n)
-		errs := make([]error, n)
-		var wg sync.WaitGroup
-		for rank := range n {
-			var pg dist.ProcessGroup = bucketsOnly{w.Group(rank)}
-			if inPlace {
-				pg = countingInPlace{w.Group(rank), &calls}
-			}
-			wg.Go(func() {
-				r := newReplica(t, 0, false)
-				d, err := New(pg, r.named(), Options{})
-				if err != nil {
-					errs[rank] = err
-					return
-				}
-				defer d.Close()
-				for _, p := range r.named() {
-					p.Tensor.OnGradReady(func(p *tensor.Tensor) {
-						if rank == 0 {
-							time.Sleep(20 * time.Millisecond)
-						}
-						v, err := p.GradNoSync().Float64s()
-						if err != nil && errs[rank] == nil {
-							errs[rank] = err
-						}
-						seen[rank] = append(seen[rank], v)
-					})
-				}
-				if err := r.lossOn(0, rank*12, rank*12+12, 1).Backward(); err != nil {
-					errs[rank] = err
-					return
-				}
-				if errs[rank] == nil {
-					errs[rank] = r.opt.Step()
-				}
-			})
-		}
-		wg.Wait()
-		for rank, err := range errs {
+		calls := onRanks(t, n, inPlace, func(pg dist.ProcessGroup, rank int) error {
+			r := newReplica(t, 0, false)
+			d, err := New(pg, r.named(), Options{})
 			if err != nil {
-				t.Fatalf("rank %d: %v", rank, err)
+				return err
 			}
-		}
-		if inPlace && calls.Load() != n {
-			t.Fatalf("%d reductions in place, want %d", calls.Load(), n)
+			defer d.Close()
+			var hookErr error
+			for _, p := range r.named() {
+				p.Tensor.OnGradReady(func(p *tensor.Tensor) {
+					if rank == 0 {
+						time.Sleep(20 * time.Millisecond)
+					}
+					v, err := p.GradNoSync().Float64s()
+					if err != nil && hookErr == nil {
+						hookErr = err
+					}
+					seen[rank] = append(seen[rank], v)
+				})
+			}
+			if err := r.lossOn(0, rank*12, rank*12+12, 1).Backward(); err != nil {
+				return err
+			}
+			if hookErr != nil {
+				return hookErr
+			}
+			return r.opt.Step()
+		})
+		if inPlace && calls != n {
+			t.Fatalf("%d reductions in place, want %d", calls, n)
 		}
 		return seen
 	}
