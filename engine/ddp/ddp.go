@@ -536,28 +536,25 @@ func (d *DDP) stage(b *bucket, pos int) error {
 	return nil
 }
 
-// averagesInPlace reports whether the default reduction is the group's
-// pre-multiplied sum (stage): on a group that has it, without a hook,
-// without gradientAsBucketView (its gradients are the buckets, divided
-// as PyTorch divides them) and outside Join (whose joined ranks shadow
-// the buckets' plain all-reduces). Every rank decides alike.
-func (d *DDP) averagesInPlace() bool {
-	return d.inPlace != nil && !d.opts.GradientAsBucketView && !d.joining
+// averagesInPlace reports whether bucket b's default reduction is the
+// group's pre-multiplied sum (stage): on a group that has it, without a
+// hook, without gradientAsBucketView (its gradients are the buckets,
+// divided as PyTorch divides them), outside Join (whose joined ranks
+// shadow the buckets' plain all-reduces), for float32 and float64 (a
+// pre-multiplied sum's types). Every rank decides alike.
+func (d *DDP) averagesInPlace(b *bucket) bool {
+	return d.inPlace != nil && !d.opts.GradientAsBucketView && !d.joining && (b.dt == dtype.Float32 || b.dt == dtype.Float64)
 }
 
 // leaves reports whether parameter pos's gradient can stay where it is
 // until its bucket is reduced in place (stage).
 func (d *DDP) leaves(b *bucket, pos int) bool {
-	if !d.averagesInPlace() {
+	if !d.averagesInPlace(b) {
 		return false
 	}
 	p := b.Params[pos]
 	g := p.GradNoSync()
-	// Half-precision buckets go through the buffer: a pre-multiplied sum
-	// is float32 or float64 only (dist.CoalescedAllReducer).
-	dt := b.dt
-	return (dt == dtype.Float32 || dt == dtype.Float64) && g != nil && g.Err() == nil && g.IsContiguous() &&
-		g.DType() == dt && g.Numel() == p.Numel()
+	return g != nil && g.Err() == nil && g.IsContiguous() && g.DType() == b.dt && g.Numel() == p.Numel()
 }
 
 // copyIn writes parameter pos's gradient into its bucket (stage).
@@ -582,7 +579,7 @@ func (d *DDP) copyIn(b *bucket, pos int) error {
 	default:
 		bv := view.View(p.Shape()...)
 		var err error
-		if d.custom || d.averagesInPlace() {
+		if d.custom || d.averagesInPlace(b) {
 			err = bv.CopyFrom(g) // a hook's to reduce, or the reduction averages
 		} else {
 			err = bv.MulScalarFrom(g, 1/float64(d.pg.Size()))
@@ -611,7 +608,7 @@ func (d *DDP) copyIn(b *bucket, pos int) error {
 // stayed are copied into the buffer and the buffer is reduced; otherwise
 // the buffer goes to the hook.
 func (d *DDP) launch(b *bucket) error {
-	if !d.averagesInPlace() {
+	if !d.averagesInPlace(b) {
 		b.wait = d.hook(b.Bucket)
 		return nil
 	}
