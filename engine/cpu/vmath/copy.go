@@ -12,6 +12,10 @@ func CopyRows(dst []float32, dstStride int, src []float32, srcStride, rows, cols
 	if !checkBlock(fn, rows, cols, "dst", len(dst), dstStride, cols) || !checkBlock(fn, rows, cols, "src", len(src), srcStride, cols) {
 		return
 	}
+	if impl.copyRows != nil {
+		impl.copyRows(&dst[0], dstStride, &src[0], srcStride, rows, cols)
+		return
+	}
 	copyRows(&dst[0], dstStride, &src[0], srcStride, rows, cols)
 }
 

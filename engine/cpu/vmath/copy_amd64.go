@@ -6,6 +6,9 @@ package vmath
 func copyRows(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
 
 //go:noescape
+func copyRowsAVX512(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
+
+//go:noescape
 func deinterleaveRows(even *float32, evenStride int, odd *float32, oddStride int, src *float32, srcStride int, rows, pairs int)
 
 //go:noescape

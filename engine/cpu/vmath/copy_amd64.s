@@ -252,3 +252,52 @@ addNext:
 
 addDone:
 	RET
+
+// func copyRowsAVX512(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
+//
+// copyRows with Z registers: a row's whole 64-byte vectors, then its tail
+// (cols mod 16 elements, possibly none) in one masked load and store, so
+// that a 14-wide row is one load and one store.
+TEXT ·copyRowsAVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), R11
+	MOVQ cols+40(FP), DX
+	SHLQ $2, R8
+	SHLQ $2, R9
+	TESTQ R11, R11
+	JLE done
+	MOVQ DX, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1 // the tail's lanes
+	SHRQ $4, DX  // whole vectors a row
+
+row:
+	MOVQ DX, BX
+	XORQ AX, AX
+
+whole:
+	TESTQ BX, BX
+	JEQ tail
+	VMOVUPS (SI)(AX*1), Z0
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	DECQ BX
+	JMP whole
+
+tail:
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VMOVUPS Z0, K1, (DI)(AX*1)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R11
+	JNZ row
+	VZEROUPPER
+
+done:
+	RET

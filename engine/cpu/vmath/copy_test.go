@@ -8,11 +8,20 @@ import (
 )
 
 // TestCopyRows: every run length up to a few vectors (each tail of the
-// 32-, 16-, 8- and 4-byte moves), strides wider than the runs, the
-// elements between and after the runs untouched.
+// 32-, 16-, 8- and 4-byte moves, each mask of the AVX-512 loop), strides
+// wider than the runs, the elements between and after the runs untouched,
+// on every variant of this CPU.
 func TestCopyRows(t *testing.T) {
+	defer func(k *kernels) { impl = k }(impl)
+	for _, k := range variants {
+		impl = k
+		t.Run(k.name, testCopyRows)
+	}
+}
+
+func testCopyRows(t *testing.T) {
 	for _, rows := range []int{1, 2, 5} {
-		for cols := 0; cols <= 19; cols++ {
+		for cols := 0; cols <= 35; cols++ {
 			for _, pad := range []int{0, 3} {
 				t.Run(fmt.Sprintf("%dx%d+%d", rows, cols, pad), func(t *testing.T) {
 					ss, ds := cols+pad+1, cols+2*pad
@@ -62,11 +71,15 @@ func BenchmarkCopyRows(b *testing.B) {
 	const rows, cols = 16 * 14, 14
 	src := make([]float32, rows*cols)
 	dst := make([]float32, rows*(cols+2))
-	b.Run("CopyRows", func(b *testing.B) {
-		for b.Loop() {
-			CopyRows(dst, cols+2, src, cols, rows, cols)
-		}
-	})
+	defer func(k *kernels) { impl = k }(impl)
+	for _, k := range variants {
+		impl = k
+		b.Run("CopyRows/"+k.name, func(b *testing.B) {
+			for b.Loop() {
+				CopyRows(dst, cols+2, src, cols, rows, cols)
+			}
+		})
+	}
 	b.Run("copy", func(b *testing.B) {
 		for b.Loop() {
 			for r := range rows {

@@ -63,6 +63,10 @@ type kernels struct {
 	adam func(p, g, m, v []float32, c adamConsts)
 	sgd  func(p, g, buf []float32, c sgdConsts, mode sgdMode)
 
+	// copyRows is CopyRows's loop where a variant has one of its own
+	// (nil: copyRows, the SSE assembly or the Go loop).
+	copyRows func(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
+
 	// maxPool2x2 is MaxPool2x2's loop, its operands checked.
 	maxPool2x2 func(y []float32, at []int64, x []float32, w, ow, oh int)
 	// maxPool2x2Backward is MaxPool2x2Backward's loop, its operands
