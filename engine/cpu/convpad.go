@@ -128,6 +128,16 @@ var windowsMax int64 = 1<<31 - 1
 // inside their padded planes are written.
 func padInto[T float](dst, src []T, p padding) {
 	plane := p.h * p.w
+	if p.sh == 1 && p.sw == 1 {
+		// One phase: every channel's rows into its padded plane, from
+		// row −qy0, column −qx0, in one call.
+		rows, cols := min(p.rows, p.h+p.qy0), min(p.cols, p.w+p.qx0)
+		if slot := p.slots[0]; slot >= 0 && rows > 0 && cols > 0 {
+			at := slot*plane - p.qy0*p.w - p.qx0
+			vmath.CopyPlanes(dst[at:], p.w, p.planes*plane, src, p.cols, p.rows*p.cols, p.channels, rows, cols)
+		}
+		return
+	}
 	for ch := range p.channels {
 		in := src[ch*p.rows*p.cols : (ch+1)*p.rows*p.cols]
 		for a := range p.sh {

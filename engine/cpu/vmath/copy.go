@@ -32,6 +32,38 @@ func CopyBlock[T ~float32 | ~float64](dst []T, dstStride int, src []T, srcStride
 	CopyRows(d, dstStride*f, s, srcStride*f, rows, cols*f)
 }
 
+// CopyPlanes is CopyBlock for planes blocks of rows×cols at once, the
+// blocks dstPlane and srcPlane elements apart: a sample's channels into
+// their padded planes in one call, checked once (a call a channel, each
+// checked, cost the CNN's second convolution 5% of its weight gradient).
+func CopyPlanes[T ~float32 | ~float64](dst []T, dstStride, dstPlane int, src []T, srcStride, srcPlane, planes, rows, cols int) {
+	const fn = "vmath.CopyPlanes"
+	if planes < 0 || rows < 0 || cols < 0 || dstStride < 0 || srcStride < 0 || dstPlane < 0 || srcPlane < 0 {
+		panic(fn + ": negative extent (planes " + itoa(planes) + ", rows " + itoa(rows) + ", cols " + itoa(cols) + ")")
+	}
+	if planes == 0 || rows == 0 || cols == 0 {
+		return
+	}
+	for _, b := range []struct {
+		name             string
+		n, plane, stride int
+	}{{"dst", len(dst), dstPlane, dstStride}, {"src", len(src), srcPlane, srcStride}} {
+		if need := (planes-1)*b.plane + (rows-1)*b.stride + cols; b.n < need {
+			panic(fn + ": " + b.name + " has length " + itoa(b.n) + ", want " + itoa(need))
+		}
+	}
+	f := int(unsafe.Sizeof(dst[0]) / 4)
+	run := copyRows
+	if impl.copyRows != nil {
+		run = impl.copyRows
+	}
+	for p := range planes {
+		d := (*float32)(unsafe.Pointer(&dst[p*dstPlane]))
+		s := (*float32)(unsafe.Pointer(&src[p*srcPlane]))
+		run(d, dstStride*f, s, srcStride*f, rows, cols*f)
+	}
+}
+
 // DeinterleaveRows splits rows runs of cols elements of src, srcStride
 // apart, into their even-indexed elements, ⌈cols/2⌉ a row written to
 // even (rows evenStride apart), and their odd-indexed ones, ⌊cols/2⌋ to

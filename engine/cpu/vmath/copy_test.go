@@ -237,3 +237,65 @@ func TestInterleaveRowsFloat64(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyPlanes: blocks of every shape below into planes spaced wider
+// than they are, float32 and float64, on every variant: each element in
+// its place, the rest (between the rows and planes, and the guards around
+// dst) untouched.
+func TestCopyPlanes(t *testing.T) {
+	defer func(k *kernels) { impl = k }(impl)
+	for _, k := range variants {
+		impl = k
+		t.Run(k.name, func(t *testing.T) {
+			for _, c := range []struct{ planes, rows, cols int }{{1, 1, 1}, {3, 14, 14}, {2, 5, 17}, {4, 2, 33}, {1, 3, 16}} {
+				t.Run(fmt.Sprintf("%dx%dx%d", c.planes, c.rows, c.cols), func(t *testing.T) {
+					testCopyPlanes[float32](t, c.planes, c.rows, c.cols)
+					testCopyPlanes[float64](t, c.planes, c.rows, c.cols)
+				})
+			}
+		})
+	}
+}
+
+func testCopyPlanes[T ~float32 | ~float64](t *testing.T, planes, rows, cols int) {
+	t.Helper()
+	ss, sp := cols+1, (cols+1)*rows+2
+	ds, dp := cols+3, (cols+3)*(rows+2)
+	src := make([]T, (planes-1)*sp+(rows-1)*ss+cols)
+	for i := range src {
+		src[i] = T(i + 1)
+	}
+	const guard = 4
+	n := (planes-1)*dp + (rows-1)*ds + cols
+	buf := make([]T, n+2*guard)
+	for i := range buf {
+		buf[i] = -1
+	}
+	CopyPlanes(buf[guard:guard+n], ds, dp, src, ss, sp, planes, rows, cols)
+	for i, v := range buf {
+		want := T(-1)
+		if j := i - guard; j >= 0 && j < n {
+			p, r, c := j/dp, j%dp/ds, j%dp%ds
+			if r < rows && c < cols {
+				want = src[p*sp+r*ss+c]
+			}
+		}
+		if v != want {
+			t.Fatalf("%T: element %d (of dst: %d) is %v, want %v", v, i, i-guard, v, want)
+		}
+	}
+}
+
+func TestCopyPlanesRefuses(t *testing.T) {
+	buf := make([]float32, 40)
+	for _, tc := range []struct {
+		call func()
+		want string
+	}{
+		{func() { CopyPlanes(buf[:30], 4, 20, buf, 3, 9, 2, 3, 3) }, "dst has length 30, want 31"},
+		{func() { CopyPlanes(buf, 3, 9, buf[:17], 3, 9, 2, 3, 3) }, "src has length 17, want 18"},
+		{func() { CopyPlanes(buf, 3, 9, buf, 3, 9, -1, 3, 3) }, "negative extent"},
+	} {
+		wantPanic(t, tc.call, tc.want)
+	}
+}
