@@ -17,7 +17,7 @@ func archVariants() []*kernels {
 		k := avx512Kernels // generated; the hand-written kernels join it here
 		k.maxPool2x2 = maxPool2x2AVX512Go
 		k.maxPool2x2Backward = maxPool2x2BackwardAVX512Go
-		k.copyRows = copyRowsAVX512
+		k.copyRows, k.copyRowsAdd = copyRowsAVX512, copyRowsAddAVX512
 		v = append(v, k.fill())
 	}
 	if hasAVX2 {

@@ -160,7 +160,11 @@ func CopyRowsAdd[T ~float32 | ~float64](dst []T, dstStride int, src []T, srcStri
 		return
 	}
 	if d, ok := any(dst).([]float32); ok {
-		copyRowsAdd(&d[0], dstStride, &any(src).([]float32)[0], srcStride, rows, cols, float32(s))
+		run := copyRowsAdd
+		if impl.copyRowsAdd != nil {
+			run = impl.copyRowsAdd
+		}
+		run(&d[0], dstStride, &any(src).([]float32)[0], srcStride, rows, cols, float32(s))
 		return
 	}
 	copyRowsAddGo(dst, dstStride, src, srcStride, rows, cols, s)

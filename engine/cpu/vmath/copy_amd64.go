@@ -9,6 +9,9 @@ func copyRows(dst *float32, dstStride int, src *float32, srcStride int, rows, co
 func copyRowsAVX512(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
 
 //go:noescape
+func copyRowsAddAVX512(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int, s float32)
+
+//go:noescape
 func deinterleaveRows(even *float32, evenStride int, odd *float32, oddStride int, src *float32, srcStride int, rows, pairs int)
 
 //go:noescape

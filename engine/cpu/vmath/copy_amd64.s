@@ -301,3 +301,53 @@ tail:
 
 done:
 	RET
+
+// func copyRowsAddAVX512(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int, s float32)
+//
+// copyRowsAdd with Z registers: a row's whole vectors, then its tail in
+// one masked load, add and store.
+TEXT ·copyRowsAddAVX512(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), R11
+	MOVQ cols+40(FP), DX
+	VBROADCASTSS s+48(FP), Z4
+	SHLQ $2, R8
+	SHLQ $2, R9
+	TESTQ R11, R11
+	JLE addDone512
+	MOVQ DX, CX
+	ANDQ $15, CX
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1 // the tail's lanes
+	SHRQ $4, DX  // whole vectors a row
+
+addRow512:
+	MOVQ DX, BX
+	XORQ AX, AX
+
+addWhole512:
+	TESTQ BX, BX
+	JEQ addTail512
+	VADDPS (SI)(AX*1), Z4, Z0
+	VMOVUPS Z0, (DI)(AX*1)
+	ADDQ $64, AX
+	DECQ BX
+	JMP addWhole512
+
+addTail512:
+	VMOVUPS.Z (SI)(AX*1), K1, Z0
+	VADDPS Z4, Z0, Z0
+	VMOVUPS Z0, K1, (DI)(AX*1)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R11
+	JNZ addRow512
+	VZEROUPPER
+
+addDone512:
+	RET

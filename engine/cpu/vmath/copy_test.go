@@ -160,15 +160,24 @@ func TestInterleaveRefuses(t *testing.T) {
 	}
 }
 
-// TestCopyRowsAdd: every run length across the 8-, 4- and 1-float steps,
-// strides wider than the runs, each element the float32 sum of its source
-// and s (special values included), and nothing else written.
+// TestCopyRowsAdd: every run length across the 8-, 4- and 1-float steps
+// and the AVX-512 loop's masks, strides wider than the runs, each element
+// the float32 sum of its source and s (special values included), and
+// nothing else written, on every variant of this CPU.
 func TestCopyRowsAdd(t *testing.T) {
+	defer func(k *kernels) { impl = k }(impl)
+	for _, k := range variants {
+		impl = k
+		t.Run(k.name, testCopyRowsAdd)
+	}
+}
+
+func testCopyRowsAdd(t *testing.T) {
 	const g = 8
 	specials := []float32{float32(math.Inf(1)), float32(math.NaN()), float32(math.Copysign(0, -1)), 1e-45, 3.4e38}
 	for _, s := range []float32{0.25, float32(math.Copysign(0, -1)), float32(math.Inf(-1))} {
 		for _, rows := range []int{1, 3} {
-			for cols := 0; cols <= 19; cols++ {
+			for cols := 0; cols <= 35; cols++ {
 				t.Run(fmt.Sprintf("%v/%dx%d", s, rows, cols), func(t *testing.T) {
 					ss, ds := cols+2, cols+3
 					src := make([]float32, max(0, (rows-1)*ss+cols))

@@ -66,6 +66,8 @@ type kernels struct {
 	// copyRows is CopyRows's loop where a variant has one of its own
 	// (nil: copyRows, the SSE assembly or the Go loop).
 	copyRows func(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
+	// copyRowsAdd likewise for CopyRowsAdd (nil: copyRowsAdd).
+	copyRowsAdd func(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int, s float32)
 
 	// maxPool2x2 is MaxPool2x2's loop, its operands checked.
 	maxPool2x2 func(y []float32, at []int64, x []float32, w, ow, oh int)
