@@ -1,6 +1,7 @@
 package script
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,17 @@ func (g *replGroup) GatherObject(payload []byte, root int) ([][]byte, error) {
 }
 func (g *replGroup) NewGroup(ranks []int) (dist.ProcessGroup, error) {
 	return g.pg().NewGroup(ranks)
+}
+
+// AllReduceCoalesced is the current world's (dist.CoalescedAllReducer: a
+// REPL's worlds are in-process ones, which have it), so that DDP reduces
+// in place in the REPL as under `zeroeng run`.
+func (g *replGroup) AllReduceCoalesced(ts []*tensor.Tensor, op dist.ReduceOp, preMul float64) *dist.Work {
+	c, ok := g.pg().(dist.CoalescedAllReducer)
+	if !ok {
+		return dist.Failed(fmt.Errorf("dist: allReduce: the REPL's process group %T cannot reduce a list of tensors in place", g.pg()))
+	}
+	return c.AllReduceCoalesced(ts, op, preMul)
 }
 
 // CommTime is the current world's (dist.commTime() starts again from zero
