@@ -73,7 +73,8 @@ dist.barrier().wait();
 // the comm queue starts the all-gather at once (it started 2.8-4.8 ms into
 // a 10 ms block before, and once under load after the block's end). In
 // backward the queue may first finish a reduce-scatter issued before the
-// prefetch, which can outlast a block: there one step must overlap. The
+// prefetch, which can outlast a block: there one step must overlap (and
+// in forward all but one, for the OS's share under load: see below). The
 // blocks are gpt.js's "bench" ones at 8 sequences a rank (about 10 ms
 // each).
 func TestTraceStage3Prefetch(t *testing.T) {
@@ -138,8 +139,15 @@ func TestTraceStage3Prefetch(t *testing.T) {
 	if issuedFwd < steps || issuedBwd < steps {
 		t.Errorf("with prefetch: %d forwards and %d backwards of a block issue the next one's all-gather, want %d and %d", issuedFwd, issuedBwd, steps, steps)
 	}
-	if fwd < steps || bwd < 1 {
-		t.Errorf("with prefetch: %d forwards and %d backwards of a block overlap the next one's all-gather, want %d and one at least", fwd, bwd, steps)
+	// Every prefetch is issued inside its block (checked above); whether
+	// the queue then starts it inside the block is up to the OS as well
+	// as Go: under test-all's load (several test binaries on 2 cores) a
+	// thread can be off its core for most of a 10 ms block, and one run
+	// in many showed one forward of the three without its all-gather
+	// beside it (the queue started it after the block ended). So all but
+	// one forward must overlap, and one backward.
+	if fwd < steps-1 || bwd < 1 {
+		t.Errorf("with prefetch: %d forwards and %d backwards of a block overlap the next one's all-gather, want %d or more and one at least", fwd, bwd, steps-1)
 	}
 	fwd, bwd, issuedFwd, issuedBwd = overlapping("1")
 	if fwd != 0 || bwd != 0 || issuedFwd != 0 || issuedBwd != 0 {
