@@ -23,6 +23,7 @@ func archVariants() []*kernels {
 	if hasAVX2 {
 		k := avx2Kernels
 		k.maxPool2x2 = maxPool2x2AVX2Go
+		k.copyRows, k.copyRowsAdd = copyRowsAVX2, copyRowsAddAVX2
 		v = append(v, k.fill())
 	}
 	return v

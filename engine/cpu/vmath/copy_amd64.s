@@ -351,3 +351,105 @@ addTail512:
 
 addDone512:
 	RET
+
+// func copyRowsAVX2(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
+//
+// copyRows with Y registers for rows of 8 or more elements: a row's whole
+// 32-byte vectors but the last, then the row's last 8 elements, a vector
+// that overlaps the one before when cols is not a multiple of 8 (no mask:
+// a masked store is slow on some AVX2 cores). A 14-wide row is two loads
+// and two stores. Shorter rows take copyRows.
+TEXT ·copyRowsAVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), R11
+	MOVQ cols+40(FP), DX
+	CMPQ DX, $8
+	JLT short2
+	SHLQ $2, R8
+	SHLQ $2, R9
+	TESTQ R11, R11
+	JLE done2
+	LEAQ -32(DX*4), R10 // the last vector's offset
+	DECQ DX
+	SHRQ $3, DX         // the whole vectors before it
+
+row2:
+	MOVQ DX, BX
+	XORQ AX, AX
+
+whole2:
+	TESTQ BX, BX
+	JEQ last2
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	DECQ BX
+	JMP whole2
+
+last2:
+	VMOVUPS (SI)(R10*1), Y0
+	VMOVUPS Y0, (DI)(R10*1)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R11
+	JNZ row2
+	VZEROUPPER
+
+done2:
+	RET
+
+short2:
+	JMP ·copyRows(SB)
+
+// func copyRowsAddAVX2(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int, s float32)
+//
+// copyRowsAdd as copyRowsAVX2 copies: the overlapping last vector adds s
+// to the same source elements again, so it writes the same sums.
+TEXT ·copyRowsAddAVX2(SB), NOSPLIT, $0-52
+	MOVQ dst+0(FP), DI
+	MOVQ dstStride+8(FP), R8
+	MOVQ src+16(FP), SI
+	MOVQ srcStride+24(FP), R9
+	MOVQ rows+32(FP), R11
+	MOVQ cols+40(FP), DX
+	CMPQ DX, $8
+	JLT addShort2
+	VBROADCASTSS s+48(FP), Y4
+	SHLQ $2, R8
+	SHLQ $2, R9
+	TESTQ R11, R11
+	JLE addDone2
+	LEAQ -32(DX*4), R10
+	DECQ DX
+	SHRQ $3, DX
+
+addRow2:
+	MOVQ DX, BX
+	XORQ AX, AX
+
+addWhole2:
+	TESTQ BX, BX
+	JEQ addLast2
+	VADDPS (SI)(AX*1), Y4, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	DECQ BX
+	JMP addWhole2
+
+addLast2:
+	VADDPS (SI)(R10*1), Y4, Y0
+	VMOVUPS Y0, (DI)(R10*1)
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ R11
+	JNZ addRow2
+	VZEROUPPER
+
+addDone2:
+	RET
+
+addShort2:
+	JMP ·copyRowsAdd(SB)
