@@ -253,29 +253,46 @@ addNext:
 addDone:
 	RET
 
+// The row loops below share their start. ROWS_ARGS: DI dst, R8 its
+// stride in bytes, SI src, R9 its stride in bytes, R11 rows, DX cols.
+#define ROWS_ARGS \
+	MOVQ dst+0(FP), DI; \
+	MOVQ dstStride+8(FP), R8; \
+	MOVQ src+16(FP), SI; \
+	MOVQ srcStride+24(FP), R9; \
+	MOVQ rows+32(FP), R11; \
+	MOVQ cols+40(FP), DX
+
+// Z_TAIL: K1 the lanes of a row's tail (cols mod 16, possibly none), DX
+// the whole 16-lane vectors a row.
+#define Z_TAIL \
+	MOVQ DX, CX; \
+	ANDQ $15, CX; \
+	MOVL $1, AX; \
+	SHLL CX, AX; \
+	DECL AX; \
+	KMOVW AX, K1; \
+	SHRQ $4, DX
+
+// Y_LAST (cols ≥ 8): R10 the byte offset of a row's last 8 elements, DX
+// the whole 8-lane vectors before them.
+#define Y_LAST \
+	LEAQ -32(DX*4), R10; \
+	DECQ DX; \
+	SHRQ $3, DX
+
 // func copyRowsAVX512(dst *float32, dstStride int, src *float32, srcStride int, rows, cols int)
 //
 // copyRows with Z registers: a row's whole 64-byte vectors, then its tail
 // (cols mod 16 elements, possibly none) in one masked load and store, so
 // that a 14-wide row is one load and one store.
 TEXT ·copyRowsAVX512(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	MOVQ src+16(FP), SI
-	MOVQ srcStride+24(FP), R9
-	MOVQ rows+32(FP), R11
-	MOVQ cols+40(FP), DX
+	ROWS_ARGS
 	SHLQ $2, R8
 	SHLQ $2, R9
 	TESTQ R11, R11
 	JLE done
-	MOVQ DX, CX
-	ANDQ $15, CX
-	MOVL $1, AX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K1 // the tail's lanes
-	SHRQ $4, DX  // whole vectors a row
+	Z_TAIL
 
 row:
 	MOVQ DX, BX
@@ -307,24 +324,13 @@ done:
 // copyRowsAdd with Z registers: a row's whole vectors, then its tail in
 // one masked load, add and store.
 TEXT ·copyRowsAddAVX512(SB), NOSPLIT, $0-52
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	MOVQ src+16(FP), SI
-	MOVQ srcStride+24(FP), R9
-	MOVQ rows+32(FP), R11
-	MOVQ cols+40(FP), DX
+	ROWS_ARGS
 	VBROADCASTSS s+48(FP), Z4
 	SHLQ $2, R8
 	SHLQ $2, R9
 	TESTQ R11, R11
 	JLE addDone512
-	MOVQ DX, CX
-	ANDQ $15, CX
-	MOVL $1, AX
-	SHLL CX, AX
-	DECL AX
-	KMOVW AX, K1 // the tail's lanes
-	SHRQ $4, DX  // whole vectors a row
+	Z_TAIL
 
 addRow512:
 	MOVQ DX, BX
@@ -360,21 +366,14 @@ addDone512:
 // a masked store is slow on some AVX2 cores). A 14-wide row is two loads
 // and two stores. Shorter rows take copyRows.
 TEXT ·copyRowsAVX2(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	MOVQ src+16(FP), SI
-	MOVQ srcStride+24(FP), R9
-	MOVQ rows+32(FP), R11
-	MOVQ cols+40(FP), DX
+	ROWS_ARGS
 	CMPQ DX, $8
 	JLT short2
 	SHLQ $2, R8
 	SHLQ $2, R9
 	TESTQ R11, R11
 	JLE done2
-	LEAQ -32(DX*4), R10 // the last vector's offset
-	DECQ DX
-	SHRQ $3, DX         // the whole vectors before it
+	Y_LAST
 
 row2:
 	MOVQ DX, BX
@@ -409,12 +408,7 @@ short2:
 // copyRowsAdd as copyRowsAVX2 copies: the overlapping last vector adds s
 // to the same source elements again, so it writes the same sums.
 TEXT ·copyRowsAddAVX2(SB), NOSPLIT, $0-52
-	MOVQ dst+0(FP), DI
-	MOVQ dstStride+8(FP), R8
-	MOVQ src+16(FP), SI
-	MOVQ srcStride+24(FP), R9
-	MOVQ rows+32(FP), R11
-	MOVQ cols+40(FP), DX
+	ROWS_ARGS
 	CMPQ DX, $8
 	JLT addShort2
 	VBROADCASTSS s+48(FP), Y4
@@ -422,9 +416,7 @@ TEXT ·copyRowsAddAVX2(SB), NOSPLIT, $0-52
 	SHLQ $2, R9
 	TESTQ R11, R11
 	JLE addDone2
-	LEAQ -32(DX*4), R10
-	DECQ DX
-	SHRQ $3, DX
+	Y_LAST
 
 addRow2:
 	MOVQ DX, BX
