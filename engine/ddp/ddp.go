@@ -633,9 +633,9 @@ func (d *DDP) launch(b *bucket) error {
 		runs = []*tensor.Tensor{b.Buffer}
 	}
 	w := d.inPlace.AllReduceCoalesced(runs, dist.Sum, 1/float64(d.pg.Size()))
-	buf := b.Buffer // nil when reduced in place: nothing to copy back
-	if b.reduced {
-		buf = nil
+	var buf *tensor.Tensor // what Finalize copies back: nothing when reduced in place
+	if !b.reduced {
+		buf = b.Buffer
 	}
 	b.wait = func() (*tensor.Tensor, error) { return buf, w.Wait() }
 	return nil
