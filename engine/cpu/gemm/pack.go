@@ -72,6 +72,14 @@ func transpose[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 		// One clear of the panel is much cheaper than one per depth step.
 		clear(dst)
 	}
+	transposeRows(dst, src, ld, row0, rows, col0, kc, w)
+}
+
+// transposeRows is transpose without the zeroing: dst's elements other
+// than the rows' are left as they are, so that dst may be a block of a
+// larger matrix of row stride w (the positions product stores its tiles
+// into C so).
+func transposeRows[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 	if simdTranspose && unsafe.Sizeof(dst[0]) == 4 && kc >= 8 {
 		// float32 on amd64: groups of 8, 4 and 2 rows, 8 depth steps at
 		// a time, with AVX shuffles (about twice the speed of the Go
@@ -99,14 +107,16 @@ func transpose[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 			transpose2((*float32)(unsafe.Pointer(&dst[r])), w, (*float32)(unsafe.Pointer(&src[(row0+r)*ld+col0])), ld, k8)
 			r += 2
 		}
-		transposeGo(dst[k8*w:], src, ld, row0, r, col0+k8, kc-k8, w)
+		if k8 < kc { // (dst may end with the last step's rows: no slice past it)
+			transposeGo(dst[k8*w:], src, ld, row0, r, col0+k8, kc-k8, w)
+		}
 		transposeGo(dst[r:], src, ld, row0+r, rows-r, col0, kc, w)
 		return
 	}
 	transposeGo(dst, src, ld, row0, rows, col0, kc, w)
 }
 
-// transposeGo is transpose without the zeroing, in Go.
+// transposeGo is transposeRows in Go.
 func transposeGo[T scalar](dst, src []T, ld, row0, rows, col0, kc, w int) {
 	r := 0
 	if rows == 12 {

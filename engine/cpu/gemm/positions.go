@@ -191,39 +191,9 @@ func (j *positionsJob[T]) tiles(c0, c1 int) {
 					kc := min(j.kcStep, k-p0)
 					j.kern.fn(kc, ap, &j.b.Offs[p0], &j.a.packed[m*p0+q*nr*kc], &edge[0], nr, 1, blockBeta(beta, p0))
 				}
-				transposeInto(j.c[q*nr*j.ldc+row*j.b.Width+x0:], j.ldc, edge, nr, cols, nr)
+				// C[q·nr + x, position i] = edge[i, x].
+				transposeRows(j.c[q*nr*j.ldc+row*j.b.Width+x0:], edge, nr, 0, cols, 0, nr, j.ldc)
 			}
-		}
-	}
-}
-
-// transposeInto sets dst[x·ldd + i] = src[i·lds + x] for i < rows and
-// x < cols: on amd64, float32 with cols a multiple of 8, through the
-// AVX transpositions of 8, 4 and 2 rows.
-func transposeInto[T scalar](dst []T, ldd int, src []T, lds, rows, cols int) {
-	if rows == 0 || cols == 0 {
-		return
-	}
-	_ = dst[(cols-1)*ldd+rows-1] // bounds, once for the assembly
-	_ = src[(rows-1)*lds+cols-1]
-	i := 0
-	if d32, ok := any(dst).([]float32); ok && simdTranspose && cols%8 == 0 {
-		s32 := any(src).([]float32)
-		for ; i+8 <= rows; i += 8 {
-			transpose8(&d32[i], ldd, &s32[i*lds], lds, cols)
-		}
-		if i+4 <= rows {
-			transpose4(&d32[i], ldd, &s32[i*lds], lds, cols)
-			i += 4
-		}
-		if i+2 <= rows {
-			transpose2(&d32[i], ldd, &s32[i*lds], lds, cols)
-			i += 2
-		}
-	}
-	for ; i < rows; i++ {
-		for x := range cols {
-			dst[x*ldd+i] = src[i*lds+x]
 		}
 	}
 }
